@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs the lab's servers once and caches them: MinIO + mc (built from the Go module proxy at
+# pinned versions), DynamoDB Local (Maven Central). Idempotent; prints the cache directory.
+set -euo pipefail
+CACHE="${REPLMON_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/replmon}"
+MINIO_VERSION="v0.0.0-20260212201848-7aac2a2c5b7c"   # minio master of 2026-02-12
+MC_VERSION="v0.0.0-20250313080218-cf909e1063a9"      # mc of 2025-03-13
+DDB_LOCAL_VERSION="2.5.4"
+mkdir -p "$CACHE/bin"
+
+build_go() {  # name module version
+  local name=$1 mod=$2 ver=$3 stamp="$CACHE/bin/.$1-$3"
+  [ -x "$CACHE/bin/$name" ] && [ -f "$stamp" ] && return 0
+  echo "lab-deps: building $name $ver with go install (minutes, once)" >&2
+  GOBIN="$CACHE/bin" CGO_ENABLED=0 go install "$mod@$ver" >&2
+  touch "$stamp"
+}
+
+fetch_ddb_local() {
+  local dir="$CACHE/dynamodb-local-$DDB_LOCAL_VERSION"
+  [ -f "$dir/DynamoDBLocal.jar" ] && [ -d "$dir/lib" ] && return 0
+  echo "lab-deps: fetching DynamoDB Local $DDB_LOCAL_VERSION from Maven Central (once)" >&2
+  local tmp; tmp=$(mktemp -d)
+  cat > "$tmp/pom.xml" <<POM
+<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>
+<groupId>replmon</groupId><artifactId>ddb-local-fetch</artifactId><version>1</version>
+<dependencies><dependency><groupId>com.amazonaws</groupId><artifactId>DynamoDBLocal</artifactId>
+<version>$DDB_LOCAL_VERSION</version></dependency></dependencies></project>
+POM
+  mkdir -p "$dir.tmp/lib"
+  (cd "$tmp" && mvn -q -B dependency:copy-dependencies -DoutputDirectory="$dir.tmp/lib" >&2)
+  mv "$dir.tmp/lib"/DynamoDBLocal-*.jar "$dir.tmp/DynamoDBLocal.jar"
+  rm -rf "$dir" && mv "$dir.tmp" "$dir" && rm -rf "$tmp"
+}
+
+case "${1:-all}" in
+  minio) build_go minio github.com/minio/minio "$MINIO_VERSION" ;;
+  mc) build_go mc github.com/minio/mc "$MC_VERSION" ;;
+  ddb) fetch_ddb_local ;;
+  all) build_go mc github.com/minio/mc "$MC_VERSION"; fetch_ddb_local
+       build_go minio github.com/minio/minio "$MINIO_VERSION" ;;
+esac
+echo "$CACHE"

@@ -1,0 +1,1 @@
+"""Adapters: boto3 S3 and DynamoDB (AWS or any compatible endpoint), Powertools Metrics."""

@@ -1,0 +1,107 @@
+"""DynamoDB latency store (AWS or DynamoDB Local): conditional writes, key-range queries only."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import boto3
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from replmon.record import PARTITION_KEY, SORT_KEY, ProbeRecord, iso_ms
+
+_ser = TypeSerializer()
+_de = TypeDeserializer()
+
+
+def _to_ddb(value: Any) -> Any:
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    if isinstance(value, dict):
+        return {k: _to_ddb(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_to_ddb(v) for v in value]
+    return value
+
+
+def _from_ddb(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: _from_ddb(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_from_ddb(v) for v in value]
+    return value
+
+
+class DynamoLatencyStore:
+    def __init__(self, table: str, client: Any = None, *, endpoint_url: str | None = None, region: str | None = None) -> None:
+        self.table = table
+        self.client = client or boto3.client(
+            "dynamodb", endpoint_url=endpoint_url, region_name=region, config=Config(retries={"mode": "standard"})
+        )
+
+    def put_once(self, record: ProbeRecord) -> bool:
+        item = {k: _ser.serialize(_to_ddb(v)) for k, v in record.to_item().items()}
+        try:
+            self.client.put_item(
+                TableName=self.table,
+                Item=item,
+                # A retried RecordResult carries the same probe id and PUT time: same key, no second record.
+                ConditionExpression="attribute_not_exists(#pk)",
+                ExpressionAttributeNames={"#pk": PARTITION_KEY},
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def query(
+        self, route: str, start: float, end: float, *, newest_first: bool = False, limit: int | None = None
+    ) -> list[ProbeRecord]:
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "#pk = :r AND #sk BETWEEN :a AND :b",
+            "ExpressionAttributeNames": {"#pk": PARTITION_KEY, "#sk": SORT_KEY},
+            "ExpressionAttributeValues": {":r": {"S": route}, ":a": {"S": iso_ms(start)}, ":b": {"S": iso_ms(end) + "~"}},
+            "ScanIndexForward": not newest_first,
+        }
+        out: list[ProbeRecord] = []
+        for page in self.client.get_paginator("query").paginate(**kwargs):
+            for raw in page["Items"]:
+                out.append(ProbeRecord.from_item(_from_ddb({k: _de.deserialize(v) for k, v in raw.items()})))
+                if limit is not None and len(out) >= limit:
+                    return out
+        return out
+
+
+def table_definition(template: Path) -> dict[str, Any]:
+    """CreateTable arguments for the latency store, read from template.yaml (one source of truth)."""
+    from replmon.template import load_template
+
+    props = load_template(template)["Resources"]["LatencyTable"]["Properties"]
+    return {
+        "KeySchema": props["KeySchema"],
+        "AttributeDefinitions": props["AttributeDefinitions"],
+        "BillingMode": props.get("BillingMode", "PAY_PER_REQUEST"),
+    }
+
+
+def ensure_table(client: Any, table: str, template: Path) -> None:
+    """Create the table (and its TTL) as template.yaml defines it, if it does not exist."""
+    from replmon.template import load_template
+
+    try:
+        client.describe_table(TableName=table)
+        return
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] != "ResourceNotFoundException":
+            raise
+    client.create_table(TableName=table, **table_definition(template))
+    client.get_waiter("table_exists").wait(TableName=table)
+    ttl = load_template(template)["Resources"]["LatencyTable"]["Properties"]["TimeToLiveSpecification"]
+    client.update_time_to_live(TableName=table, TimeToLiveSpecification=ttl)

@@ -1,0 +1,115 @@
+"""boto3 S3 adapter: AWS, or any S3-compatible endpoint such as MinIO (``endpoint_url``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from replmon.config import Destination, Endpoint
+from replmon.ports import HeadResult, PutResult
+
+_CHECKSUM_FIELDS = ("ChecksumCRC32", "ChecksumCRC32C", "ChecksumCRC64NVME", "ChecksumSHA1", "ChecksumSHA256")
+
+
+def _checksum(resp: dict[str, Any]) -> str | None:
+    for f in _CHECKSUM_FIELDS:
+        if resp.get(f):
+            return f"{f.removeprefix('Checksum')}:{resp[f]}"
+    return None
+
+
+class S3ObjectStore:
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def put(self, bucket: str, key: str, body: bytes, metadata: dict[str, str]) -> PutResult:
+        r = self.client.put_object(Bucket=bucket, Key=key, Body=body, Metadata=metadata, Tagging="replmon=probe")
+        return PutResult(r.get("VersionId"), r["ETag"], _checksum(r))
+
+    def create_multipart(self, bucket: str, key: str, metadata: dict[str, str]) -> str:
+        r = self.client.create_multipart_upload(Bucket=bucket, Key=key, Metadata=metadata, Tagging="replmon=probe")
+        return str(r["UploadId"])
+
+    def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int, body: bytes) -> str:
+        r = self.client.upload_part(Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=part_number, Body=body)
+        return str(r["ETag"])
+
+    def upload_part_copy(
+        self, bucket: str, key: str, upload_id: str, part_number: int, source_key: str, first: int, last: int
+    ) -> str:
+        r = self.client.upload_part_copy(
+            Bucket=bucket,
+            Key=key,
+            UploadId=upload_id,
+            PartNumber=part_number,
+            CopySource={"Bucket": bucket, "Key": source_key},
+            CopySourceRange=f"bytes={first}-{last}",
+        )
+        return str(r["CopyPartResult"]["ETag"])
+
+    def complete_multipart(self, bucket: str, key: str, upload_id: str, etags: Sequence[str]) -> PutResult:
+        r = self.client.complete_multipart_upload(
+            Bucket=bucket,
+            Key=key,
+            UploadId=upload_id,
+            MultipartUpload={"Parts": [{"ETag": e, "PartNumber": i} for i, e in enumerate(etags, start=1)]},
+        )
+        return PutResult(r.get("VersionId"), r["ETag"], _checksum(r))
+
+    def abort_multipart(self, bucket: str, key: str, upload_id: str) -> None:
+        self.client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
+
+    def head(self, bucket: str, key: str, version_id: str | None = None) -> HeadResult | None:
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key}
+        if version_id:
+            kwargs["VersionId"] = version_id
+        try:
+            r = self.client.head_object(**kwargs)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound", "NoSuchVersion"):
+                return None
+            raise
+        return HeadResult(r.get("ReplicationStatus"), int(r["ContentLength"]), r["ETag"], r.get("VersionId"))
+
+    def delete_all_versions(self, bucket: str, key: str) -> int:
+        """Delete every version and delete marker of exactly ``key``; returns how many."""
+        doomed: list[dict[str, str]] = []
+        for page in self.client.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=key):
+            for v in page.get("Versions", []) + page.get("DeleteMarkers", []):
+                if v["Key"] == key:
+                    doomed.append({"Key": key, "VersionId": v["VersionId"]})
+        for i in range(0, len(doomed), 1000):
+            self.client.delete_objects(Bucket=bucket, Delete={"Objects": doomed[i : i + 1000], "Quiet": True})
+        return len(doomed)
+
+
+_CONFIG = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=60)
+_PATH_STYLE = Config(s3={"addressing_style": "path"})
+
+
+@cache
+def _client(endpoint_url: str | None, region: str | None, role_arn: str | None) -> Any:
+    session = boto3.session.Session()
+    if role_arn:
+        creds = session.client("sts", region_name=region).assume_role(RoleArn=role_arn, RoleSessionName="replmon")["Credentials"]
+        session = boto3.session.Session(
+            aws_access_key_id=creds["AccessKeyId"],
+            aws_secret_access_key=creds["SecretAccessKey"],
+            aws_session_token=creds["SessionToken"],
+        )
+    config = _CONFIG.merge(_PATH_STYLE) if endpoint_url else _CONFIG
+    return session.client("s3", region_name=region, endpoint_url=endpoint_url, config=config)
+
+
+def s3_stores(endpoint: Endpoint) -> S3ObjectStore:
+    """The :class:`~replmon.ports.ObjectStores` factory for boto3 (clients cached per endpoint)."""
+    role = endpoint.role_arn if isinstance(endpoint, Destination) else None
+    return S3ObjectStore(_client(endpoint.endpoint_url, endpoint.region, role))
+
+
+s3_stores.cache_clear = _client.cache_clear  # type: ignore[attr-defined]

@@ -1,0 +1,209 @@
+"""Run the real ``statemachines/*.asl.json`` locally: moto's ASL interpreter, handlers in-process.
+
+This is not a second orchestration: moto interprets the very definition that deploys, and its
+Lambda tasks call the real handler functions. S3 and DynamoDB calls go wherever the handlers'
+clients point (moto in tests, MinIO and DynamoDB Local in the lab).
+
+Two moto internals are patched; :func:`check_patch_points` fails loudly if a moto upgrade
+moves them (moto is pinned in pyproject.toml):
+- ``LambdaSimpleBackend.invoke`` (runs the handler instead of echoing the payload);
+- ``WaitFunction._wait_interval`` (only with a ManualClock: a Wait state advances the clock
+  instead of sleeping, so a 30-minute replication plays in milliseconds).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+from replmon.clock import ManualClock
+from replmon.template import repo_root
+
+ACCOUNT = "123456789012"
+REGION = "us-east-1"
+FUNCTIONS = ("PlanProbes", "UploadProbe", "PollReplication", "RecordResult", "Cleanup")
+DEFINITION = repo_root() / "statemachines" / "replication_probe.asl.json"
+
+Handler = Callable[[dict[str, Any], Any], Any]
+
+
+def check_patch_points() -> None:
+    from moto.awslambda_simple.models import LambdaSimpleBackend
+    from moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_function import WaitFunction
+
+    sig = list(inspect.signature(LambdaSimpleBackend.invoke).parameters)
+    if sig[:4] != ["self", "function_name", "qualifier", "body"]:
+        raise RuntimeError(f"moto's LambdaSimpleBackend.invoke changed its signature to {sig}; update replmon.aslrun")
+    if list(inspect.signature(WaitFunction._wait_interval).parameters) != ["self", "env", "wait_seconds"]:
+        raise RuntimeError("moto's WaitFunction._wait_interval changed; update replmon.aslrun")
+
+
+def function_arn(name: str) -> str:
+    return f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{name}"
+
+
+def load_definition(path: Path = DEFINITION) -> str:
+    """The definition with SAM's DefinitionSubstitutions filled the way the lab names functions."""
+    text = path.read_text()
+    return re.sub(r"\$\{(\w+)FunctionArn\}", lambda m: function_arn(m.group(1)), text)
+
+
+@dataclass
+class LambdaContext:
+    function_name: str
+    memory_limit_in_mb: int = 1024
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+
+    @property
+    def invoked_function_arn(self) -> str:
+        return function_arn(self.function_name)
+
+
+@dataclass
+class Invocation:
+    function: str
+    event: dict[str, Any]
+    error: str | None
+
+
+@dataclass
+class ExecutionResult:
+    status: str
+    output: Any
+    error: str | None
+    cause: str | None
+    invocations: list[Invocation]
+
+
+class LocalStateMachine:
+    """``with LocalStateMachine(handlers) as sm: sm.run({...})`` — needs moto's mock_aws active."""
+
+    def __init__(self, handlers: dict[str, Handler], clock: ManualClock | None = None, definition: Path = DEFINITION):
+        self.handlers = handlers
+        self.clock = clock
+        self.definition = definition
+        self.invocations: list[Invocation] = []
+        self._stack = ExitStack()
+
+    def _invoke(self, backend: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: dict) -> bytes:
+        name = function_name.rsplit(":", 1)[-1] if ":function:" in function_name else function_name
+        event = json.loads(body or "{}")
+        handler = self.handlers.get(name)
+        if handler is None:
+            raise KeyError(f"no in-process handler for Lambda function {name!r}; known: {sorted(self.handlers)}")
+        try:
+            result = handler(event, LambdaContext(name))
+        except Exception as exc:  # what Lambda reports for an unhandled error
+            self.invocations.append(Invocation(name, event, type(exc).__name__))
+            response_headers["x-amz-function-error"] = "Unhandled"
+            return json.dumps({"errorType": type(exc).__name__, "errorMessage": str(exc)}).encode()
+        self.invocations.append(Invocation(name, event, None))
+        return json.dumps(result).encode()
+
+    def __enter__(self) -> LocalStateMachine:
+        check_patch_points()
+        runner = self
+
+        def invoke(backend: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: dict) -> bytes:
+            return runner._invoke(backend, function_name, qualifier, body, headers, response_headers)
+
+        self._stack.enter_context(mock.patch("moto.awslambda_simple.models.LambdaSimpleBackend.invoke", invoke))
+        if self.clock is not None:
+            clock = self.clock
+
+            def wait(_self: Any, env: Any, wait_seconds: int) -> None:
+                clock.advance(wait_seconds)
+
+            self._stack.enter_context(
+                mock.patch(
+                    "moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_function.WaitFunction._wait_interval",
+                    wait,
+                )
+            )
+        import boto3
+
+        self.sfn = boto3.client("stepfunctions", region_name=REGION)
+        self.arn = self.sfn.create_state_machine(
+            name=f"replication-probe-{uuid.uuid4().hex[:8]}",
+            definition=load_definition(self.definition),
+            roleArn=f"arn:aws:iam::{ACCOUNT}:role/replmon-local",
+            type="STANDARD",
+        )["stateMachineArn"]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def start(self, payload: dict[str, Any]) -> str:
+        return str(self.sfn.start_execution(stateMachineArn=self.arn, input=json.dumps(payload))["executionArn"])
+
+    def wait(self, execution_arn: str, timeout: float = 600.0, poll: float = 0.05) -> ExecutionResult:
+        deadline = time.monotonic() + timeout
+        while True:
+            desc = self.sfn.describe_execution(executionArn=execution_arn)
+            if desc["status"] != "RUNNING":
+                break
+            if time.monotonic() > deadline:
+                self.sfn.stop_execution(executionArn=execution_arn, error="LocalTimeout", cause=f"still running after {timeout} s")
+                raise TimeoutError(f"state machine execution still running after {timeout} s")
+            time.sleep(poll)
+        return ExecutionResult(
+            status=desc["status"],
+            output=json.loads(desc["output"]) if desc.get("output") else None,
+            error=desc.get("error"),
+            cause=desc.get("cause"),
+            invocations=list(self.invocations),
+        )
+
+    def run(self, payload: dict[str, Any], timeout: float = 600.0) -> ExecutionResult:
+        self.invocations.clear()
+        return self.wait(self.start(payload), timeout)
+
+
+HANDLER_FILES = {
+    "PlanProbes": "plan_probes.py",
+    "UploadProbe": "upload_probe.py",
+    "PollReplication": "poll_replication.py",
+    "RecordResult": "record_result.py",
+    "Cleanup": "cleanup.py",
+    "Report": "report.py",
+}
+
+
+def load_handler(name: str) -> Handler:
+    """The ``handler`` of functions/<file>.py: the very entry point that deploys."""
+    import importlib.util
+
+    path = repo_root() / "functions" / HANDLER_FILES[name]
+    spec = importlib.util.spec_from_file_location(f"replmon_functions_{path.stem}", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.handler  # type: ignore[no-any-return]
+
+
+def handlers_for(deps: Any) -> dict[str, Handler]:
+    """The real Lambda handlers, with ``deps`` (stores, clock) plugged in."""
+    from replmon import lambda_entry
+
+    lambda_entry.set_deps(deps)
+    return {name: load_handler(name) for name in FUNCTIONS}
+
+
+@contextmanager
+def local_state_machine(deps: Any, clock: ManualClock | None = None) -> Iterator[LocalStateMachine]:
+    """mock_aws for Step Functions and Lambda, the real definition, the real handlers."""
+    from moto import mock_aws
+
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}):
+        with LocalStateMachine(handlers_for(deps), clock=clock) as sm:
+            yield sm

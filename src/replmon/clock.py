@@ -1,0 +1,49 @@
+"""Clocks are inputs: the wall clock in Lambda and the lab, a manual one in tests.
+
+Epoch seconds, because the two ends of a latency interval are read in different processes
+(UploadProbe and PollReplication run in separate Lambda invocations).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Protocol
+
+
+class Clock(Protocol):
+    def now(self) -> float: ...
+    def sleep(self, seconds: float) -> None: ...
+
+
+class WallClock:
+    def now(self) -> float:
+        return time.time()
+
+    def sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            time.sleep(seconds)
+
+
+class ManualClock:
+    """A clock that moves only when told; ``sleep`` advances it at once.
+
+    >>> c = ManualClock(100.0); c.sleep(2.5); c.now()
+    102.5
+    """
+
+    def __init__(self, start: float = 1_700_000_000.0, tick: float = 0.0) -> None:
+        self._t = start
+        self._tick = tick  # added on every read: models the time a request takes
+        self._lock = threading.Lock()
+
+    def now(self) -> float:
+        with self._lock:
+            self._t += self._tick
+            return self._t
+
+    def sleep(self, seconds: float) -> None:
+        with self._lock:
+            self._t += max(0.0, seconds)
+
+    advance = sleep

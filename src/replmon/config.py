@@ -1,0 +1,184 @@
+"""Probe configuration: routes, sizes, trials, timeout and target, validated with Powertools Parser.
+
+Every invalid value becomes one line that names the field and the accepted form:
+
+>>> load_request({"routes": [], "sizes": ["1MiB"]})
+Traceback (most recent call last):
+...
+replmon.config.ConfigError: invalid probe configuration:
+  routes: at least one route is required, e.g. [{"name": "primary", "source": {"bucket": "src"}, "destinations": [{"bucket": "dst"}]}]
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from aws_lambda_powertools.utilities.parser import parse
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+
+from replmon import presets
+from replmon.sizes import ACCEPTED_FORM, parse_size
+
+_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](--[a-z0-9-]+--x-s3)?$")
+_REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+DEFAULT_TIMEOUT_SECONDS = 7200  # 2 h: an 80 GiB CRR probe takes 15-30 min (field-notes 1), with margin.
+DEFAULT_TARGET_SECONDS = 900.0  # RTC's promise: 99.99 % within 15 minutes (field-notes 6).
+
+
+class ConfigError(ValueError):
+    """Invalid configuration; ``str()`` lists each bad field with its fix."""
+
+
+def _bucket(value: str) -> str:
+    if not isinstance(value, str) or not _BUCKET_RE.match(value) or ".." in value:
+        raise ValueError("must be an S3 bucket name: 3-63 lowercase letters, digits, dots or hyphens, e.g. 'dr-source-bucket'")
+    return value
+
+
+def _region(value: str | None) -> str | None:
+    if value is not None and not _REGION_RE.match(value):
+        raise ValueError("must be an AWS region code such as 'us-east-1' or 'ap-southeast-1'")
+    return value
+
+
+def _prefix(value: str) -> str:
+    if not value or value.startswith("/") or not value.endswith("/"):
+        raise ValueError("must be a key prefix ending in '/', without a leading '/', e.g. 'replmon-probes/'")
+    return value
+
+
+class Endpoint(BaseModel):
+    """A bucket and where to reach it (``endpoint_url`` for S3-compatible servers such as MinIO)."""
+
+    model_config = ConfigDict(extra="forbid")
+    bucket: str
+    region: str | None = None
+    endpoint_url: str | None = None
+
+    _check_bucket = field_validator("bucket")(_bucket)
+    _check_region = field_validator("region")(_region)
+
+    @field_validator("endpoint_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^https?://[^/\s]+/?$", value):
+            raise ValueError("must be an http(s) URL with no path, e.g. 'http://127.0.0.1:9000'")
+        return value
+
+
+class Destination(Endpoint):
+    """A replication destination; ``role_arn`` is assumed to HEAD/delete replicas in another account."""
+
+    account: str | None = None
+    role_arn: str | None = None
+
+    @field_validator("account")
+    @classmethod
+    def _account(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^\d{12}$", value):
+            raise ValueError("must be a 12-digit AWS account id")
+        return value
+
+    @field_validator("role_arn")
+    @classmethod
+    def _role(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$", value):
+            raise ValueError("must be an IAM role ARN, e.g. 'arn:aws:iam::123456789012:role/replmon-reader'")
+        return value
+
+
+class Route(BaseModel):
+    """One replication path: a source bucket, its destinations, and where probes live."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    source: Endpoint
+    destinations: list[Destination]
+    prefix: str = "replmon-probes/"
+    seed_prefix: str = "replmon-seed/"
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _NAME_RE.match(value):
+            raise ValueError("must be 1-64 letters, digits, '.', '_' or '-', e.g. 'use1-to-usw2'")
+        return value
+
+    @field_validator("destinations")
+    @classmethod
+    def _dests(cls, value: list[Destination]) -> list[Destination]:
+        if not value:
+            raise ValueError('at least one destination is required, e.g. [{"bucket": "dr-replica"}]')
+        return value
+
+    _check_prefix = field_validator("prefix", "seed_prefix")(_prefix)
+
+
+def _sizes(value: Any) -> list[int]:
+    if isinstance(value, str):
+        try:
+            return list(presets.preset(value).sizes)
+        except KeyError:
+            pass  # not a preset name: maybe a single size such as "10MiB"
+        value = [value]
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"must be a preset name ({', '.join(presets.names())}) or a non-empty list of sizes, each {ACCEPTED_FORM}")
+    return [parse_size(v) for v in value]
+
+
+class PollSettings(BaseModel):
+    """Polling policy knobs (see docs/SEMANTICS.md for the bound they give)."""
+
+    model_config = ConfigDict(extra="forbid")
+    floor_seconds: float = Field(1.0, ge=0.05, le=60)
+    relative: float = Field(0.02, gt=0, le=0.5)
+    inline_budget_seconds: float = Field(10.0, ge=0, le=600)
+    use_history: bool = True
+
+
+class ProbeRequest(BaseModel):
+    """What one run measures. Every field but ``routes`` has a default."""
+
+    model_config = ConfigDict(extra="forbid")
+    routes: list[Route]
+    sizes: Annotated[list[int], BeforeValidator(_sizes)] = Field(default_factory=lambda: list(presets.preset("smoke").sizes))
+    trials: int = Field(1, ge=1, le=100)
+    timeout_seconds: int = Field(DEFAULT_TIMEOUT_SECONDS, ge=1, le=86_400)
+    target_seconds: float = Field(DEFAULT_TARGET_SECONDS, gt=0)
+    max_concurrency: int = Field(4, ge=1, le=1000)
+    poll: PollSettings = Field(default_factory=PollSettings)
+
+    @field_validator("routes")
+    @classmethod
+    def _routes(cls, value: list[Route]) -> list[Route]:
+        if not value:
+            raise ValueError(
+                'at least one route is required, e.g. [{"name": "primary", "source": {"bucket": "src"}, "destinations": [{"bucket": "dst"}]}]'
+            )
+        names = [r.name for r in value]
+        if len(set(names)) != len(names):
+            raise ValueError(f"route names must be unique, got {names}")
+        return value
+
+
+def _describe(err: dict[str, Any]) -> str:
+    loc = ".".join(str(p) for p in err["loc"]) or "(input)"
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = "unknown field; remove it or check its spelling"
+    elif err["type"] == "missing":
+        msg = "is required"
+    return f"  {loc}: {msg}"
+
+
+def load_request(data: dict[str, Any], defaults: dict[str, Any] | None = None) -> ProbeRequest:
+    """Validate ``data`` (top-level keys override ``defaults``) into a :class:`ProbeRequest`."""
+    merged = {**(defaults or {}), **(data or {})}
+    try:
+        return parse(event=merged, model=ProbeRequest)
+    except ValidationError as exc:
+        lines = "\n".join(_describe(e) for e in exc.errors())  # type: ignore[arg-type]
+        raise ConfigError(f"invalid probe configuration:\n{lines}") from None

@@ -1,0 +1,64 @@
+"""The probe's state as it travels through the state machine (each step adds its part).
+
+Handlers parse it with Powertools Parser and return it, extended, as the next step's input.
+Times are epoch seconds (client clocks); latencies are seconds after the PUT ended.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from replmon.config import PollSettings, Route
+
+
+class Upload(BaseModel):
+    key: str
+    version_id: str | None
+    etag: str
+    checksum: str | None = None
+    method: str  # put | multipart | compose
+    parts: int = 1
+    put_start: float
+    put_end: float
+
+
+class DestinationCheck(BaseModel):
+    bucket: str
+    status: str | None  # REPLICA when verified
+    size_match: bool
+    etag_match: bool
+
+
+class Poll(BaseModel):
+    status: str = "PENDING"  # PENDING | COMPLETED | FAILED | STUCK
+    head_count: int = 0
+    last_pending: float | None = None  # interval lower bound
+    first_final: float | None = None  # interval upper bound (first COMPLETED/FAILED answer)
+    not_before: float = 0.0
+    last_rtt: float = 0.0  # duration of the last HEAD: the next one is sent that much earlier
+    wait_seconds: int = 0  # for the state machine's Wait state
+    destinations: list[DestinationCheck] = Field(default_factory=list)
+    failure_reason: str | None = None
+
+
+class ProbeState(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    probe_id: str
+    run_id: str
+    route: Route
+    size_bytes: int
+    size_class: str
+    trial: int
+    timeout_seconds: int
+    target_seconds: float
+    poll_settings: PollSettings = Field(default_factory=PollSettings)
+    upload: Upload | None = None
+    poll: Poll | None = None
+    error: dict[str, Any] | None = None  # set by the state machine's Catch (Error, Cause)
+    recorded: bool | None = None
+    cleaned: dict[str, int] | None = None
+
+    def dump(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)

@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from replmon.adapters.dynamodb import DynamoLatencyStore, ensure_table
+from replmon.clock import ManualClock
+from replmon.service import Deps
+from tests.fakes import FakeReplication
+
+ROOT = Path(__file__).resolve().parents[1]
+TEMPLATE = ROOT / "template.yaml"
+SRC, DST, TABLE = "probe-source", "probe-replica", "replmon-latency"
+
+
+@pytest.fixture(autouse=True)
+def _offline_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fake credentials: nothing here may reach AWS (moto intercepts; loopback is the lab's)."""
+    for k in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
+
+
+def route(**over: Any) -> dict[str, Any]:
+    r = {"name": "primary", "source": {"bucket": SRC}, "destinations": [{"bucket": DST}]}
+    r.update(over)
+    return r
+
+
+def make_buckets() -> Any:
+    s3 = boto3.client("s3", region_name="us-east-1")
+    for b in (SRC, DST):
+        s3.create_bucket(Bucket=b)
+        s3.put_bucket_versioning(Bucket=b, VersioningConfiguration={"Status": "Enabled"})
+    return s3
+
+
+def all_versions(s3: Any, bucket: str, prefix: str = "replmon-probes/") -> list[str]:
+    r = s3.list_object_versions(Bucket=bucket, Prefix=prefix)
+    return [v["Key"] for v in r.get("Versions", []) + r.get("DeleteMarkers", [])]
+
+
+class Env:
+    """Everything a state machine test needs, inside one mock_aws."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        self.clock = clock
+        self.s3 = make_buckets()
+        self.ddb = boto3.client("dynamodb", region_name="us-east-1")
+        ensure_table(self.ddb, TABLE, TEMPLATE)
+        self.fake = FakeReplication(clock, SRC, DST)
+        self.store = DynamoLatencyStore(TABLE, self.ddb)
+        self.published: list[Any] = []
+        outer = self
+
+        class Capture:
+            def publish(self, record: Any) -> None:
+                outer.published.append(record)
+
+        self.deps = Deps(stores=self.fake.stores(), latency_store=self.store, metrics=Capture(), clock=clock)
+
+
+@pytest.fixture
+def env() -> Iterator[Env]:
+    from moto import mock_aws
+
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}):
+        yield Env(ManualClock(start=1_790_000_000.0, tick=0.001))
+    from replmon import lambda_entry
+
+    lambda_entry.set_deps(None)
+    os.environ.pop("REPLMON_TABLE", None)

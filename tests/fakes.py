@@ -1,0 +1,96 @@
+"""Stand-ins for what cannot run offline: moto never replicates, so S3 replication is emulated
+with botocore hooks on the test's S3 client, following S3's documented behaviour (field-notes 6):
+the source reports PENDING then COMPLETED (or FAILED, or PENDING forever), the replica appears
+with the source's version id and ETag and reports REPLICA."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+
+from replmon.adapters.s3 import S3ObjectStore
+from replmon.clock import ManualClock
+from replmon.config import Endpoint
+
+
+@dataclass
+class Scenario:
+    latency: float | None  # seconds after the PUT ends; None = never (stays PENDING)
+    outcome: str = "COMPLETED"  # or FAILED
+
+
+@dataclass
+class FakeReplication:
+    clock: ManualClock
+    source_bucket: str
+    destination_bucket: str
+    by_size: dict[int, Scenario] = field(default_factory=dict)
+    default: Scenario = field(default_factory=lambda: Scenario(latency=5.0))
+    put_end: dict[str, float] = field(default_factory=dict)
+    replicas: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)  # (key, src version) -> (replica version, src etag)
+    heads: dict[str, int] = field(default_factory=dict)  # source HEADs per key
+    no_rule: bool = False  # emulate a bucket without a replication rule
+
+    def __post_init__(self) -> None:
+        self.raw = boto3.client("s3", region_name="us-east-1")  # unhooked: the emulator's own hands
+
+    # --- hooks --------------------------------------------------------------
+    def _stash(self, params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        context["fake_params"] = dict(params)
+        bucket, key, version = params.get("Bucket"), params.get("Key"), params.get("VersionId")
+        if bucket == self.destination_bucket and version and (key, version) in self.replicas:
+            params["VersionId"] = self.replicas[(key, version)][0]  # replicas keep the source's version id
+
+    def _after_put(self, http_response: Any, parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        params = context.get("fake_params", {})
+        if params.get("Bucket") == self.source_bucket and http_response.status_code == 200:
+            self.put_end[params["Key"]] = self.clock.now()
+
+    def _after_head(self, http_response: Any, parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        params = context.get("fake_params", {})
+        bucket, key = params.get("Bucket"), params.get("Key")
+        if http_response.status_code != 200 or key not in self.put_end and bucket == self.source_bucket:
+            return
+        if bucket == self.destination_bucket:
+            src = self.replicas.get((key, params.get("VersionId", "")))
+            parsed["ReplicationStatus"] = "REPLICA"
+            if src:
+                parsed["VersionId"] = params["VersionId"]
+                parsed["ETag"] = src[1]
+            return
+        if bucket != self.source_bucket or self.no_rule:
+            return
+        self.heads[key] = self.heads.get(key, 0) + 1
+        scenario = self.by_size.get(int(parsed["ContentLength"]), self.default)
+        elapsed = self.clock.now() - self.put_end[key]
+        if scenario.latency is None or elapsed < scenario.latency:
+            parsed["ReplicationStatus"] = "PENDING"
+            return
+        parsed["ReplicationStatus"] = scenario.outcome
+        if scenario.outcome == "COMPLETED":
+            version = parsed.get("VersionId")
+            if (key, version) not in self.replicas:
+                copy = self.raw.copy_object(
+                    Bucket=self.destination_bucket, Key=key, CopySource={"Bucket": bucket, "Key": key, "VersionId": version}
+                )
+                self.replicas[(key, version)] = (copy["VersionId"], parsed["ETag"])
+
+    def client(self) -> Any:
+        c = boto3.client("s3", region_name="us-east-1")
+        ev = c.meta.events
+        for op in ("HeadObject", "PutObject", "CompleteMultipartUpload"):
+            ev.register(f"before-parameter-build.s3.{op}", self._stash)
+        ev.register("after-call.s3.PutObject", self._after_put)
+        ev.register("after-call.s3.CompleteMultipartUpload", self._after_put)
+        ev.register("after-call.s3.HeadObject", self._after_head)
+        return c
+
+    def stores(self) -> Any:
+        store = S3ObjectStore(self.client())
+
+        def factory(endpoint: Endpoint) -> S3ObjectStore:
+            return store
+
+        return factory
