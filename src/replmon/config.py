@@ -50,13 +50,20 @@ def _prefix(value: str) -> str:
     return value
 
 
+def _blank_is_none(value: Any) -> Any:
+    return None if value == "" else value  # template parameters can only say "unset" as ""
+
+
+Optional = Annotated[str | None, BeforeValidator(_blank_is_none)]
+
+
 class Endpoint(BaseModel):
     """A bucket and where to reach it (``endpoint_url`` for S3-compatible servers such as MinIO)."""
 
     model_config = ConfigDict(extra="forbid")
     bucket: str
-    region: str | None = None
-    endpoint_url: str | None = None
+    region: Optional = None
+    endpoint_url: Optional = None
 
     _check_bucket = field_validator("bucket")(_bucket)
     _check_region = field_validator("region")(_region)
@@ -72,8 +79,8 @@ class Endpoint(BaseModel):
 class Destination(Endpoint):
     """A replication destination; ``role_arn`` is assumed to HEAD/delete replicas in another account."""
 
-    account: str | None = None
-    role_arn: str | None = None
+    account: Optional = None
+    role_arn: Optional = None
 
     @field_validator("account")
     @classmethod
@@ -120,13 +127,18 @@ class Route(BaseModel):
 def _sizes(value: Any) -> list[int]:
     if isinstance(value, str):
         try:
-            return list(presets.preset(value).sizes)
+            return list(presets.preset(value.strip()).sizes)
         except KeyError:
-            pass  # not a preset name: maybe a single size such as "10MiB"
-        value = [value]
+            pass  # not a preset name: one size or a comma-separated list ("1MiB,64MiB")
+        value = [v for v in value.split(",") if v.strip()]
     if not isinstance(value, list) or not value:
         raise ValueError(f"must be a preset name ({', '.join(presets.names())}) or a non-empty list of sizes, each {ACCEPTED_FORM}")
-    return [parse_size(v) for v in value]
+    try:
+        return [parse_size(v) for v in value]
+    except ValueError as exc:
+        if len(value) == 1 and isinstance(value[0], str) and value[0].strip().replace("-", "").isalpha():
+            raise ValueError(f"{value[0]!r} is neither a preset ({', '.join(presets.names())}) nor a size; use {ACCEPTED_FORM}") from None
+        raise exc
 
 
 class PollSettings(BaseModel):

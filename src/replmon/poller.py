@@ -53,9 +53,10 @@ def poll_replication(state: ProbeState, stores: Callable[[Endpoint], ObjectStore
         due = min(policy.next_head_at(poll.last_pending, poll.not_before, poll.last_rtt), float(state.timeout_seconds))
         delay = due - since_put
         if delay > 0:
-            if now - began + delay > settings.inline_budget_seconds:
+            # Sub-second gaps are always slept inline: a Wait state counts whole seconds.
+            if delay > 1.0 and now - began + delay > settings.inline_budget_seconds:
                 # Wait takes whole seconds; rounding down keeps the gap within the policy.
-                poll.wait_seconds = max(0, math.floor(delay))
+                poll.wait_seconds = math.floor(delay)
                 poll.status = "PENDING"
                 break
             clock.sleep(delay)

@@ -49,8 +49,8 @@ class UploadPlan:
     seed_size: int = 0
 
 
-def _split(total: int, part: int) -> list[int]:
-    part = max(part, -(-total // MAX_PARTS))
+def _split(total: int, part: int, max_parts: int = MAX_PARTS) -> list[int]:
+    part = max(part, -(-total // max_parts))
     return [min(part, total - off) for off in range(0, total, part)]
 
 
@@ -60,7 +60,7 @@ def plan_upload(size: int, settings: UploadSettings = UploadSettings()) -> Uploa
     if size <= settings.compose_threshold:
         return UploadPlan("multipart", _split(size, settings.part_size))
     head = settings.part_size
-    rest = _split(size - head, settings.seed_part_size)
+    rest = _split(size - head, settings.seed_part_size, MAX_PARTS - 1)
     return UploadPlan("compose", [head, *rest], seed_size=max(rest))
 
 

@@ -79,10 +79,15 @@ class S3ObjectStore:
     def delete_all_versions(self, bucket: str, key: str) -> int:
         """Delete every version and delete marker of exactly ``key``; returns how many."""
         doomed: list[dict[str, str]] = []
-        for page in self.client.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=key):
-            for v in page.get("Versions", []) + page.get("DeleteMarkers", []):
-                if v["Key"] == key:
-                    doomed.append({"Key": key, "VersionId": v["VersionId"]})
+        try:
+            for page in self.client.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=key):
+                for v in page.get("Versions", []) + page.get("DeleteMarkers", []):
+                    if v["Key"] == key:
+                        doomed.append({"Key": key, "VersionId": v["VersionId"]})
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "NoSuchBucket":
+                return 0  # nothing can be left in a bucket that does not exist
+            raise
         for i in range(0, len(doomed), 1000):
             self.client.delete_objects(Bucket=bucket, Delete={"Objects": doomed[i : i + 1000], "Quiet": True})
         return len(doomed)

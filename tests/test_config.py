@@ -1,0 +1,87 @@
+"""Each invalid field gets an error that names it and the accepted form."""
+
+from __future__ import annotations
+
+import pytest
+
+from replmon import presets
+from replmon.config import ConfigError, load_request
+from replmon.sizes import SizeError, format_size, parse_size
+
+GOOD_ROUTE = {"name": "primary", "source": {"bucket": "src-bucket"}, "destinations": [{"bucket": "dst-bucket"}]}
+
+
+def error_for(data: dict) -> str:
+    with pytest.raises(ConfigError) as exc:
+        load_request(data)
+    return str(exc.value)
+
+
+@pytest.mark.parametrize(
+    ("patch", "field", "hint"),
+    [
+        ({"sizes": ["10QB"]}, "sizes:", "unknown size unit 'QB'"),
+        ({"sizes": ["ten"]}, "sizes:", "a byte count (4096) or a number with a unit"),
+        ({"sizes": [0]}, "sizes:", "at least 1 byte"),
+        ({"sizes": ["6TiB"]}, "sizes:", "5 TiB object limit"),
+        ({"sizes": []}, "sizes:", "preset name"),
+        ({"sizes": "no-such-preset"}, "sizes:", "neither a preset (crr-ladder, lab-ladder, smoke) nor a size"),
+        ({"trials": 0}, "trials:", "greater than or equal to 1"),
+        ({"timeout_seconds": -5}, "timeout_seconds:", "greater than or equal to 1"),
+        ({"target_seconds": 0}, "target_seconds:", "greater than 0"),
+        ({"max_concurrency": 0}, "max_concurrency:", "greater than or equal to 1"),
+        ({"poll": {"relative": 2}}, "poll.relative:", "less than or equal to 0.5"),
+        ({"routes": []}, "routes:", "at least one route is required"),
+        ({"routes": [GOOD_ROUTE, GOOD_ROUTE]}, "routes:", "route names must be unique"),
+        ({"routes": [{**GOOD_ROUTE, "name": "has space"}]}, "routes.0.name:", "letters, digits"),
+        ({"routes": [{**GOOD_ROUTE, "source": {"bucket": "Bad_Bucket"}}]}, "routes.0.source.bucket:", "S3 bucket name"),
+        ({"routes": [{**GOOD_ROUTE, "source": {"bucket": "src-bucket", "region": "mars"}}]}, "routes.0.source.region:", "us-east-1"),
+        ({"routes": [{**GOOD_ROUTE, "source": {"bucket": "src-bucket", "endpoint_url": "ftp://x"}}]}, "routes.0.source.endpoint_url:", "http(s) URL"),
+        ({"routes": [{**GOOD_ROUTE, "destinations": []}]}, "routes.0.destinations:", "at least one destination"),
+        ({"routes": [{**GOOD_ROUTE, "destinations": [{"bucket": "dst-bucket", "account": "12"}]}]}, "routes.0.destinations.0.account:", "12-digit"),
+        ({"routes": [{**GOOD_ROUTE, "destinations": [{"bucket": "dst-bucket", "role_arn": "me"}]}]}, "routes.0.destinations.0.role_arn:", "IAM role ARN"),
+        ({"routes": [{**GOOD_ROUTE, "prefix": "/abs"}]}, "routes.0.prefix:", "ending in '/'"),
+        ({"sizez": ["1MiB"]}, "sizez:", "unknown field"),
+    ],
+)
+def test_invalid_field_is_named_with_its_fix(patch: dict, field: str, hint: str) -> None:
+    msg = error_for({"routes": [GOOD_ROUTE], **patch})
+    line = next((ln for ln in msg.splitlines() if ln.strip().startswith(field)), None)
+    assert line is not None, msg
+    assert hint in line, line
+
+
+def test_missing_routes_is_required() -> None:
+    assert "routes: is required" in error_for({"sizes": ["1MiB"]})
+
+
+def test_defaults_fill_what_the_input_omits() -> None:
+    req = load_request({"sizes": "crr-ladder"}, defaults={"routes": [GOOD_ROUTE], "trials": 3})
+    assert req.trials == 3 and req.timeout_seconds == 7200 and req.target_seconds == 900
+    assert req.sizes == list(presets.preset("crr-ladder").sizes)
+
+
+def test_template_style_inputs_are_accepted() -> None:
+    """The template passes sizes as one comma-separated string and an empty optional region."""
+    route = {**GOOD_ROUTE, "destinations": [{"bucket": "dst-bucket", "region": ""}]}
+    req = load_request({"routes": [route], "sizes": "1MiB, 64MiB,1GiB"})
+    assert req.sizes == [2**20, 64 * 2**20, 2**30]
+    assert req.routes[0].destinations[0].region is None
+
+
+def test_crr_ladder_is_the_published_experiment() -> None:
+    """field-notes 1: 10M doubling to 80G, 14 sizes, 10 trials."""
+    p = presets.preset("crr-ladder")
+    assert len(p.sizes) == 14 and p.trials == 10
+    assert [format_size(s) for s in (p.sizes[0], p.sizes[7], p.sizes[-1])] == ["10MiB", "1280MiB", "80GiB"]
+    assert all(b == 2 * a for a, b in zip(p.sizes, p.sizes[1:]))
+
+
+@pytest.mark.parametrize(("text", "n"), [("10MiB", 10 * 2**20), ("1GiB", 2**30), ("4096", 4096), (4096, 4096), ("1.5GB", 1_500_000_000), ("8M", 8 * 2**20)])
+def test_parse_size(text: str | int, n: int) -> None:
+    assert parse_size(text) == n
+
+
+def test_parse_size_rejects_bools() -> None:
+    with pytest.raises(SizeError):
+        parse_size(True)  # type: ignore[arg-type]

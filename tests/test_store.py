@@ -1,0 +1,94 @@
+"""The latency store: schema from template.yaml, TTL really named, idempotent writes, key-range queries."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from replmon.adapters.dynamodb import DynamoLatencyStore, ensure_table
+from replmon.config import Route
+from replmon.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE, ProbeRecord, ProbeStatus
+from replmon.results import to_record
+from replmon.service import Deps, record_step
+from replmon.state import Poll, ProbeState, Upload
+from replmon.template import load_template
+from tests.conftest import TABLE, TEMPLATE, route
+
+
+@pytest.fixture
+def ddb() -> Any:
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        ensure_table(client, TABLE, TEMPLATE)
+        yield client
+
+
+def rec(at: float, probe: str = "p", status: ProbeStatus = ProbeStatus.COMPLETED, route_name: str = "primary") -> ProbeRecord:
+    return ProbeRecord(route=route_name, probe_id=probe, run_id="r", at=at, size_bytes=2**20, size_class="1MiB", trial=1,
+                       status=status, latency_lo=1.0, latency_hi=2.0, head_count=3, bound_seconds=1.0)
+
+
+def test_template_ttl_names_the_attribute_records_carry(ddb: Any) -> None:
+    props = load_template(TEMPLATE)["Resources"]["LatencyTable"]["Properties"]
+    assert props["TimeToLiveSpecification"] == {"AttributeName": TTL_ATTRIBUTE, "Enabled": True}
+    assert [k["AttributeName"] for k in props["KeySchema"]] == [PARTITION_KEY, SORT_KEY]
+    # The table made from the template has that TTL, and a stored record carries it as a number.
+    ttl = ddb.describe_time_to_live(TableName=TABLE)["TimeToLiveDescription"]
+    assert ttl["AttributeName"] == TTL_ATTRIBUTE and ttl["TimeToLiveStatus"] == "ENABLED"
+    DynamoLatencyStore(TABLE, ddb).put_once(rec(1_790_000_000.0))
+    item = ddb.scan(TableName=TABLE)["Items"][0]  # a test may scan; the code never does
+    assert int(item[TTL_ATTRIBUTE]["N"]) == 1_790_000_000 + 90 * 86_400
+
+
+def test_put_once_is_idempotent(ddb: Any) -> None:
+    store = DynamoLatencyStore(TABLE, ddb)
+    assert store.put_once(rec(1_790_000_000.0)) is True
+    assert store.put_once(rec(1_790_000_000.0)) is False
+    assert ddb.scan(TableName=TABLE)["Count"] == 1
+
+
+def test_retried_record_step_writes_one_record_and_one_metric(ddb: Any) -> None:
+    published: list[ProbeRecord] = []
+
+    class Capture:
+        def publish(self, r: ProbeRecord) -> None:
+            published.append(r)
+
+    deps = Deps(stores=lambda e: None, latency_store=DynamoLatencyStore(TABLE, ddb), metrics=Capture())  # type: ignore[arg-type,return-value]
+    st = ProbeState(
+        probe_id="p1", run_id="r1", route=Route(**route()), size_bytes=2**20, size_class="1MiB", trial=1,
+        timeout_seconds=60, target_seconds=900,
+        upload=Upload(key="k", version_id="v", etag="e", method="put", put_start=100.0, put_end=101.0),
+        poll=Poll(status="COMPLETED", head_count=4, last_pending=2.5, first_final=3.4),
+    ).dump()
+    first, second = record_step(json.loads(json.dumps(st)), deps), record_step(st, deps)
+    assert first["recorded"] is True and second["recorded"] is False
+    assert ddb.scan(TableName=TABLE)["Count"] == 1 and len(published) == 1
+
+
+def test_query_reads_a_time_window_of_one_route_newest_first(ddb: Any) -> None:
+    store = DynamoLatencyStore(TABLE, ddb)
+    for i in range(5):
+        store.put_once(rec(1_790_000_000.0 + i * 60, probe=f"p{i}"))
+    store.put_once(rec(1_790_000_000.0, probe="other", route_name="other"))
+    got = store.query("primary", 1_790_000_060.0, 1_790_000_180.0)
+    assert [r.probe_id for r in got] == ["p1", "p2", "p3"]
+    newest = store.query("primary", 0, 2e9, newest_first=True, limit=2)
+    assert [r.probe_id for r in newest] == ["p4", "p3"]
+    assert got[0].latency_mid == 1.5 and got[0].status is ProbeStatus.COMPLETED
+
+
+def test_to_record_maps_each_final_state() -> None:
+    base = dict(probe_id="p", run_id="r", route=Route(**route()), size_bytes=1, size_class="1B", trial=1, timeout_seconds=60, target_seconds=10)
+    up = Upload(key="k", version_id="v", etag="e", method="put", put_start=1.0, put_end=2.0)
+    done = to_record(ProbeState(**base, upload=up, poll=Poll(status="COMPLETED", last_pending=4.0, first_final=5.0, head_count=6)), 9.0)
+    assert (done.status, done.latency_lo, done.latency_hi, done.at, done.put_seconds) == (ProbeStatus.COMPLETED, 4.0, 5.0, 2.0, 1.0)
+    assert done.within_target and done.bound_met
+    stuck = to_record(ProbeState(**base, upload=up, poll=Poll(status="STUCK", last_pending=60.0)), 9.0)
+    assert stuck.status is ProbeStatus.STUCK and stuck.latency_hi is None and not stuck.within_target
+    err = to_record(ProbeState(**base, error={"Error": "ClientError", "Cause": "AccessDenied"}), 9.0)
+    assert err.status is ProbeStatus.ERROR and err.failure_reason == "ClientError: AccessDenied" and err.at == 9.0
