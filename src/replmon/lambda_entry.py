@@ -57,8 +57,8 @@ def lambda_handler(step: Step) -> Callable[[dict[str, Any], Any], Any]:
             if exc.response.get("Error", {}).get("Code") in THROTTLE_CODES:
                 raise ThrottledError(str(exc)) from exc
             raise
-        if isinstance(result, dict) and "poll" in result:
-            logger.info("poll", extra={"poll": result["poll"]})
+        if isinstance(result, dict):  # one structured line per step: status, HEADs, interval so far
+            logger.info(step.__name__, extra={k: result[k] for k in ("poll", "upload", "recorded", "cleaned", "status") if k in result})
         return result
 
     handler.__name__ = step.__name__

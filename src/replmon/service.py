@@ -65,7 +65,7 @@ class Deps:
 
 def plan_step(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
     request = load_request(event, deps.defaults)
-    return plan_output(request, event.get("run_id") or new_run_id(deps.clock.now()))
+    return plan_output(request, request.run_id or new_run_id(deps.clock.now()))
 
 
 def upload_step(event: dict[str, Any], deps: Deps) -> dict[str, Any]:

@@ -38,11 +38,16 @@ def _from_ddb(value: Any) -> Any:
 
 
 class DynamoLatencyStore:
-    def __init__(self, table: str, client: Any = None, *, endpoint_url: str | None = None, region: str | None = None) -> None:
+    def __init__(self, table: str, client: Any = None, *, endpoint_url: str | None = None, region: str | None = None,
+                 keys: tuple[str, str] | None = None) -> None:
         self.table = table
-        self.client = client or boto3.client(
-            "dynamodb", endpoint_url=endpoint_url, region_name=region, config=Config(retries={"mode": "standard"})
-        )
+        if client is None:
+            creds = {"aws_access_key_id": keys[0], "aws_secret_access_key": keys[1]} if keys else {}
+            client = boto3.session.Session(**creds).client(
+                "dynamodb", endpoint_url=endpoint_url, region_name=region or ("us-east-1" if endpoint_url else None),
+                config=Config(retries={"mode": "standard"}),
+            )
+        self.client = client
 
     def put_once(self, record: ProbeRecord) -> bool:
         item = {k: _ser.serialize(_to_ddb(v)) for k, v in record.to_item().items()}

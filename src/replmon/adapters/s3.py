@@ -64,6 +64,12 @@ class S3ObjectStore:
     def abort_multipart(self, bucket: str, key: str, upload_id: str) -> None:
         self.client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
 
+    def check_bucket(self, bucket: str) -> None:
+        """Raises if the bucket cannot be reached with these credentials (versioning must be on)."""
+        state = self.client.get_bucket_versioning(Bucket=bucket).get("Status")
+        if state != "Enabled":
+            raise ValueError(f"versioning is {state or 'off'}; replication needs it Enabled on both buckets")
+
     def head(self, bucket: str, key: str, version_id: str | None = None) -> HeadResult | None:
         kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key}
         if version_id:
@@ -98,9 +104,13 @@ _PATH_STYLE = Config(s3={"addressing_style": "path"})
 
 
 @cache
-def _client(endpoint_url: str | None, region: str | None, role_arn: str | None) -> Any:
-    session = boto3.session.Session()
+def _client(endpoint_url: str | None, region: str | None, role_arn: str | None, keys: tuple[str, str] | None) -> Any:
+    if keys:
+        session = boto3.session.Session(aws_access_key_id=keys[0], aws_secret_access_key=keys[1])
+    else:
+        session = boto3.session.Session()  # the standard chain: Lambda's role, a profile, the environment
     if role_arn:
+        # Cross-account replicas: assume the reader role once per container (clients are cached).
         creds = session.client("sts", region_name=region).assume_role(RoleArn=role_arn, RoleSessionName="replmon")["Credentials"]
         session = boto3.session.Session(
             aws_access_key_id=creds["AccessKeyId"],
@@ -108,13 +118,23 @@ def _client(endpoint_url: str | None, region: str | None, role_arn: str | None) 
             aws_session_token=creds["SessionToken"],
         )
     config = _CONFIG.merge(_PATH_STYLE) if endpoint_url else _CONFIG
-    return session.client("s3", region_name=region, endpoint_url=endpoint_url, config=config)
+    return session.client("s3", region_name=region or ("us-east-1" if endpoint_url else None), endpoint_url=endpoint_url, config=config)
 
 
-def s3_stores(endpoint: Endpoint) -> S3ObjectStore:
-    """The :class:`~replmon.ports.ObjectStores` factory for boto3 (clients cached per endpoint)."""
-    role = endpoint.role_arn if isinstance(endpoint, Destination) else None
-    return S3ObjectStore(_client(endpoint.endpoint_url, endpoint.region, role))
+class S3Stores:
+    """The :class:`~replmon.ports.ObjectStores` factory for boto3, clients cached per endpoint.
+
+    ``keys`` (access key, secret) are for S3-compatible servers such as MinIO; without them the
+    standard AWS credential chain is used. They are never part of the probe configuration, which
+    travels through the state machine's input and history.
+    """
+
+    def __init__(self, keys: tuple[str, str] | None = None) -> None:
+        self.keys = keys
+
+    def __call__(self, endpoint: Endpoint) -> S3ObjectStore:
+        role = endpoint.role_arn if isinstance(endpoint, Destination) else None
+        return S3ObjectStore(_client(endpoint.endpoint_url, endpoint.region, role, self.keys))
 
 
-s3_stores.cache_clear = _client.cache_clear  # type: ignore[attr-defined]
+s3_stores = S3Stores()

@@ -1,0 +1,107 @@
+"""Run a probe request through the real state machine locally (moto's ASL interpreter) and
+collect its records: what `replmon probe`, the lab and the benchmarks share."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from replmon.aslrun import ExecutionResult, local_state_machine
+from replmon.config import load_request
+from replmon.plan import new_run_id
+from replmon.record import ProbeRecord
+from replmon.service import Deps
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    execution: ExecutionResult
+    records: list[ProbeRecord]
+    seconds: float
+
+    @property
+    def failed_iterations(self) -> int:
+        """Probes whose steps failed beyond their retries (moto reports them as None results)."""
+        results = (self.execution.output or {}).get("results") or []
+        return sum(1 for r in results if not isinstance(r, dict))
+
+
+def run_request(
+    payload: dict[str, Any],
+    deps: Deps,
+    on_progress: Callable[[int, int], None] | None = None,
+    timeout: float = 24 * 3600,
+) -> RunResult:
+    """Validate ``payload`` (errors name the field), execute it, return this run's records."""
+    request = load_request(payload, deps.defaults)  # fail fast, before any server is touched
+    # moto logs every failed state at length; the execution result carries the same error.
+    logging.getLogger("moto").setLevel(logging.CRITICAL)
+    if not os.environ.get("POWERTOOLS_LOG_LEVEL"):  # the handlers' JSON logs: set the variable to see them
+        from replmon.lambda_entry import logger
+
+        logger.setLevel(logging.WARNING)
+    total = len(request.sizes) * request.trials * len(request.routes)
+    run_id = payload.get("run_id") or new_run_id()
+    started = time.time()
+    with local_state_machine(deps) as sm:
+        arn = sm.start({**payload, "run_id": run_id})
+        done = -1
+        while True:
+            desc = sm.sfn.describe_execution(executionArn=arn)
+            finished = sum(1 for i in list(sm.invocations) if i.function == "Cleanup" and i.error is None)
+            if on_progress and finished != done:
+                on_progress(finished, total)
+                done = finished
+            if desc["status"] != "RUNNING" or time.time() - started > timeout:
+                break
+            time.sleep(0.1)
+        execution = sm.wait(arn, timeout=1)
+    records = [
+        r
+        for route in request.routes
+        for r in deps.latency_store.query(route.name, started - 60, time.time() + 60)
+        if r.run_id == run_id
+    ]
+    return RunResult(run_id, execution, sorted(records, key=lambda r: (r.size_bytes, r.trial)), time.time() - started)
+
+
+class PreflightError(RuntimeError):
+    """An endpoint, bucket, credential or store problem found before any probe is written."""
+
+
+def _why(exc: Exception) -> str:
+    from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
+
+    if isinstance(exc, EndpointConnectionError):
+        return "cannot connect (is the server running and the URL right?)"
+    if isinstance(exc, NoCredentialsError):
+        return "no credentials: pass --access-key/--secret-key or set AWS credentials"
+    if isinstance(exc, ClientError):
+        code = exc.response.get("Error", {}).get("Code", "")
+        if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "403", "AccessDenied", "InvalidClientTokenId"):
+            return f"credentials rejected ({code}): check --access-key/--secret-key"
+        if code in ("404", "NoSuchBucket", "ResourceNotFoundException"):
+            return f"not found ({code})"
+        return code or str(exc)
+    return str(exc).splitlines()[0]
+
+
+def preflight(payload: dict[str, Any], deps: Deps) -> None:
+    """Reach every bucket and the store first, so a bad flag writes nothing anywhere."""
+    request = load_request(payload, deps.defaults)
+    for route in request.routes:
+        for role, ep in [("source", route.source), *[("destination", d) for d in route.destinations]]:
+            where = f"{role} bucket {ep.bucket!r}" + (f" at {ep.endpoint_url}" if ep.endpoint_url else "")
+            try:
+                deps.stores(ep).check_bucket(ep.bucket)
+            except Exception as exc:  # noqa: BLE001 - turned into one clear line
+                raise PreflightError(f"{where}: {_why(exc)}") from None
+        try:
+            deps.latency_store.query(route.name, 0, 1, limit=1)
+        except Exception as exc:  # noqa: BLE001
+            raise PreflightError(f"latency store: {_why(exc)}") from None

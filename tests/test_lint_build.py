@@ -1,0 +1,105 @@
+"""The template and the state machine are code: lint them, cross-check them, build them."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from replmon.aslrun import DEFINITION, HANDLER_FILES
+from replmon.record import TTL_ATTRIBUTE
+from replmon.template import load_template
+from tests.conftest import ROOT, TEMPLATE
+
+ASL_VALIDATOR = ROOT / "node_modules" / ".bin" / "asl-validator"
+BIN = ROOT / ".venv" / "bin"
+OFFLINE_ENV = {**os.environ, "SAM_CLI_TELEMETRY": "0", "PATH": f"{BIN}:{os.environ['PATH']}"}
+
+
+def asl_lint(path: Path) -> subprocess.CompletedProcess[str]:
+    assert ASL_VALIDATOR.exists(), "asl-validator missing: run `make test` (it runs npm ci)"
+    return subprocess.run([str(ASL_VALIDATOR), "--json-path", str(path)], capture_output=True, text=True, timeout=60)
+
+
+def test_asl_lint_passes_on_the_real_definition() -> None:
+    r = asl_lint(DEFINITION)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize(
+    ("state", "field", "value", "code"),
+    [("Cleanup", "Type", "Tsk", "SCHEMA_VALIDATION_FAILED"), ("WaitForReplication", "Next", "Nowhere", "MISSING_TRANSITION_TARGET")],
+)
+def test_asl_lint_catches_bad_state_types_and_dangling_next(tmp_path: Path, state: str, field: str, value: str, code: str) -> None:
+    d = json.loads(DEFINITION.read_text())
+    d["States"]["Probes"]["ItemProcessor"]["States"][state][field] = value
+    bad = tmp_path / "bad.asl.json"
+    bad.write_text(json.dumps(d))
+    r = asl_lint(bad)
+    assert r.returncode != 0 and code in r.stdout + r.stderr
+
+
+def test_cfn_lint() -> None:
+    r = subprocess.run([str(BIN / "cfn-lint"), str(TEMPLATE)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_sam_validate_lint() -> None:
+    r = subprocess.run([str(BIN / "sam"), "validate", "--lint", "--template-file", str(TEMPLATE)], capture_output=True,
+                       text=True, timeout=300, env=OFFLINE_ENV, cwd=ROOT)
+    assert r.returncode == 0 and "is a valid SAM Template" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+def test_definition_substitutions_cover_every_placeholder() -> None:
+    res = load_template(TEMPLATE)["Resources"]
+    subs = res["ProbeStateMachine"]["Properties"]["DefinitionSubstitutions"]
+    placeholders = set(re.findall(r"\$\{(\w+)\}", DEFINITION.read_text()))
+    assert placeholders == set(subs)
+    for name in placeholders:  # each points at a function whose handler file exists
+        fn = subs[name]["Fn::GetAtt"].split(".")[0]
+        handler = res[fn]["Properties"]["Handler"]
+        assert (ROOT / "functions" / f"{handler.split('.')[0]}.py").exists()
+    assert {f"{h.removesuffix('.py')}.handler" for h in HANDLER_FILES.values()} == {
+        r["Properties"]["Handler"] for r in res.values() if r["Type"] == "AWS::Serverless::Function"
+    }
+
+
+def test_iam_has_no_wildcard_actions_on_data() -> None:
+    text = TEMPLATE.read_text()
+    assert not re.search(r"Action:\s*\[?\s*\"?(s3|dynamodb|sqs|sns):\*", text)
+    assert not re.search(r"Action:\s*\"?\*\"?\s*$", text, re.M)
+    # The only "*" resource is X-Ray's, which has no resource-level permissions.
+    star = [m.start() for m in re.finditer(r'Resource: "\*"', text)]
+    assert len(star) == 1 and "xray:PutTraceSegments" in text[star[0] - 300 : star[0]]
+
+
+def test_one_source_for_target_ttl_and_runtime() -> None:
+    t = load_template(TEMPLATE)
+    res = t["Resources"]
+    assert res["LatencyAboveTargetAlarm"]["Properties"]["Threshold"] == {"Ref": "LatencyTargetSeconds"}
+    assert "${LatencyTargetSeconds}" in json.dumps(t["Globals"]["Function"]["Environment"])
+    assert res["LatencyTable"]["Properties"]["TimeToLiveSpecification"]["AttributeName"] == TTL_ATTRIBUTE
+    g = t["Globals"]["Function"]
+    assert g["Runtime"] == "python3.13" and g["Architectures"] == ["arm64"]
+    assert res["HeartbeatAlarm"]["Properties"]["TreatMissingData"] == "breaching"
+    assert res["ProbeStateMachine"]["Properties"]["Tracing"] == {"Enabled": True}
+    sched = res["ProbeStateMachine"]["Properties"]["Events"]["Schedule"]
+    assert sched["Type"] == "ScheduleV2" and "DeadLetterConfig" in sched["Properties"]
+
+
+def test_sam_build_without_docker(tmp_path: Path) -> None:
+    """The makefile build method: arm64 / cp313 wheels in the layer, the domain package, thin handlers."""
+    build = tmp_path / "build"
+    r = subprocess.run([str(BIN / "sam"), "build", "--build-dir", str(build), "--template-file", str(TEMPLATE)],
+                       capture_output=True, text=True, timeout=900, env={**OFFLINE_ENV, "REPLMON_SRC": str(ROOT / "src")}, cwd=ROOT)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    layer = build / "ReplmonLayer" / "python"
+    assert list(layer.glob("pydantic_core/_pydantic_core.cpython-313-aarch64-linux-gnu.so"))
+    assert (layer / "replmon" / "service.py").exists() and (layer / "replmon" / "presets.json").exists()
+    assert not (layer / "replmon" / "lab").exists()
+    fn = build / "PollReplicationFunction"
+    assert (fn / "poll_replication.py").exists() and not (fn / "replmon").exists()

@@ -1,0 +1,77 @@
+"""Report statistics and EMF metrics."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from replmon.adapters.dynamodb import DynamoLatencyStore, ensure_table
+from replmon.adapters.metrics import EmfMetrics
+from replmon.clock import ManualClock
+from replmon.record import ProbeRecord, ProbeStatus
+from replmon.service import Deps, report_step
+from replmon.stats import percentile, summarize
+from tests.conftest import TABLE, TEMPLATE
+
+
+def rec(size: int, lo: float | None, hi: float | None, status: ProbeStatus = ProbeStatus.COMPLETED, at: float = 1_790_000_000.0,
+        probe: str = "p", heads: int = 10) -> ProbeRecord:
+    return ProbeRecord(route="primary", probe_id=probe, run_id="r", at=at, size_bytes=size, size_class=f"{size // 2**20}MiB",
+                       trial=1, status=status, latency_lo=lo, latency_hi=hi, head_count=heads, target_seconds=60.0)
+
+
+def test_percentiles_match_numpy_linear() -> None:
+    xs = [5.0, 1.0, 3.0, 2.0, 4.0]
+    assert (percentile(xs, 0), percentile(xs, 50), percentile(xs, 90), percentile(xs, 100)) == (1.0, 3.0, 4.6, 5.0)
+    assert percentile([], 50) is None
+
+
+def test_summary_per_size_counts_failures_and_share_within_target() -> None:
+    mib = 2**20
+    recs = [rec(mib, i, i + 1.0, probe=f"a{i}") for i in range(10)]  # mids 0.5 .. 9.5
+    recs += [rec(64 * mib, 50, 51, probe="b1"), rec(64 * mib, 70, 71, probe="b2"),
+             rec(64 * mib, 10, None, ProbeStatus.STUCK, probe="b3"), rec(64 * mib, 0, None, ProbeStatus.FAILED, probe="b4"),
+             rec(64 * mib, None, None, ProbeStatus.ERROR, probe="b5", heads=0)]
+    small, big = summarize(recs)
+    assert (small.probes, small.completed, small.p50, small.max) == (10, 10, 5.0, 9.5)
+    assert small.share_within_target == 1.0 and small.max_width == 1.0
+    assert small.p90 == pytest.approx(8.6)
+    assert (big.completed, big.failed, big.stuck, big.errors) == (2, 1, 1, 1)
+    # Within 60 s: only b1 (hi 51) of the four judged probes (ERROR is not a replication outcome).
+    assert big.share_within_target == 0.25
+    assert big.mib_per_s == pytest.approx(64 / 60.5)
+
+
+def test_report_function_queries_the_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    with mock_aws():
+        ddb = boto3.client("dynamodb", region_name="us-east-1")
+        ensure_table(ddb, TABLE, TEMPLATE)
+        store = DynamoLatencyStore(TABLE, ddb)
+        now = 1_790_000_000.0
+        store.put_once(rec(2**20, 1.0, 2.0, at=now - 3600, probe="in"))
+        store.put_once(rec(2**20, 1.0, 2.0, at=now - 3 * 86400, probe="old"))
+        deps = Deps(stores=lambda e: None, latency_store=store, metrics=None, clock=ManualClock(now),  # type: ignore[arg-type,return-value]
+                    defaults={"routes": [{"name": "primary"}]})
+        out = report_step({"hours": 24}, deps)
+        assert out["probes"] == 1 and out["summaries"][0]["p50"] == 1.5
+        assert report_step({"hours": 24 * 7}, deps)["probes"] == 2
+        with pytest.raises(Exception, match="hours"):
+            report_step({"hours": -1}, deps)
+
+
+def test_emf_output_carries_latency_and_status(capsys: pytest.CaptureFixture[str]) -> None:
+    EmfMetrics().publish(rec(2**20, 1.0, 2.0))
+    EmfMetrics().publish(rec(2**20, 10.0, None, ProbeStatus.STUCK))
+    blobs = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    def names(b: dict[str, Any]) -> list[str]:
+        return [m["Name"] for d in b["_aws"]["CloudWatchMetrics"] for m in d["Metrics"]]
+    latency = [b for b in blobs if "ReplicationLatencySeconds" in names(b)]
+    assert [b["ReplicationLatencySeconds"] for b in latency] in ([2.0, 2.0], [[2.0], [2.0]])  # the upper bound
+    assert [sorted(b["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0]) for b in latency] == [["Route", "SizeClass"], ["Route"]]
+    assert [b for b in blobs if "ProbeCompleted" in names(b)][0]["Route"] == "primary"
+    assert [b for b in blobs if "ProbeStuck" in names(b)][0]["ProbeStuck"] in (1.0, [1.0])
+    assert not any("ReplicationLatencySeconds" in names(b) for b in blobs[-1:])
