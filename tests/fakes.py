@@ -51,7 +51,7 @@ class FakeReplication:
     def _after_head(self, http_response: Any, parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
         params = context.get("fake_params", {})
         bucket, key = params.get("Bucket"), params.get("Key")
-        if http_response.status_code != 200 or key not in self.put_end and bucket == self.source_bucket:
+        if http_response.status_code != 200 or (key not in self.put_end and bucket == self.source_bucket):
             return
         if bucket == self.destination_bucket:
             src = self.replicas.get((key, params.get("VersionId", "")))

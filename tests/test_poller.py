@@ -32,8 +32,9 @@ class ScriptedStore:
         return HeadResult(self.final if done else "PENDING", 100, "etag", version_id)
 
 
-def play(latency: float | None, settings: PollSettings = PollSettings(use_history=False), timeout: int = 7200,
+def play(latency: float | None, settings: PollSettings | None = None, timeout: int = 7200,
          not_before: float = 0.0, final: str = "COMPLETED") -> tuple[ProbeState, ScriptedStore, int]:
+    settings = settings or PollSettings(use_history=False)
     clock = ManualClock(start=1000.0)
     store = ScriptedStore(clock, put_end=1000.0, latency=latency, final=final)
     state = ProbeState(
@@ -79,7 +80,7 @@ def test_long_gaps_go_to_the_state_machine_wait() -> None:
 
 
 def test_no_inline_budget_means_every_long_gap_is_a_wait() -> None:
-    state, store, invocations = play(600.0, PollSettings(use_history=False, inline_budget_seconds=0))
+    _, store, invocations = play(600.0, PollSettings(use_history=False, inline_budget_seconds=0))
     # Gaps under a second (the first ~50 s) are slept inline, every longer one is a Wait state.
     assert abs(invocations - (store.heads - 50)) <= 8
     assert invocations > play(600.0)[2]

@@ -72,6 +72,6 @@ def test_emf_output_carries_latency_and_status(capsys: pytest.CaptureFixture[str
     latency = [b for b in blobs if "ReplicationLatencySeconds" in names(b)]
     assert [b["ReplicationLatencySeconds"] for b in latency] in ([2.0, 2.0], [[2.0], [2.0]])  # the upper bound
     assert [sorted(b["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0]) for b in latency] == [["Route", "SizeClass"], ["Route"]]
-    assert [b for b in blobs if "ProbeCompleted" in names(b)][0]["Route"] == "primary"
-    assert [b for b in blobs if "ProbeStuck" in names(b)][0]["ProbeStuck"] in (1.0, [1.0])
+    assert next(b for b in blobs if "ProbeCompleted" in names(b))["Route"] == "primary"
+    assert next(b for b in blobs if "ProbeStuck" in names(b))["ProbeStuck"] in (1.0, [1.0])
     assert not any("ReplicationLatencySeconds" in names(b) for b in blobs[-1:])

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from replmon.aslrun import LocalStateMachine, handlers_for
 from replmon.record import ProbeStatus
 from tests.conftest import DST, SRC, Env, all_versions, route

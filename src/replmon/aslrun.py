@@ -204,6 +204,8 @@ def local_state_machine(deps: Any, clock: ManualClock | None = None) -> Iterator
     """mock_aws for Step Functions and Lambda, the real definition, the real handlers."""
     from moto import mock_aws
 
-    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}):
-        with LocalStateMachine(handlers_for(deps), clock=clock) as sm:
-            yield sm
+    with (
+        mock_aws(config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}),
+        LocalStateMachine(handlers_for(deps), clock=clock) as sm,
+    ):
+        yield sm

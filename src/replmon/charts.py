@@ -25,8 +25,8 @@ def latency_chart(records: Sequence[ProbeRecord], path: Path, title: str, publis
     for route, recs in sorted(by_route.items()):
         x = [r.size_bytes / 2**20 for r in recs]
         y = [max(r.latency_mid or 0.0, 1e-3) for r in recs]
-        lo = [max(yy - (r.latency_lo or 0.0), 0.0) for yy, r in zip(y, recs)]
-        hi = [max((r.latency_hi or 0.0) - yy, 0.0) for yy, r in zip(y, recs)]
+        lo = [max(yy - (r.latency_lo or 0.0), 0.0) for yy, r in zip(y, recs, strict=True)]
+        hi = [max((r.latency_hi or 0.0) - yy, 0.0) for yy, r in zip(y, recs, strict=True)]
         ax.errorbar(x, y, yerr=[lo, hi], fmt="o", ms=4, capsize=3, alpha=0.8, label=f"{route} (interval: last PENDING .. first COMPLETED)")
     for status, marker in ((ProbeStatus.STUCK, "x"), (ProbeStatus.FAILED, "v")):
         bad = [r for r in records if r.status is status and r.latency_lo is not None]
@@ -37,8 +37,8 @@ def latency_chart(records: Sequence[ProbeRecord], path: Path, title: str, publis
         ref = presets.preset("crr-ladder").published_latency_seconds
         for i, (size, (a, b)) in enumerate(sorted(ref.items(), key=lambda kv: parse_size(kv[0]))):
             mib = parse_size(size) / 2**20
-            ax.vlines(mib, a, b, colors="grey", linewidth=6, alpha=0.35,
-                      label="published Tokyo->Singapore CRR range (field-notes 1)" if i == 0 else None)
+            label = "published Tokyo->Singapore CRR range (field-notes 1)" if i == 0 else "_nolegend_"
+            ax.vlines(mib, a, b, colors="grey", linewidth=6, alpha=0.35, label=label)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("probe size (MiB)")

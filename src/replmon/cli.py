@@ -210,7 +210,7 @@ def report(
     store = DynamoLatencyStore(table, endpoint_url=dynamodb_endpoint, keys=keys)
     try:
         rep = build_report(store, req, time.time())
-    except Exception as exc:  # noqa: BLE001 - one line for the user
+    except Exception as exc:
         from replmon.runner import _why
 
         raise fail(f"latency store {table!r}: {_why(exc)}") from None
@@ -239,3 +239,7 @@ def list_presets() -> None:
 
 def main() -> None:  # pragma: no cover - console entry
     sys.exit(app())
+
+
+if __name__ == "__main__":  # python -m replmon.cli
+    main()

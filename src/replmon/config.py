@@ -161,7 +161,7 @@ class ProbeRequest(BaseModel):
     timeout_seconds: int = Field(DEFAULT_TIMEOUT_SECONDS, ge=1, le=86_400)
     target_seconds: float = Field(DEFAULT_TARGET_SECONDS, gt=0)
     max_concurrency: int = Field(4, ge=1, le=1000)
-    poll: PollSettings = Field(default_factory=PollSettings)
+    poll: PollSettings = PollSettings()
     run_id: str | None = Field(None, pattern=r"^[A-Za-z0-9._-]{1,64}$")  # set by callers that track the run
 
     @field_validator("routes")

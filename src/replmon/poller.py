@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 from replmon.clock import Clock
 from replmon.config import Endpoint
-from replmon.ports import HeadResult, ObjectStore
 from replmon.polling import PollPolicy
+from replmon.ports import HeadResult, ObjectStore
 from replmon.state import DestinationCheck, Poll, ProbeState
 
 FINAL = ("COMPLETED", "FAILED", "STUCK")

@@ -99,9 +99,9 @@ def preflight(payload: dict[str, Any], deps: Deps) -> None:
             where = f"{role} bucket {ep.bucket!r}" + (f" at {ep.endpoint_url}" if ep.endpoint_url else "")
             try:
                 deps.stores(ep).check_bucket(ep.bucket)
-            except Exception as exc:  # noqa: BLE001 - turned into one clear line
+            except Exception as exc:
                 raise PreflightError(f"{where}: {_why(exc)}") from None
         try:
             deps.latency_store.query(route.name, 0, 1, limit=1)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise PreflightError(f"latency store: {_why(exc)}") from None

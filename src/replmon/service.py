@@ -16,9 +16,9 @@ from aws_lambda_powertools.utilities.parser import parse
 from replmon.clock import Clock, WallClock
 from replmon.config import Endpoint, load_request
 from replmon.plan import new_run_id, plan_output
+from replmon.poller import poll_replication, start_polling
 from replmon.polling import earliest_completion
 from replmon.ports import LatencyStore, MetricsSink, ObjectStore
-from replmon.poller import poll_replication, start_polling
 from replmon.record import ProbeStatus
 from replmon.results import to_record
 from replmon.state import ProbeState

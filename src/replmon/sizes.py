@@ -52,7 +52,7 @@ def parse_size(value: str | int) -> int:
         factor = _UNITS.get(unit.upper())
         if factor is None:
             raise SizeError(f"unknown size unit {unit!r} in {value!r}; use {ACCEPTED_FORM}")
-        n = int(round(float(number) * factor))
+        n = round(float(number) * factor)
     if n < 1:
         raise SizeError(f"size {value!r} must be at least 1 byte")
     if n > MAX_OBJECT_BYTES:

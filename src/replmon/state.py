@@ -53,7 +53,7 @@ class ProbeState(BaseModel):
     trial: int
     timeout_seconds: int
     target_seconds: float
-    poll_settings: PollSettings = Field(default_factory=PollSettings)
+    poll_settings: PollSettings = PollSettings()
     upload: Upload | None = None
     poll: Poll | None = None
     error: dict[str, Any] | None = None  # set by the state machine's Catch (Error, Cause)

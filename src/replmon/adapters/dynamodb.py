@@ -42,8 +42,8 @@ class DynamoLatencyStore:
                  keys: tuple[str, str] | None = None) -> None:
         self.table = table
         if client is None:
-            creds = {"aws_access_key_id": keys[0], "aws_secret_access_key": keys[1]} if keys else {}
-            client = boto3.session.Session(**creds).client(
+            session = boto3.session.Session(*keys) if keys else boto3.session.Session()
+            client = session.client(
                 "dynamodb", endpoint_url=endpoint_url, region_name=region or ("us-east-1" if endpoint_url else None),
                 config=Config(retries={"mode": "standard"}),
             )

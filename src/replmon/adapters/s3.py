@@ -105,10 +105,8 @@ _PATH_STYLE = Config(s3={"addressing_style": "path"})
 
 @cache
 def _client(endpoint_url: str | None, region: str | None, role_arn: str | None, keys: tuple[str, str] | None) -> Any:
-    if keys:
-        session = boto3.session.Session(aws_access_key_id=keys[0], aws_secret_access_key=keys[1])
-    else:
-        session = boto3.session.Session()  # the standard chain: Lambda's role, a profile, the environment
+    # Without keys: the standard chain (Lambda's role, a profile, the environment).
+    session = boto3.session.Session(*keys) if keys else boto3.session.Session()
     if role_arn:
         # Cross-account replicas: assume the reader role once per container (clients are cached).
         creds = session.client("sts", region_name=region).assume_role(RoleArn=role_arn, RoleSessionName="replmon")["Credentials"]

@@ -84,12 +84,22 @@ class Server:
     def stop(self, grace: float = 10.0) -> None:
         if self.proc is None or self.proc.poll() is not None:
             return
+        os.killpg(self.proc.pid, signal.SIGCONT)  # a paused server cannot act on SIGTERM
         os.killpg(self.proc.pid, signal.SIGTERM)
         try:
             self.proc.wait(grace)
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(grace)
+
+    def pause(self) -> None:
+        """SIGSTOP: the server hangs (connections open, nothing answers), like a partitioned region."""
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGCONT)
 
     @property
     def running(self) -> bool:

@@ -1,0 +1,56 @@
+# replmon - every target installs what it needs (venv, npm tools, MinIO/mc, DynamoDB Local) and
+# caches it: .venv/ and node_modules/ here, servers under ~/.cache/replmon (REPLMON_CACHE).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+VENV := .venv
+BIN := $(VENV)/bin
+PY := $(BIN)/python
+export SAM_CLI_TELEMETRY := 0
+export REPLMON_SRC := $(CURDIR)/src
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+help:  ## this list
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+
+$(BIN)/.installed: pyproject.toml requirements-dev.txt
+	@command -v python3 >/dev/null || { echo "python3 (>= 3.11) is required"; exit 1; }
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[lab]" -r requirements-dev.txt
+	touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+venv: $(BIN)/.installed  ## Python environment (.venv)
+
+lab-deps:  ## MinIO + mc (go install, pinned) and DynamoDB Local (Maven Central), cached
+	@command -v go >/dev/null && command -v java >/dev/null && command -v mvn >/dev/null || \
+	  { echo "the lab needs go, java (17+) and mvn on PATH"; exit 1; }
+	bash scripts/lab-deps.sh all
+
+demo: venv lab-deps  ## THE MAIN JOB: measure real replication in the local lab (table + chart)
+	$(BIN)/replmon lab run $(ARGS)
+
+bench: venv lab-deps  ## P1-P4: HEAD cost, accuracy vs ground truth, composition speed, record delay
+	$(BIN)/replmon lab bench $(ARGS)
+
+lint: venv node_modules/.installed  ## ruff, mypy, cfn-lint, sam validate --lint, ASL lint
+	$(BIN)/ruff check src tests functions
+	$(BIN)/mypy
+	$(BIN)/cfn-lint template.yaml
+	$(BIN)/sam validate --lint
+	node_modules/.bin/asl-validator --json-path statemachines/replication_probe.asl.json
+
+build: venv  ## sam build (makefile build method; no Docker)
+	$(BIN)/sam build
+
+test: venv node_modules/.installed lab-deps  ## THE TESTS: lint, then every test (moto, sam build, the real lab)
+	$(MAKE) --no-print-directory lint
+	$(BIN)/pytest $(ARGS)
+
+clean:  ## remove build output and lab data (keeps the caches)
+	rm -rf .aws-sam lab-data
+
+.PHONY: help venv lab-deps demo bench lint build test clean

@@ -1,0 +1,153 @@
+"""The lab on real servers: two MinIO with real replication, DynamoDB Local, the real state machine.
+
+These need the servers scripts/lab-deps.sh builds (`make test` runs it first); they never skip.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from replmon.lab.lab import PREFIX, Lab, ReplicaObserver
+from replmon.record import ProbeStatus
+from replmon.runner import run_request
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.lab
+REPLMON = [sys.executable, "-m", "replmon.cli"]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    with Lab(tmp_path_factory.mktemp("lab")) as running:
+        yield running
+    # Every process it started is gone.
+    assert all(not s.running for s in running.servers.values())
+
+
+@pytest.fixture(autouse=True)
+def _nothing_left(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield
+    if "lab" in request.fixturenames:
+        lab: Lab = request.getfixturevalue("lab")
+        assert lab.leftovers() == {"source": [], "destination": []}
+
+
+def test_real_replication_pending_then_completed_interval_holds_the_observer(lab: Lab) -> None:
+    with ReplicaObserver(lab, PREFIX, period=0.01) as truth:
+        res = run_request({"routes": [lab.route()], "sizes": ["64MiB", "256MiB"], "trials": 1, "max_concurrency": 1,
+                           "timeout_seconds": 120, "poll": {"floor_seconds": 0.1, "use_history": False}}, lab.deps())
+    assert res.execution.status == "SUCCEEDED" and res.failed_iterations == 0
+    assert [r.status for r in res.records] == [ProbeStatus.COMPLETED] * 2
+    for rec in res.records:
+        assert rec.head_count >= 2 and rec.latency_lo and rec.latency_lo > 0  # PENDING was seen, then COMPLETED
+        seen = truth.seen[f"{PREFIX}{rec.run_id}/{rec.probe_id}"]
+        obs_lo, obs_hi = seen[0] - rec.at, seen[1] - rec.at
+        # The replica appeared inside the observer's 10 ms window; that window meets [lo, hi].
+        assert rec.latency_lo <= obs_hi + 0.02 and obs_lo - 0.02 <= rec.latency_hi, (rec.latency_lo, rec.latency_hi, obs_lo, obs_hi)
+        assert rec.width is not None and rec.width <= max(0.1, 0.02 * rec.latency_hi) + 0.05
+        assert rec.destinations[0]["status"] == "REPLICA" and rec.destinations[0]["etag_match"]
+    # 256 MiB at a 100 MiB/s limit: latency grows with size, as between regions.
+    small, big = res.records
+    assert big.latency_mid > 2 * small.latency_mid
+
+
+@pytest.mark.parametrize(
+    ("fault", "status"),
+    [
+        # A hung destination (SIGSTOP): the source stays PENDING, the probe times out -> STUCK.
+        ("pause", ProbeStatus.STUCK),
+        # A dead destination (process stopped): MinIO, unlike S3 (which keeps temporary failures
+        # PENDING, field-notes 6), marks the source FAILED at once -> FAILED.
+        ("stop", ProbeStatus.FAILED),
+    ],
+)
+def test_destination_down_mid_run_is_recorded_not_lost(lab: Lab, fault: str, status: ProbeStatus) -> None:
+    store, route_name = lab.store(), f"lab-{fault}"
+    dest = lab.servers["destination"]
+    recovered = threading.Event()
+
+    def recover_after_record() -> None:
+        # Bring the destination back once the record exists, so Cleanup (retrying) can finish.
+        deadline = time.time() + 120
+        while time.time() < deadline and not store.query(route_name, time.time() - 600, time.time() + 60):
+            time.sleep(0.2)
+        dest.resume() if fault == "pause" else lab.restart("destination")
+        recovered.set()
+
+    # Down from before the PUT: a 1 MiB probe replicates in ~20 ms, faster than a fault could land after it.
+    dest.pause() if fault == "pause" else dest.stop()
+    helper = threading.Thread(target=recover_after_record, daemon=True)
+    helper.start()
+    try:
+        res = run_request({"routes": [lab.route(route_name)], "sizes": ["1MiB"], "timeout_seconds": 5,
+                           "poll": {"floor_seconds": 0.5, "use_history": False}}, lab.deps())
+    finally:
+        helper.join(150)
+        if not recovered.is_set():
+            dest.resume() if fault == "pause" else lab.restart("destination")
+    [rec] = res.records
+    assert rec.status is status, rec
+    if status is ProbeStatus.STUCK:
+        assert rec.latency_lo >= 5 and rec.latency_hi is None and "timeout 5 s" in rec.failure_reason
+    assert res.execution.status == "SUCCEEDED" and res.failed_iterations == 0
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*REPLMON, *args], capture_output=True, text=True, timeout=600, cwd=ROOT,
+                          env={**os.environ, **(env or {})})
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (["--sizes", "10QB"], "sizes: unknown size unit 'QB'"),
+        (["--source-endpoint", "http://127.0.0.1:9"], "cannot connect"),
+        (["--secret-key", "wrong-secret"], "credentials rejected"),
+    ],
+)
+def test_bad_flags_give_one_clear_line_and_write_nothing(lab: Lab, extra: list[str], expected: str) -> None:
+    store = lab.store()
+    before = store.query("badflags", 0, 4e9)
+    args = ["probe", "--route", "badflags", "--source-bucket", "probe-source", "--dest-bucket", "probe-replica",
+            "--source-endpoint", lab.servers["source"].url, "--dest-endpoint", lab.servers["destination"].url,
+            "--dynamodb-endpoint", lab.servers["dynamodb"].url, "--access-key", "replmon", "--secret-key", "replmon-lab-secret"]
+    r = cli(*args, *extra)
+    assert r.returncode != 0
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and expected in lines[0], r.stderr
+    assert store.query("badflags", 0, 4e9) == before == []
+
+
+def test_probe_and_report_commands_against_the_lab(lab: Lab) -> None:
+    common = ["--dynamodb-endpoint", lab.servers["dynamodb"].url]
+    r = cli("probe", "--route", "cli", "--source-bucket", "probe-source", "--dest-bucket", "probe-replica",
+            "--source-endpoint", lab.servers["source"].url, "--dest-endpoint", lab.servers["destination"].url,
+            "--access-key", "replmon", "--secret-key", "replmon-lab-secret", "--sizes", "1MiB,16MiB", "--output", "json", *common)
+    assert r.returncode == 0, r.stderr
+    records = json.loads(r.stdout)["records"]
+    assert sorted(x["size_class"] for x in records) == ["16MiB", "1MiB"] and {x["status"] for x in records} == {"COMPLETED"}
+    rep = cli("report", "--route", "cli", "--hours", "1", "--format", "json", *common)
+    assert rep.returncode == 0, rep.stderr
+    summaries = json.loads(rep.stdout)["summaries"]
+    assert [(s["size_class"], s["completed"]) for s in summaries] == [("1MiB", 1), ("16MiB", 1)]
+
+
+def test_the_readme_main_command_prints_the_table_and_writes_the_chart(tmp_path: Path) -> None:
+    r = cli("lab", "run", "--sizes", "1MiB,32MiB", "--trials", "1", "--dir", str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "p50 s" in r.stdout and "32MiB" in r.stdout and "left behind: 0 probe objects/versions" in r.stdout
+    png = tmp_path / "latency-vs-size.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    [data] = (tmp_path / "runs").glob("*.json")
+    assert len(json.loads(data.read_text())) == 2
+    # Its servers are gone: nothing listens on the ports it printed.
+    assert "minio" not in subprocess.run(["pgrep", "-af", str(tmp_path)], capture_output=True, text=True).stdout
