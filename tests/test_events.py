@@ -1,0 +1,54 @@
+"""events/: each file is a valid input for its function (or the state machine) and runs there."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replmon.aslrun import LambdaContext, load_handler
+from replmon.config import load_request
+from replmon.lambda_entry import set_deps
+from replmon.report import ReportRequest
+from replmon.state import ProbeState
+from tests.conftest import ROOT, Env
+
+EVENTS = ROOT / "events"
+DEFAULTS = {"routes": [{"name": "primary", "source": {"bucket": "probe-source"}, "destinations": [{"bucket": "probe-replica"}]}]}
+
+
+def load(name: str) -> dict[str, Any]:
+    return json.loads((EVENTS / name).read_text())
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in EVENTS.glob("probe_*.json")))
+def test_state_machine_inputs_validate(name: str) -> None:
+    req = load_request(load(name), DEFAULTS)
+    assert req.routes and req.sizes
+
+
+@pytest.mark.parametrize("name", ["upload_probe.json", "poll_replication.json", "record_result.json", "cleanup.json"])
+def test_probe_state_events_validate(name: str) -> None:
+    state = ProbeState.model_validate(load(name))
+    assert state.route.name == "primary"
+
+
+def test_report_event_runs_the_report_handler(env: Env) -> None:
+    ReportRequest.model_validate(load("report.json"))
+    set_deps(env.deps)
+    out = load_handler("Report")(load("report.json"), LambdaContext("Report"))
+    assert out["probes"] == 0 and out["summaries"] == []
+
+
+def test_record_result_event_runs_its_handler_once(env: Env) -> None:
+    set_deps(env.deps)
+    handler = load_handler("RecordResult")
+    assert handler(load("record_result.json"), LambdaContext("RecordResult"))["recorded"] is True
+    assert handler(load("record_result.json"), LambdaContext("RecordResult"))["recorded"] is False
+
+
+def test_every_function_has_an_event() -> None:
+    names = {p.stem for p in Path(EVENTS).glob("*.json")}
+    assert {"upload_probe", "poll_replication", "record_result", "cleanup", "report", "probe_now"} <= names
