@@ -129,7 +129,7 @@ def run_bench(out: Console, trials: int, sizes: str, compose_size: str, lab_dir:
         t = Table(title="P1 HEADs per probe and P2 accuracy against the 10 ms destination observer (mean over trials)")
         for col in ("policy", "size", "latency s", "HEADs adaptive", "HEADs 0.5 s loop", "width adaptive s", "width 0.5 s loop s",
                     "|mid - truth| s", "truth in interval"):
-            t.add_column(col, justify="left" if col in ("policy", "size") else "right")
+            t.add_column(col, justify="left" if col in ("policy", "size") else "right", no_wrap=col == "policy")
         for label, rows in results.items():
             by_size: dict[int, list[tuple[ProbeRecord, Any, Any, Any]]] = {}
             for row in rows:
