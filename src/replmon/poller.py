@@ -53,8 +53,10 @@ def poll_replication(state: ProbeState, stores: Callable[[Endpoint], ObjectStore
         due = min(policy.next_head_at(poll.last_pending, poll.not_before, poll.last_rtt), float(state.timeout_seconds))
         delay = due - since_put
         if delay > 0:
-            # Sub-second gaps are always slept inline: a Wait state counts whole seconds.
-            if delay > 1.0 and now - began + delay > settings.inline_budget_seconds:
+            used = now - began
+            # Within the budget, sleep here; a sub-second gap may overrun it (a Wait state counts
+            # whole seconds). Past the budget, hand the gap to the Wait state (0 s = re-invoke now).
+            if used + delay > settings.inline_budget_seconds and not (delay < 1.0 and used <= settings.inline_budget_seconds):
                 # Wait takes whole seconds; rounding down keeps the gap within the policy.
                 poll.wait_seconds = math.floor(delay)
                 poll.status = "PENDING"

@@ -1,7 +1,7 @@
 """The probe steps with their dependencies wired in: what the Lambda handlers and the lab call.
 
->>> deps = Deps.from_env()  # doctest: +SKIP
->>> state = upload_step(event, deps)  # doctest: +SKIP
+Each step takes the state machine's JSON and returns the next state's JSON, e.g.
+``upload_step(event, Deps.from_env())`` in Lambda, or with the lab's stores and clock.
 """
 
 from __future__ import annotations
