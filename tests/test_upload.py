@@ -113,3 +113,19 @@ def test_cleanup_removes_every_version_on_both_sides(s3: Any) -> None:
 
 def test_head_of_a_missing_version_is_none(s3: Any) -> None:
     assert S3ObjectStore(boto3.client("s3", region_name="us-east-1")).head(SRC, "nope") is None
+
+
+def test_destination_role_is_assumed_and_refreshable(s3: Any) -> None:
+    """Cross-account replicas are read through ``role_arn``; the credentials refresh themselves."""
+    from replmon.adapters.s3 import S3Stores, _client
+    from replmon.config import Destination
+
+    _client.cache_clear()
+    dest = Destination(bucket=DST, region="us-east-1", role_arn="arn:aws:iam::210987654321:role/replmon-reader")
+    store = S3Stores()(dest)
+    creds = store.client._request_signer._credentials
+    assert type(creds).__name__ == "DeferredRefreshableCredentials"
+    s3.put_object(Bucket=DST, Key="replmon-probes/x", Body=b"1")
+    assert store.head(DST, "replmon-probes/x") is not None  # moto's STS answered the AssumeRole
+    assert creds.get_frozen_credentials().access_key != "testing"
+    _client.cache_clear()

@@ -7,7 +7,9 @@ from functools import cache
 from typing import Any
 
 import boto3
+import botocore.session
 from botocore.config import Config
+from botocore.credentials import AssumeRoleCredentialFetcher, DeferredRefreshableCredentials
 from botocore.exceptions import ClientError
 
 from replmon.config import Destination, Endpoint
@@ -103,18 +105,26 @@ _CONFIG = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeou
 _PATH_STYLE = Config(s3={"addressing_style": "path"})
 
 
+def _assumed_role_session(base: boto3.session.Session, role_arn: str, region: str | None) -> boto3.session.Session:
+    """A session whose credentials re-assume ``role_arn`` before they expire (Lambda containers
+    outlive the 1-hour default), the way botocore does for profiles with role_arn."""
+    fetcher = AssumeRoleCredentialFetcher(
+        client_creator=base._session.create_client,
+        source_credentials=base.get_credentials(),
+        role_arn=role_arn,
+        extra_args={"RoleSessionName": "replmon"},
+    )
+    core = botocore.session.Session()
+    core._credentials = DeferredRefreshableCredentials(method="assume-role", refresh_using=fetcher.fetch_credentials)  # type: ignore[attr-defined]
+    return boto3.session.Session(botocore_session=core, region_name=region)
+
+
 @cache
 def _client(endpoint_url: str | None, region: str | None, role_arn: str | None, keys: tuple[str, str] | None) -> Any:
     # Without keys: the standard chain (Lambda's role, a profile, the environment).
     session = boto3.session.Session(*keys) if keys else boto3.session.Session()
-    if role_arn:
-        # Cross-account replicas: assume the reader role once per container (clients are cached).
-        creds = session.client("sts", region_name=region).assume_role(RoleArn=role_arn, RoleSessionName="replmon")["Credentials"]
-        session = boto3.session.Session(
-            aws_access_key_id=creds["AccessKeyId"],
-            aws_secret_access_key=creds["SecretAccessKey"],
-            aws_session_token=creds["SessionToken"],
-        )
+    if role_arn:  # replicas in another account: read and delete them through a role there
+        session = _assumed_role_session(session, role_arn, region)
     config = _CONFIG.merge(_PATH_STYLE) if endpoint_url else _CONFIG
     return session.client("s3", region_name=region or ("us-east-1" if endpoint_url else None), endpoint_url=endpoint_url, config=config)
 

@@ -1,0 +1,89 @@
+"""template.yaml after the SAM transform (run offline: no managed-policy lookup leaves the machine)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+from samtranslator.translator.transform import transform
+
+from replmon.config import load_request
+from replmon.template import load_template
+from tests.conftest import TEMPLATE
+
+
+class OfflinePolicies:
+    """The translator asks IAM for managed policy ARNs only when a template names one; we name none."""
+
+    def load(self) -> dict[str, str]:
+        return {}
+
+
+@pytest.fixture(scope="module")
+def cfn() -> dict[str, Any]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AWS_DEFAULT_REGION", "us-east-1")  # the translator builds ARNs; it calls nothing
+        t = load_template(TEMPLATE)
+        for res in t["Resources"].values():  # what `sam package` does: local paths become S3 URIs
+            for uri in ("CodeUri", "DefinitionUri", "ContentUri"):
+                if uri in res.get("Properties", {}):
+                    res["Properties"][uri] = f"s3://artifacts/{res['Properties'][uri].strip('/')}"
+        return transform(t, {"AWS::Region": "us-east-1", "AWS::AccountId": "123456789012"}, OfflinePolicies())  # type: ignore[arg-type]
+
+
+def resources(cfn: dict[str, Any], kind: str) -> dict[str, Any]:
+    return {k: v for k, v in cfn["Resources"].items() if v["Type"] == kind}
+
+
+def test_schedule_is_an_eventbridge_scheduler_schedule_with_a_dlq(cfn: dict[str, Any]) -> None:
+    [sched] = resources(cfn, "AWS::Scheduler::Schedule").values()
+    target = sched["Properties"]["Target"]
+    assert "SchedulerDeadLetterQueue" in json.dumps(target["DeadLetterConfig"]["Arn"])
+    assert target["RetryPolicy"]["MaximumRetryAttempts"] == 3
+    assert sched["Properties"]["State"] == {"Ref": "ScheduleState"}
+
+
+def test_every_role_is_least_privilege(cfn: dict[str, Any]) -> None:
+    seen = set()
+    standalone = [(n, {"Properties": {"Policies": [p["Properties"]]}}) for n, p in resources(cfn, "AWS::IAM::Policy").items()]
+    for name, role in [*resources(cfn, "AWS::IAM::Role").items(), *standalone]:
+        for policy in role["Properties"].get("Policies", []):
+            for st in policy["PolicyDocument"]["Statement"]:
+                seen.update(st["Action"] if isinstance(st["Action"], list) else [st["Action"]])
+                actions = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
+                assert not any(a == "*" or a.endswith(":*") for a in actions), (name, actions)
+                if st.get("Resource") == "*":
+                    # Only services without resource-level permissions may use "*".
+                    assert all(a.startswith("xray:") for a in actions), (name, actions)
+        # No managed policy grants more than the statements above (X-Ray's write-only one aside).
+        for arn in role["Properties"].get("ManagedPolicyArns", []):
+            assert "AWSXrayWriteOnlyAccess" in json.dumps(arn) or "AWSLambdaBasicExecutionRole" in json.dumps(arn), (name, arn)
+    # The statements that were checked: each function's own, the state machine's invoke and child runs.
+    assert {"s3:PutObject", "s3:DeleteObjectVersion", "dynamodb:PutItem", "dynamodb:Query", "lambda:InvokeFunction",
+            "states:StartExecution", "s3:ReplicateObject"} <= seen
+
+
+def test_functions_are_arm64_python313_with_the_layer_and_tracing(cfn: dict[str, Any]) -> None:
+    fns = resources(cfn, "AWS::Lambda::Function")
+    assert len(fns) == 6
+    for name, fn in fns.items():
+        p = fn["Properties"]
+        assert p["Runtime"] == "python3.13" and p["Architectures"] == ["arm64"], name
+        assert p["TracingConfig"] == {"Mode": "Active"}, name
+        [layer] = p["Layers"]
+        assert cfn["Resources"][layer["Ref"]]["Type"] == "AWS::Lambda::LayerVersion", name
+
+
+def test_default_route_json_is_valid_probe_configuration() -> None:
+    """REPLMON_DEFAULTS is JSON written inside YAML: render it with the parameters' defaults."""
+    t = load_template(TEMPLATE)
+    text, names = t["Globals"]["Function"]["Environment"]["Variables"]["REPLMON_DEFAULTS"]["Fn::Sub"]
+    values = {k: str(v.get("Default", "")) for k, v in t["Parameters"].items()}
+    values.update({"Src": "demo-source-bucket", "Dst": "demo-replica-bucket", "DstRegion": "us-west-2", "AWS::Region": "us-east-1"})
+    assert set(re.findall(r"\$\{([\w:]+)\}", text)) <= set(values)
+    rendered = re.sub(r"\$\{([\w:]+)\}", lambda m: values[m.group(1)], text)
+    req = load_request({}, json.loads(rendered))
+    assert req.routes[0].source.bucket == "demo-source-bucket" and req.routes[0].destinations[0].region == "us-west-2"
+    assert req.sizes == [2**20, 64 * 2**20, 2**30] and req.target_seconds == 900 and req.timeout_seconds == 7200
