@@ -81,6 +81,7 @@ def test_default_route_json_is_valid_probe_configuration() -> None:
     t = load_template(TEMPLATE)
     text, names = t["Globals"]["Function"]["Environment"]["Variables"]["REPLMON_DEFAULTS"]["Fn::Sub"]
     values = {k: str(v.get("Default", "")) for k, v in t["Parameters"].items()}
+    assert set(names) == {"Src", "Dst", "DstRegion"}  # the buckets and region chosen by BucketMode
     values.update({"Src": "demo-source-bucket", "Dst": "demo-replica-bucket", "DstRegion": "us-west-2", "AWS::Region": "us-east-1"})
     assert set(re.findall(r"\$\{([\w:]+)\}", text)) <= set(values)
     rendered = re.sub(r"\$\{([\w:]+)\}", lambda m: values[m.group(1)], text)
