@@ -142,8 +142,9 @@ def test_probe_and_report_commands_against_the_lab(lab: Lab) -> None:
 
 
 def test_the_readme_main_command_prints_the_table_and_writes_the_chart(tmp_path: Path) -> None:
-    r = cli("lab", "run", "--sizes", "1MiB,32MiB", "--trials", "1", "--dir", str(tmp_path))
+    r = cli("lab", "run", "--sizes", "1MiB,32MiB", "--trials", "1", "--dir", str(tmp_path), env={"REPLMON_PROGRESS": "1"})
     assert r.returncode == 0, r.stdout + r.stderr
+    assert "probes" in r.stderr and "2/2" in r.stderr  # the progress bar reached the end
     assert "p50 s" in r.stdout and "32MiB" in r.stdout and "left behind: 0 probe objects/versions" in r.stdout
     png = tmp_path / "latency-vs-size.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
