@@ -36,11 +36,45 @@ def verify_replicas(state: ProbeState, stores: Callable[[Endpoint], ObjectStore]
     return checks
 
 
+def sleeps_inline(delay: float, used: float, budget: float) -> bool:
+    """Sleep ``delay`` inside this invocation (True) or hand it to the Wait state (False)?
+
+    Inside the budget, sleep here. A sub-second gap may overrun the budget rather than become a
+    Wait, which counts whole seconds; past the budget, even a sub-second gap goes to a 0 s Wait
+    (the state machine re-invokes at once, with a fresh budget).
+    """
+    return used + delay <= budget or (delay < 1.0 and used <= budget)
+
+
+def settle(state: ProbeState, poll: Poll, head: HeadResult | None, stores: Callable[[Endpoint], ObjectStore]) -> None:
+    """Classify a final (non-PENDING) answer."""
+    status = head.replication_status if head else None
+    if status == "COMPLETED":
+        poll.destinations = verify_replicas(state, stores)
+        bad = [d for d in poll.destinations if d.status != "REPLICA" or not (d.size_match and d.etag_match)]
+        poll.status = "FAILED" if bad else "COMPLETED"
+        if bad:
+            poll.failure_reason = "ReplicaMismatch: " + ", ".join(
+                f"{d.bucket} status={d.status} size_match={d.size_match} etag_match={d.etag_match}" for d in bad
+            )
+        return
+    poll.status = "FAILED"
+    if status == "FAILED":
+        poll.failure_reason = "source ReplicationStatus FAILED (see s3:Replication:OperationFailedReplication events)"
+    elif head is None:
+        poll.failure_reason = "ProbeMissing: the probe object version disappeared from the source"
+    else:
+        poll.failure_reason = (
+            f"NoReplication: source ReplicationStatus is {status!r}; no replication rule covers "
+            f"prefix {state.route.prefix!r} of bucket {state.route.source.bucket!r}"
+        )
+
+
 def poll_replication(state: ProbeState, stores: Callable[[Endpoint], ObjectStore], clock: Clock) -> ProbeState:
     if state.upload is None:
         raise ValueError("PollReplication needs the 'upload' that UploadProbe adds; run UploadProbe first")
     up = state.upload
-    poll = state.poll or Poll()
+    poll = state.poll = state.poll or Poll()
     settings = state.poll_settings
     policy = PollPolicy(settings.floor_seconds, settings.relative)
     source = stores(state.route.source)
@@ -48,58 +82,30 @@ def poll_replication(state: ProbeState, stores: Callable[[Endpoint], ObjectStore
 
     while True:
         now = clock.now()
-        since_put = now - up.put_end
         # The interval ends when the answer arrives, so the next HEAD is sent early (polling.py).
         due = min(policy.next_head_at(poll.last_pending, poll.not_before, poll.last_rtt), float(state.timeout_seconds))
-        delay = due - since_put
+        delay = due - (now - up.put_end)
         if delay > 0:
-            used = now - began
-            # Within the budget, sleep here; a sub-second gap may overrun it (a Wait state counts
-            # whole seconds). Past the budget, hand the gap to the Wait state (0 s = re-invoke now).
-            if used + delay > settings.inline_budget_seconds and not (delay < 1.0 and used <= settings.inline_budget_seconds):
-                # Wait takes whole seconds; rounding down keeps the gap within the policy.
-                poll.wait_seconds = math.floor(delay)
+            if not sleeps_inline(delay, now - began, settings.inline_budget_seconds):
+                poll.wait_seconds = math.floor(delay)  # whole seconds, rounded down: the gap stays within the policy
                 poll.status = "PENDING"
-                break
+                return state
             clock.sleep(delay)
         sent = clock.now()
         head = source.head(state.route.source.bucket, up.key, up.version_id)
         received = clock.now()
         poll.head_count += 1
         poll.last_rtt = received - sent
-        status = head.replication_status if head else None
-        if status == "PENDING":
+        if head is not None and head.replication_status == "PENDING":
             poll.last_pending = sent - up.put_end
             if poll.last_pending >= state.timeout_seconds:
                 poll.status = "STUCK"
                 poll.failure_reason = f"still PENDING {poll.last_pending:.0f} s after the PUT (timeout {state.timeout_seconds} s)"
-                break
+                return state
             continue
         poll.first_final = received - up.put_end
-        if status == "COMPLETED":
-            poll.destinations = verify_replicas(state, stores)
-            bad = [d for d in poll.destinations if d.status != "REPLICA" or not (d.size_match and d.etag_match)]
-            poll.status = "FAILED" if bad else "COMPLETED"
-            if bad:
-                poll.failure_reason = "ReplicaMismatch: " + ", ".join(
-                    f"{d.bucket} status={d.status} size_match={d.size_match} etag_match={d.etag_match}" for d in bad
-                )
-        elif status == "FAILED":
-            poll.status = "FAILED"
-            poll.failure_reason = "source ReplicationStatus FAILED (see s3:Replication:OperationFailedReplication events)"
-        elif head is None:
-            poll.status = "FAILED"
-            poll.failure_reason = "ProbeMissing: the probe object version disappeared from the source"
-        else:
-            poll.status = "FAILED"
-            poll.failure_reason = (
-                f"NoReplication: source ReplicationStatus is {status!r}; no replication rule covers "
-                f"prefix {state.route.prefix!r} of bucket {state.route.source.bucket!r}"
-            )
-        break
-
-    state.poll = poll
-    return state
+        settle(state, poll, head, stores)
+        return state
 
 
 def start_polling(state: ProbeState, not_before: float) -> ProbeState:
