@@ -92,3 +92,20 @@ def test_to_record_maps_each_final_state() -> None:
     assert stuck.status is ProbeStatus.STUCK and stuck.latency_hi is None and not stuck.within_target
     err = to_record(ProbeState(**base, error={"Error": "ClientError", "Cause": "AccessDenied"}), 9.0)
     assert err.status is ProbeStatus.ERROR and err.failure_reason == "ClientError: AccessDenied" and err.at == 9.0
+
+
+def test_lambda_wiring_reads_what_the_template_sets(ddb: Any) -> None:
+    """Deps.from_env reads the variables template.yaml's Globals define (and nothing else is needed)."""
+    from replmon.adapters.metrics import EmfMetrics, NullMetrics
+    from replmon.adapters.s3 import S3Stores
+
+    variables = load_template(TEMPLATE)["Globals"]["Function"]["Environment"]["Variables"]
+    assert {"REPLMON_TABLE", "REPLMON_DEFAULTS", "REPLMON_RETENTION_DAYS"} <= set(variables)
+    env = {"REPLMON_TABLE": TABLE, "REPLMON_RETENTION_DAYS": "30", "REPLMON_COMPOSE_THRESHOLD": "1GiB",
+           "REPLMON_DEFAULTS": json.dumps({"routes": [route()], "trials": 2})}
+    deps = Deps.from_env(env)
+    assert isinstance(deps.stores, S3Stores) and isinstance(deps.metrics, EmfMetrics)
+    assert deps.retention_days == 30 and deps.upload.compose_threshold == 2**30
+    assert deps.defaults["trials"] == 2
+    assert deps.latency_store.put_once(rec(1_790_000_000.0)) is True  # reaches the table it names
+    assert isinstance(Deps.from_env({**env, "REPLMON_METRICS": "none"}).metrics, NullMetrics)

@@ -6,6 +6,7 @@ Each step takes the state machine's JSON and returns the next state's JSON, e.g.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,8 +44,6 @@ class Deps:
         """Lambda (and lab) configuration comes from the environment, never from code changes:
         REPLMON_TABLE, REPLMON_DYNAMODB_ENDPOINT, REPLMON_DEFAULTS (JSON), REPLMON_RETENTION_DAYS,
         REPLMON_METRICS (emf|none), REPLMON_COMPOSE_THRESHOLD."""
-        import json
-
         from replmon.adapters.dynamodb import DynamoLatencyStore
         from replmon.adapters.metrics import EmfMetrics, NullMetrics
         from replmon.adapters.s3 import s3_stores

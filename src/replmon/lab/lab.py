@@ -29,6 +29,16 @@ PREFIX = "replmon-probes/"
 KEYS = (USER, PASSWORD)
 
 
+def lab_route(name: str, source_url: str, destination_url: str) -> dict[str, Any]:
+    """The probe route through the lab's two servers."""
+    return {
+        "name": name,
+        "source": {"bucket": SOURCE_BUCKET, "endpoint_url": source_url},
+        "destinations": [{"bucket": DEST_BUCKET, "endpoint_url": destination_url}],
+        "prefix": PREFIX,
+    }
+
+
 @dataclass
 class Lab:
     root: Path = Path("lab-data")
@@ -98,12 +108,7 @@ class Lab:
 
     # ------------------------------------------------------------------ what the probes use
     def route(self, name: str = "lab") -> dict[str, Any]:
-        return {
-            "name": name,
-            "source": {"bucket": SOURCE_BUCKET, "endpoint_url": self.servers["source"].url},
-            "destinations": [{"bucket": DEST_BUCKET, "endpoint_url": self.servers["destination"].url}],
-            "prefix": PREFIX,
-        }
+        return lab_route(name, self.servers["source"].url, self.servers["destination"].url)
 
     def s3(self, which: str) -> Any:
         return boto3.session.Session(aws_access_key_id=USER, aws_secret_access_key=PASSWORD).client(
