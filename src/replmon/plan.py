@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
 from typing import Any
 
-from replmon.config import ProbeRequest
+from replmon.config import ConfigError, ProbeRequest
 from replmon.sizes import format_size
 from replmon.state import ProbeState
 
@@ -39,10 +40,22 @@ def plan_probes(request: ProbeRequest, run_id: str) -> list[ProbeState]:
     return probes
 
 
+#: Step Functions passes at most 256 KiB between states; leave room for the Map's results.
+MAX_PLAN_BYTES = 192 * 1024
+
+
 def plan_output(request: ProbeRequest, run_id: str) -> dict[str, Any]:
     """The state machine's Map input."""
-    return {
+    out = {
         "run_id": run_id,
         "max_concurrency": request.max_concurrency,
         "probes": [p.dump() for p in plan_probes(request, run_id)],
     }
+    size = len(json.dumps(out))
+    if size > MAX_PLAN_BYTES:
+        raise ConfigError(
+            "invalid probe configuration:\n"
+            f"  trials: {len(out['probes'])} probes ({size // 1024} KiB of state) exceed what one run can carry "
+            f"({MAX_PLAN_BYTES // 1024} KiB); lower trials, sizes or routes, or split them over several runs"
+        )
+    return out
