@@ -127,7 +127,7 @@ def test_bad_flags_give_one_clear_line_and_write_nothing(lab: Lab, extra: list[s
     assert store.query("badflags", 0, 4e9) == before == []
 
 
-def test_probe_and_report_commands_against_the_lab(lab: Lab) -> None:
+def test_probe_and_report_commands_against_the_lab(lab: Lab, tmp_path: Path) -> None:
     common = ["--dynamodb-endpoint", lab.servers["dynamodb"].url]
     r = cli("probe", "--route", "cli", "--source-bucket", "probe-source", "--dest-bucket", "probe-replica",
             "--source-endpoint", lab.servers["source"].url, "--dest-endpoint", lab.servers["destination"].url,
@@ -135,10 +135,14 @@ def test_probe_and_report_commands_against_the_lab(lab: Lab) -> None:
     assert r.returncode == 0, r.stderr
     records = json.loads(r.stdout)["records"]
     assert sorted(x["size_class"] for x in records) == ["16MiB", "1MiB"] and {x["status"] for x in records} == {"COMPLETED"}
-    rep = cli("report", "--route", "cli", "--hours", "1", "--format", "json", *common)
+    chart = tmp_path / "report.png"
+    rep = cli("report", "--route", "cli", "--hours", "1", "--format", "json", "--chart", str(chart), *common)
     assert rep.returncode == 0, rep.stderr
     summaries = json.loads(rep.stdout)["summaries"]
     assert [(s["size_class"], s["completed"]) for s in summaries] == [("1MiB", 1), ("16MiB", 1)]
+    assert chart.read_bytes()[:4] == b"\x89PNG"
+    table = cli("report", "--route", "cli", "--hours", "1", *common)
+    assert table.returncode == 0 and "16MiB" in table.stdout and "p50 s" in table.stdout
 
 
 def test_the_readme_main_command_prints_the_table_and_writes_the_chart(tmp_path: Path) -> None:
