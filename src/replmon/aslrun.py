@@ -146,10 +146,16 @@ class LocalStateMachine:
     def start(self, payload: dict[str, Any]) -> str:
         return str(self.sfn.start_execution(stateMachineArn=self.arn, input=json.dumps(payload))["executionArn"])
 
-    def wait(self, execution_arn: str, timeout: float = 600.0, poll: float = 0.05) -> ExecutionResult:
+    def wait(
+        self, execution_arn: str, timeout: float = 600.0, poll: float = 0.05,
+        on_poll: Callable[[list[Invocation]], None] | None = None,
+    ) -> ExecutionResult:
+        """Until the execution ends; ``on_poll`` sees the invocations so far (for progress bars)."""
         deadline = time.monotonic() + timeout
         while True:
             desc = self.sfn.describe_execution(executionArn=execution_arn)
+            if on_poll:
+                on_poll(list(self.invocations))
             if desc["status"] != "RUNNING":
                 break
             if time.monotonic() > deadline:

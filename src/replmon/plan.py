@@ -46,16 +46,13 @@ MAX_PLAN_BYTES = 192 * 1024
 
 def plan_output(request: ProbeRequest, run_id: str) -> dict[str, Any]:
     """The state machine's Map input."""
-    out = {
-        "run_id": run_id,
-        "max_concurrency": request.max_concurrency,
-        "probes": [p.dump() for p in plan_probes(request, run_id)],
-    }
+    probes = [p.dump() for p in plan_probes(request, run_id)]
+    out = {"run_id": run_id, "max_concurrency": request.max_concurrency, "probes": probes}
     size = len(json.dumps(out))
     if size > MAX_PLAN_BYTES:
         raise ConfigError(
             "invalid probe configuration:\n"
-            f"  trials: {len(out['probes'])} probes ({size // 1024} KiB of state) exceed what one run can carry "
+            f"  trials: {len(probes)} probes ({size // 1024} KiB of state) exceed what one run can carry "
             f"({MAX_PLAN_BYTES // 1024} KiB); lower trials, sizes or routes, or split them over several runs"
         )
     return out

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from replmon.aslrun import ExecutionResult, local_state_machine
+from replmon.aslrun import ExecutionResult, Invocation, local_state_machine
 from replmon.config import load_request
 from replmon.plan import new_run_id
 from replmon.record import ProbeRecord
@@ -48,19 +48,13 @@ def run_request(
     total = len(request.sizes) * request.trials * len(request.routes)
     run_id = payload.get("run_id") or new_run_id()
     started = time.time()
+
+    def progress(invocations: list[Invocation]) -> None:
+        if on_progress:  # a probe is done when its Cleanup succeeded
+            on_progress(sum(1 for i in invocations if i.function == "Cleanup" and i.error is None), total)
+
     with local_state_machine(deps) as sm:
-        arn = sm.start({**payload, "run_id": run_id})
-        done = -1
-        while True:
-            desc = sm.sfn.describe_execution(executionArn=arn)
-            finished = sum(1 for i in list(sm.invocations) if i.function == "Cleanup" and i.error is None)
-            if on_progress and finished != done:
-                on_progress(finished, total)
-                done = finished
-            if desc["status"] != "RUNNING" or time.time() - started > timeout:
-                break
-            time.sleep(0.1)
-        execution = sm.wait(arn, timeout=1)
+        execution = sm.wait(sm.start({**payload, "run_id": run_id}), timeout=timeout, poll=0.1, on_poll=progress)
     records = [
         r
         for route in request.routes
