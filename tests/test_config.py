@@ -93,5 +93,5 @@ def test_a_plan_too_large_for_one_execution_is_refused_with_the_fix() -> None:
     ok = plan_output(load_request({"routes": [GOOD_ROUTE], "sizes": "crr-ladder", "trials": 10}), "run")
     assert len(ok["probes"]) == 140  # the published experiment fits in one run
     routes = [{**GOOD_ROUTE, "name": f"r{i}"} for i in range(5)]
-    with pytest.raises(ConfigError, match="trials: 700 probes .* lower trials, sizes or routes"):
+    with pytest.raises(ConfigError, match=r"trials: 700 probes .* lower trials, sizes or routes"):
         plan_output(load_request({"routes": routes, "sizes": "crr-ladder", "trials": 10}), "run")
