@@ -40,8 +40,9 @@ def sleeps_inline(delay: float, used: float, budget: float) -> bool:
     """Sleep ``delay`` inside this invocation (True) or hand it to the Wait state (False)?
 
     Inside the budget, sleep here. A sub-second gap may overrun the budget rather than become a
-    Wait, which counts whole seconds; past the budget, even a sub-second gap goes to a 0 s Wait
-    (the state machine re-invokes at once, with a fresh budget).
+    Wait, which counts whole seconds; past the budget, even a sub-second gap is handed back as
+    ``wait_seconds = 0``, which the state machine's Choice sends straight back to PollReplication
+    (a fresh invocation with a fresh budget).
     """
     return used + delay <= budget or (delay < 1.0 and used <= budget)
 
