@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from replmon.interval import LatencyInterval
+
 #: The TTL attribute; template.yaml's TimeToLiveSpecification names the same (a test checks).
 TTL_ATTRIBUTE = "expires_at"
 #: Partition and sort key of the latency store (template.yaml defines the table).
@@ -48,16 +50,16 @@ class ProbeRecord:
     retention_days: int = 90
 
     @property
+    def interval(self) -> LatencyInterval | None:
+        return None if self.latency_lo is None else LatencyInterval(self.latency_lo, self.latency_hi)
+
+    @property
     def latency_mid(self) -> float | None:
-        if self.latency_lo is None or self.latency_hi is None:
-            return None
-        return (self.latency_lo + self.latency_hi) / 2
+        return self.interval.mid if self.interval else None
 
     @property
     def width(self) -> float | None:
-        if self.latency_lo is None or self.latency_hi is None:
-            return None
-        return self.latency_hi - self.latency_lo
+        return self.interval.width if self.interval else None
 
     @property
     def bound_met(self) -> bool | None:
