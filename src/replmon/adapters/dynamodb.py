@@ -84,20 +84,9 @@ class DynamoLatencyStore:
         return out
 
 
-def table_definition(template: Path) -> dict[str, Any]:
-    """CreateTable arguments for the latency store, read from template.yaml (one source of truth)."""
-    from replmon.template import load_template
-
-    props = load_template(template)["Resources"]["LatencyTable"]["Properties"]
-    return {
-        "KeySchema": props["KeySchema"],
-        "AttributeDefinitions": props["AttributeDefinitions"],
-        "BillingMode": props.get("BillingMode", "PAY_PER_REQUEST"),
-    }
-
-
 def ensure_table(client: Any, table: str, template: Path) -> None:
-    """Create the table (and its TTL) as template.yaml defines it, if it does not exist."""
+    """Create the table and its TTL exactly as template.yaml defines them (one source of truth),
+    unless it exists."""
     from replmon.template import load_template
 
     try:
@@ -106,7 +95,12 @@ def ensure_table(client: Any, table: str, template: Path) -> None:
     except ClientError as exc:
         if exc.response["Error"]["Code"] != "ResourceNotFoundException":
             raise
-    client.create_table(TableName=table, **table_definition(template))
+    props = load_template(template)["Resources"]["LatencyTable"]["Properties"]
+    client.create_table(
+        TableName=table,
+        KeySchema=props["KeySchema"],
+        AttributeDefinitions=props["AttributeDefinitions"],
+        BillingMode=props.get("BillingMode", "PAY_PER_REQUEST"),
+    )
     client.get_waiter("table_exists").wait(TableName=table)
-    ttl = load_template(template)["Resources"]["LatencyTable"]["Properties"]["TimeToLiveSpecification"]
-    client.update_time_to_live(TableName=table, TimeToLiveSpecification=ttl)
+    client.update_time_to_live(TableName=table, TimeToLiveSpecification=props["TimeToLiveSpecification"])
