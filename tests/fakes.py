@@ -32,6 +32,7 @@ class FakeReplication:
     replicas: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)  # (key, src version) -> (replica version, src etag)
     heads: dict[str, int] = field(default_factory=dict)  # source HEADs per key
     no_rule: bool = False  # emulate a bucket without a replication rule
+    corrupt_replicas: bool = False  # replicas answer with another ETag
 
     def __post_init__(self) -> None:
         self.raw = boto3.client("s3", region_name="us-east-1")  # unhooked: the emulator's own hands
@@ -58,7 +59,7 @@ class FakeReplication:
             parsed["ReplicationStatus"] = "REPLICA"
             if src:
                 parsed["VersionId"] = params["VersionId"]
-                parsed["ETag"] = src[1]
+                parsed["ETag"] = '"corrupted"' if self.corrupt_replicas else src[1]
             return
         if bucket != self.source_bucket or self.no_rule:
             return

@@ -130,3 +130,14 @@ def test_invalid_input_fails_the_execution_with_the_field_named(env: Env) -> Non
     assert result.error == "ConfigError"
     assert "sizes: unknown size unit 'QB'" in result.cause
     assert records(env) == []
+
+
+def test_replica_that_does_not_match_fails_the_probe(env: Env) -> None:
+    env.fake.default = Scenario(latency=2.0)
+    env.fake.corrupt_replicas = True
+    result = run(env, {"routes": [route()], "sizes": ["1MiB"], "poll": {"use_history": False}})
+    assert result.status == "SUCCEEDED", result.cause
+    [rec] = records(env)
+    assert rec.status is ProbeStatus.FAILED
+    assert rec.failure_reason == "ReplicaMismatch: probe-replica status=REPLICA size_match=True etag_match=False"
+    assert all_versions(env.s3, DST) == []
