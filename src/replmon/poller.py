@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from replmon.clock import Clock
 from replmon.config import Endpoint
-from replmon.polling import PollPolicy
+from replmon.polling import PollPolicy, rtt_estimate
 from replmon.ports import HeadResult, ObjectStore
 from replmon.state import DestinationCheck, Poll, ProbeState
 
@@ -96,7 +96,7 @@ def poll_replication(state: ProbeState, stores: Callable[[Endpoint], ObjectStore
         head = source.head(state.route.source.bucket, up.key, up.version_id)
         received = clock.now()
         poll.head_count += 1
-        poll.last_rtt = received - sent
+        poll.last_rtt = rtt_estimate(poll.last_rtt, received - sent)
         if head is not None and head.replication_status == "PENDING":
             poll.last_pending = sent - up.put_end
             if poll.last_pending >= state.timeout_seconds:

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 MIN_HISTORY = 3
 SAFETY = 0.5  # start polling at half the fastest-ever prediction
 MIN_SECONDS_FOR_RATE = 1.0  # latencies shorter than this say little about throughput
+MARGIN = 0.05  # of each gap, kept for sleep overshoot and scheduling delay
+DECAY = 0.7  # per HEAD, of the remembered slowest HEAD duration
 
 
 @dataclass(frozen=True)
@@ -37,15 +39,27 @@ class PollPolicy:
 
     def next_head_at(self, last_pending: float | None, not_before: float = 0.0, rtt: float = 0.0) -> float:
         """Seconds after the PUT end at which to send the next HEAD, so that its answer arrives
-        within ``max_gap`` of the last PENDING request (``rtt``: the last HEAD's duration)."""
+        within ``max_gap`` of the last PENDING request (``rtt``: recent HEAD durations, see
+        :func:`rtt_estimate`)."""
         if last_pending is None:
             return 0.0  # first HEAD right after the PUT: proves replication applies to the key
         gap = self.max_gap(last_pending)
-        # Twice the HEAD's duration: one for the answer's trip, one for scheduling jitter.
-        return max(last_pending + max(gap - 2 * rtt, gap / 2), not_before)
+        # Early by twice the HEAD's duration (the answer's trip, and one more for a slower answer)
+        # and by MARGIN of the gap (sleep overshoot and scheduling delay on a busy host).
+        return max(last_pending + max(gap * (1 - MARGIN) - 2 * rtt, gap / 2), not_before)
+
 
     def bound(self, latency: float) -> float:
         return max(self.floor_seconds, self.relative * latency)
+
+
+def rtt_estimate(previous: float, latest: float) -> float:
+    """A decaying maximum of HEAD durations: one slow answer keeps the schedule cautious for a while.
+
+    >>> rtt_estimate(0.010, 0.050), round(rtt_estimate(0.050, 0.010), 3)
+    (0.05, 0.035)
+    """
+    return max(latest, DECAY * previous)
 
 
 def earliest_completion(size_bytes: int, history: Iterable[tuple[int, float]]) -> float:

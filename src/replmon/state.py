@@ -37,7 +37,7 @@ class Poll(BaseModel):
     last_pending: float | None = None  # interval lower bound
     first_final: float | None = None  # interval upper bound (first COMPLETED/FAILED answer)
     not_before: float = 0.0
-    last_rtt: float = 0.0  # duration of the last HEAD: the next one is sent that much earlier
+    last_rtt: float = 0.0  # recent HEAD duration (decaying max): the next HEAD is sent earlier by twice it
     wait_seconds: int = 0  # for the state machine's Wait state
     destinations: list[DestinationCheck] = Field(default_factory=list)
     failure_reason: str | None = None
