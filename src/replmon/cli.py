@@ -26,7 +26,7 @@ from replmon.stats import SizeSummary, summarize
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Measure S3 replication latency (RPO) with active probes.")
 lab_app = typer.Typer(no_args_is_help=True, help="The local lab: two MinIO servers with real replication, DynamoDB Local.")
 app.add_typer(lab_app, name="lab")
-out = Console(width=None if sys.stdout.isatty() else 160)
+out = Console(width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
 

@@ -128,7 +128,7 @@ def run_bench(out: Console, trials: int, sizes: str, compose_size: str, lab_dir:
         # P1 and P2 -----------------------------------------------------------------------
         t = Table(title="P1 HEADs per probe and P2 accuracy against the 10 ms destination observer (mean over trials)")
         for col in ("policy", "size", "latency s", "HEADs adaptive", "HEADs 0.5 s loop", "width adaptive s", "width 0.5 s loop s",
-                    "|mid - truth| s", "truth in interval"):
+                    "truth window s", "|mid - truth| s", "truth in interval"):
             t.add_column(col, justify="left" if col in ("policy", "size") else "right", no_wrap=col == "policy")
         for label, rows in results.items():
             by_size: dict[int, list[tuple[ProbeRecord, Any, Any, Any]]] = {}
@@ -136,11 +136,12 @@ def run_bench(out: Console, trials: int, sizes: str, compose_size: str, lab_dir:
                 by_size.setdefault(row[0].size_bytes, []).append(row)
             for size, group in sorted(by_size.items()):
                 done = [g for g in group if g[0].status is ProbeStatus.COMPLETED and g[1]]
-                errs, inside, fixed_heads, fixed_w = [], 0, [], []
+                errs, inside, fixed_heads, fixed_w, truth_w = [], 0, [], [], []
                 for rec, seen, fixed, _ in done:
                     put_end = rec.at
                     lo_t, hi_t = seen[0] - put_end, seen[1] - put_end  # replica became visible in this window
                     truth_mid = (lo_t + hi_t) / 2
+                    truth_w.append(hi_t - lo_t)  # the observer's own resolution (10 ms period + listing time)
                     errs.append(abs((rec.latency_mid or 0) - truth_mid))
                     # Overlap of [lo, hi] with the observer's window (the replica is visible a moment
                     # before the source says COMPLETED; both windows are real).
@@ -156,6 +157,7 @@ def run_bench(out: Console, trials: int, sizes: str, compose_size: str, lab_dir:
                           f"{mean(fixed_heads):.1f}" if fixed_heads else "-",
                           f"{mean(r.width or 0 for r, *_ in done):.3f}" if done else "-",
                           f"{mean(fixed_w):.3f}" if fixed_w else "-",
+                          f"{mean(truth_w):.3f} (max {max(truth_w):.3f})" if truth_w else "-",
                           f"{mean(errs):.3f} (max {max(errs):.3f})" if errs else "-",
                           f"{inside}/{len(group)}")
         out.print(t)
