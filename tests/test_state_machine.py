@@ -141,3 +141,25 @@ def test_replica_that_does_not_match_fails_the_probe(env: Env) -> None:
     assert rec.status is ProbeStatus.FAILED
     assert rec.failure_reason == "ReplicaMismatch: probe-replica status=REPLICA size_match=True etag_match=False"
     assert all_versions(env.s3, DST) == []
+
+
+def test_throttled_upload_is_retried_with_backoff_and_recorded_once(env: Env) -> None:
+    from botocore.exceptions import ClientError
+
+    env.fake.default = Scenario(latency=2.0)
+    store = env.deps.stores(None)  # type: ignore[arg-type]  # the fake hands one store for every endpoint
+    real_put, calls = store.put, []
+
+    def slow_down_once(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise ClientError({"Error": {"Code": "SlowDown", "Message": "Please reduce your request rate."}}, "PutObject")
+        return real_put(*args, **kwargs)
+
+    store.put = slow_down_once  # type: ignore[method-assign]
+    result = run(env, {"routes": [route()], "sizes": ["1MiB"], "poll": {"use_history": False}})
+    assert result.status == "SUCCEEDED", result.cause
+    uploads = [i.error for i in result.invocations if i.function == "UploadProbe"]
+    assert uploads == ["ThrottledError", None]  # the state machine's Retry, not the Catch
+    [rec] = records(env)
+    assert rec.status is ProbeStatus.COMPLETED and len(calls) == 2
