@@ -109,3 +109,18 @@ def test_lambda_wiring_reads_what_the_template_sets(ddb: Any) -> None:
     assert deps.defaults["trials"] == 2
     assert deps.latency_store.put_once(rec(1_790_000_000.0)) is True  # reaches the table it names
     assert isinstance(Deps.from_env({**env, "REPLMON_METRICS": "none"}).metrics, NullMetrics)
+
+
+def test_local_endpoint_without_credentials_gets_placeholder_keys(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """DynamoDB Local needs *some* key; a real chain's credentials are kept when there are any."""
+    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    local = DynamoLatencyStore(TABLE, endpoint_url="http://127.0.0.1:8000")
+    assert local.client._request_signer._credentials.access_key == "local"
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "mine")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    kept = DynamoLatencyStore(TABLE, endpoint_url="http://127.0.0.1:8000")
+    assert kept.client._request_signer._credentials.access_key == "mine"

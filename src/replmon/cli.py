@@ -159,7 +159,7 @@ def probe(
     from replmon.service import Deps
 
     keys = (access_key, secret_key) if access_key and secret_key else None
-    deps = Deps(stores=S3Stores(keys), latency_store=DynamoLatencyStore(table, endpoint_url=dynamodb_endpoint, keys=keys if dynamodb_endpoint else None),
+    deps = Deps(stores=S3Stores(keys), latency_store=DynamoLatencyStore(table, endpoint_url=dynamodb_endpoint),
                 metrics=NullMetrics())
     payload = {
         "routes": [{"name": route, "prefix": prefix,
@@ -206,8 +206,7 @@ def report(
         req = ReportRequest(routes=route, hours=hours)
     except ValidationError as exc:
         raise fail("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from None
-    keys = ("lab", "lab") if dynamodb_endpoint else None
-    store = DynamoLatencyStore(table, endpoint_url=dynamodb_endpoint, keys=keys)
+    store = DynamoLatencyStore(table, endpoint_url=dynamodb_endpoint)
     try:
         rep = build_report(store, req, time.time())
     except Exception as exc:

@@ -43,6 +43,9 @@ class DynamoLatencyStore:
         self.table = table
         if client is None:
             session = boto3.session.Session(*keys) if keys else boto3.session.Session()
+            if endpoint_url and session.get_credentials() is None:
+                # DynamoDB Local signs nothing it checks: any key will do, but boto3 needs one.
+                session = boto3.session.Session("local", "local")
             client = session.client(
                 "dynamodb", endpoint_url=endpoint_url, region_name=region or ("us-east-1" if endpoint_url else None),
                 config=Config(retries={"mode": "standard"}),

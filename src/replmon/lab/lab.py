@@ -147,7 +147,8 @@ class ReplicaObserver:
         # key -> (last listing sent without it, first listing answered with it): the replica
         # became visible inside that window.
         self.seen: dict[str, tuple[float, float]] = {}
-        self._absent_since = 0.0
+        self.already_there: set[str] = set()  # present at the first listing: no window is known
+        self._absent_since: float | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -161,8 +162,11 @@ class ReplicaObserver:
                 continue
             received = time.time()
             for obj in r.get("Contents", []):
-                if obj["Key"] not in self.seen:
-                    self.seen[obj["Key"]] = (self._absent_since, received)
+                key = obj["Key"]
+                if self._absent_since is None:
+                    self.already_there.add(key)
+                elif key not in self.seen and key not in self.already_there:
+                    self.seen[key] = (self._absent_since, received)
             self._absent_since = sent  # every key not yet seen was absent at this moment
             time.sleep(self.period)
 
