@@ -1,6 +1,5 @@
-"""Lambda entry point: cleanup_step of replmon.service (the logic lives in the layer's domain package)."""
+"""Lambda entry point: the handler lives in the layer's package (replmon.entry.cleanup)."""
 
-from replmon.lambda_entry import lambda_handler
-from replmon.service import cleanup_step
+from replmon.entry.cleanup import handler
 
-handler = lambda_handler(cleanup_step)
+__all__ = ["handler"]

@@ -1,6 +1,5 @@
-"""Lambda entry point: plan_step of replmon.service (the logic lives in the layer's domain package)."""
+"""Lambda entry point: the handler lives in the layer's package (replmon.entry.plan_probes)."""
 
-from replmon.lambda_entry import lambda_handler
-from replmon.service import plan_step
+from replmon.entry.plan_probes import handler
 
-handler = lambda_handler(plan_step)
+__all__ = ["handler"]

@@ -1,6 +1,5 @@
-"""Lambda entry point: poll_step of replmon.service (the logic lives in the layer's domain package)."""
+"""Lambda entry point: the handler lives in the layer's package (replmon.entry.poll_replication)."""
 
-from replmon.lambda_entry import lambda_handler
-from replmon.service import poll_step
+from replmon.entry.poll_replication import handler
 
-handler = lambda_handler(poll_step)
+__all__ = ["handler"]

@@ -1,6 +1,5 @@
-"""Lambda entry point: record_step of replmon.service (the logic lives in the layer's domain package)."""
+"""Lambda entry point: the handler lives in the layer's package (replmon.entry.record_result)."""
 
-from replmon.lambda_entry import lambda_handler
-from replmon.service import record_step
+from replmon.entry.record_result import handler
 
-handler = lambda_handler(record_step)
+__all__ = ["handler"]

@@ -1,6 +1,5 @@
-"""Lambda entry point: report_step of replmon.service (the logic lives in the layer's domain package)."""
+"""Lambda entry point: the handler lives in the layer's package (replmon.entry.report)."""
 
-from replmon.lambda_entry import lambda_handler
-from replmon.service import report_step
+from replmon.entry.report import handler
 
-handler = lambda_handler(report_step)
+__all__ = ["handler"]

@@ -1,6 +1,5 @@
-"""Lambda entry point: upload_step of replmon.service (the logic lives in the layer's domain package)."""
+"""Lambda entry point: the handler lives in the layer's package (replmon.entry.upload_probe)."""
 
-from replmon.lambda_entry import lambda_handler
-from replmon.service import upload_step
+from replmon.entry.upload_probe import handler
 
-handler = lambda_handler(upload_step)
+__all__ = ["handler"]

@@ -8,8 +8,9 @@ from typing import Any
 import boto3
 import pytest
 
-from replmon.adapters.dynamodb import DynamoLatencyStore, ensure_table
+from replmon.adapters.dynamodb import DynamoLatencyStore
 from replmon.clock import ManualClock
+from replmon.local.tables import ensure_table
 from replmon.service import Deps
 from tests.fakes import FakeReplication
 

@@ -32,7 +32,8 @@ class FakeReplication:
     replicas: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)  # (key, src version) -> (replica version, src etag)
     heads: dict[str, int] = field(default_factory=dict)  # source HEADs per key
     no_rule: bool = False  # emulate a bucket without a replication rule
-    corrupt_replicas: bool = False  # replicas answer with another ETag
+    corrupt_replicas: bool = False  # replicas hold other bytes: another checksum (and ETag)
+    kms_etags: bool = False  # replicas answer with another ETag but the same checksum, as SSE-KMS objects may
 
     def __post_init__(self) -> None:
         self.raw = boto3.client("s3", region_name="us-east-1")  # unhooked: the emulator's own hands
@@ -59,7 +60,10 @@ class FakeReplication:
             parsed["ReplicationStatus"] = "REPLICA"
             if src:
                 parsed["VersionId"] = params["VersionId"]
-                parsed["ETag"] = '"corrupted"' if self.corrupt_replicas else src[1]
+                parsed["ETag"] = '"not-an-md5-of-the-content"' if (self.corrupt_replicas or self.kms_etags) else src[1]
+                if self.corrupt_replicas:
+                    for field_name in [k for k in parsed if k.startswith("Checksum") and k != "ChecksumType"]:
+                        parsed[field_name] = "AAAAAA=="
             return
         if bucket != self.source_bucket or self.no_rule:
             return

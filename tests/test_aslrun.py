@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from importlib.metadata import version
 
-from replmon.aslrun import DEFINITION, check_patch_points, function_arn, load_definition
+from replmon.local.aslrun import DEFINITION, check_patch_points, function_arn, load_definition
 from tests.conftest import ROOT
 
 

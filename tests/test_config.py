@@ -56,9 +56,31 @@ def test_missing_routes_is_required() -> None:
 
 
 def test_defaults_fill_what_the_input_omits() -> None:
-    req = load_request({"sizes": "crr-ladder"}, defaults={"routes": [GOOD_ROUTE], "trials": 3})
+    req = load_request({"sizes": "1MiB"}, defaults={"routes": [GOOD_ROUTE], "trials": 3})
     assert req.trials == 3 and req.timeout_seconds == 7200 and req.target_seconds == 900
-    assert req.sizes == list(presets.preset("crr-ladder").sizes)
+
+
+def test_a_preset_brings_its_trials_unless_the_input_gives_them() -> None:
+    deployed = {"routes": [GOOD_ROUTE], "trials": 1}
+    assert load_request({"sizes": "crr-ladder"}, deployed).trials == presets.preset("crr-ladder").trials == 10
+    assert load_request({"sizes": "crr-ladder"}, deployed).sizes == list(presets.preset("crr-ladder").sizes)
+    assert load_request({"sizes": "crr-ladder", "trials": 2}, deployed).trials == 2
+    # A preset named in the deployment's own defaults keeps the deployment's trials.
+    assert load_request({}, {**deployed, "sizes": "crr-ladder"}).trials == 1
+
+
+@pytest.mark.parametrize("field", ["target_seconds", "poll.floor_seconds"])
+@pytest.mark.parametrize("value", [float("inf"), float("nan")])
+def test_infinite_or_nan_numbers_are_rejected(field: str, value: float) -> None:
+    patch: dict = {"poll": {"floor_seconds": value}} if field.startswith("poll") else {field: value}
+    assert "finite number" in error_for({"routes": [GOOD_ROUTE], **patch})
+
+
+def test_inline_budget_must_fit_in_the_poll_functions_timeout() -> None:
+    ok = load_request({"routes": [GOOD_ROUTE], "poll": {"inline_budget_seconds": 90}}, poll_function_timeout=120)
+    assert ok.poll.inline_budget_seconds == 90
+    with pytest.raises(ConfigError, match=r"poll.inline_budget_seconds: 91 s does not fit in PollReplication's 120 s timeout"):
+        load_request({"routes": [GOOD_ROUTE], "poll": {"inline_budget_seconds": 91}}, poll_function_timeout=120)
 
 
 def test_template_style_inputs_are_accepted() -> None:
@@ -90,8 +112,8 @@ def test_parse_size_rejects_bools() -> None:
 def test_a_plan_too_large_for_one_execution_is_refused_with_the_fix() -> None:
     from replmon.plan import plan_output
 
-    ok = plan_output(load_request({"routes": [GOOD_ROUTE], "sizes": "crr-ladder", "trials": 10}), "run")
+    ok = plan_output(load_request({"routes": [GOOD_ROUTE], "sizes": "crr-ladder", "trials": 10}), "run", 0.0)
     assert len(ok["probes"]) == 140  # the published experiment fits in one run
     routes = [{**GOOD_ROUTE, "name": f"r{i}"} for i in range(5)]
     with pytest.raises(ConfigError, match=r"trials: 700 probes .* lower trials, sizes or routes"):
-        plan_output(load_request({"routes": routes, "sizes": "crr-ladder", "trials": 10}), "run")
+        plan_output(load_request({"routes": routes, "sizes": "crr-ladder", "trials": 10}), "run", 0.0)

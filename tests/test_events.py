@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from replmon.aslrun import LambdaContext, load_handler
 from replmon.config import load_request
 from replmon.lambda_entry import set_deps
+from replmon.local.aslrun import LambdaContext, load_handler
 from replmon.report import ReportRequest
 from replmon.state import ProbeState
 from tests.conftest import ROOT, Env
@@ -45,10 +45,19 @@ def test_report_event_runs_the_report_handler(env: Env) -> None:
 def test_record_result_event_runs_its_handler_once(env: Env) -> None:
     set_deps(env.deps)
     handler = load_handler("RecordResult")
-    assert handler(load("record_result.json"), LambdaContext("RecordResult"))["recorded"] is True
-    assert handler(load("record_result.json"), LambdaContext("RecordResult"))["recorded"] is False
+    assert handler(load("record_result.json"), LambdaContext("RecordResult"))["recorded"] == "stored"
+    assert handler(load("record_result.json"), LambdaContext("RecordResult"))["recorded"] == "duplicate"
+
+
+def test_housekeeping_event_runs_its_handler(env: Env) -> None:
+    set_deps(env.deps)
+    event = load("housekeeping.json")
+    for r in event["routes"]:  # the lab's buckets, so the sweep lists real (moto) buckets
+        r["source"]["bucket"], r["destinations"][0]["bucket"] = "probe-source", "probe-replica"
+    out = load_handler("Housekeeping")(event, LambdaContext("Housekeeping"))
+    assert out == {"spool": {"replayed": 0, "duplicates": 0, "left": 0}, "swept": 0}
 
 
 def test_every_function_has_an_event() -> None:
     names = {p.stem for p in Path(EVENTS).glob("*.json")}
-    assert {"upload_probe", "poll_replication", "record_result", "cleanup", "report", "probe_now"} <= names
+    assert {"upload_probe", "poll_replication", "record_result", "cleanup", "housekeeping", "report", "probe_now"} <= names

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from replmon.aslrun import DEFINITION, HANDLER_FILES
+from replmon.entry import FUNCTIONS
+from replmon.local.aslrun import DEFINITION, load_handler
+from replmon.local.template import load_template
 from replmon.record import TTL_ATTRIBUTE
-from replmon.template import load_template
 from tests.conftest import ROOT, TEMPLATE
 
 ASL_VALIDATOR = ROOT / "node_modules" / ".bin" / "asl-validator"
@@ -63,18 +64,34 @@ def test_definition_substitutions_cover_every_placeholder() -> None:
         fn = subs[name]["Fn::GetAtt"].split(".")[0]
         handler = res[fn]["Properties"]["Handler"]
         assert (ROOT / "functions" / f"{handler.split('.')[0]}.py").exists()
-    assert {f"{h.removesuffix('.py')}.handler" for h in HANDLER_FILES.values()} == {
-        r["Properties"]["Handler"] for r in res.values() if r["Type"] == "AWS::Serverless::Function"
-    }
+
+
+def test_every_function_file_is_the_packaged_entry_point() -> None:
+    """functions/<x>.py re-exports replmon.entry.<x>.handler: what deploys is what the runner loads."""
+    import importlib.util
+
+    res = load_template(TEMPLATE)["Resources"]
+    fns = {k.removesuffix("Function"): r for k, r in res.items() if r["Type"] == "AWS::Serverless::Function"}
+    assert set(fns) == set(FUNCTIONS)
+    for name, fn in fns.items():
+        module, attr = fn["Properties"]["Handler"].rsplit(".", 1)
+        spec = importlib.util.spec_from_file_location(f"fn_{module}", ROOT / "functions" / f"{module}.py")
+        assert spec and spec.loader
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        assert getattr(mod, attr) is load_handler(name), name
 
 
 def test_iam_has_no_wildcard_actions_on_data() -> None:
     text = TEMPLATE.read_text()
     assert not re.search(r"Action:\s*\[?\s*\"?(s3|dynamodb|sqs|sns):\*", text)
     assert not re.search(r"Action:\s*\"?\*\"?\s*$", text, re.M)
-    # The only "*" resource is X-Ray's, which has no resource-level permissions.
+    # "*" resources: X-Ray's (no resource-level permissions) and the alarm key's own key policy
+    # (in a key policy, "*" is that key).
     star = [m.start() for m in re.finditer(r'Resource: "\*"', text)]
-    assert len(star) == 1 and "xray:PutTraceSegments" in text[star[0] - 300 : star[0]]
+    assert len(star) == 3
+    assert "xray:PutTraceSegments" in text[star[0] - 300 : star[0]]
+    assert all("KeyPolicy:" in text[i - 900 : i] for i in star[1:])
 
 
 def test_one_source_for_target_ttl_and_runtime() -> None:

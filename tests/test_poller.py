@@ -38,7 +38,7 @@ def play(latency: float | None, settings: PollSettings | None = None, timeout: i
     clock = ManualClock(start=1000.0)
     store = ScriptedStore(clock, put_end=1000.0, latency=latency, final=final)
     state = ProbeState(
-        probe_id="p", run_id="r", route=Route(**route()), size_bytes=100, size_class="100B", trial=1,
+        probe_id="p", run_id="r", planned_at=998.0, route=Route(**route()), size_bytes=100, size_class="100B", trial=1,
         timeout_seconds=timeout, target_seconds=900, poll_settings=settings,
         upload=Upload(key="k", version_id="v", etag="etag", method="put", put_start=999.0, put_end=1000.0),
     )
@@ -86,8 +86,9 @@ def test_no_inline_budget_means_one_head_per_invocation() -> None:
 
 
 def test_stuck_after_timeout() -> None:
+    # The timeout counts from the probe's start (the upload began 1 s before the PUT ended).
     state, _, _ = play(None, timeout=300)
-    assert state.poll.status == "STUCK" and 300 <= state.poll.last_pending < 301
+    assert state.poll.status == "STUCK" and 299 <= state.poll.last_pending < 300
     assert "timeout 300 s" in state.poll.failure_reason
 
 

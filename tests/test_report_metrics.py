@@ -9,9 +9,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from replmon.adapters.dynamodb import DynamoLatencyStore, ensure_table
+from replmon.adapters.dynamodb import DynamoLatencyStore
 from replmon.adapters.metrics import EmfMetrics
 from replmon.clock import ManualClock
+from replmon.local.tables import ensure_table
 from replmon.record import ProbeRecord, ProbeStatus
 from replmon.service import Deps, report_step
 from replmon.stats import percentile, summarize
@@ -20,7 +21,7 @@ from tests.conftest import TABLE, TEMPLATE
 
 def rec(size: int, lo: float | None, hi: float | None, status: ProbeStatus = ProbeStatus.COMPLETED, at: float = 1_790_000_000.0,
         probe: str = "p", heads: int = 10) -> ProbeRecord:
-    return ProbeRecord(route="primary", probe_id=probe, run_id="r", at=at, size_bytes=size, size_class=f"{size // 2**20}MiB",
+    return ProbeRecord(route="primary", probe_id=probe, run_id="r", planned_at=at, size_bytes=size, size_class=f"{size // 2**20}MiB",
                        trial=1, status=status, latency_lo=lo, latency_hi=hi, head_count=heads, target_seconds=60.0)
 
 
@@ -71,7 +72,7 @@ def test_emf_output_carries_latency_and_status(capsys: pytest.CaptureFixture[str
         return [m["Name"] for d in b["_aws"]["CloudWatchMetrics"] for m in d["Metrics"]]
     latency = [b for b in blobs if "ReplicationLatencySeconds" in names(b)]
     assert [b["ReplicationLatencySeconds"] for b in latency] in ([2.0, 2.0], [[2.0], [2.0]])  # the upper bound
-    assert [sorted(b["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0]) for b in latency] == [["Route", "SizeClass"], ["Route"]]
+    assert [sorted(b["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0]) for b in latency] == [["Route"], ["Route", "SizeClass"]]
     assert next(b for b in blobs if "ProbeCompleted" in names(b))["Route"] == "primary"
     assert next(b for b in blobs if "ProbeStuck" in names(b))["ProbeStuck"] in (1.0, [1.0])
     assert not any("ReplicationLatencySeconds" in names(b) for b in blobs[-1:])

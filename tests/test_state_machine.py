@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from replmon.aslrun import LocalStateMachine, handlers_for
+from replmon.local.aslrun import LocalStateMachine, handlers_for
 from replmon.record import ProbeStatus
 from tests.conftest import DST, SRC, Env, all_versions, route
 from tests.fakes import Scenario
@@ -62,7 +62,8 @@ def test_probe_past_its_timeout_is_recorded_stuck(env: Env) -> None:
     assert result.status == "SUCCEEDED", result.cause
     [rec] = records(env)
     assert rec.status is ProbeStatus.STUCK
-    assert 120 <= rec.latency_lo < 121 and rec.latency_hi is None
+    # The timeout bounds the whole probe from the start of its upload (a few ms here).
+    assert 119.9 <= rec.latency_lo < 121 and rec.latency_hi is None
     # 1 s gaps to 50 s, then 2 % of elapsed: far fewer than 240 HEADs of a 0.5 s loop.
     assert 50 < rec.head_count < 110
     assert all_versions(env.s3, SRC) == []
@@ -139,8 +140,20 @@ def test_replica_that_does_not_match_fails_the_probe(env: Env) -> None:
     assert result.status == "SUCCEEDED", result.cause
     [rec] = records(env)
     assert rec.status is ProbeStatus.FAILED
-    assert rec.failure_reason == "ReplicaMismatch: probe-replica status=REPLICA size_match=True etag_match=False"
+    assert rec.failure_reason.startswith("ReplicaMismatch: probe-replica status=REPLICA size_match=True content_match=False (checksum:CRC")
     assert all_versions(env.s3, DST) == []
+
+
+def test_replica_with_another_etag_but_the_same_checksum_is_completed(env: Env) -> None:
+    """SSE-KMS ETags are not content hashes and may differ on the replica: the checksum decides."""
+    env.fake.default = Scenario(latency=2.0)
+    env.fake.kms_etags = True
+    result = run(env, {"routes": [route()], "sizes": ["1MiB"], "poll": {"use_history": False}})
+    assert result.status == "SUCCEEDED", result.cause
+    [rec] = records(env)
+    assert rec.status is ProbeStatus.COMPLETED, rec.failure_reason
+    [dest] = rec.destinations
+    assert dest["content_match"] and dest["verified_by"].startswith("checksum:CRC")
 
 
 def test_throttled_upload_is_retried_with_backoff_and_recorded_once(env: Env) -> None:

@@ -9,13 +9,14 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from replmon.adapters.dynamodb import DynamoLatencyStore, ensure_table
+from replmon.adapters.dynamodb import DynamoLatencyStore
 from replmon.config import Route
+from replmon.local.tables import ensure_table
+from replmon.local.template import load_template
 from replmon.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE, ProbeRecord, ProbeStatus
 from replmon.results import to_record
 from replmon.service import Deps, record_step
 from replmon.state import Poll, ProbeState, Upload
-from replmon.template import load_template
 from tests.conftest import TABLE, TEMPLATE, route
 
 
@@ -28,7 +29,7 @@ def ddb() -> Any:
 
 
 def rec(at: float, probe: str = "p", status: ProbeStatus = ProbeStatus.COMPLETED, route_name: str = "primary") -> ProbeRecord:
-    return ProbeRecord(route=route_name, probe_id=probe, run_id="r", at=at, size_bytes=2**20, size_class="1MiB", trial=1,
+    return ProbeRecord(route=route_name, probe_id=probe, run_id="r", planned_at=at, put_end=at + 0.5, size_bytes=2**20, size_class="1MiB", trial=1,
                        status=status, latency_lo=1.0, latency_hi=2.0, head_count=3, bound_seconds=1.0)
 
 
@@ -41,7 +42,7 @@ def test_template_ttl_names_the_attribute_records_carry(ddb: Any) -> None:
     assert ttl["AttributeName"] == TTL_ATTRIBUTE and ttl["TimeToLiveStatus"] == "ENABLED"
     DynamoLatencyStore(TABLE, ddb).put_once(rec(1_790_000_000.0))
     item = ddb.scan(TableName=TABLE)["Items"][0]  # a test may scan; the code never does
-    assert int(item[TTL_ATTRIBUTE]["N"]) == 1_790_000_000 + 90 * 86_400
+    assert int(item[TTL_ATTRIBUTE]["N"]) == 1_790_000_000 + 90 * 86_400  # from the planned time
 
 
 def test_put_once_is_idempotent(ddb: Any) -> None:
@@ -60,13 +61,13 @@ def test_retried_record_step_writes_one_record_and_one_metric(ddb: Any) -> None:
 
     deps = Deps(stores=lambda e: None, latency_store=DynamoLatencyStore(TABLE, ddb), metrics=Capture())  # type: ignore[arg-type,return-value]
     st = ProbeState(
-        probe_id="p1", run_id="r1", route=Route(**route()), size_bytes=2**20, size_class="1MiB", trial=1,
+        probe_id="p1", run_id="r1", planned_at=99.0, route=Route(**route()), size_bytes=2**20, size_class="1MiB", trial=1,
         timeout_seconds=60, target_seconds=900,
         upload=Upload(key="k", version_id="v", etag="e", method="put", put_start=100.0, put_end=101.0),
         poll=Poll(status="COMPLETED", head_count=4, last_pending=2.5, first_final=3.4),
     ).dump()
     first, second = record_step(json.loads(json.dumps(st)), deps), record_step(st, deps)
-    assert first["recorded"] is True and second["recorded"] is False
+    assert first["recorded"] == "stored" and second["recorded"] == "duplicate"
     assert ddb.scan(TableName=TABLE)["Count"] == 1 and len(published) == 1
 
 
@@ -83,15 +84,19 @@ def test_query_reads_a_time_window_of_one_route_newest_first(ddb: Any) -> None:
 
 
 def test_to_record_maps_each_final_state() -> None:
-    base = dict(probe_id="p", run_id="r", route=Route(**route()), size_bytes=1, size_class="1B", trial=1, timeout_seconds=60, target_seconds=10)
+    base = dict(probe_id="p", run_id="r", planned_at=0.5, route=Route(**route()), size_bytes=1, size_class="1B", trial=1, timeout_seconds=60, target_seconds=10)
     up = Upload(key="k", version_id="v", etag="e", method="put", put_start=1.0, put_end=2.0)
-    done = to_record(ProbeState(**base, upload=up, poll=Poll(status="COMPLETED", last_pending=4.0, first_final=5.0, head_count=6)), 9.0)
-    assert (done.status, done.latency_lo, done.latency_hi, done.at, done.put_seconds) == (ProbeStatus.COMPLETED, 4.0, 5.0, 2.0, 1.0)
+    done = to_record(ProbeState(**base, upload=up, poll=Poll(status="COMPLETED", last_pending=4.0, first_final=5.0, head_count=6)))
+    assert (done.status, done.latency_lo, done.latency_hi, done.put_end, done.put_seconds) == (ProbeStatus.COMPLETED, 4.0, 5.0, 2.0, 1.0)
     assert done.within_target and done.bound_met
-    stuck = to_record(ProbeState(**base, upload=up, poll=Poll(status="STUCK", last_pending=60.0)), 9.0)
+    stuck = to_record(ProbeState(**base, upload=up, poll=Poll(status="STUCK", last_pending=60.0)))
     assert stuck.status is ProbeStatus.STUCK and stuck.latency_hi is None and not stuck.within_target
-    err = to_record(ProbeState(**base, error={"Error": "ClientError", "Cause": "AccessDenied"}), 9.0)
-    assert err.status is ProbeStatus.ERROR and err.failure_reason == "ClientError: AccessDenied" and err.at == 9.0
+    err = to_record(ProbeState(**base, error={"Error": "ClientError", "Cause": "AccessDenied"}))
+    # An ERROR probe's key is the plan's too: a retry of its write is the same key.
+    assert err.status is ProbeStatus.ERROR and err.failure_reason == "ClientError: AccessDenied"
+    assert err.sort_key == to_record(ProbeState(**base, error={"Error": "X"})).sort_key == "1970-01-01T00:00:00.500Z#p"
+    intr = to_record(ProbeState(**base, upload=up, poll=Poll(status="PENDING", last_pending=3.0)), interrupted="SIGTERM")
+    assert intr.status is ProbeStatus.INTERRUPTED and intr.latency_lo == 3.0 and "SIGTERM" in intr.failure_reason
 
 
 def test_lambda_wiring_reads_what_the_template_sets(ddb: Any) -> None:

@@ -21,7 +21,7 @@ SMALL = UploadSettings(multipart_threshold=8 * MiB, compose_threshold=32 * MiB, 
 
 def state(size: int, probe_id: str = "p1") -> ProbeState:
     return ProbeState(
-        probe_id=probe_id, run_id="r1", route=Route(**route()), size_bytes=size, size_class="x", trial=1,
+        probe_id=probe_id, run_id="r1", planned_at=0.0, route=Route(**route()), size_bytes=size, size_class="x", trial=1,
         timeout_seconds=60, target_seconds=900,
     )
 
@@ -117,10 +117,10 @@ def test_head_of_a_missing_version_is_none(s3: Any) -> None:
 
 def test_destination_role_is_assumed_and_refreshable(s3: Any) -> None:
     """Cross-account replicas are read through ``role_arn``; the credentials refresh themselves."""
-    from replmon.adapters.s3 import S3Stores, _client
+    from replmon.adapters.s3 import S3Stores, _store
     from replmon.config import Destination
 
-    _client.cache_clear()
+    _store.cache_clear()
     dest = Destination(bucket=DST, region="us-east-1", role_arn="arn:aws:iam::210987654321:role/replmon-reader")
     store = S3Stores()(dest)
     creds = store.client._request_signer._credentials
@@ -128,4 +128,4 @@ def test_destination_role_is_assumed_and_refreshable(s3: Any) -> None:
     s3.put_object(Bucket=DST, Key="replmon-probes/x", Body=b"1")
     assert store.head(DST, "replmon-probes/x") is not None  # moto's STS answered the AssumeRole
     assert creds.get_frozen_credentials().access_key != "testing"
-    _client.cache_clear()
+    _store.cache_clear()

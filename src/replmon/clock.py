@@ -2,6 +2,9 @@
 
 Epoch seconds, because the two ends of a latency interval are read in different processes
 (UploadProbe and PollReplication run in separate Lambda invocations).
+
+A clock also carries cancellation: a local run that receives SIGINT/SIGTERM sets its event, and
+every sleep or :meth:`check` in the probe's steps then raises :class:`Cancelled` at once.
 """
 
 from __future__ import annotations
@@ -11,18 +14,36 @@ import time
 from typing import Protocol
 
 
+class Cancelled(Exception):
+    """The run was interrupted (a local run's SIGINT or SIGTERM)."""
+
+
 class Clock(Protocol):
     def now(self) -> float: ...
     def sleep(self, seconds: float) -> None: ...
+    def check(self) -> None:
+        """Raise :class:`Cancelled` if the run was interrupted."""
+        ...
 
 
 class WallClock:
+    def __init__(self, cancel: threading.Event | None = None) -> None:
+        self.cancel = cancel
+
     def now(self) -> float:
         return time.time()
 
     def sleep(self, seconds: float) -> None:
-        if seconds > 0:
-            time.sleep(seconds)
+        if self.cancel is None:
+            if seconds > 0:
+                time.sleep(seconds)
+            return
+        if self.cancel.wait(max(0.0, seconds)):
+            raise Cancelled("interrupted")
+
+    def check(self) -> None:
+        if self.cancel is not None and self.cancel.is_set():
+            raise Cancelled("interrupted")
 
 
 class ManualClock:
@@ -45,5 +66,8 @@ class ManualClock:
     def sleep(self, seconds: float) -> None:
         with self._lock:
             self._t += max(0.0, seconds)
+
+    def check(self) -> None:
+        return None
 
     advance = sleep

@@ -18,14 +18,17 @@ from aws_lambda_powertools.utilities.parser import parse
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 from replmon import presets
+from replmon.defaults import DEFAULTS
 from replmon.sizes import ACCEPTED_FORM, parse_size
 
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](--[a-z0-9-]+--x-s3)?$")
 _REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
-DEFAULT_TIMEOUT_SECONDS = 7200  # 2 h: an 80 GiB CRR probe takes 15-30 min (field-notes 1), with margin.
-DEFAULT_TARGET_SECONDS = 900.0  # RTC's promise: 99.99 % within 15 minutes (field-notes 6).
+#: Seconds of PollReplication's Lambda timeout kept free beyond the inline budget: the final HEAD,
+#: one HEAD per destination to verify replicas (each bounded by the S3 read timeout, 10 s) and a
+#: sub-second overrun of the budget (poller.sleeps_inline).
+POLL_TIMEOUT_MARGIN_SECONDS = 30
 
 
 class ConfigError(ValueError):
@@ -60,7 +63,7 @@ Optional = Annotated[str | None, BeforeValidator(_blank_is_none)]
 class Endpoint(BaseModel):
     """A bucket and where to reach it (``endpoint_url`` for S3-compatible servers such as MinIO)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     bucket: str
     region: Optional = None
     endpoint_url: Optional = None
@@ -104,8 +107,8 @@ class Route(BaseModel):
     name: str
     source: Endpoint
     destinations: list[Destination]
-    prefix: str = "replmon-probes/"
-    seed_prefix: str = "replmon-seed/"
+    prefix: str = DEFAULTS.probe_prefix
+    seed_prefix: str = DEFAULTS.seed_prefix
 
     @field_validator("name")
     @classmethod
@@ -144,23 +147,23 @@ def _sizes(value: Any) -> list[int]:
 class PollSettings(BaseModel):
     """Polling policy knobs (see docs/SEMANTICS.md for the bound they give)."""
 
-    model_config = ConfigDict(extra="forbid")
-    floor_seconds: float = Field(1.0, ge=0.05, le=60)
-    relative: float = Field(0.02, gt=0, le=0.5)
-    inline_budget_seconds: float = Field(10.0, ge=0, le=600)
-    use_history: bool = True
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    floor_seconds: float = Field(DEFAULTS.poll.floor_seconds, ge=0.05, le=60)
+    relative: float = Field(DEFAULTS.poll.relative, gt=0, le=0.5)
+    inline_budget_seconds: float = Field(DEFAULTS.poll.inline_budget_seconds, ge=0, le=840)
+    use_history: bool = DEFAULTS.poll.use_history
 
 
 class ProbeRequest(BaseModel):
     """What one run measures. Every field but ``routes`` has a default."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     routes: list[Route]
-    sizes: Annotated[list[int], BeforeValidator(_sizes)] = Field(default_factory=lambda: list(presets.preset("smoke").sizes))
-    trials: int = Field(1, ge=1, le=100)
-    timeout_seconds: int = Field(DEFAULT_TIMEOUT_SECONDS, ge=1, le=86_400)
-    target_seconds: float = Field(DEFAULT_TARGET_SECONDS, gt=0)
-    max_concurrency: int = Field(4, ge=1, le=1000)
+    sizes: Annotated[list[int], BeforeValidator(_sizes)] = Field(default_factory=lambda: _sizes(DEFAULTS.sizes))
+    trials: int = Field(DEFAULTS.trials, ge=1, le=100)
+    timeout_seconds: int = Field(DEFAULTS.timeout_seconds, ge=1, le=86_400)
+    target_seconds: float = Field(DEFAULTS.target_seconds, gt=0, le=86_400)
+    max_concurrency: int = Field(DEFAULTS.max_concurrency, ge=1, le=1000)
     poll: PollSettings = PollSettings()
     run_id: str | None = Field(None, pattern=r"^[A-Za-z0-9._-]{1,64}$")  # set by callers that track the run
 
@@ -187,11 +190,36 @@ def _describe(err: dict[str, Any]) -> str:
     return f"  {loc}: {msg}"
 
 
-def load_request(data: dict[str, Any], defaults: dict[str, Any] | None = None) -> ProbeRequest:
-    """Validate ``data`` (top-level keys override ``defaults``) into a :class:`ProbeRequest`."""
-    merged = {**(defaults or {}), **(data or {})}
+def _preset_trials(data: dict[str, Any]) -> dict[str, Any]:
+    """A preset brings its own trial count unless trials are given explicitly."""
+    sizes = data.get("sizes")
+    if isinstance(sizes, str) and "trials" not in data and sizes.strip() in presets.names():
+        return {**data, "trials": presets.preset(sizes.strip()).trials}
+    return data
+
+
+def load_request(
+    data: dict[str, Any], defaults: dict[str, Any] | None = None, *, poll_function_timeout: float | None = None
+) -> ProbeRequest:
+    """Validate ``data`` (top-level keys override ``defaults``) into a :class:`ProbeRequest`.
+
+    ``sizes`` naming a preset brings the preset's trials unless ``data`` sets ``trials``.
+    ``poll_function_timeout`` (seconds; PollReplication's Lambda timeout, template parameter
+    PollFunctionTimeoutSeconds) bounds ``poll.inline_budget_seconds``.
+    """
+    merged = {**(defaults or {}), **_preset_trials(data or {})}
     try:
-        return parse(event=merged, model=ProbeRequest)
+        request = parse(event=merged, model=ProbeRequest)
     except ValidationError as exc:
         lines = "\n".join(_describe(e) for e in exc.errors())  # type: ignore[arg-type]
         raise ConfigError(f"invalid probe configuration:\n{lines}") from None
+    limit = DEFAULTS.poll_function_timeout_seconds if poll_function_timeout is None else poll_function_timeout
+    budget = request.poll.inline_budget_seconds
+    if budget + POLL_TIMEOUT_MARGIN_SECONDS > limit:
+        raise ConfigError(
+            "invalid probe configuration:\n"
+            f"  poll.inline_budget_seconds: {budget:g} s does not fit in PollReplication's {limit:g} s timeout "
+            f"(it needs {POLL_TIMEOUT_MARGIN_SECONDS} s more for the final HEADs); use at most "
+            f"{max(0.0, limit - POLL_TIMEOUT_MARGIN_SECONDS):g}, or raise the PollFunctionTimeoutSeconds parameter"
+        )
+    return request

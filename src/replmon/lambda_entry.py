@@ -1,6 +1,9 @@
 """What every Lambda handler shares: logging with the probe id, tracing, error names, wiring.
 
-Handlers are one line each (functions/*.py): ``handler = lambda_handler(upload_step)``.
+Each entry module (``replmon/entry/*.py``, re-exported by ``functions/*.py``) is one line:
+``handler = lambda_handler(upload_step)``. Import cost is a cold start: a handler builds only
+what it uses. The X-Ray Tracer (whose recorder alone costs ~100 ms to import) is built only for
+handlers that call AWS, and patches only botocore.
 """
 
 from __future__ import annotations
@@ -8,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools import Logger
 from botocore.exceptions import ClientError
 
 from replmon.service import Deps
+from replmon.telemetry import SERVICE
 
-logger = Logger(service="replmon")
-tracer = Tracer(service="replmon")
+logger = Logger(service=SERVICE)
 
 THROTTLE_CODES = frozenset(
     {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException",
@@ -26,33 +29,53 @@ class ThrottledError(Exception):
     """Raised for throttling answers so the state machine retries them with backoff."""
 
 
-_deps: Deps | None = None
+_tracer: Any = None
 
 
-def deps() -> Deps:
-    global _deps
-    if _deps is None:
-        _deps = Deps.from_env()
-    return _deps
+def tracer() -> Any:
+    global _tracer
+    if _tracer is None:
+        from aws_lambda_powertools import Tracer
+
+        _tracer = Tracer(service=SERVICE, patch_modules=("botocore",))
+    return _tracer
 
 
-def set_deps(value: Deps | None) -> None:
-    """Tests and the lab plug in their own stores and clock."""
-    global _deps
-    _deps = value
+DepsSource = Deps | Callable[[str], Deps]
+_deps: DepsSource | None = None
+_built: Deps | None = None
+
+
+def deps(function_name: str = "") -> Deps:
+    """In Lambda: built once from the environment. The lab sets one per function (its own
+    least-privilege credentials), keyed by the function's logical name."""
+    global _built
+    if callable(_deps) and not isinstance(_deps, Deps):
+        return _deps(function_name)
+    if _deps is not None:
+        return _deps
+    if _built is None:
+        _built = Deps.from_env()
+    return _built
+
+
+def set_deps(value: DepsSource | None) -> None:
+    """Tests and the lab plug in their own stores and clock (one Deps, or one per function)."""
+    global _deps, _built
+    _deps, _built = value, None
 
 
 Step = Callable[[dict[str, Any], Deps], Any]
 
 
-def lambda_handler(step: Step) -> Callable[[dict[str, Any], Any], Any]:
-    @logger.inject_lambda_context(clear_state=True)
-    @tracer.capture_lambda_handler(capture_response=False)
-    def handler(event: dict[str, Any], context: Any) -> Any:
+def lambda_handler(step: Step, *, traced: bool = True) -> Callable[[dict[str, Any], Any], Any]:
+    """Wrap ``step`` as a Lambda handler; ``traced=False`` for steps that make no AWS call."""
+
+    def run(event: dict[str, Any], context: Any) -> Any:
         if isinstance(event, dict) and "probe_id" in event:
             logger.append_keys(probe_id=event["probe_id"], route=event.get("route", {}).get("name"))
         try:
-            result = step(event, deps())
+            result = step(event, deps(getattr(context, "function_name", "")))
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in THROTTLE_CODES:
                 raise ThrottledError(str(exc)) from exc
@@ -61,5 +84,9 @@ def lambda_handler(step: Step) -> Callable[[dict[str, Any], Any], Any]:
             logger.info(step.__name__, extra={k: result[k] for k in ("poll", "upload", "recorded", "cleaned", "status") if k in result})
         return result
 
+    handler = run
+    if traced:
+        handler = tracer().capture_lambda_handler(capture_response=False)(handler)
+    handler = logger.inject_lambda_context(clear_state=True)(handler)
     handler.__name__ = step.__name__
     return handler

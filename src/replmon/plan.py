@@ -1,10 +1,17 @@
-"""PlanProbes: validate a request and expand it into one state per probe (route x size x trial)."""
+"""PlanProbes: validate a request and expand it into one state per probe (route x size x trial).
+
+Everything a probe is known by is fixed here: its id, its object key (upload.probe_key) and its
+record's key (record.record_key: the run's planned time and the probe id). A retry, a replay or
+an interrupted local run therefore always finds the same object and the same record.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 import secrets
 import time
+from collections import Counter
 from typing import Any
 
 from replmon.config import ConfigError, ProbeRequest
@@ -13,21 +20,33 @@ from replmon.state import ProbeState
 
 
 def new_run_id(now: float | None = None) -> str:
+    """'<UTC time>-<6 hex>': sortable, and the sweep reads a run's age from it (upload.run_started)."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now if now is not None else time.time()))
     return f"{stamp}-{secrets.token_hex(3)}"
 
 
-def plan_probes(request: ProbeRequest, run_id: str) -> list[ProbeState]:
-    """Trials run in rounds (every size once, then again), so a slow hour hits all sizes alike."""
+def plan_probes(request: ProbeRequest, run_id: str, planned_at: float) -> list[ProbeState]:
+    """Trials run in rounds (every size once, then again), so a slow hour hits all sizes alike.
+
+    >>> from replmon.config import load_request
+    >>> req = load_request({"routes": [{"name": "p", "source": {"bucket": "src"}, "destinations": [{"bucket": "dst"}]}],
+    ...                     "sizes": "1MiB,1MiB", "trials": 1})
+    >>> [p.probe_id for p in plan_probes(req, "r1", 0.0)]
+    ['r1-p-1MiB-t1', 'r1-p-1MiB-t1-2']
+    """
     probes = []
+    seen: Counter[str] = Counter()
     for trial in range(1, request.trials + 1):
         for route in request.routes:
             for size in request.sizes:
                 cls = format_size(size)
+                base = f"{run_id}-{route.name}-{cls}-t{trial}"
+                seen[base] += 1
                 probes.append(
                     ProbeState(
-                        probe_id=f"{run_id}-{route.name}-{cls}-t{trial}-{secrets.token_hex(2)}",
+                        probe_id=base if seen[base] == 1 else f"{base}-{seen[base]}",
                         run_id=run_id,
+                        planned_at=planned_at,
                         route=route,
                         size_bytes=size,
                         size_class=cls,
@@ -44,10 +63,11 @@ def plan_probes(request: ProbeRequest, run_id: str) -> list[ProbeState]:
 MAX_PLAN_BYTES = 192 * 1024
 
 
-def plan_output(request: ProbeRequest, run_id: str) -> dict[str, Any]:
+def plan_output(request: ProbeRequest, run_id: str, planned_at: float) -> dict[str, Any]:
     """The state machine's Map input."""
-    probes = [p.dump() for p in plan_probes(request, run_id)]
-    out = {"run_id": run_id, "max_concurrency": request.max_concurrency, "probes": probes}
+    probes = [p.dump() for p in plan_probes(request, run_id, planned_at)]
+    out = {"run_id": run_id, "planned_at": planned_at, "max_concurrency": request.max_concurrency,
+           "routes": [r.model_dump(mode="json", exclude_none=True) for r in request.routes], "probes": probes}
     size = len(json.dumps(out))
     if size > MAX_PLAN_BYTES:
         raise ConfigError(
@@ -56,3 +76,25 @@ def plan_output(request: ProbeRequest, run_id: str) -> dict[str, Any]:
             f"({MAX_PLAN_BYTES // 1024} KiB); lower trials, sizes or routes, or split them over several runs"
         )
     return out
+
+
+#: Bounds of the steps after polling, as the state machine's retries and the clients' timeouts
+#: set them (docs/SEMANTICS.md, "How long a run can take"): RecordResult with its retries and
+#: the spool fallback, Cleanup with its retries.
+RECORD_BOUND_SECONDS = 120
+CLEANUP_BOUND_SECONDS = 90
+
+
+def worst_case_seconds(request: ProbeRequest) -> float:
+    """The longest a run of ``request`` can take: each probe is bounded by its timeout (upload
+    and polling) plus the record and cleanup bounds; probes run ``max_concurrency`` at a time.
+
+    >>> from replmon.config import load_request
+    >>> req = load_request({"routes": [{"name": "p", "source": {"bucket": "src"}, "destinations": [{"bucket": "dst"}]}],
+    ...                     "sizes": "1MiB,2MiB,3MiB", "trials": 1, "timeout_seconds": 600, "max_concurrency": 2})
+    >>> worst_case_seconds(req)
+    1620.0
+    """
+    probes = len(request.routes) * len(request.sizes) * request.trials
+    waves = math.ceil(probes / request.max_concurrency)
+    return float(waves * (request.timeout_seconds + RECORD_BOUND_SECONDS + CLEANUP_BOUND_SECONDS))

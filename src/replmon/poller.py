@@ -19,18 +19,39 @@ from replmon.state import DestinationCheck, Poll, ProbeState
 FINAL = ("COMPLETED", "FAILED", "STUCK")
 
 
-def verify_replicas(state: ProbeState, stores: Callable[[Endpoint], ObjectStore]) -> list[DestinationCheck]:
-    """Each destination must hold a REPLICA of the same version, size and ETag."""
+def same_content(source: HeadResult, replica: HeadResult | None, upload_etag: str) -> tuple[bool, str]:
+    """Is the replica the source's bytes? Compared by S3's full-object checksum where both sides
+    have one (replication keeps it; an SSE-KMS object's ETag is not a content hash and may differ
+    on the replica), by ETag only where no checksum exists.
+
+    >>> src = HeadResult("COMPLETED", 3, '"a"', "v", "CRC64NVME/FULL_OBJECT:AAA=")
+    >>> same_content(src, HeadResult("REPLICA", 3, '"b"', "v", "CRC64NVME/FULL_OBJECT:AAA="), '"a"')
+    (True, 'checksum:CRC64NVME/FULL_OBJECT')
+    >>> same_content(HeadResult("COMPLETED", 3, '"a"', "v"), HeadResult("REPLICA", 3, '"a"', "v"), '"a"')
+    (True, 'etag')
+    """
+    if replica is None:
+        return False, "missing"
+    if source.checksum and replica.checksum:
+        algorithm = source.checksum.split(":", 1)[0]
+        return source.checksum == replica.checksum, f"checksum:{algorithm}"
+    return replica.etag == upload_etag, "etag"
+
+
+def verify_replicas(state: ProbeState, source: HeadResult, stores: Callable[[Endpoint], ObjectStore]) -> list[DestinationCheck]:
+    """Each destination must hold a REPLICA of the same version, size and content."""
     assert state.upload is not None
     checks = []
     for dest in state.route.destinations:
         found: HeadResult | None = stores(dest).head(dest.bucket, state.upload.key, state.upload.version_id)
+        match, how = same_content(source, found, state.upload.etag)
         checks.append(
             DestinationCheck(
                 bucket=dest.bucket,
                 status=found.replication_status if found else None,
                 size_match=bool(found and found.size == state.size_bytes),
-                etag_match=bool(found and found.etag == state.upload.etag),
+                content_match=match,
+                verified_by=how,
             )
         )
     return checks
@@ -50,13 +71,15 @@ def sleeps_inline(delay: float, used: float, budget: float) -> bool:
 def settle(state: ProbeState, poll: Poll, head: HeadResult | None, stores: Callable[[Endpoint], ObjectStore]) -> None:
     """Classify a final (non-PENDING) answer."""
     status = head.replication_status if head else None
-    if status == "COMPLETED":
-        poll.destinations = verify_replicas(state, stores)
-        bad = [d for d in poll.destinations if d.status != "REPLICA" or not (d.size_match and d.etag_match)]
+    if head is not None and status == "COMPLETED":
+        poll.source_checksum = head.checksum
+        poll.destinations = verify_replicas(state, head, stores)
+        bad = [d for d in poll.destinations if d.status != "REPLICA" or not (d.size_match and d.content_match)]
         poll.status = "FAILED" if bad else "COMPLETED"
         if bad:
             poll.failure_reason = "ReplicaMismatch: " + ", ".join(
-                f"{d.bucket} status={d.status} size_match={d.size_match} etag_match={d.etag_match}" for d in bad
+                f"{d.bucket} status={d.status} size_match={d.size_match} content_match={d.content_match} ({d.verified_by})"
+                for d in bad
             )
         return
     poll.status = "FAILED"
@@ -80,11 +103,14 @@ def poll_replication(state: ProbeState, stores: Callable[[Endpoint], ObjectStore
     policy = PollPolicy(settings.floor_seconds, settings.relative)
     source = stores(state.route.source)
     began = clock.now()
+    # The probe's deadline counts from when its upload began (timeout_seconds bounds the whole probe).
+    deadline = state.deadline if state.deadline is not None else up.put_start + state.timeout_seconds
 
     while True:
+        clock.check()
         now = clock.now()
         # The interval ends when the answer arrives, so the next HEAD is sent early (polling.py).
-        due = min(policy.next_head_at(poll.last_pending, poll.not_before, poll.last_rtt), float(state.timeout_seconds))
+        due = min(policy.next_head_at(poll.last_pending, poll.not_before, poll.last_rtt), deadline - up.put_end)
         delay = due - (now - up.put_end)
         if delay > 0:
             if not sleeps_inline(delay, now - began, settings.inline_budget_seconds):
@@ -99,9 +125,11 @@ def poll_replication(state: ProbeState, stores: Callable[[Endpoint], ObjectStore
         poll.last_rtt = rtt_estimate(poll.last_rtt, received - sent)
         if head is not None and head.replication_status == "PENDING":
             poll.last_pending = sent - up.put_end
-            if poll.last_pending >= state.timeout_seconds:
+            if sent >= deadline:
                 poll.status = "STUCK"
-                poll.failure_reason = f"still PENDING {poll.last_pending:.0f} s after the PUT (timeout {state.timeout_seconds} s)"
+                poll.failure_reason = (
+                    f"still PENDING {poll.last_pending:.0f} s after the PUT (timeout {state.timeout_seconds} s from the probe's start)"
+                )
                 return state
             continue
         poll.first_final = received - up.put_end

@@ -1,4 +1,9 @@
-"""One probe's outcome as kept in the latency store."""
+"""One probe's outcome as kept in the latency store.
+
+The store's key is derived from the *plan* (the run's planned time and the probe id), never
+from the time of recording, so a retried or replayed write always lands on the same key and a
+conditional put keeps exactly one record per probe.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +26,12 @@ class ProbeStatus(StrEnum):
     FAILED = "FAILED"  # source reported FAILED, or a replica did not match
     STUCK = "STUCK"  # still PENDING when the probe's timeout ran out
     ERROR = "ERROR"  # the probe itself failed (upload or polling error): replication not measured
+    INTERRUPTED = "INTERRUPTED"  # an operator stopped a local run (SIGINT/SIGTERM) before the probe settled
+
+    @property
+    def judged(self) -> bool:
+        """Did the probe measure replication (COMPLETED, FAILED, STUCK)?"""
+        return self in (ProbeStatus.COMPLETED, ProbeStatus.FAILED, ProbeStatus.STUCK)
 
 
 def iso_ms(epoch_seconds: float) -> str:
@@ -28,16 +39,26 @@ def iso_ms(epoch_seconds: float) -> str:
     return datetime.fromtimestamp(epoch_seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
+def record_key(planned_at: float, probe_id: str) -> str:
+    """The sort key: the run's planned time, then the probe id (both fixed by PlanProbes).
+
+    >>> record_key(1790000000.0, "r1-primary-1MiB-t1")
+    '2026-09-21T14:13:20.000Z#r1-primary-1MiB-t1'
+    """
+    return f"{iso_ms(planned_at)}#{probe_id}"
+
+
 @dataclass
 class ProbeRecord:
     route: str
     probe_id: str
     run_id: str
-    at: float  # epoch seconds of the PUT end (of the recording, when there was no PUT)
+    planned_at: float  # epoch seconds when PlanProbes planned the run (part of the key)
     size_bytes: int
     size_class: str
     trial: int
     status: ProbeStatus
+    put_end: float | None = None  # epoch seconds of the PUT end: latencies count from here
     latency_lo: float | None = None
     latency_hi: float | None = None
     head_count: int = 0
@@ -73,20 +94,18 @@ class ProbeRecord:
 
     @property
     def sort_key(self) -> str:
-        return f"{iso_ms(self.at)}#{self.probe_id}"
+        return record_key(self.planned_at, self.probe_id)
 
     def to_item(self) -> dict[str, Any]:
         """Plain attributes for the store; derived values are stored too, for readers of the table."""
         item = asdict(self)
-        item.pop("at")
         item.pop("retention_days")
         item[PARTITION_KEY] = self.route
         item[SORT_KEY] = self.sort_key
-        item["at_epoch"] = self.at
         item["status"] = str(self.status)
         item["latency_mid"] = self.latency_mid
         item["bound_met"] = self.bound_met
-        item[TTL_ATTRIBUTE] = int(self.at + self.retention_days * 86_400)
+        item[TTL_ATTRIBUTE] = int(self.planned_at + self.retention_days * 86_400)
         return {k: v for k, v in item.items() if v is not None}
 
     @classmethod
@@ -98,11 +117,12 @@ class ProbeRecord:
             route=item[PARTITION_KEY],
             probe_id=item["probe_id"],
             run_id=item["run_id"],
-            at=float(item["at_epoch"]),
+            planned_at=float(item["planned_at"]),
             size_bytes=int(item["size_bytes"]),
             size_class=item["size_class"],
             trial=int(item["trial"]),
             status=ProbeStatus(item["status"]),
+            put_end=opt("put_end"),
             latency_lo=opt("latency_lo"),
             latency_hi=opt("latency_hi"),
             head_count=int(item.get("head_count", 0)),

@@ -1,4 +1,4 @@
-"""RecordResult: turn the finished probe state into a record, once."""
+"""RecordResult: turn the finished probe state into a record (its key comes from the plan)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,14 @@ from replmon.record import ProbeRecord, ProbeStatus
 from replmon.state import ProbeState
 
 
-def to_record(state: ProbeState, now: float, retention_days: int = 90) -> ProbeRecord:
+def to_record(state: ProbeState, retention_days: int = 90, interrupted: str | None = None) -> ProbeRecord:
+    """The record of ``state``; ``interrupted`` names the signal when an operator stopped a local run."""
     up, poll = state.upload, state.poll
     rec = ProbeRecord(
         route=state.route.name,
         probe_id=state.probe_id,
         run_id=state.run_id,
-        # The PUT end, or the planned probe's recording time if it never got that far. A retried
-        # RecordResult of an upload-less probe gets a new time; that case writes ERROR only.
-        at=up.put_end if up else now,
+        planned_at=state.planned_at,
         size_bytes=state.size_bytes,
         size_class=state.size_class,
         trial=state.trial,
@@ -24,12 +23,18 @@ def to_record(state: ProbeState, now: float, retention_days: int = 90) -> ProbeR
         retention_days=retention_days,
     )
     if up:
+        rec.put_end = up.put_end
         rec.put_seconds = up.put_end - up.put_start
         rec.upload_method = up.method
     if poll:
         rec.head_count = poll.head_count
         rec.destinations = [d.model_dump() for d in poll.destinations]
         rec.failure_reason = poll.failure_reason
+    if interrupted and (poll is None or poll.status not in ("COMPLETED", "FAILED", "STUCK")):
+        rec.status = ProbeStatus.INTERRUPTED
+        rec.latency_lo = poll.last_pending if poll and poll.last_pending is not None else None
+        rec.failure_reason = f"Interrupted: {interrupted} stopped the run before the probe settled"
+        return rec
     if state.error:
         rec.failure_reason = f"{state.error.get('Error', 'Error')}: {str(state.error.get('Cause', ''))[:1000]}"
         return rec

@@ -7,26 +7,36 @@ Each step takes the state machine's JSON and returns the next state's JSON, e.g.
 from __future__ import annotations
 
 import json
+import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from aws_lambda_powertools.utilities.parser import parse
 
 from replmon.clock import Clock, WallClock
-from replmon.config import Endpoint, load_request
+from replmon.config import Endpoint, Route, load_request
+from replmon.defaults import DEFAULTS
 from replmon.plan import new_run_id, plan_output
 from replmon.poller import poll_replication, start_polling
 from replmon.polling import earliest_completion
-from replmon.ports import LatencyStore, MetricsSink, ObjectStore
+from replmon.ports import LatencyStore, MetricsSink, ObjectStore, RecordSpool, StoreUnavailable
 from replmon.record import ProbeStatus
 from replmon.results import to_record
 from replmon.state import ProbeState
-from replmon.upload import UploadSettings, probe_key, upload_probe
+from replmon.telemetry import ROUTE
+from replmon.upload import UploadSettings, probe_key, run_started, upload_probe
+
+log = logging.getLogger("replmon")
 
 HISTORY_DAYS = 7
 HISTORY_LIMIT = 50
+#: Records Housekeeping replays per run (each a conditional put).
+REPLAY_LIMIT = 200
+#: Probe objects older than the longest a probe can live (the largest timeout_seconds, 1 day,
+#: plus an hour) belong to no run in flight: the sweep removes them (a STUCK probe's late replica).
+SWEEP_AGE_SECONDS = 86_400 + 3600
 
 
 @dataclass
@@ -36,17 +46,21 @@ class Deps:
     metrics: MetricsSink
     clock: Clock = field(default_factory=WallClock)
     upload: UploadSettings = field(default_factory=UploadSettings)
-    retention_days: int = 90
+    retention_days: int = DEFAULTS.retention_days
     defaults: dict[str, Any] = field(default_factory=dict)
+    spool: RecordSpool | None = None
+    poll_function_timeout: float = DEFAULTS.poll_function_timeout_seconds
 
     @classmethod
-    def from_env(cls, env: os._Environ[str] | dict[str, str] = os.environ) -> Deps:
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> Deps:
         """Lambda (and lab) configuration comes from the environment, never from code changes:
         REPLMON_TABLE, REPLMON_DYNAMODB_ENDPOINT, REPLMON_DEFAULTS (JSON), REPLMON_RETENTION_DAYS,
-        REPLMON_METRICS (emf|none), REPLMON_COMPOSE_THRESHOLD."""
+        REPLMON_SPOOL_QUEUE_URL, REPLMON_POLL_FUNCTION_TIMEOUT, REPLMON_METRICS (emf|none),
+        REPLMON_COMPOSE_THRESHOLD."""
         from replmon.adapters.dynamodb import DynamoLatencyStore
         from replmon.adapters.metrics import EmfMetrics, NullMetrics
         from replmon.adapters.s3 import s3_stores
+        from replmon.adapters.spool import SqsSpool
         from replmon.sizes import parse_size
 
         upload = UploadSettings()
@@ -57,14 +71,17 @@ class Deps:
             latency_store=DynamoLatencyStore(env["REPLMON_TABLE"], endpoint_url=env.get("REPLMON_DYNAMODB_ENDPOINT") or None),
             metrics=NullMetrics() if env.get("REPLMON_METRICS", "emf") == "none" else EmfMetrics(),
             upload=upload,
-            retention_days=int(env.get("REPLMON_RETENTION_DAYS", "90")),
+            retention_days=int(env.get("REPLMON_RETENTION_DAYS", str(DEFAULTS.retention_days))),
             defaults=json.loads(env.get("REPLMON_DEFAULTS") or "{}"),
+            spool=SqsSpool(env["REPLMON_SPOOL_QUEUE_URL"]) if env.get("REPLMON_SPOOL_QUEUE_URL") else None,
+            poll_function_timeout=float(env.get("REPLMON_POLL_FUNCTION_TIMEOUT", DEFAULTS.poll_function_timeout_seconds)),
         )
 
 
 def plan_step(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
-    request = load_request(event, deps.defaults)
-    return plan_output(request, request.run_id or new_run_id(deps.clock.now()))
+    request = load_request(event, deps.defaults, poll_function_timeout=deps.poll_function_timeout)
+    now = deps.clock.now()
+    return plan_output(request, request.run_id or new_run_id(now), now)
 
 
 def upload_step(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
@@ -72,42 +89,126 @@ def upload_step(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
     return upload_probe(state, deps.stores(state.route.source), deps.clock, deps.upload).dump()
 
 
+def history_start(state: ProbeState, deps: Deps) -> tuple[float, str | None]:
+    """Seconds after the PUT before which completion is implausible, from the route's history.
+    The lookup is optional: if the store cannot answer, polling starts at 0 (never an ERROR)."""
+    if not state.poll_settings.use_history:
+        return 0.0, None
+    now = deps.clock.now()
+    try:
+        recent = deps.latency_store.query(state.route.name, now - HISTORY_DAYS * 86_400, now, newest_first=True, limit=HISTORY_LIMIT)
+    except Exception as exc:  # the store is down: the probe still measures, from the start
+        log.warning("history lookup failed; polling from the start", extra={"error": f"{type(exc).__name__}: {exc}"})
+        return 0.0, f"history unavailable ({type(exc).__name__}); polled from the start"
+    pairs = [(r.size_bytes, r.latency_lo) for r in recent if r.status is ProbeStatus.COMPLETED and r.latency_lo]
+    return earliest_completion(state.size_bytes, pairs), None
+
+
 def poll_step(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
     state = parse(event=event, model=ProbeState)
     if state.poll is None:
-        not_before = 0.0
-        if state.poll_settings.use_history:
-            now = deps.clock.now()
-            recent = deps.latency_store.query(
-                state.route.name, now - HISTORY_DAYS * 86_400, now, newest_first=True, limit=HISTORY_LIMIT
-            )
-            not_before = earliest_completion(
-                state.size_bytes,
-                [(r.size_bytes, r.latency_lo) for r in recent if r.status is ProbeStatus.COMPLETED and r.latency_lo],
-            )
+        not_before, note = history_start(state, deps)
         state = start_polling(state, not_before)
+        assert state.poll is not None
+        state.poll.history_note = note
     return poll_replication(state, deps.stores, deps.clock).dump()
 
 
-def record_step(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
+def record_step(event: dict[str, Any], deps: Deps, interrupted: str | None = None) -> dict[str, Any]:
+    """Store the record once; if the store is unavailable, spool it for a later run to replay.
+
+    Metrics are published by whichever write first holds the record durably (the store, or the
+    spool), so a retry or a replay never counts a probe twice.
+    """
     state = parse(event=event, model=ProbeState)
-    record = to_record(state, deps.clock.now(), deps.retention_days)
-    state.recorded = deps.latency_store.put_once(record)
-    if state.recorded:  # metrics only with the first write: a retry must not count a probe twice
+    record = to_record(state, deps.retention_days, interrupted)
+    try:
+        wrote = deps.latency_store.put_once(record)
+        state.recorded = "stored" if wrote else "duplicate"
+    except StoreUnavailable as exc:
+        if deps.spool is None:
+            raise
+        deps.spool.spool(record)  # if this fails too, the state machine retries, then Cleanup counts RecordLost
+        log.warning("latency store unavailable; record spooled", extra={"error": str(exc), "probe_id": record.probe_id})
+        state.recorded, wrote = "spooled", True
+        deps.metrics.count("RecordSpooled", dimensions={ROUTE: record.route})
+    if wrote:
         deps.metrics.publish(record)
     return state.dump()
 
 
 def cleanup_step(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
-    """Delete every version of the probe on the source and on each replica."""
+    """Delete every version of the probe and abort its incomplete multipart uploads on the
+    source and on each replica. A side that fails is counted (CleanupFailed), never silent;
+    the housekeeping sweep removes what is left once the probe has expired."""
     state = parse(event=event, model=ProbeState)
     key = probe_key(state)
-    cleaned = {"source": deps.stores(state.route.source).delete_all_versions(state.route.source.bucket, key)}
-    for dest in state.route.destinations:
-        cleaned[f"destination:{dest.bucket}"] = deps.stores(dest).delete_all_versions(dest.bucket, key)
-    state.cleaned = cleaned
+    cleaned: dict[str, int] = {}
+    failures: list[str] = []
+    sides: list[tuple[str, Endpoint]] = [("source", state.route.source), *[(f"destination:{d.bucket}", d) for d in state.route.destinations]]
+    for name, endpoint in sides:
+        store = deps.stores(endpoint)
+        try:
+            cleaned[name] = store.delete_all_versions(endpoint.bucket, key)
+            aborted = store.abort_uploads(endpoint.bucket, key)
+            if aborted:
+                cleaned[f"{name}:uploads"] = aborted
+        except Exception as exc:  # a dead or hung side: count it and move on
+            failures.append(f"{name}: {type(exc).__name__}: {str(exc)[:200]}")
+    if failures:
+        deps.metrics.count("CleanupFailed", len(failures), dimensions={ROUTE: state.route.name})
+        log.warning("cleanup incomplete", extra={"failures": failures, "probe_id": state.probe_id})
+    if state.record_error:
+        deps.metrics.count("RecordLost", dimensions={ROUTE: state.route.name})
+        log.error("record lost: neither stored nor spooled", extra={"error": state.record_error, "probe_id": state.probe_id})
     # The Map's result per probe stays small: the record holds the details.
-    return {"probe_id": state.probe_id, "status": state.poll.status if state.poll else "ERROR", "recorded": state.recorded, "cleaned": cleaned}
+    return {"probe_id": state.probe_id, "status": state.poll.status if state.poll else "ERROR",
+            "recorded": state.recorded or "lost", "cleaned": cleaned, "cleanup_failures": failures}
+
+
+def replay_spool(deps: Deps, limit: int = REPLAY_LIMIT) -> dict[str, int]:
+    """Write spooled records to the store (same key, conditional put); ack each that is held."""
+    out = {"replayed": 0, "duplicates": 0, "left": 0}
+    if deps.spool is None:
+        return out
+    for handle, record in deps.spool.drain(limit):
+        try:
+            wrote = deps.latency_store.put_once(record)
+        except StoreUnavailable:
+            out["left"] += 1  # still down: it stays spooled for the next run
+            continue
+        out["replayed" if wrote else "duplicates"] += 1
+        deps.spool.ack(handle)
+    if out["replayed"]:
+        deps.metrics.count("SpoolReplayed", out["replayed"])
+    return out
+
+
+def sweep(state_routes: list[Route], deps: Deps, age_seconds: float = SWEEP_AGE_SECONDS) -> int:
+    """Remove probe objects (every version) and multipart uploads older than ``age_seconds`` on
+    every side of the given routes: leftovers of failed cleanups and late replicas of STUCK probes."""
+    now = deps.clock.now()
+    removed = 0
+    for route in state_routes:
+        for endpoint in [route.source, *route.destinations]:
+            store = deps.stores(endpoint)
+            old = [v for v in store.list_versions(endpoint.bucket, route.prefix)
+                   if (t := run_started(v.key, route.prefix)) is not None and now - t > age_seconds]
+            removed += store.delete_versions(endpoint.bucket, old)
+            for u in store.list_uploads(endpoint.bucket, route.prefix):
+                if now - u.initiated > age_seconds:
+                    store.abort_multipart(endpoint.bucket, u.key, u.upload_id)
+                    removed += 1
+    if removed:
+        deps.metrics.count("ProbeObjectsSwept", removed)
+    return removed
+
+
+def housekeeping_step(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
+    """Before a run's probes: replay the spool, sweep expired probe objects of the run's routes
+    (``{"routes": [...]}``, from PlanProbes). The state machine catches a failure and goes on."""
+    routes = [Route.model_validate(r) for r in event.get("routes", [])]
+    return {"spool": replay_spool(deps), "swept": sweep(routes, deps)}
 
 
 def report_step(event: dict[str, Any], deps: Deps) -> dict[str, Any]:

@@ -7,12 +7,15 @@
   ``seed_prefix`` (outside the replicated probe prefix). An 80 GiB probe then moves 8 MiB
   through the Lambda instead of 80 GiB.
 
-Any failure aborts the multipart upload, so no invisible parts are left to bill.
+Any failure aborts the multipart upload, so no invisible parts are left to bill. An upload
+that outlives the probe's deadline (``timeout_seconds`` after it began) is aborted too.
 """
 
 from __future__ import annotations
 
+import calendar
 import os
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -69,14 +72,34 @@ def probe_key(state: ProbeState) -> str:
     return f"{state.route.prefix}{state.run_id}/{state.probe_id}"
 
 
+def run_started(key: str, prefix: str) -> float | None:
+    """Epoch seconds a probe key's run was planned, read from its run id; None if not a probe key.
+
+    >>> run_started("replmon-probes/20261122T004901Z-10a2cb/x", "replmon-probes/")
+    1795308541.0
+    """
+    stamp = key.removeprefix(prefix).split("-", 1)[0]
+    try:
+        return float(calendar.timegm(time.strptime(stamp, "%Y%m%dT%H%M%SZ")))
+    except ValueError:
+        return None
+
+
+class UploadDeadline(TimeoutError):
+    """The upload did not finish before the probe's deadline; it was aborted."""
+
+
 def seed_key(state: ProbeState, seed_size: int) -> str:
     return f"{state.route.seed_prefix}seed-{seed_size}"
 
 
 def ensure_seed(store: ObjectStore, bucket: str, key: str, size: int, random_bytes: Callable[[int], bytes]) -> None:
-    """The seed is made once per route and size; a lifecycle rule or a person may delete it."""
-    found = store.head(bucket, key)
-    if found is None or found.size != size:
+    """The seed is made once per route and size; a lifecycle rule or a person may delete it.
+
+    Its presence is read from a listing of its own key (the role may list the seed prefix), not
+    from a HEAD: without bucket-wide s3:ListBucket, S3 answers HEAD of a missing key with 403.
+    """
+    if store.object_size(bucket, key) != size:
         store.put(bucket, key, random_bytes(size), {"replmon-seed": "true"})
 
 
@@ -91,8 +114,17 @@ def upload_probe(
     key = probe_key(state)
     meta = {"replmon-probe-id": state.probe_id, "replmon-run-id": state.run_id, "replmon-route": state.route.name}
     plan = plan_upload(state.size_bytes, settings)
+    if state.started_at is None:
+        state.started_at = clock.now()
+    deadline = state.started_at + state.timeout_seconds
+
+    def check_deadline() -> None:
+        clock.check()  # an interrupted local run stops between parts
+        if clock.now() > deadline:
+            raise UploadDeadline(f"UploadDeadline: upload still running {state.timeout_seconds} s after the probe began; aborted")
 
     if plan.method == "put":
+        check_deadline()
         body = random_bytes(state.size_bytes)  # made before the clock starts: PUT time is network time
         start = clock.now()
         result = store.put(bucket, key, body, meta)
@@ -106,6 +138,7 @@ def upload_probe(
         try:
 
             def part(i: int) -> str:
+                check_deadline()
                 n = plan.part_sizes[i]
                 if plan.method == "compose" and i > 0:
                     return store.upload_part_copy(bucket, key, upload_id, i + 1, seed, 0, n - 1)
@@ -113,6 +146,7 @@ def upload_probe(
 
             with ThreadPoolExecutor(max_workers=settings.workers) as pool:
                 etags = list(pool.map(part, range(len(plan.part_sizes))))
+            check_deadline()
             result = store.complete_multipart(bucket, key, upload_id, etags)
         except BaseException:
             store.abort_multipart(bucket, key, upload_id)

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import boto3
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.config import Config
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
+from replmon.ports import StoreUnavailable
 from replmon.record import PARTITION_KEY, SORT_KEY, ProbeRecord, iso_ms
+
+#: A store that does not answer costs seconds, not minutes: RecordResult then spools the record.
+DYNAMODB_CONFIG = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=3, read_timeout=10)
 
 _ser = TypeSerializer()
 _de = TypeDeserializer()
@@ -39,33 +42,36 @@ def _from_ddb(value: Any) -> Any:
 
 class DynamoLatencyStore:
     def __init__(self, table: str, client: Any = None, *, endpoint_url: str | None = None, region: str | None = None,
-                 keys: tuple[str, str] | None = None) -> None:
+                 keys: tuple[str, str] | None = None, profile: str | None = None, config: Config = DYNAMODB_CONFIG) -> None:
         self.table = table
         if client is None:
-            session = boto3.session.Session(*keys) if keys else boto3.session.Session()
+            session = boto3.session.Session(*keys) if keys else boto3.session.Session(profile_name=profile)
             if endpoint_url and session.get_credentials() is None:
                 # DynamoDB Local signs nothing it checks: any key will do, but boto3 needs one.
                 session = boto3.session.Session("local", "local")
             client = session.client(
-                "dynamodb", endpoint_url=endpoint_url, region_name=region or ("us-east-1" if endpoint_url else None),
-                config=Config(retries={"mode": "standard"}),
+                "dynamodb", endpoint_url=endpoint_url, region_name=region or ("us-east-1" if endpoint_url else None), config=config,
             )
         self.client = client
 
     def put_once(self, record: ProbeRecord) -> bool:
+        """True if this call wrote the record, False if it was there; :class:`StoreUnavailable`
+        for anything else (outage, throttling, timeouts), so the caller can spool it."""
         item = {k: _ser.serialize(_to_ddb(v)) for k, v in record.to_item().items()}
         try:
             self.client.put_item(
                 TableName=self.table,
                 Item=item,
-                # A retried RecordResult carries the same probe id and PUT time: same key, no second record.
+                # The key comes from the plan: a retried or replayed write hits the same key.
                 ConditionExpression="attribute_not_exists(#pk)",
                 ExpressionAttributeNames={"#pk": PARTITION_KEY},
             )
         except ClientError as exc:
             if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
                 return False
-            raise
+            raise StoreUnavailable(f"{self.table}: {exc.response['Error']['Code']}: {exc}") from exc
+        except BotoCoreError as exc:  # connection refused, timeouts
+            raise StoreUnavailable(f"{self.table}: {type(exc).__name__}: {exc}") from exc
         return True
 
     def query(
@@ -85,25 +91,3 @@ class DynamoLatencyStore:
                 if limit is not None and len(out) >= limit:
                     return out
         return out
-
-
-def ensure_table(client: Any, table: str, template: Path) -> None:
-    """Create the table and its TTL exactly as template.yaml defines them (one source of truth),
-    unless it exists."""
-    from replmon.template import load_template
-
-    try:
-        client.describe_table(TableName=table)
-        return
-    except ClientError as exc:
-        if exc.response["Error"]["Code"] != "ResourceNotFoundException":
-            raise
-    props = load_template(template)["Resources"]["LatencyTable"]["Properties"]
-    client.create_table(
-        TableName=table,
-        KeySchema=props["KeySchema"],
-        AttributeDefinitions=props["AttributeDefinitions"],
-        BillingMode=props.get("BillingMode", "PAY_PER_REQUEST"),
-    )
-    client.get_waiter("table_exists").wait(TableName=table)
-    client.update_time_to_live(TableName=table, TimeToLiveSpecification=props["TimeToLiveSpecification"])

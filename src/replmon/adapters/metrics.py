@@ -1,39 +1,42 @@
-"""CloudWatch metrics through Powertools Metrics (EMF on stdout; no API calls from Lambda)."""
+"""CloudWatch metrics through Powertools Metrics (EMF on stdout; no API calls from Lambda).
+
+Every metric and its dimension sets come from :mod:`replmon.telemetry`; Powertools adds the
+``service`` dimension itself (POWERTOOLS_SERVICE_NAME), which telemetry lists too.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from aws_lambda_powertools import single_metric
 from aws_lambda_powertools.metrics import MetricUnit
 
 from replmon.record import ProbeRecord, ProbeStatus
-
-NAMESPACE = "Replmon"
-#: metric name per final status; alarms in template.yaml use the same names.
-STATUS_METRICS = {
-    ProbeStatus.COMPLETED: "ProbeCompleted",
-    ProbeStatus.FAILED: "ProbeFailed",
-    ProbeStatus.STUCK: "ProbeStuck",
-    ProbeStatus.ERROR: "ProbeError",
-}
-LATENCY_METRIC = "ReplicationLatencySeconds"
+from replmon.telemetry import LATENCY_METRIC, METRICS, NAMESPACE, ROUTE, SERVICE_DIM, SIZE_CLASS, STATUS_METRICS
 
 
 class EmfMetrics:
     def __init__(self, namespace: str = NAMESPACE) -> None:
         self.namespace = namespace
 
+    def count(self, metric: str, value: float = 1, dimensions: Mapping[str, str] | None = None) -> None:
+        """Emit ``metric`` once per dimension set telemetry defines for it."""
+        spec = METRICS[metric]
+        dimensions = dimensions or {}
+        missing = spec.own_dimensions - set(dimensions)
+        if missing:
+            raise ValueError(f"metric {metric} needs dimensions {sorted(missing)}")
+        for dims in spec.dimension_sets:
+            with single_metric(name=metric, unit=MetricUnit(spec.unit), value=value, namespace=self.namespace) as m:
+                for name in dims:
+                    if name != SERVICE_DIM:
+                        m.add_dimension(name=name, value=dimensions[name])
+
     def publish(self, record: ProbeRecord) -> None:
-        # Two dimension sets for latency: per size class for dashboards, per route for the RPO alarm.
         if record.status is ProbeStatus.COMPLETED and record.latency_hi is not None:
             # The upper bound: an RPO alarm must not fire late because of our polling resolution.
-            for dims in ({"Route": record.route, "SizeClass": record.size_class}, {"Route": record.route}):
-                with single_metric(
-                    name=LATENCY_METRIC, unit=MetricUnit.Seconds, value=record.latency_hi, namespace=self.namespace
-                ) as m:
-                    for k, v in dims.items():
-                        m.add_dimension(name=k, value=v)
-        with single_metric(name=STATUS_METRICS[record.status], unit=MetricUnit.Count, value=1, namespace=self.namespace) as m:
-            m.add_dimension(name="Route", value=record.route)
+            self.count(LATENCY_METRIC, record.latency_hi, {ROUTE: record.route, SIZE_CLASS: record.size_class})
+        self.count(STATUS_METRICS[record.status], 1, {ROUTE: record.route})
 
 
 class NullMetrics:
@@ -41,3 +44,7 @@ class NullMetrics:
 
     def publish(self, record: ProbeRecord) -> None:
         return None
+
+    def count(self, metric: str, value: float = 1, dimensions: Mapping[str, str] | None = None) -> None:
+        if metric not in METRICS:  # an unknown name is a bug wherever it runs
+            raise KeyError(f"unknown metric {metric!r}; telemetry.METRICS names them")

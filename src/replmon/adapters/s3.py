@@ -1,4 +1,14 @@
-"""boto3 S3 adapter: AWS, or any S3-compatible endpoint such as MinIO (``endpoint_url``)."""
+"""boto3 S3 adapter: AWS, or any S3-compatible endpoint such as MinIO (``endpoint_url``).
+
+Two S3 behaviours shape this adapter (tests/test_iam_contract.py encodes both):
+
+- Without ``s3:ListBucket`` on the bucket, HeadObject of a missing key answers **403**, not 404
+  (HeadObject API reference, "Permissions"). replmon's roles list only their own prefixes, so a
+  403 is resolved by listing the key's versions (``s3:ListBucketVersions`` with an ``s3:prefix``
+  condition): absent there means missing, present means the HEAD itself was denied.
+- With ``ChecksumMode=ENABLED`` HeadObject returns the object's checksum (S3 stores a CRC for
+  every new upload); for SSE-KMS objects that needs ``kms:Decrypt`` (HeadObject, "ChecksumMode").
+"""
 
 from __future__ import annotations
 
@@ -13,28 +23,43 @@ from botocore.credentials import AssumeRoleCredentialFetcher, DeferredRefreshabl
 from botocore.exceptions import ClientError
 
 from replmon.config import Destination, Endpoint
-from replmon.ports import HeadResult, PutResult
+from replmon.ports import HeadResult, PutResult, UploadInfo, VersionInfo
 
-_CHECKSUM_FIELDS = ("ChecksumCRC32", "ChecksumCRC32C", "ChecksumCRC64NVME", "ChecksumSHA1", "ChecksumSHA256")
+_CHECKSUM_FIELDS = ("ChecksumCRC64NVME", "ChecksumCRC32C", "ChecksumCRC32", "ChecksumSHA256", "ChecksumSHA1")
+_MISSING = ("404", "NoSuchKey", "NotFound", "NoSuchVersion")
+_DENIED = ("403", "AccessDenied", "Forbidden")
 
 
-def _checksum(resp: dict[str, Any]) -> str | None:
+def checksum_of(resp: dict[str, Any]) -> str | None:
+    """'ALGORITHM/TYPE:value' from a response's checksum headers, e.g. 'CRC64NVME/FULL_OBJECT:...'.
+
+    >>> checksum_of({"ChecksumCRC32": "AAAA", "ChecksumType": "COMPOSITE"})
+    'CRC32/COMPOSITE:AAAA'
+    >>> checksum_of({"ETag": '"x"'}) is None
+    True
+    """
     for f in _CHECKSUM_FIELDS:
         if resp.get(f):
-            return f"{f.removeprefix('Checksum')}:{resp[f]}"
+            return f"{f.removeprefix('Checksum')}/{resp.get('ChecksumType', 'FULL_OBJECT')}:{resp[f]}"
     return None
 
 
-class S3ObjectStore:
-    def __init__(self, client: Any) -> None:
-        self.client = client
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
 
+
+class S3ObjectStore:
+    def __init__(self, client: Any, control: Any | None = None) -> None:
+        self.client = client  # data path: PUTs and parts (long read timeout)
+        self.control = control or client  # HEAD, list, delete: short timeouts, fail fast
+
+    # ------------------------------------------------------------------ writing
     def put(self, bucket: str, key: str, body: bytes, metadata: dict[str, str]) -> PutResult:
-        r = self.client.put_object(Bucket=bucket, Key=key, Body=body, Metadata=metadata, Tagging="replmon=probe")
-        return PutResult(r.get("VersionId"), r["ETag"], _checksum(r))
+        r = self.client.put_object(Bucket=bucket, Key=key, Body=body, Metadata=metadata)
+        return PutResult(r.get("VersionId"), r["ETag"], checksum_of(r))
 
     def create_multipart(self, bucket: str, key: str, metadata: dict[str, str]) -> str:
-        r = self.client.create_multipart_upload(Bucket=bucket, Key=key, Metadata=metadata, Tagging="replmon=probe")
+        r = self.client.create_multipart_upload(Bucket=bucket, Key=key, Metadata=metadata)
         return str(r["UploadId"])
 
     def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int, body: bytes) -> str:
@@ -61,47 +86,101 @@ class S3ObjectStore:
             UploadId=upload_id,
             MultipartUpload={"Parts": [{"ETag": e, "PartNumber": i} for i, e in enumerate(etags, start=1)]},
         )
-        return PutResult(r.get("VersionId"), r["ETag"], _checksum(r))
+        return PutResult(r.get("VersionId"), r["ETag"], checksum_of(r))
 
     def abort_multipart(self, bucket: str, key: str, upload_id: str) -> None:
-        self.client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
+        self.control.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
 
+    # ------------------------------------------------------------------ reading
     def check_bucket(self, bucket: str) -> None:
         """Raises if the bucket cannot be reached with these credentials (versioning must be on)."""
-        state = self.client.get_bucket_versioning(Bucket=bucket).get("Status")
+        state = self.control.get_bucket_versioning(Bucket=bucket).get("Status")
         if state != "Enabled":
             raise ValueError(f"versioning is {state or 'off'}; replication needs it Enabled on both buckets")
 
     def head(self, bucket: str, key: str, version_id: str | None = None) -> HeadResult | None:
-        kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key}
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key, "ChecksumMode": "ENABLED"}
         if version_id:
             kwargs["VersionId"] = version_id
         try:
-            r = self.client.head_object(**kwargs)
+            r = self.control.head_object(**kwargs)
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound", "NoSuchVersion"):
+            if _code(exc) in _MISSING:
                 return None
+            if _code(exc) in _DENIED and not self._version_exists(bucket, key, version_id):
+                return None  # 403 for a missing key: the role has no bucket-wide s3:ListBucket
             raise
-        return HeadResult(r.get("ReplicationStatus"), int(r["ContentLength"]), r["ETag"], r.get("VersionId"))
+        return HeadResult(r.get("ReplicationStatus"), int(r["ContentLength"]), r["ETag"], r.get("VersionId"), checksum_of(r))
+
+    def _version_exists(self, bucket: str, key: str, version_id: str | None) -> bool:
+        return any(v.key == key and (version_id is None or v.version_id == version_id) for v in self.list_versions(bucket, key))
+
+    def object_size(self, bucket: str, key: str) -> int | None:
+        """Size of the current version of exactly ``key``, or None: a prefix listing, so a role
+        with ``s3:ListBucket`` on that prefix gets an answer whether or not the key exists."""
+        r = self.control.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=10)
+        return next((int(o["Size"]) for o in r.get("Contents", []) if o["Key"] == key), None)
+
+    def list_versions(self, bucket: str, prefix: str) -> list[VersionInfo]:
+        """Every version and delete marker under ``prefix``."""
+        out: list[VersionInfo] = []
+        for page in self.control.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=prefix):
+            for v in page.get("Versions", []) + page.get("DeleteMarkers", []):
+                out.append(VersionInfo(v["Key"], v["VersionId"], v["LastModified"].timestamp()))
+        return out
+
+    def list_uploads(self, bucket: str, prefix: str) -> list[UploadInfo]:
+        """Incomplete multipart uploads under ``prefix``."""
+        out: list[UploadInfo] = []
+        for page in self.control.get_paginator("list_multipart_uploads").paginate(Bucket=bucket, Prefix=prefix):
+            for u in page.get("Uploads", []):
+                out.append(UploadInfo(u["Key"], u["UploadId"], u["Initiated"].timestamp()))
+        return out
+
+    # ------------------------------------------------------------------ removing
+    def delete_versions(self, bucket: str, versions: Sequence[VersionInfo]) -> int:
+        """Delete exactly these versions; returns how many S3 confirmed (errors raise)."""
+        done = 0
+        for i in range(0, len(versions), 1000):
+            batch = versions[i : i + 1000]
+            r = self.control.delete_objects(
+                Bucket=bucket, Delete={"Objects": [{"Key": v.key, "VersionId": v.version_id} for v in batch], "Quiet": True}
+            )
+            if r.get("Errors"):
+                e = r["Errors"][0]
+                raise RuntimeError(f"DeleteObjects left {len(r['Errors'])} version(s), e.g. {e.get('Key')}: {e.get('Code')} {e.get('Message')}")
+            done += len(batch)
+        return done
 
     def delete_all_versions(self, bucket: str, key: str) -> int:
         """Delete every version and delete marker of exactly ``key``; returns how many."""
-        doomed: list[dict[str, str]] = []
         try:
-            for page in self.client.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=key):
-                for v in page.get("Versions", []) + page.get("DeleteMarkers", []):
-                    if v["Key"] == key:
-                        doomed.append({"Key": key, "VersionId": v["VersionId"]})
+            doomed = [v for v in self.list_versions(bucket, key) if v.key == key]
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == "NoSuchBucket":
+            if _code(exc) == "NoSuchBucket":
                 return 0  # nothing can be left in a bucket that does not exist
             raise
-        for i in range(0, len(doomed), 1000):
-            self.client.delete_objects(Bucket=bucket, Delete={"Objects": doomed[i : i + 1000], "Quiet": True})
-        return len(doomed)
+        return self.delete_versions(bucket, doomed)
+
+    def abort_uploads(self, bucket: str, key: str) -> int:
+        """Abort every incomplete multipart upload of exactly ``key``; returns how many."""
+        try:
+            uploads = [u for u in self.list_uploads(bucket, key) if u.key == key]
+        except ClientError as exc:
+            if _code(exc) == "NoSuchBucket":
+                return 0
+            raise
+        for u in uploads:
+            self.abort_multipart(bucket, u.key, u.upload_id)
+        return len(uploads)
 
 
-_CONFIG = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=60)
+#: Data path (PUT, parts): parts take a while on a slow link. Control path (HEAD, list, delete):
+#: short timeouts, so a hung endpoint costs seconds, not minutes; the state machine retries.
+DATA_CONFIG = Config(retries={"mode": "standard", "max_attempts": 4}, connect_timeout=5, read_timeout=60)
+CONTROL_CONFIG = Config(retries={"mode": "standard", "max_attempts": 2}, connect_timeout=3, read_timeout=10)
+#: Preflight: one attempt, fast: a wrong URL or a dead endpoint is reported within seconds.
+PREFLIGHT_CONFIG = Config(retries={"mode": "standard", "max_attempts": 1}, connect_timeout=3, read_timeout=5)
 _PATH_STYLE = Config(s3={"addressing_style": "path"})
 
 
@@ -119,30 +198,44 @@ def _assumed_role_session(base: boto3.session.Session, role_arn: str, region: st
     return boto3.session.Session(botocore_session=core, region_name=region)
 
 
-@cache
-def _client(endpoint_url: str | None, region: str | None, role_arn: str | None, keys: tuple[str, str] | None) -> Any:
+def s3_client(
+    endpoint_url: str | None, region: str | None, keys: tuple[str, str] | None = None, role_arn: str | None = None,
+    config: Config = CONTROL_CONFIG, profile: str | None = None,
+) -> Any:
     # Without keys: the standard chain (Lambda's role, a profile, the environment).
-    session = boto3.session.Session(*keys) if keys else boto3.session.Session()
+    session = boto3.session.Session(*keys) if keys else boto3.session.Session(profile_name=profile)
     if role_arn:  # replicas in another account: read and delete them through a role there
         session = _assumed_role_session(session, role_arn, region)
-    config = _CONFIG.merge(_PATH_STYLE) if endpoint_url else _CONFIG
-    return session.client("s3", region_name=region or ("us-east-1" if endpoint_url else None), endpoint_url=endpoint_url, config=config)
+    cfg = config.merge(_PATH_STYLE) if endpoint_url else config
+    return session.client("s3", region_name=region or ("us-east-1" if endpoint_url else None), endpoint_url=endpoint_url, config=cfg)
+
+
+@cache
+def _store(endpoint_url: str | None, region: str | None, role_arn: str | None, keys: tuple[str, str] | None,
+           profile: str | None) -> S3ObjectStore:
+    return S3ObjectStore(
+        s3_client(endpoint_url, region, keys, role_arn, DATA_CONFIG, profile),
+        s3_client(endpoint_url, region, keys, role_arn, CONTROL_CONFIG, profile),
+    )
 
 
 class S3Stores:
     """The :class:`~replmon.ports.ObjectStores` factory for boto3, clients cached per endpoint.
 
-    ``keys`` (access key, secret) are for S3-compatible servers such as MinIO; without them the
-    standard AWS credential chain is used. They are never part of the probe configuration, which
-    travels through the state machine's input and history.
+    ``keys`` (access key, secret) are for S3-compatible servers such as MinIO, per endpoint URL
+    (``by_url``) or for all; without them the standard AWS credential chain (or ``profile``)
+    is used. Keys are never part of the probe configuration, which travels through the state
+    machine's input and history.
     """
 
-    def __init__(self, keys: tuple[str, str] | None = None) -> None:
-        self.keys = keys
+    def __init__(self, keys: tuple[str, str] | None = None, by_url: dict[str, tuple[str, str]] | None = None,
+                 profile: str | None = None) -> None:
+        self.keys, self.by_url, self.profile = keys, dict(by_url or {}), profile
 
     def __call__(self, endpoint: Endpoint) -> S3ObjectStore:
         role = endpoint.role_arn if isinstance(endpoint, Destination) else None
-        return S3ObjectStore(_client(endpoint.endpoint_url, endpoint.region, role, self.keys))
+        keys = self.by_url.get(endpoint.endpoint_url or "", self.keys)
+        return _store(endpoint.endpoint_url, endpoint.region, role, keys, self.profile)
 
 
 s3_stores = S3Stores()

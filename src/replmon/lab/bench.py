@@ -25,8 +25,8 @@ from rich.table import Table
 from replmon.clock import WallClock
 from replmon.config import Route
 from replmon.lab.lab import DEST_BUCKET, PREFIX, SOURCE_BUCKET, TABLE, Lab, ReplicaObserver
+from replmon.local.runner import run_request
 from replmon.record import ProbeRecord, ProbeStatus
-from replmon.runner import run_request
 from replmon.sizes import format_size, parse_size
 from replmon.state import ProbeState
 from replmon.upload import UploadSettings, upload_probe
@@ -88,7 +88,7 @@ class StoreWatcher:
         while not self._stop.is_set():
             for r in self.store.query(self.route, self._since, time.time() + 60):
                 self.seen.setdefault(r.probe_id, time.time())
-                self._since = max(self._since, r.at)  # probes run one at a time: older records are done
+                self._since = max(self._since, r.planned_at)  # probes run one at a time: older records are done
             time.sleep(self.period)
 
     def __enter__(self) -> StoreWatcher:
@@ -140,7 +140,7 @@ def run_bench(out: Console, trials: int, sizes: str, compose_size: str, lab_dir:
                 done = [g for g in group if g[0].status is ProbeStatus.COMPLETED and g[1]]
                 errs, inside, fixed_heads, fixed_w, truth_w = [], 0, [], [], []
                 for rec, seen, fixed, _ in done:
-                    put_end = rec.at
+                    put_end = rec.put_end or 0.0
                     lo_t, hi_t = seen[0] - put_end, seen[1] - put_end  # replica became visible in this window
                     truth_mid = (lo_t + hi_t) / 2
                     truth_w.append(hi_t - lo_t)  # the observer's own resolution (10 ms period + listing time)
@@ -192,7 +192,7 @@ def run_bench(out: Console, trials: int, sizes: str, compose_size: str, lab_dir:
             "destinations": [{"bucket": DEST_BUCKET, "endpoint_url": lab.servers["destination"].url}],
         })
         store = lab.deps().stores(route.source)
-        state = ProbeState(probe_id="p3-compose", run_id="bench", route=route, size_bytes=size, size_class=compose_size,
+        state = ProbeState(probe_id="p3-compose", run_id="bench", planned_at=time.time(), route=route, size_bytes=size, size_class=compose_size,
                            trial=1, timeout_seconds=60, target_seconds=900)
         upload_probe(state.model_copy(update={"probe_id": "p3-seed-warmup", "size_bytes": 300 * 2**20}), store, WallClock())
         composed = upload_probe(state, store, WallClock(), UploadSettings()).upload

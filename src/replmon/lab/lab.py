@@ -14,14 +14,15 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from replmon.adapters.dynamodb import DynamoLatencyStore, ensure_table
+from replmon.adapters.dynamodb import DynamoLatencyStore
 from replmon.adapters.metrics import NullMetrics
 from replmon.adapters.s3 import S3Stores
 from replmon.clock import WallClock
 from replmon.lab import servers
 from replmon.lab.servers import PASSWORD, USER, Server
+from replmon.local.tables import ensure_table
+from replmon.local.template import TEMPLATE
 from replmon.service import Deps
-from replmon.template import repo_root
 from replmon.upload import UploadSettings
 
 SOURCE_BUCKET, DEST_BUCKET, TABLE = "probe-source", "probe-replica", "replmon-latency"
@@ -72,7 +73,7 @@ class Lab:
         for s in self.servers.values():
             s.wait_ready()
         self.configure_replication()
-        ensure_table(self.dynamodb_client(), TABLE, repo_root() / "template.yaml")
+        ensure_table(self.dynamodb_client(), TABLE, TEMPLATE)
 
     def stop(self) -> None:
         for s in self.servers.values():

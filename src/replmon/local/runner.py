@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from replmon.aslrun import ExecutionResult, Invocation, local_state_machine
 from replmon.config import load_request
+from replmon.local.aslrun import ExecutionResult, Invocation, local_state_machine
 from replmon.plan import new_run_id
 from replmon.record import ProbeRecord
 from replmon.service import Deps
@@ -38,7 +38,7 @@ def run_request(
     timeout: float = 24 * 3600,
 ) -> RunResult:
     """Validate ``payload`` (errors name the field), execute it, return this run's records."""
-    request = load_request(payload, deps.defaults)  # fail fast, before any server is touched
+    request = load_request(payload, deps.defaults, poll_function_timeout=deps.poll_function_timeout)  # fail fast
     # moto logs every failed state at length; the execution result carries the same error.
     logging.getLogger("moto").setLevel(logging.CRITICAL)
     if not os.environ.get("POWERTOOLS_LOG_LEVEL"):  # the handlers' JSON logs: set the variable to see them
@@ -87,7 +87,7 @@ def _why(exc: Exception) -> str:
 
 def preflight(payload: dict[str, Any], deps: Deps) -> None:
     """Reach every bucket and the store first, so a bad flag writes nothing anywhere."""
-    request = load_request(payload, deps.defaults)
+    request = load_request(payload, deps.defaults, poll_function_timeout=deps.poll_function_timeout)
     for route in request.routes:
         for role, ep in [("source", route.source), *[("destination", d) for d in route.destinations]]:
             where = f"{role} bucket {ep.bucket!r}" + (f" at {ep.endpoint_url}" if ep.endpoint_url else "")

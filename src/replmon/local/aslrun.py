@@ -1,8 +1,10 @@
 """Run the real ``statemachines/*.asl.json`` locally: moto's ASL interpreter, handlers in-process.
 
 This is not a second orchestration: moto interprets the very definition that deploys, and its
-Lambda tasks call the real handler functions. S3 and DynamoDB calls go wherever the handlers'
-clients point (moto in tests, MinIO and DynamoDB Local in the lab).
+Lambda tasks call the real handler functions (``replmon.entry``). Only Step Functions and the
+Lambda invoke are emulated (:data:`EMULATED`): every other AWS call — S3, DynamoDB, STS, SQS,
+CloudWatch — goes wherever the handlers' clients point (AWS itself, MinIO and DynamoDB Local in
+the lab, or a test's own moto), whatever the order in which clients were created.
 
 Two moto internals are patched; :func:`check_patch_points` fails loudly if a moto upgrade
 moves them (moto is pinned in pyproject.toml):
@@ -13,12 +15,15 @@ moves them (moto is pinned in pyproject.toml):
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import json
+import os
 import re
+import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,12 +31,16 @@ from typing import Any
 from unittest import mock
 
 from replmon.clock import ManualClock
-from replmon.template import repo_root
+from replmon.entry import FUNCTIONS as ENTRY_MODULES
+from replmon.local.template import DEFINITION
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
-FUNCTIONS = ("PlanProbes", "UploadProbe", "PollReplication", "RecordResult", "Cleanup")
-DEFINITION = repo_root() / "statemachines" / "replication_probe.asl.json"
+#: The functions the state machine calls, by their ${NameFunctionArn} placeholder.
+FUNCTIONS = ("PlanProbes", "Housekeeping", "UploadProbe", "PollReplication", "RecordResult", "Cleanup")
+#: What moto emulates in a local run; everything else passes through to the real endpoint.
+EMULATED = ("states", "lambda")
+PASSTHROUGH = rf"^https?://(?!({'|'.join(EMULATED)})\.[a-z0-9-]+\.amazonaws\.com)"
 
 Handler = Callable[[dict[str, Any], Any], Any]
 
@@ -42,9 +51,9 @@ def check_patch_points() -> None:
 
     sig = list(inspect.signature(LambdaSimpleBackend.invoke).parameters)
     if sig[:4] != ["self", "function_name", "qualifier", "body"]:
-        raise RuntimeError(f"moto's LambdaSimpleBackend.invoke changed its signature to {sig}; update replmon.aslrun")
+        raise RuntimeError(f"moto's LambdaSimpleBackend.invoke changed its signature to {sig}; update replmon.local.aslrun")
     if list(inspect.signature(WaitFunction._wait_interval).parameters) != ["self", "env", "wait_seconds"]:
-        raise RuntimeError("moto's WaitFunction._wait_interval changed; update replmon.aslrun")
+        raise RuntimeError("moto's WaitFunction._wait_interval changed; update replmon.local.aslrun")
 
 
 def function_arn(name: str) -> str:
@@ -73,6 +82,7 @@ class Invocation:
     function: str
     event: dict[str, Any]
     error: str | None
+    result: Any = None
 
 
 @dataclass
@@ -85,28 +95,42 @@ class ExecutionResult:
 
 
 class LocalStateMachine:
-    """``with LocalStateMachine(handlers) as sm: sm.run({...})`` — needs moto's mock_aws active."""
+    """``with LocalStateMachine(handlers) as sm: sm.run({...})`` — needs moto's mock_aws active.
 
-    def __init__(self, handlers: dict[str, Handler], clock: ManualClock | None = None, definition: Path = DEFINITION):
+    ``environments`` (function name -> variables) are set around each of that function's
+    invocations, the way Lambda gives each function the environment template.yaml sets.
+    """
+
+    def __init__(self, handlers: dict[str, Handler], clock: ManualClock | None = None, definition: Path = DEFINITION,
+                 environments: Mapping[str, Mapping[str, str]] | None = None):
         self.handlers = handlers
         self.clock = clock
         self.definition = definition
+        self.environments = environments or {}
         self.invocations: list[Invocation] = []
         self._stack = ExitStack()
+        self._env_lock = threading.Lock()
+
+    def _call(self, name: str, event: dict[str, Any]) -> Any:
+        handler = self.handlers.get(name)
+        if handler is None:
+            raise KeyError(f"no in-process handler for Lambda function {name!r}; known: {sorted(self.handlers)}")
+        env = self.environments.get(name)
+        if not env:
+            return handler(event, LambdaContext(name))
+        with self._env_lock, mock.patch.dict(os.environ, env, clear=True):
+            return handler(event, LambdaContext(name))
 
     def _invoke(self, backend: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: dict) -> bytes:
         name = function_name.rsplit(":", 1)[-1] if ":function:" in function_name else function_name
         event = json.loads(body or "{}")
-        handler = self.handlers.get(name)
-        if handler is None:
-            raise KeyError(f"no in-process handler for Lambda function {name!r}; known: {sorted(self.handlers)}")
         try:
-            result = handler(event, LambdaContext(name))
+            result = self._call(name, event)
         except Exception as exc:  # what Lambda reports for an unhandled error
             self.invocations.append(Invocation(name, event, type(exc).__name__))
             response_headers["x-amz-function-error"] = "Unhandled"
             return json.dumps({"errorType": type(exc).__name__, "errorMessage": str(exc)}).encode()
-        self.invocations.append(Invocation(name, event, None))
+        self.invocations.append(Invocation(name, event, None, result))
         return json.dumps(result).encode()
 
     def __enter__(self) -> LocalStateMachine:
@@ -131,7 +155,9 @@ class LocalStateMachine:
             )
         import boto3
 
-        self.sfn = boto3.client("stepfunctions", region_name=REGION)
+        # Explicit placeholder keys: the emulated services check none, and the caller's real
+        # credentials (for S3, DynamoDB...) are never handed to the emulator.
+        self.sfn = boto3.session.Session("local", "local").client("stepfunctions", region_name=REGION)
         self.arn = self.sfn.create_state_machine(
             name=f"replication-probe-{uuid.uuid4().hex[:8]}",
             definition=load_definition(self.definition),
@@ -146,6 +172,9 @@ class LocalStateMachine:
     def start(self, payload: dict[str, Any]) -> str:
         return str(self.sfn.start_execution(stateMachineArn=self.arn, input=json.dumps(payload))["executionArn"])
 
+    def stop(self, execution_arn: str, error: str, cause: str) -> None:
+        self.sfn.stop_execution(executionArn=execution_arn, error=error, cause=cause)
+
     def wait(
         self, execution_arn: str, timeout: float = 600.0, poll: float = 0.05,
         on_poll: Callable[[list[Invocation]], None] | None = None,
@@ -159,7 +188,7 @@ class LocalStateMachine:
             if desc["status"] != "RUNNING":
                 break
             if time.monotonic() > deadline:
-                self.sfn.stop_execution(executionArn=execution_arn, error="LocalTimeout", cause=f"still running after {timeout} s")
+                self.stop(execution_arn, "LocalTimeout", f"still running after {timeout} s")
                 raise TimeoutError(f"state machine execution still running after {timeout} s")
             time.sleep(poll)
         return ExecutionResult(
@@ -175,43 +204,33 @@ class LocalStateMachine:
         return self.wait(self.start(payload), timeout)
 
 
-HANDLER_FILES = {
-    "PlanProbes": "plan_probes.py",
-    "UploadProbe": "upload_probe.py",
-    "PollReplication": "poll_replication.py",
-    "RecordResult": "record_result.py",
-    "Cleanup": "cleanup.py",
-    "Report": "report.py",
-}
-
-
 def load_handler(name: str) -> Handler:
-    """The ``handler`` of functions/<file>.py: the very entry point that deploys."""
-    import importlib.util
-
-    path = repo_root() / "functions" / HANDLER_FILES[name]
-    spec = importlib.util.spec_from_file_location(f"replmon_functions_{path.stem}", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.handler  # type: ignore[no-any-return]
+    """The ``handler`` of the function's entry module: the very entry point that deploys."""
+    return importlib.import_module(ENTRY_MODULES[name]).handler  # type: ignore[no-any-return]
 
 
 def handlers_for(deps: Any) -> dict[str, Handler]:
-    """The real Lambda handlers, with ``deps`` (stores, clock) plugged in."""
+    """The real Lambda handlers, with ``deps`` (one Deps, or a function name -> Deps callable) plugged in."""
     from replmon import lambda_entry
 
     lambda_entry.set_deps(deps)
     return {name: load_handler(name) for name in FUNCTIONS}
 
 
+def local_config() -> dict[str, Any]:
+    """moto configuration for a local run: emulate Step Functions and Lambda, pass the rest through."""
+    return {
+        "stepfunctions": {"execute_state_machine": True},
+        "lambda": {"use_docker": False},
+        "core": {"mock_credentials": False, "reset_boto3_session": False, "service_whitelist": None,
+                 "passthrough": {"urls": [PASSTHROUGH], "services": []}},
+    }
+
+
 @contextmanager
 def local_state_machine(deps: Any, clock: ManualClock | None = None) -> Iterator[LocalStateMachine]:
-    """mock_aws for Step Functions and Lambda, the real definition, the real handlers."""
+    """The real definition and handlers; only Step Functions and Lambda are emulated."""
     from moto import mock_aws
 
-    with (
-        mock_aws(config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}),
-        LocalStateMachine(handlers_for(deps), clock=clock) as sm,
-    ):
+    with mock_aws(config=local_config()), LocalStateMachine(handlers_for(deps), clock=clock) as sm:  # type: ignore[call-overload]
         yield sm

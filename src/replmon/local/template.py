@@ -1,7 +1,12 @@
-"""Reading template.yaml (CloudFormation short-form tags such as !Ref become plain dicts)."""
+"""Reading template.yaml (CloudFormation short-form tags such as !Ref become plain dicts).
+
+template.yaml ships inside the package (``replmon/local/template.yaml`` links to the checkout's
+file), so the lab and the local runner work from an installed wheel too.
+"""
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +28,10 @@ def _tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
 
 _CfnLoader.add_multi_constructor("!", _tag)
 
+_HERE = resources.files("replmon.local")
+TEMPLATE = Path(str(_HERE.joinpath("template.yaml")))
+DEFINITION = Path(str(_HERE.joinpath("statemachines", "replication_probe.asl.json")))
 
-def load_template(path: Path) -> dict[str, Any]:
+
+def load_template(path: Path = TEMPLATE) -> dict[str, Any]:
     return yaml.load(path.read_text(), Loader=_CfnLoader)
-
-
-def repo_root() -> Path:
-    """The checkout holding template.yaml and statemachines/ (the package lives in src/)."""
-    return Path(__file__).resolve().parents[2]

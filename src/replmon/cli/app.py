@@ -80,11 +80,11 @@ def lab_run(
     lab_dir: Annotated[Path, typer.Option("--dir", help="Lab data: servers' data, logs, chart, records.")] = Path("lab-data"),
 ) -> None:
     """Start the lab, run a probe ladder through the real state machine, print the table, draw the chart."""
-    from replmon.charts import latency_chart
     from replmon.config import load_request
     from replmon.lab.lab import Lab, lab_route
     from replmon.lab.servers import LabError
-    from replmon.runner import run_request
+    from replmon.local.charts import latency_chart
+    from replmon.local.runner import run_request
 
     payload: dict[str, Any] = {"sizes": sizes, "trials": trials, "timeout_seconds": timeout, "max_concurrency": 1,
                                "poll": {"floor_seconds": resolution}}
@@ -155,7 +155,7 @@ def probe(
     from replmon.adapters.dynamodb import DynamoLatencyStore
     from replmon.adapters.metrics import NullMetrics
     from replmon.adapters.s3 import S3Stores
-    from replmon.runner import PreflightError, preflight, run_request
+    from replmon.local.runner import PreflightError, preflight, run_request
     from replmon.service import Deps
 
     keys = (access_key, secret_key) if access_key and secret_key else None
@@ -210,7 +210,7 @@ def report(
     try:
         rep = build_report(store, req, time.time())
     except Exception as exc:
-        from replmon.runner import _why
+        from replmon.local.runner import _why
 
         raise fail(f"latency store {table!r}: {_why(exc)}") from None
     if output == "json":
@@ -219,7 +219,7 @@ def report(
         summaries = [SizeSummary(**s) for s in rep["summaries"]]
         out.print(summary_table(summaries, f"{rep['probes']} probes, {rep['window']['start']} .. {rep['window']['end']}"))
     if chart:
-        from replmon.charts import latency_chart
+        from replmon.local.charts import latency_chart
 
         start, end = window(req, time.time())
         latency_chart(collect(store, req.routes, start, end), chart, f"replmon: {', '.join(route)}, last {hours:g} h")

@@ -1,0 +1,92 @@
+"""Where a record goes when the latency store cannot take it, until a later run replays it.
+
+- :class:`SqsSpool` in AWS: an encrypted queue (14 days' retention) per stack.
+- :class:`DirectorySpool` for local runs: one JSON file per record, mode 0600.
+
+Replay writes with the same conditional put as RecordResult and the same key, so a record that
+reached both the store and the spool is still stored once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from replmon.record import ProbeRecord
+
+
+def _encode(record: ProbeRecord) -> str:
+    return json.dumps({**record.to_item(), "retention_days": record.retention_days}, default=str)
+
+
+def _decode(body: str) -> ProbeRecord:
+    item = json.loads(body)
+    rec = ProbeRecord.from_item(item)
+    rec.retention_days = int(item.get("retention_days", rec.retention_days))
+    return rec
+
+
+class SqsSpool:
+    def __init__(self, queue_url: str, client: Any = None) -> None:
+        if client is None:
+            import boto3
+            from botocore.config import Config
+
+            client = boto3.client("sqs", config=Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=3, read_timeout=10))
+        self.client, self.queue_url = client, queue_url
+
+    def spool(self, record: ProbeRecord) -> None:
+        self.client.send_message(QueueUrl=self.queue_url, MessageBody=_encode(record))
+
+    def drain(self, limit: int) -> Iterator[tuple[str, ProbeRecord]]:
+        taken = 0
+        while taken < limit:
+            r = self.client.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=min(10, limit - taken),
+                                            WaitTimeSeconds=0, VisibilityTimeout=120)
+            messages = r.get("Messages", [])
+            if not messages:
+                return
+            for m in messages:
+                taken += 1
+                yield m["ReceiptHandle"], _decode(m["Body"])
+
+    def ack(self, handle: str) -> None:
+        self.client.delete_message(QueueUrl=self.queue_url, ReceiptHandle=handle)
+
+
+class DirectorySpool:
+    """``<dir>/<route>/<record key>.json``; written atomically (temp file, then rename)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def _path(self, record: ProbeRecord) -> Path:
+        name = re.sub(r"[^A-Za-z0-9._-]", "_", record.sort_key)
+        return self.root / record.route / f"{name}.json"
+
+    def spool(self, record: ProbeRecord) -> None:
+        path = self._path(record)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(_encode(record))
+            fh.flush()
+            os.fsync(fh.fileno())
+        tmp.replace(path)
+
+    def drain(self, limit: int) -> Iterator[tuple[str, ProbeRecord]]:
+        if not self.root.is_dir():
+            return
+        for path in sorted(self.root.glob("*/*.json"))[:limit]:
+            yield str(path), _decode(path.read_text())
+
+    def ack(self, handle: str) -> None:
+        Path(handle).unlink(missing_ok=True)
+
+    def pending(self) -> int:
+        return len(list(self.root.glob("*/*.json"))) if self.root.is_dir() else 0

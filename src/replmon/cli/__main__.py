@@ -1,0 +1,3 @@
+from replmon.cli.app import main
+
+main()

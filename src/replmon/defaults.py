@@ -1,0 +1,51 @@
+"""replmon's defaults, read from ``defaults.json``: the one place they are defined.
+
+template.yaml's parameter defaults, :mod:`replmon.config` and the CLI flags use these values
+(tests/test_defaults.py checks the template against them).
+
+>>> DEFAULTS.timeout_seconds, DEFAULTS.target_seconds
+(7200, 900.0)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+
+@dataclass(frozen=True)
+class PollDefaults:
+    floor_seconds: float
+    relative: float
+    inline_budget_seconds: float
+    use_history: bool
+
+
+@dataclass(frozen=True)
+class Defaults:
+    sizes: str
+    trials: int
+    timeout_seconds: int  # a probe still PENDING this long after its PUT is STUCK
+    target_seconds: float  # RTC's promise: 99.99 % within 15 minutes
+    max_concurrency: int
+    poll: PollDefaults
+    poll_function_timeout_seconds: int  # PollReplication's Lambda timeout: bounds the inline budget
+    schedule_rate_minutes: int
+    retention_days: int
+    route_name: str
+    probe_prefix: str
+    seed_prefix: str
+    spool_prefix: str
+
+
+def _load() -> Defaults:
+    raw: dict[str, Any] = json.loads(resources.files("replmon").joinpath("defaults.json").read_text())
+    raw.pop("_comment", None)
+    poll = PollDefaults(**raw.pop("poll"))
+    raw["target_seconds"] = float(raw["target_seconds"])
+    return Defaults(poll=poll, **raw)
+
+
+DEFAULTS = _load()

@@ -1,0 +1,16 @@
+"""One module per Lambda function, each importing only what its handler needs.
+
+``FUNCTIONS`` maps each function's name in the state machine (``${NameFunctionArn}``
+placeholders) and template.yaml (``<Name>Function``) to its entry module: the local runner
+loads handlers through it, so it works from an installed wheel as well as from a checkout.
+"""
+
+FUNCTIONS = {
+    "PlanProbes": "replmon.entry.plan_probes",
+    "Housekeeping": "replmon.entry.housekeeping",
+    "UploadProbe": "replmon.entry.upload_probe",
+    "PollReplication": "replmon.entry.poll_replication",
+    "RecordResult": "replmon.entry.record_result",
+    "Cleanup": "replmon.entry.cleanup",
+    "Report": "replmon.entry.report",
+}

@@ -1,0 +1,73 @@
+"""The CloudWatch metrics replmon emits: names, units and the exact dimension sets.
+
+CloudWatch treats every distinct dimension set as a different metric, so an alarm must name
+exactly the set the code emits. Powertools Metrics adds a ``service`` dimension to every
+metric when ``POWERTOOLS_SERVICE_NAME`` is set (template.yaml sets it for every function), so
+``service`` is part of every set below. template.yaml's alarms name these sets; the contract
+test (tests/test_alarm_contract.py) runs each function's metric code with that function's
+environment and fails if an alarm watches a (namespace, metric, dimensions) nobody emits.
+
+>>> METRICS["ProbeFailed"].dimension_sets
+(('service', 'Route'),)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: template.yaml's Mappings.Telemetry holds the same two values (POWERTOOLS_METRICS_NAMESPACE and
+#: POWERTOOLS_SERVICE_NAME come from there); the contract test checks they agree.
+NAMESPACE = "Replmon"
+SERVICE = "replmon"
+
+SERVICE_DIM = "service"  # added by Powertools, never by replmon's code
+ROUTE = "Route"
+SIZE_CLASS = "SizeClass"
+EVENT = "Event"  # S3 replication event name (passive signals)
+RULE = "RuleId"
+
+
+@dataclass(frozen=True)
+class MetricDef:
+    name: str
+    unit: str  # a CloudWatch unit name (Powertools MetricUnit value)
+    dimension_sets: tuple[tuple[str, ...], ...]  # each emitted separately; ``service`` first
+    description: str
+
+    @property
+    def own_dimensions(self) -> set[str]:
+        """Dimensions replmon's code must supply (all but ``service``)."""
+        return {d for ds in self.dimension_sets for d in ds if d != SERVICE_DIM}
+
+
+def _m(name: str, unit: str, description: str, *sets: tuple[str, ...]) -> MetricDef:
+    return MetricDef(name, unit, tuple((SERVICE_DIM, *s) for s in sets), description)
+
+
+METRICS: dict[str, MetricDef] = {
+    m.name: m
+    for m in (
+        # Active probes (RecordResult, or Housekeeping when it replays a spooled record).
+        _m("ReplicationLatencySeconds", "Seconds", "a COMPLETED probe's latency upper bound (hi)", (ROUTE,), (ROUTE, SIZE_CLASS)),
+        _m("ProbeCompleted", "Count", "probes that replicated and whose replicas were verified", (ROUTE,)),
+        _m("ProbeFailed", "Count", "probes whose replication FAILED or whose replica did not match", (ROUTE,)),
+        _m("ProbeStuck", "Count", "probes still PENDING when their timeout ran out", (ROUTE,)),
+        _m("ProbeError", "Count", "probes that could not be measured (upload or polling error)", (ROUTE,)),
+        _m("ProbeInterrupted", "Count", "probes abandoned by an operator's interrupt (local runs only)", (ROUTE,)),
+        # Durability of the measurement itself (RecordResult, Cleanup, Housekeeping).
+        _m("RecordSpooled", "Count", "records that went to the spool because the store was unavailable", (ROUTE,)),
+        _m("RecordLost", "Count", "records neither stored nor spooled (the probe's measurement is lost)", (ROUTE,)),
+        _m("SpoolReplayed", "Count", "spooled records written to the store by a later run", ()),
+        _m("CleanupFailed", "Count", "probe objects or uploads a Cleanup could not remove", (ROUTE,)),
+        _m("ProbeObjectsSwept", "Count", "expired probe objects removed by the housekeeping sweep", ()),
+    )
+}
+
+STATUS_METRICS = {
+    "COMPLETED": "ProbeCompleted",
+    "FAILED": "ProbeFailed",
+    "STUCK": "ProbeStuck",
+    "ERROR": "ProbeError",
+    "INTERRUPTED": "ProbeInterrupted",
+}
+LATENCY_METRIC = "ReplicationLatencySeconds"
