@@ -34,9 +34,15 @@ class FakeReplication:
     no_rule: bool = False  # emulate a bucket without a replication rule
     corrupt_replicas: bool = False  # replicas hold other bytes: another checksum (and ETag)
     kms_etags: bool = False  # replicas answer with another ETag but the same checksum, as SSE-KMS objects may
+    lose_replicas: bool = False  # the source says COMPLETED but no replica arrives
+    fail_deletes: int = 0  # the next N DeleteObjects calls fail (a destination outage during Cleanup)
+    fail_puts: int = 0  # the next N PutObject calls fail with an internal error
+    fail_parts: int = 0  # the next N UploadPart calls fail with an internal error
+    fail_aborts: int = 0  # the next N AbortMultipartUpload calls fail (as if the uploader were killed)
 
     def __post_init__(self) -> None:
         self.raw = boto3.client("s3", region_name="us-east-1")  # unhooked: the emulator's own hands
+        self.raw._replmon_untracked = True  # not a call replmon makes (tests/iam.py ignores it)
 
     # --- hooks --------------------------------------------------------------
     def _stash(self, params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
@@ -74,7 +80,7 @@ class FakeReplication:
             parsed["ReplicationStatus"] = "PENDING"
             return
         parsed["ReplicationStatus"] = scenario.outcome
-        if scenario.outcome == "COMPLETED":
+        if scenario.outcome == "COMPLETED" and not self.lose_replicas:
             version = parsed.get("VersionId")
             if (key, version) not in self.replicas:
                 copy = self.raw.copy_object(
@@ -82,9 +88,41 @@ class FakeReplication:
                 )
                 self.replicas[(key, version)] = (copy["VersionId"], parsed["ETag"])
 
+    def _maybe_fail_delete(self, **_: Any) -> None:
+        if self.fail_deletes > 0:
+            self.fail_deletes -= 1
+            from botocore.exceptions import ClientError
+
+            raise ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "emulated outage"}}, "DeleteObjects")
+
+    def _maybe_fail_put(self, **_: Any) -> None:
+        if self.fail_puts > 0:
+            self.fail_puts -= 1
+            from botocore.exceptions import ClientError
+
+            raise ClientError({"Error": {"Code": "InternalError", "Message": "emulated failure"}}, "PutObject")
+
+    def _maybe_fail_part(self, **_: Any) -> None:
+        if self.fail_parts > 0:
+            self.fail_parts -= 1
+            from botocore.exceptions import ClientError
+
+            raise ClientError({"Error": {"Code": "InternalError", "Message": "emulated failure"}}, "UploadPart")
+
+    def _maybe_fail_abort(self, **_: Any) -> None:
+        if self.fail_aborts > 0:
+            self.fail_aborts -= 1
+            from botocore.exceptions import ClientError
+
+            raise ClientError({"Error": {"Code": "InternalError", "Message": "emulated failure"}}, "AbortMultipartUpload")
+
     def client(self) -> Any:
         c = boto3.client("s3", region_name="us-east-1")
         ev = c.meta.events
+        ev.register("before-call.s3.DeleteObjects", self._maybe_fail_delete)
+        ev.register("before-call.s3.PutObject", self._maybe_fail_put)
+        ev.register("before-call.s3.UploadPart", self._maybe_fail_part)
+        ev.register("before-call.s3.AbortMultipartUpload", self._maybe_fail_abort)
         for op in ("HeadObject", "PutObject", "CompleteMultipartUpload"):
             ev.register(f"before-parameter-build.s3.{op}", self._stash)
         ev.register("after-call.s3.PutObject", self._after_put)

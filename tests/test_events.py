@@ -61,3 +61,21 @@ def test_housekeeping_event_runs_its_handler(env: Env) -> None:
 def test_every_function_has_an_event() -> None:
     names = {p.stem for p in Path(EVENTS).glob("*.json")}
     assert {"upload_probe", "poll_replication", "record_result", "cleanup", "housekeeping", "report", "probe_now"} <= names
+
+
+def test_every_optional_state_field_survives_a_round_trip() -> None:
+    """Steps pass ``state.dump()`` (None fields dropped) to the next step's parser: an optional
+    field without a default would make the next step fail (and lose the record)."""
+    from pydantic import BaseModel
+
+    from replmon.state import DestinationCheck, Poll, Upload
+
+    for model in (ProbeState, Upload, DestinationCheck, Poll):
+        for name, f in model.model_fields.items():
+            if not f.is_required():
+                continue
+            assert "None" not in str(f.annotation), f"{model.__name__}.{name} is optional but has no default"
+    state = ProbeState.model_validate(load("record_result.json"))
+    assert state.poll is not None and state.upload is not None
+    state.upload.version_id, state.poll.destinations[0].status = None, None
+    assert isinstance(ProbeState.model_validate(state.dump()), BaseModel)

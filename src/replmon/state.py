@@ -15,7 +15,7 @@ from replmon.config import PollSettings, Route
 
 class Upload(BaseModel):
     key: str
-    version_id: str | None
+    version_id: str | None = None  # None on an unversioned bucket (dump() drops None fields: every optional field has a default)
     etag: str
     checksum: str | None = None  # "CRC64NVME/FULL_OBJECT:<base64>" when the server returned one
     method: str  # put | multipart | compose
@@ -26,7 +26,7 @@ class Upload(BaseModel):
 
 class DestinationCheck(BaseModel):
     bucket: str
-    status: str | None  # REPLICA when verified
+    status: str | None = None  # REPLICA when verified; None when no replica was found
     size_match: bool
     content_match: bool  # same full-object checksum (or, without checksums, the same ETag)
     verified_by: str  # "checksum:CRC64NVME/FULL_OBJECT", or "etag" where no checksum exists

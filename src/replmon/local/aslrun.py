@@ -6,11 +6,12 @@ Lambda invoke are emulated (:data:`EMULATED`): every other AWS call — S3, Dyna
 CloudWatch — goes wherever the handlers' clients point (AWS itself, MinIO and DynamoDB Local in
 the lab, or a test's own moto), whatever the order in which clients were created.
 
-Two moto internals are patched; :func:`check_patch_points` fails loudly if a moto upgrade
-moves them (moto is pinned in pyproject.toml):
+moto internals are patched; :func:`check_patch_points` fails loudly if a moto upgrade moves
+them (moto is pinned in pyproject.toml):
 - ``LambdaSimpleBackend.invoke`` (runs the handler instead of echoing the payload);
-- ``WaitFunction._wait_interval`` (only with a ManualClock: a Wait state advances the clock
-  instead of sleeping, so a 30-minute replication plays in milliseconds).
+- with a ManualClock only: ``WaitFunction._wait_interval`` and the ``time`` the Retry
+  backoff sleeps with (``retrier_decl``) advance the clock instead of sleeping, so a
+  30-minute replication or a long backoff plays in milliseconds.
 """
 
 from __future__ import annotations
@@ -54,6 +55,10 @@ def check_patch_points() -> None:
         raise RuntimeError(f"moto's LambdaSimpleBackend.invoke changed its signature to {sig}; update replmon.local.aslrun")
     if list(inspect.signature(WaitFunction._wait_interval).parameters) != ["self", "env", "wait_seconds"]:
         raise RuntimeError("moto's WaitFunction._wait_interval changed; update replmon.local.aslrun")
+    from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
+
+    if "time.sleep(interval_seconds)" not in inspect.getsource(retrier_decl):
+        raise RuntimeError("moto's Retry backoff no longer sleeps with time.sleep; update replmon.local.aslrun")
 
 
 def function_arn(name: str) -> str:
@@ -153,6 +158,12 @@ class LocalStateMachine:
                     wait,
                 )
             )
+
+            class BackoffTime:  # the Retry backoff's view of the time module: sleeping advances the clock
+                sleep = staticmethod(clock.advance)
+                time = staticmethod(clock.now)
+
+            self._stack.enter_context(mock.patch("moto.stepfunctions.parser.asl.component.common.retry.retrier_decl.time", BackoffTime))
         import boto3
 
         # Explicit placeholder keys: the emulated services check none, and the caller's real
@@ -170,7 +181,9 @@ class LocalStateMachine:
         self._stack.close()
 
     def start(self, payload: dict[str, Any]) -> str:
-        return str(self.sfn.start_execution(stateMachineArn=self.arn, input=json.dumps(payload))["executionArn"])
+        # An explicit name: moto names unnamed executions "None", so a second run would collide.
+        name = str(payload.get("run_id") or uuid.uuid4().hex)[:80]
+        return str(self.sfn.start_execution(stateMachineArn=self.arn, name=name, input=json.dumps(payload))["executionArn"])
 
     def stop(self, execution_arn: str, error: str, cause: str) -> None:
         self.sfn.stop_execution(executionArn=execution_arn, error=error, cause=cause)

@@ -1,0 +1,172 @@
+"""One run of the real state machine through every path a deployed stack can take, recorded.
+
+Each handler runs with the environment template.yaml gives its function (Globals + its own),
+its AWS calls recorded (tests/iam.py) and its stdout (the EMF Powertools prints) captured. The
+contract tests then check the recorded calls against each function's role and the alarms
+against the metrics really emitted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from unittest import mock
+
+import boto3
+
+from replmon.adapters.dynamodb import DynamoLatencyStore
+from replmon.adapters.metrics import EmfMetrics
+from replmon.adapters.spool import SqsSpool
+from replmon.clock import ManualClock
+from replmon.local.aslrun import FUNCTIONS, LocalStateMachine, handlers_for
+from replmon.local.tables import ensure_table
+from replmon.record import ProbeRecord
+from replmon.service import SWEEP_AGE_SECONDS, Deps
+from replmon.upload import UploadSettings
+from tests.cfnutil import ACCOUNT, REGION, SPOOL_QUEUE, default_transformed, function_environment, function_role_policies, resolver
+from tests.conftest import DST, SRC, TABLE, TEMPLATE, make_buckets, route
+from tests.fakes import FakeReplication, Scenario
+from tests.iam import CallRecorder, evaluate
+
+MiB = 2**20
+SMALL = UploadSettings(multipart_threshold=8 * MiB, compose_threshold=24 * MiB, part_size=5 * MiB, seed_part_size=8 * MiB, workers=2)
+
+
+class StoreOutage:
+    """While ``puts`` > 0, each PutItem on the table fails the way an unavailable DynamoDB answers
+    (the call is made, and recorded, against the real table)."""
+
+    def __init__(self, client: Any) -> None:
+        self.puts = 0
+        client.meta.events.register("before-call.dynamodb.PutItem", self._fail)
+
+    def _fail(self, **_: Any) -> None:
+        if self.puts > 0:
+            self.puts -= 1
+            from botocore.exceptions import ClientError
+
+            raise ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "emulated outage"}}, "PutItem")
+
+
+@dataclass
+class ContractRun:
+    recorder: CallRecorder
+    emf: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (function, EMF blob)
+    outputs: dict[str, Any] = field(default_factory=dict)  # scenario -> execution result
+    records: list[ProbeRecord] = field(default_factory=list)
+    swept_late_replica: bool = False
+
+
+def emf_blobs(text: str) -> list[dict[str, Any]]:
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("{") and '"_aws"' in line:
+            out.append(json.loads(line))
+    return out
+
+
+def run_contract_scenarios() -> ContractRun:
+    """Needs an active mock_aws. Plays every path: each outcome, spool and replay, a lost
+    record, a failed cleanup, and the sweep of a STUCK probe's late replica."""
+    cfn, r = default_transformed(), resolver(default_transformed())
+    policies = {fn: function_role_policies(cfn, fn, r) for fn in FUNCTIONS}
+    envs = {fn: {**function_environment(cfn, fn, r), "AWS_REGION": REGION, "AWS_DEFAULT_REGION": REGION,
+                 "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_LAMBDA_FUNCTION_NAME": fn,
+                 "POWERTOOLS_TRACE_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "WARNING"} for fn in FUNCTIONS}
+    # May each function list each bucket? (S3 answers a HEAD of a missing key with 403 if not.)
+    from tests.iam import IamRequest
+
+    probes = [(fn, IamRequest("s3:ListBucket", f"arn:aws:s3:::{b}")) for fn in FUNCTIONS for b in (SRC, DST)]
+    denied = set(evaluate(probes, policies, ACCOUNT))
+    allowed = {(fn, req.resource.rsplit(":", 1)[-1]) for fn, req in probes
+               if not any(d.startswith(f"{fn}: s3:ListBucket on {req.resource} ") for d in denied)}
+    recorder = CallRecorder(ACCOUNT, lambda fn, bucket: (fn, bucket) in allowed)
+    run = ContractRun(recorder)
+
+    # The clock starts two days from now: probe keys and moto's own upload times compare sensibly.
+    clock = ManualClock(start=time.time() + 2 * 86_400, tick=0.001)
+    s3 = make_buckets()
+    ddb = boto3.client("dynamodb", region_name=REGION)
+    ensure_table(ddb, TABLE, TEMPLATE)
+    sqs = boto3.client("sqs", region_name=REGION)
+    queue_url = sqs.create_queue(QueueName=SPOOL_QUEUE)["QueueUrl"]
+    fake = FakeReplication(clock, SRC, DST)
+    store = DynamoLatencyStore(TABLE, ddb)
+    outage = StoreOutage(ddb)
+    deps = Deps(stores=fake.stores(), latency_store=store, metrics=EmfMetrics(), clock=clock, upload=SMALL,
+                spool=SqsSpool(queue_url, sqs))
+
+    lock = threading.Lock()
+
+    def wrap(name: str, handler: Callable[[dict[str, Any], Any], Any]) -> Callable[[dict[str, Any], Any], Any]:
+        def run_one(event: dict[str, Any], context: Any) -> Any:
+            out = io.StringIO()
+            with lock, mock.patch.dict(os.environ, envs[name], clear=True), contextlib.redirect_stdout(out), recorder.function(name):
+                try:
+                    return handler(event, context)
+                finally:
+                    run.emf += [(name, b) for b in emf_blobs(out.getvalue())]
+
+        return run_one
+
+    handlers = {name: wrap(name, h) for name, h in handlers_for(deps).items()}
+    base = {"routes": [route()], "poll": {"use_history": False}, "max_concurrency": 1}
+
+    with recorder.recording(), LocalStateMachine(handlers, clock=clock) as sm:
+        def play(name: str, payload: dict[str, Any]) -> None:
+            result = sm.run({**base, **payload}, timeout=120)
+            assert result.status == "SUCCEEDED", (name, result.error, result.cause)
+            run.outputs[name] = result
+
+        # Every outcome; put, multipart and composition from a seed; the route's history.
+        fake.by_size = {1 * MiB: Scenario(3.0), 12 * MiB: Scenario(20.0), 40 * MiB: Scenario(30.0)}
+        play("completed", {"sizes": "1MiB,12MiB,40MiB", "trials": 2, "poll": {"use_history": True}})
+        fake.by_size = {1 * MiB: Scenario(2.0, outcome="FAILED")}
+        play("failed", {"sizes": "1MiB"})
+        fake.by_size = {1 * MiB: Scenario(None)}
+        play("stuck", {"sizes": "1MiB", "timeout_seconds": 60})
+        fake.fail_puts = 1  # the upload fails (not a throttle): the probe is an ERROR, recorded
+        play("error", {"sizes": "1MiB"})
+        fake.fail_parts = 1  # a part fails mid-upload: the multipart upload is aborted, the probe an ERROR
+        play("upload-aborted", {"sizes": "12MiB"})
+        # The uploader dies without aborting (a Lambda timeout): Cleanup finds and aborts the upload.
+        fake.fail_parts, fake.fail_aborts = 1, 1
+        play("upload-orphaned", {"sizes": "12MiB"})
+        # COMPLETED at the source but no replica: a HEAD of a missing key (403 without ListBucket).
+        fake.by_size, fake.lose_replicas = {1 * MiB: Scenario(2.0)}, True
+        play("replica-missing", {"sizes": "1MiB"})
+        fake.lose_replicas = False
+        # The store is down when RecordResult writes: the record is spooled, and replayed by
+        # this run's Housekeeping (the store is back by then).
+        outage.puts = 1
+        play("spooled", {"sizes": "1MiB"})
+        # Store and spool both down: the record is lost, and counted.
+        outage.puts = 1000
+        sqs.delete_queue(QueueUrl=queue_url)
+        play("lost", {"sizes": "1MiB"})
+        outage.puts = 0
+        sqs.create_queue(QueueName=SPOOL_QUEUE)
+        # A destination outage during Cleanup: the probe's replica stays, counted.
+        fake.fail_deletes = 2
+        play("cleanup-failed", {"sizes": "1MiB"})
+        # A day later: the STUCK probe's replica arrived late, and a multipart upload was left
+        # behind; the next run's Housekeeping sweeps both, and the failed cleanup's leftovers.
+        stuck_key = next(i.event["upload"]["key"] for i in run.outputs["stuck"].invocations if i.function == "Cleanup")
+        fake.raw.put_object(Bucket=DST, Key=stuck_key, Body=b"late replica")
+        fake.raw.create_multipart_upload(Bucket=SRC, Key=stuck_key + "-orphan")
+        clock.advance(SWEEP_AGE_SECONDS + 3600)
+        play("sweep", {"sizes": "1MiB"})
+        left = [v["Key"] for v in s3.list_object_versions(Bucket=DST, Prefix=stuck_key).get("Versions", [])]
+        uploads = s3.list_multipart_uploads(Bucket=SRC, Prefix="replmon-probes/").get("Uploads", [])
+        run.swept_late_replica = not left and not uploads
+
+    run.records = store.query("primary", 0, 4e9)
+    return run

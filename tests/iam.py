@@ -1,0 +1,184 @@
+"""The IAM side of AWS calls: which action and resource each call needs, and whether a role allows it.
+
+Every AWS call a handler makes is recorded (:class:`CallRecorder`), mapped to the IAM actions,
+resource ARNs and condition keys AWS authorizes it with (:func:`iam_requests`), and evaluated
+against that function's role with a maintained policy evaluator (@cloud-copilot/iam-simulate,
+tools/iam-simulate.mjs). The mapping follows AWS's documentation:
+
+- S3: Service Authorization Reference, "Actions, resources, and condition keys for Amazon S3",
+  table "API operations defined by Amazon S3"
+  (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazons3.html);
+  PutObject/CreateMultipartUpload with x-amz-tagging also need s3:PutObjectTagging; a request
+  with a VersionId needs the *Version action (GetObjectVersion, DeleteObjectVersion);
+  UploadPartCopy reads its source with s3:GetObject(Version).
+- HeadObject of a missing key answers 403, not 404, unless the caller has s3:ListBucket on the
+  bucket (HeadObject API reference, "Permissions"): the recorder makes moto answer the same way.
+- DynamoDB, SQS, STS, CloudWatch: the action is the operation's name under the service prefix.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+from unittest import mock
+from urllib.parse import urlparse
+
+from botocore.client import BaseClient
+from botocore.exceptions import ClientError
+
+from tests.conftest import ROOT
+
+SIMULATOR = ROOT / "tools" / "iam-simulate.mjs"
+
+
+@dataclass(frozen=True)
+class IamRequest:
+    action: str
+    resource: str
+    context: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass
+class Call:
+    function: str
+    service: str
+    operation: str
+    params: dict[str, Any]
+    region: str
+    requests: list[IamRequest] = field(default_factory=list)
+
+
+def _s3_object(bucket: str, key: str) -> str:
+    return f"arn:aws:s3:::{bucket}/{key}"
+
+
+def iam_requests(service: str, operation: str, params: dict[str, Any], region: str, account: str) -> list[IamRequest]:
+    """The IAM (action, resource, context) each call is authorized with; unknown calls raise."""
+    if service == "s3":
+        b, k = params.get("Bucket", ""), params.get("Key", "")
+        obj, bucket = _s3_object(b, k), f"arn:aws:s3:::{b}"
+        versioned = bool(params.get("VersionId"))
+        tagged = [IamRequest("s3:PutObjectTagging", obj)] if params.get("Tagging") else []
+        table: dict[str, Callable[[], list[IamRequest]]] = {
+            "PutObject": lambda: [IamRequest("s3:PutObject", obj), *tagged],
+            "CreateMultipartUpload": lambda: [IamRequest("s3:PutObject", obj), *tagged],
+            "UploadPart": lambda: [IamRequest("s3:PutObject", obj)],
+            "CompleteMultipartUpload": lambda: [IamRequest("s3:PutObject", obj)],
+            "AbortMultipartUpload": lambda: [IamRequest("s3:AbortMultipartUpload", obj)],
+            "UploadPartCopy": lambda: [IamRequest("s3:PutObject", obj), _copy_source(params["CopySource"])],
+            "HeadObject": lambda: [IamRequest("s3:GetObjectVersion" if versioned else "s3:GetObject", obj)],
+            "GetObject": lambda: [IamRequest("s3:GetObjectVersion" if versioned else "s3:GetObject", obj)],
+            "ListObjectsV2": lambda: [IamRequest("s3:ListBucket", bucket, (("s3:prefix", params.get("Prefix", "")),))],
+            "ListObjectVersions": lambda: [IamRequest("s3:ListBucketVersions", bucket, (("s3:prefix", params.get("Prefix", "")),))],
+            "ListMultipartUploads": lambda: [IamRequest("s3:ListBucketMultipartUploads", bucket)],
+            "DeleteObjects": lambda: [
+                IamRequest("s3:DeleteObjectVersion" if o.get("VersionId") else "s3:DeleteObject", _s3_object(b, o["Key"]))
+                for o in params["Delete"]["Objects"]
+            ],
+            "DeleteObject": lambda: [IamRequest("s3:DeleteObjectVersion" if versioned else "s3:DeleteObject", obj)],
+            "GetBucketVersioning": lambda: [IamRequest("s3:GetBucketVersioning", bucket)],
+            "GetBucketReplication": lambda: [IamRequest("s3:GetReplicationConfiguration", bucket)],
+        }
+        if operation not in table:
+            raise KeyError(f"no IAM mapping for s3:{operation}; add it to tests/iam.py with its documented actions")
+        return table[operation]()
+    if service == "dynamodb":
+        return [IamRequest(f"dynamodb:{operation}", f"arn:aws:dynamodb:{region}:{account}:table/{params['TableName']}")]
+    if service == "sqs":
+        name = urlparse(params["QueueUrl"]).path.rstrip("/").rsplit("/", 1)[-1]
+        return [IamRequest(f"sqs:{operation}", f"arn:aws:sqs:{region}:{account}:{name}")]
+    if service == "sts" and operation == "AssumeRole":
+        return [IamRequest("sts:AssumeRole", params["RoleArn"])]
+    if service == "cloudwatch":
+        return [IamRequest(f"cloudwatch:{operation}", "*")]
+    raise KeyError(f"no IAM mapping for {service}:{operation}; add it to tests/iam.py")
+
+
+def _copy_source(src: Any) -> IamRequest:
+    if isinstance(src, str):
+        path, _, query = src.partition("?versionId=")
+        bucket, key = path.lstrip("/").split("/", 1)
+        version = query
+    else:
+        bucket, key, version = src["Bucket"], src["Key"], src.get("VersionId")
+    return IamRequest("s3:GetObjectVersion" if version else "s3:GetObject", _s3_object(bucket, key))
+
+
+def simulate(batch: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Evaluate requests (see tools/iam-simulate.mjs) and return results by id."""
+    assert (ROOT / "node_modules" / "@cloud-copilot" / "iam-simulate").exists(), "run `make test` (npm ci installs the evaluator)"
+    r = subprocess.run(["node", str(SIMULATOR)], input=json.dumps({"requests": batch}), capture_output=True, text=True,
+                       timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    return {x["id"]: x for x in json.loads(r.stdout)}
+
+
+def evaluate(requests: list[tuple[str, IamRequest]], policies: dict[str, list[dict[str, Any]]], account: str) -> list[str]:
+    """Each (function, request) against that function's identity policies; the denied ones, described."""
+    batch = []
+    for i, (fn, req) in enumerate(requests):
+        batch.append({"id": str(i), "principal": f"arn:aws:iam::{account}:role/{fn}Role", "action": req.action,
+                      "resource": req.resource, "accountId": account, "context": dict(req.context),
+                      "identityPolicies": policies[fn]})
+    results = simulate(batch) if batch else {}
+    denied = []
+    for i, (fn, req) in enumerate(requests):
+        res = results[str(i)]
+        if res["result"] != "Allowed":
+            denied.append(f"{fn}: {req.action} on {req.resource} {dict(req.context) or ''} -> {res['result']} {res.get('errors') or ''}")
+    return denied
+
+
+class CallRecorder:
+    """Records every AWS call made while a function runs (``with recorder.function("UploadProbe")``).
+
+    ``list_allowed(function, bucket)`` says whether that function may s3:ListBucket the bucket;
+    when it may not, a HeadObject of a missing key raises 403 as S3 does, not moto's 404.
+    """
+
+    def __init__(self, account: str, list_allowed: Callable[[str, str], bool] | None = None) -> None:
+        self.account = account
+        self.calls: list[Call] = []
+        self.current: str | None = None
+        self.list_allowed = list_allowed or (lambda fn, bucket: True)
+
+    @contextmanager
+    def function(self, name: str) -> Iterator[None]:
+        previous, self.current = self.current, name
+        try:
+            yield
+        finally:
+            self.current = previous
+
+    @contextmanager
+    def recording(self) -> Iterator[CallRecorder]:
+        recorder = self
+        original = BaseClient._make_api_call
+
+        def make_api_call(client: BaseClient, operation: str, params: dict[str, Any]) -> Any:
+            fn = recorder.current
+            service = client.meta.service_model.service_name
+            if fn is None or getattr(client, "_replmon_untracked", False) or service in ("stepfunctions", "lambda"):
+                return original(client, operation, params)
+            call = Call(fn, service, operation, dict(params), client.meta.region_name or "us-east-1")
+            call.requests = iam_requests(service, operation, params, call.region, recorder.account)
+            recorder.calls.append(call)
+            try:
+                return original(client, operation, params)
+            except ClientError as exc:
+                code = str(exc.response.get("Error", {}).get("Code"))
+                if (service == "s3" and operation in ("HeadObject", "GetObject") and code in ("404", "NoSuchKey", "NoSuchVersion")
+                        and not recorder.list_allowed(fn, params["Bucket"])):
+                    raise ClientError({"Error": {"Code": "403", "Message": "Forbidden"},
+                                       "ResponseMetadata": {"HTTPStatusCode": 403}}, operation) from exc
+                raise
+
+        with mock.patch.object(BaseClient, "_make_api_call", make_api_call):
+            yield self
+
+    def requests(self) -> list[tuple[str, IamRequest]]:
+        return [(c.function, r) for c in self.calls for r in c.requests]

@@ -1,0 +1,191 @@
+"""Every replmon alarm watches a metric that is really emitted, and can really notify.
+
+- CloudWatch matches a metric by namespace, name and the *exact* set of dimensions; Powertools
+  Metrics adds ``service`` when POWERTOOLS_SERVICE_NAME is set (Powertools docs, Metrics:
+  "service ... added as a default dimension"). The EMF comes from each function's own metric
+  code, run with the environment template.yaml gives that function (tests/contract.py).
+- CloudWatch can publish to an encrypted topic only through a customer managed key whose policy
+  lets cloudwatch.amazonaws.com use it (SNS developer guide, "Enable compatibility between event
+  sources from AWS services and encrypted topics"); alias/aws/sns cannot.
+- Names must not collide between two stacks in one account and region (schedule names are unique
+  per schedule group): no fixed physical name unless it carries the stack's name.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from replmon import telemetry
+from replmon.local.template import load_template
+from tests.cfnutil import ACCOUNT, REGION, default_transformed, resolver, transformed
+from tests.conftest import TEMPLATE
+from tests.contract import ContractRun, run_contract_scenarios
+from tests.iam import simulate
+
+Emitted = set[tuple[str, str, frozenset[tuple[str, str]]]]
+
+
+@pytest.fixture(scope="module")
+def contract() -> Iterator[ContractRun]:
+    from moto import mock_aws
+
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION}.items():
+            mp.setenv(k, v)
+        with mock_aws(config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}):
+            yield run_contract_scenarios()
+    from replmon import lambda_entry
+
+    lambda_entry.set_deps(None)
+
+
+def emitted(run: ContractRun) -> Emitted:
+    """(namespace, metric, {(dimension, value)}) for every metric in every EMF blob printed."""
+    out: Emitted = set()
+    for _fn, blob in run.emf:
+        for directive in blob["_aws"]["CloudWatchMetrics"]:
+            for dims in directive["Dimensions"]:
+                for metric in directive["Metrics"]:
+                    out.add((directive["Namespace"], metric["Name"], frozenset((d, str(blob[d])) for d in dims)))
+    return out
+
+
+def alarm_gaps(cfn: dict[str, Any], seen: Emitted) -> list[str]:
+    """Alarms on replmon's namespace whose (namespace, metric, dimensions) nobody emits."""
+    r = resolver(cfn)
+    gaps = []
+    namespace = load_template(TEMPLATE)["Mappings"]["Telemetry"]["Metrics"]["Namespace"]
+    for name, res in cfn["Resources"].items():
+        if res["Type"] != "AWS::CloudWatch::Alarm" or not r.exists(name):
+            continue
+        p = r.resolve(res["Properties"])
+        if p["Namespace"] != namespace:
+            continue
+        key = (p["Namespace"], p["MetricName"], frozenset((d["Name"], str(d["Value"])) for d in p.get("Dimensions", [])))
+        if key not in seen:
+            gaps.append(f"{name}: {key[0]}/{key[1]} {sorted(key[2])} is never emitted")
+    return gaps
+
+
+def test_every_replmon_alarm_watches_an_emitted_metric(contract: ContractRun) -> None:
+    seen = emitted(contract)
+    assert alarm_gaps(default_transformed(), seen) == []
+    # The functions' environment names the same namespace and service as telemetry.py.
+    assert {ns for ns, _, _ in seen} == {telemetry.NAMESPACE}
+    assert all(("service", telemetry.SERVICE) in dims for _, _, dims in seen)
+
+
+def test_the_check_fails_for_an_alarm_without_the_service_dimension(contract: ContractRun) -> None:
+    """The defect this guards: alarms naming only Route never match Powertools' metrics."""
+    t = copy.deepcopy(load_template(TEMPLATE))
+    dims = t["Resources"]["ProbeFailedAlarm"]["Properties"]["Dimensions"]
+    t["Resources"]["ProbeFailedAlarm"]["Properties"]["Dimensions"] = [d for d in dims if d["Name"] != "service"]
+    assert [g.split(":")[0] for g in alarm_gaps(transformed(t), emitted(contract))] == ["ProbeFailedAlarm"]
+
+
+def test_every_metric_telemetry_names_is_emitted_with_its_dimension_sets(contract: ContractRun) -> None:
+    """telemetry.METRICS is what the code emits: each metric, each of its dimension sets."""
+    seen = {(m, frozenset(d for d, _ in dims)) for _, m, dims in emitted(contract)}
+    local_only = {"ProbeInterrupted"}  # a local run's signal; Lambda never interrupts itself
+    for spec in telemetry.METRICS.values():
+        if spec.name in local_only:
+            continue
+        for ds in spec.dimension_sets:
+            assert (spec.name, frozenset(ds)) in seen, f"{spec.name} {ds} never emitted"
+
+
+def alarm_topics(cfn: dict[str, Any]) -> set[str]:
+    topics = set()
+    for res in cfn["Resources"].values():
+        if res["Type"] == "AWS::CloudWatch::Alarm":
+            for actions in ("AlarmActions", "OKActions", "InsufficientDataActions"):
+                topics |= {a["Ref"] for a in res["Properties"].get(actions, []) if isinstance(a, dict) and "Ref" in a}
+    return topics
+
+
+def topic_problems(cfn: dict[str, Any]) -> list[str]:
+    """Topics alarms publish to that CloudWatch could not publish to."""
+    r = resolver(cfn)
+    problems, checks = [], []
+    for topic in sorted(alarm_topics(cfn)):
+        res = cfn["Resources"][topic]
+        assert res["Type"] == "AWS::SNS::Topic", topic
+        key = res["Properties"].get("KmsMasterKeyId")
+        if key is None:
+            continue  # unencrypted: CloudWatch can publish
+        if not (isinstance(key, dict) and "Ref" in key and cfn["Resources"].get(key["Ref"], {}).get("Type") == "AWS::KMS::Key"):
+            problems.append(f"{topic}: encrypted with {key!r}, not a customer managed key of this stack")
+            continue
+        policy = r.resolve(cfn["Resources"][key["Ref"]]["Properties"]["KeyPolicy"])
+        for action in ("kms:Decrypt", "kms:GenerateDataKey"):
+            checks.append((topic, action, policy))
+    results = simulate([{"id": str(i), "principal": "cloudwatch.amazonaws.com", "action": a,
+                         "resource": f"arn:aws:kms:{REGION}:{ACCOUNT}:key/alarm-key", "accountId": ACCOUNT,
+                         "context": {"aws:SourceAccount": ACCOUNT}, "resourcePolicy": p} for i, (_, a, p) in enumerate(checks)])
+    for i, (topic, action, _) in enumerate(checks):
+        if results[str(i)]["result"] != "Allowed":
+            problems.append(f"{topic}: the key policy does not let cloudwatch.amazonaws.com {action} ({results[str(i)]['result']})")
+    return problems
+
+
+def test_every_alarm_topic_can_be_published_to_by_cloudwatch() -> None:
+    assert alarm_topics(default_transformed()) == {"AlarmTopic"}
+    assert topic_problems(default_transformed()) == []
+
+
+@pytest.mark.parametrize("breakage", ["aws-managed-key", "key-policy-without-cloudwatch"])
+def test_the_topic_check_fails_on_keys_cloudwatch_cannot_use(breakage: str) -> None:
+    t = copy.deepcopy(load_template(TEMPLATE))
+    if breakage == "aws-managed-key":
+        t["Resources"]["AlarmTopic"]["Properties"]["KmsMasterKeyId"] = "alias/aws/sns"
+    else:
+        st = t["Resources"]["AlarmTopicKey"]["Properties"]["KeyPolicy"]["Statement"]
+        t["Resources"]["AlarmTopicKey"]["Properties"]["KeyPolicy"]["Statement"] = [s for s in st if s["Sid"] != "CloudWatchAlarmsPublish"]
+    assert topic_problems(transformed(t))
+
+
+NAME_PROPERTIES = ("Name", "TableName", "BucketName", "QueueName", "TopicName", "FunctionName", "RoleName", "StateMachineName",
+                   "AliasName", "LogGroupName", "GroupName", "ScheduleName", "KeyName", "RuleName", "AlarmName", "DashboardName",
+                   "ClusterName", "ServiceName", "Family", "LayerName")
+
+
+def fixed_names(cfn: dict[str, Any]) -> list[str]:
+    """Resources whose physical name does not carry the stack's name (a second stack would collide)."""
+    r = resolver(cfn)
+    r.pseudo["AWS::StackName"] = "STACKNAME-MARKER"
+    bad = []
+    for logical, res in cfn["Resources"].items():
+        for prop in NAME_PROPERTIES:
+            if prop in res.get("Properties", {}) and r.exists(logical):
+                value = str(r.resolve(res["Properties"][prop]))
+                if "STACKNAME-MARKER" not in value:
+                    bad.append(f"{logical}.{prop} = {value!r}")
+    return bad
+
+
+def test_no_fixed_physical_names() -> None:
+    assert fixed_names(default_transformed()) == []
+
+
+def test_the_name_check_fails_on_a_fixed_schedule_name() -> None:
+    """SAM names a ScheduleV2 schedule after its logical id unless OmitName is set."""
+    t = copy.deepcopy(load_template(TEMPLATE))
+    del t["Resources"]["ProbeStateMachine"]["Properties"]["Events"]["Schedule"]["Properties"]["OmitName"]
+    assert [b.split(".")[0] for b in fixed_names(transformed(t))] == ["ProbeStateMachineSchedule"]
+
+
+def test_every_alarm_notifies_on_ok_too_and_the_heartbeat_only_pages_when_scheduled() -> None:
+    t = load_template(TEMPLATE)
+    alarms = {k: v for k, v in t["Resources"].items() if v["Type"] == "AWS::CloudWatch::Alarm"}
+    for name, a in alarms.items():
+        assert a["Properties"].get("OKActions") == a["Properties"]["AlarmActions"], name
+    assert alarms["HeartbeatAlarm"]["Condition"] == "ScheduleEnabled"
+    assert t["Conditions"]["ScheduleEnabled"] == {"Fn::Equals": [{"Ref": "ScheduleState"}, "ENABLED"]}
+    cfn = default_transformed()
+    disabled = resolver(cfn)
+    disabled.params["ScheduleState"] = "DISABLED"
+    assert not disabled.exists("HeartbeatAlarm") and resolver(cfn).exists("HeartbeatAlarm")
