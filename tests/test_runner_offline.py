@@ -34,9 +34,13 @@ from replmon.service import Deps
 deps = Deps(stores=lambda e: None, latency_store=None, metrics=NullMetrics())
 out = {}
 with local_state_machine(deps) as sm:
-    late = {svc: boto3.client(svc, region_name="us-east-1", config=once) for svc in ("s3", "dynamodb", "sts", "sqs", "cloudwatch")}
+    # A session made now carries moto's hook (a session takes botocore's handlers when it is made).
+    fresh = boto3.session.Session()
+    late = {svc: fresh.client(svc, region_name="us-east-1", config=once) for svc in ("s3", "dynamodb", "sts", "sqs", "cloudwatch")}
+    default = boto3.client("dynamodb", region_name="us-east-1", config=once)
     calls = {
-        "s3 (early)": lambda: early["s3"].list_buckets(),
+        "s3 (client made before moto loaded)": lambda: early["s3"].list_buckets(),
+        "dynamodb (default session)": lambda: default.list_tables(),
         "s3": lambda: late["s3"].list_buckets(),
         "dynamodb": lambda: late["dynamodb"].list_tables(),
         "sts": lambda: late["sts"].get_caller_identity(),

@@ -1,4 +1,4 @@
-"""Probe configuration: routes, sizes, trials, timeout and target, validated with Powertools Parser.
+"""Probe configuration: routes, sizes, trials, timeout and target, validated with pydantic.
 
 Every invalid value becomes one line that names the field and the accepted form:
 
@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from aws_lambda_powertools.utilities.parser import parse
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 from replmon import presets
@@ -157,7 +156,8 @@ class PollSettings(BaseModel):
 class ProbeRequest(BaseModel):
     """What one run measures. Every field but ``routes`` has a default."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    # Only PlanProbes (and the CLI) validate requests: other handlers skip building its schema.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, defer_build=True)
     routes: list[Route]
     sizes: Annotated[list[int], BeforeValidator(_sizes)] = Field(default_factory=lambda: _sizes(DEFAULTS.sizes))
     trials: int = Field(DEFAULTS.trials, ge=1, le=100)
@@ -209,7 +209,7 @@ def load_request(
     """
     merged = {**(defaults or {}), **_preset_trials(data or {})}
     try:
-        request = parse(event=merged, model=ProbeRequest)
+        request = ProbeRequest.model_validate(merged)
     except ValidationError as exc:
         lines = "\n".join(_describe(e) for e in exc.errors())  # type: ignore[arg-type]
         raise ConfigError(f"invalid probe configuration:\n{lines}") from None

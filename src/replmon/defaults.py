@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 
@@ -41,7 +41,7 @@ class Defaults:
 
 
 def _load() -> Defaults:
-    raw: dict[str, Any] = json.loads(resources.files("replmon").joinpath("defaults.json").read_text())
+    raw: dict[str, Any] = json.loads(Path(__file__).with_name("defaults.json").read_text())  # a file of the package
     raw.pop("_comment", None)
     poll = PollDefaults(**raw.pop("poll"))
     raw["target_seconds"] = float(raw["target_seconds"])

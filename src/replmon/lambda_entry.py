@@ -2,12 +2,18 @@
 
 Each entry module (``replmon/entry/*.py``, re-exported by ``functions/*.py``) is one line:
 ``handler = lambda_handler(upload_step)``. Import cost is a cold start: a handler builds only
-what it uses. The X-Ray Tracer (whose recorder alone costs ~100 ms to import) is built only for
-handlers that call AWS, and patches only botocore.
+what it uses.
+
+Tracing: every function has Lambda's Active tracing (template.yaml), which records each
+invocation's segment without any SDK. The X-Ray SDK adds a subsegment per AWS call, and costs
+~130 ms of every cold start to import (docs/BENCH.md, P5), so it is opt-in: with
+REPLMON_TRACE_AWS_CALLS=true (template parameter TraceAwsCalls) handlers that call AWS build a
+Powertools Tracer that patches botocore only.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -68,6 +74,10 @@ def set_deps(value: DepsSource | None) -> None:
 Step = Callable[[dict[str, Any], Deps], Any]
 
 
+def trace_aws_calls() -> bool:
+    return os.environ.get("REPLMON_TRACE_AWS_CALLS", "false").lower() == "true"
+
+
 def lambda_handler(step: Step, *, traced: bool = True) -> Callable[[dict[str, Any], Any], Any]:
     """Wrap ``step`` as a Lambda handler; ``traced=False`` for steps that make no AWS call."""
 
@@ -85,7 +95,7 @@ def lambda_handler(step: Step, *, traced: bool = True) -> Callable[[dict[str, An
         return result
 
     handler = run
-    if traced:
+    if traced and trace_aws_calls():
         handler = tracer().capture_lambda_handler(capture_response=False)(handler)
     handler = logger.inject_lambda_context(clear_state=True)(handler)
     handler.__name__ = step.__name__

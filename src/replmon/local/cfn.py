@@ -90,8 +90,8 @@ class Resolver:
     def resolve(self, node: Any) -> Any:
         """The value of ``node`` with every intrinsic replaced; AWS::NoValue entries removed."""
         if isinstance(node, list):
-            out = [self.resolve(n) for n in node]
-            return [v for v in out if v is not NO_VALUE]
+            items = [self.resolve(n) for n in node]
+            return [v for v in items if v is not NO_VALUE]
         if not isinstance(node, dict):
             return node
         if len(node) == 1:
