@@ -33,11 +33,23 @@ POM
   rm -rf "$dir" && mv "$dir.tmp" "$dir" && rm -rf "$tmp"
 }
 
+# DynamoDB Local's own runner binds every interface: the lab starts it through a small launcher
+# that binds loopback only (src/replmon/lab/LoopbackDynamoDB.java), compiled once per source.
+build_ddb_launcher() {
+  local src; src="$(cd "$(dirname "$0")/.." && pwd)/src/replmon/lab/LoopbackDynamoDB.java"
+  local dir="$CACHE/dynamodb-local-$DDB_LOCAL_VERSION" sum; sum=$(sha256sum "$src" | cut -c1-16)
+  [ -f "$dir/launcher/.$sum" ] && return 0
+  echo "lab-deps: compiling the loopback launcher for DynamoDB Local" >&2
+  rm -rf "$dir/launcher" && mkdir -p "$dir/launcher"
+  javac -nowarn -d "$dir/launcher" -cp "$dir/DynamoDBLocal.jar:$dir/lib/*" "$src" >&2
+  touch "$dir/launcher/.$sum"
+}
+
 case "${1:-all}" in
   minio) build_go minio github.com/minio/minio "$MINIO_VERSION" ;;
   mc) build_go mc github.com/minio/mc "$MC_VERSION" ;;
-  ddb) fetch_ddb_local ;;
-  all) build_go mc github.com/minio/mc "$MC_VERSION"; fetch_ddb_local
+  ddb) fetch_ddb_local; build_ddb_launcher ;;
+  all) build_go mc github.com/minio/mc "$MC_VERSION"; fetch_ddb_local; build_ddb_launcher
        build_go minio github.com/minio/minio "$MINIO_VERSION" ;;
 esac
 echo "$CACHE"

@@ -10,7 +10,9 @@ tools/iam-simulate.mjs). The mapping follows AWS's documentation:
   (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazons3.html);
   PutObject/CreateMultipartUpload with x-amz-tagging also need s3:PutObjectTagging; a request
   with a VersionId needs the *Version action (GetObjectVersion, DeleteObjectVersion);
-  UploadPartCopy reads its source with s3:GetObject(Version).
+  UploadPartCopy reads its source with s3:GetObject(Version); DeleteObjects needs s3:DeleteObject
+  always and s3:DeleteObjectVersion for a version id (DeleteObjects API reference, "Permissions";
+  MinIO enforces the same, which is how the lab found it).
 - HeadObject of a missing key answers 403, not 404, unless the caller has s3:ListBucket on the
   bucket (HeadObject API reference, "Permissions"): the recorder makes moto answer the same way.
 - DynamoDB, SQS, STS, CloudWatch: the action is the operation's name under the service prefix.
@@ -75,9 +77,12 @@ def iam_requests(service: str, operation: str, params: dict[str, Any], region: s
             "ListObjectsV2": lambda: [IamRequest("s3:ListBucket", bucket, (("s3:prefix", params.get("Prefix", "")),))],
             "ListObjectVersions": lambda: [IamRequest("s3:ListBucketVersions", bucket, (("s3:prefix", params.get("Prefix", "")),))],
             "ListMultipartUploads": lambda: [IamRequest("s3:ListBucketMultipartUploads", bucket)],
+            # DeleteObjects API reference, "Permissions": s3:DeleteObject always, and
+            # s3:DeleteObjectVersion for each key named with a version id.
             "DeleteObjects": lambda: [
-                IamRequest("s3:DeleteObjectVersion" if o.get("VersionId") else "s3:DeleteObject", _s3_object(b, o["Key"]))
-                for o in params["Delete"]["Objects"]
+                req for o in params["Delete"]["Objects"] for req in (
+                    IamRequest("s3:DeleteObject", _s3_object(b, o["Key"])),
+                    *([IamRequest("s3:DeleteObjectVersion", _s3_object(b, o["Key"]))] if o.get("VersionId") else []))
             ],
             "DeleteObject": lambda: [IamRequest("s3:DeleteObjectVersion" if versioned else "s3:DeleteObject", obj)],
             "GetBucketVersioning": lambda: [IamRequest("s3:GetBucketVersioning", bucket)],

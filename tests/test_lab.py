@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -44,7 +45,8 @@ def _nothing_left(request: pytest.FixtureRequest) -> Iterator[None]:
 def test_real_replication_pending_then_completed_interval_holds_the_observer(lab: Lab) -> None:
     with ReplicaObserver(lab, PREFIX, period=0.01) as truth:
         res = run_request({"routes": [lab.route()], "sizes": ["64MiB", "256MiB"], "trials": 1, "max_concurrency": 1,
-                           "timeout_seconds": 120, "poll": {"floor_seconds": 0.1, "use_history": False}}, lab.deps())
+                           "timeout_seconds": 120, "poll": {"floor_seconds": 0.1, "use_history": False}}, lab.deps(),
+                          function_deps=lab.function_deps())
     assert res.execution.status == "SUCCEEDED" and res.failed_iterations == 0
     assert [r.status for r in res.records] == [ProbeStatus.COMPLETED] * 2
     for rec in res.records:
@@ -89,7 +91,7 @@ def test_destination_down_mid_run_is_recorded_not_lost(lab: Lab, fault: str, sta
     helper.start()
     try:
         res = run_request({"routes": [lab.route(route_name)], "sizes": ["1MiB"], "timeout_seconds": 5,
-                           "poll": {"floor_seconds": 0.5, "use_history": False}}, lab.deps())
+                           "poll": {"floor_seconds": 0.5, "use_history": False}}, lab.deps(), function_deps=lab.function_deps())
     finally:
         helper.join(150)
         if not recovered.is_set():
@@ -111,7 +113,7 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     [
         (["--sizes", "10QB"], "sizes: unknown size unit 'QB'"),
         (["--source-endpoint", "http://127.0.0.1:9"], "cannot connect"),
-        (["--secret-key", "wrong-secret"], "credentials rejected"),
+        (["--secret-key", "wrong-secret-key"], "credentials rejected"),
     ],
 )
 def test_bad_flags_give_one_clear_line_and_write_nothing(lab: Lab, extra: list[str], expected: str) -> None:
@@ -119,7 +121,7 @@ def test_bad_flags_give_one_clear_line_and_write_nothing(lab: Lab, extra: list[s
     before = store.query("badflags", 0, 4e9)
     args = ["probe", "--route", "badflags", "--source-bucket", "probe-source", "--dest-bucket", "probe-replica",
             "--source-endpoint", lab.servers["source"].url, "--dest-endpoint", lab.servers["destination"].url,
-            "--dynamodb-endpoint", lab.servers["dynamodb"].url, "--access-key", "replmon", "--secret-key", "replmon-lab-secret"]
+            "--dynamodb-endpoint", lab.servers["dynamodb"].url, "--access-key", lab.keys[0], "--secret-key", lab.keys[1]]
     r = cli(*args, *extra)
     assert r.returncode != 0
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
@@ -131,7 +133,7 @@ def test_probe_and_report_commands_against_the_lab(lab: Lab, tmp_path: Path) -> 
     common = ["--dynamodb-endpoint", lab.servers["dynamodb"].url]
     r = cli("probe", "--route", "cli", "--source-bucket", "probe-source", "--dest-bucket", "probe-replica",
             "--source-endpoint", lab.servers["source"].url, "--dest-endpoint", lab.servers["destination"].url,
-            "--access-key", "replmon", "--secret-key", "replmon-lab-secret", "--sizes", "1MiB,16MiB", "--output", "json", *common)
+            "--access-key", lab.keys[0], "--secret-key", lab.keys[1], "--sizes", "1MiB,16MiB", "--output", "json", *common)
     assert r.returncode == 0, r.stderr
     records = json.loads(r.stdout)["records"]
     assert sorted(x["size_class"] for x in records) == ["16MiB", "1MiB"] and {x["status"] for x in records} == {"COMPLETED"}
@@ -156,3 +158,47 @@ def test_the_readme_main_command_prints_the_table_and_writes_the_chart(tmp_path:
     assert len(json.loads(data.read_text())) == 2
     # Its servers are gone: nothing listens on the ports it printed.
     assert "minio" not in subprocess.run(["pgrep", "-af", str(tmp_path)], capture_output=True, text=True).stdout
+
+
+def test_each_function_runs_as_a_minio_user_with_only_its_roles_s3_statements(lab: Lab) -> None:
+    """MinIO enforces AWS-style policies: the lab's users hold exactly template.yaml's statements."""
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import ClientError
+
+    from replmon.adapters.s3 import S3ObjectStore
+    from replmon.lab.lab import DEST_BUCKET, SOURCE_BUCKET, function_policy
+
+    def client(fn: str) -> Any:
+        access, secret = lab.users[fn]
+        return boto3.session.Session(access, secret).client("s3", endpoint_url=lab.servers["source"].url, region_name="us-east-1",
+                                                             config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+
+    def outcome(call: Any) -> str:
+        try:
+            r = call()
+        except ClientError as exc:
+            return str(exc.response["Error"]["Code"])
+        errors = r.get("Errors") if isinstance(r, dict) else None
+        return str(errors[0]["Code"]) if errors else "allowed"
+
+    key = f"{PREFIX}lp-check/x"
+    upload, cleanup, plan = client("UploadProbe"), client("Cleanup"), client("PlanProbes")
+    try:
+        version = upload.put_object(Bucket=SOURCE_BUCKET, Key=key, Body=b"x")["VersionId"]
+        doomed = {"Objects": [{"Key": key, "VersionId": version}]}
+        seen = {
+            "upload puts outside its prefix": outcome(lambda: upload.put_object(Bucket=SOURCE_BUCKET, Key="elsewhere/x", Body=b"x")),
+            "upload deletes": outcome(lambda: upload.delete_objects(Bucket=SOURCE_BUCKET, Delete=doomed)),
+            "cleanup puts": outcome(lambda: cleanup.put_object(Bucket=SOURCE_BUCKET, Key=key, Body=b"y")),
+            "cleanup lists outside the prefix": outcome(lambda: cleanup.list_object_versions(Bucket=SOURCE_BUCKET, Prefix="elsewhere/")),
+            "plan lists": outcome(lambda: plan.list_object_versions(Bucket=SOURCE_BUCKET, Prefix=PREFIX)),
+            "cleanup lists its prefix": outcome(lambda: cleanup.list_object_versions(Bucket=SOURCE_BUCKET, Prefix=PREFIX)),
+        }
+        assert seen == {"upload puts outside its prefix": "AccessDenied", "upload deletes": "AccessDenied",
+                        "cleanup puts": "AccessDenied", "cleanup lists outside the prefix": "AccessDenied",
+                        "plan lists": "AccessDenied", "cleanup lists its prefix": "allowed"}
+        assert function_policy("PlanProbes") is None and function_policy("UploadProbe") is not None
+    finally:
+        for which, bucket in (("source", SOURCE_BUCKET), ("destination", DEST_BUCKET)):
+            S3ObjectStore(lab.s3(which)).delete_all_versions(bucket, key)

@@ -99,7 +99,8 @@ def lab_run(
             payload["routes"] = [lab.route()]
             with progress_bar() as bar:
                 task = bar.add_task("probes", total=None)
-                result = run_request(payload, lab.deps(), on_progress=lambda n, total: bar.update(task, completed=n, total=total))
+                result = run_request(payload, lab.deps(), on_progress=lambda n, total: bar.update(task, completed=n, total=total),
+                                     function_deps=lab.function_deps())
             left = lab.leftovers()
     except LabError as exc:
         raise fail(str(exc)) from None

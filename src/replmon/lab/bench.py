@@ -123,7 +123,8 @@ def run_bench(out: Console, trials: int, sizes: str, compose_size: str, lab_dir:
         for label, floor in (("AWS default: 1 s, 2 %", 1.0), ("lab: 0.1 s, 2 %", 0.1)):
             with ReplicaObserver(lab, PREFIX) as truth, FixedLoop(lab) as fixed, StoreWatcher(lab, "bench") as watch:
                 res = run_request({"routes": [lab.route("bench")], "sizes": sizes, "trials": trials, "max_concurrency": 1,
-                                   "timeout_seconds": 600, "poll": {"floor_seconds": floor, "use_history": False}}, lab.deps())
+                                   "timeout_seconds": 600, "poll": {"floor_seconds": floor, "use_history": False}}, lab.deps(),
+                                  function_deps=lab.function_deps())
                 time.sleep(0.5)
             results[label] = [(r, truth.seen.get(_key(r)), fixed, watch.seen.get(r.probe_id)) for r in res.records]
 

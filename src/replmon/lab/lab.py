@@ -1,15 +1,28 @@
 """A region pair on loopback: source MinIO -> (bandwidth-limited replication) -> destination MinIO,
 plus DynamoDB Local for the latency store. ``with Lab(root) as lab:`` starts everything and
-always stops it."""
+always stops it.
+
+- The lab directory is the lab's: a marker file says the lab made it (a non-empty directory
+  without one is refused, never emptied), and a lock lets one lab use it at a time.
+- Least privilege on a real server: each Lambda function runs as its own MinIO user whose
+  policy is that function's S3 statements from template.yaml (MinIO enforces AWS-style
+  policies), so a statement the code needs and the template lacks fails here too.
+- Credentials are random per start and reach servers and mc through the environment only.
+"""
 
 from __future__ import annotations
 
+import fcntl
+import json
+import os
+import secrets
 import shutil
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import boto3
 from botocore.config import Config
@@ -17,17 +30,21 @@ from botocore.config import Config
 from replmon.adapters.dynamodb import DynamoLatencyStore
 from replmon.adapters.metrics import NullMetrics
 from replmon.adapters.s3 import S3Stores
+from replmon.adapters.spool import DirectorySpool
 from replmon.clock import WallClock
 from replmon.lab import servers
-from replmon.lab.servers import PASSWORD, USER, Server
+from replmon.lab.servers import LabError, Pidfile, Server
+from replmon.local.aslrun import FUNCTIONS
+from replmon.local.cfn import Resolver, function_statements
 from replmon.local.tables import ensure_table
-from replmon.local.template import TEMPLATE
+from replmon.local.template import TEMPLATE, load_template
 from replmon.service import Deps
 from replmon.upload import UploadSettings
 
 SOURCE_BUCKET, DEST_BUCKET, TABLE = "probe-source", "probe-replica", "replmon-latency"
 PREFIX = "replmon-probes/"
-KEYS = (USER, PASSWORD)
+MARKER = ".replmon-lab"
+ROOT_USER = "replmon-admin"
 
 
 def lab_route(name: str, source_url: str, destination_url: str) -> dict[str, Any]:
@@ -40,15 +57,60 @@ def lab_route(name: str, source_url: str, destination_url: str) -> dict[str, Any
     }
 
 
+def function_policy(function: str) -> dict[str, Any] | None:
+    """``function``'s S3 statements from template.yaml, for the lab's buckets (existing-bucket
+    mode); None if it has none (it then runs as a user with no policy: every S3 call denied)."""
+    t = load_template(TEMPLATE)
+    r = Resolver(t, {"BucketMode": "existing", "SourceBucketName": SOURCE_BUCKET, "DestinationBucketName": DEST_BUCKET})
+    statements = []
+    for st in function_statements(t, function, r):
+        actions = [a for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]]) if a.startswith("s3:")]
+        if actions:
+            statements.append({**st, "Action": actions})
+    return {"Version": "2012-10-17", "Statement": statements} if statements else None
+
+
+def claim_directory(root: Path) -> IO[str]:
+    """Make ``root`` the lab's (or check it is), and lock it; returns the held lock file."""
+    if root.exists() and not root.is_dir():
+        raise LabError(f"--dir {root} is a file; give a directory (new or made by an earlier `replmon lab`)")
+    if root.exists() and any(root.iterdir()) and not (root / MARKER).exists():
+        raise LabError(f"--dir {root} is not empty and was not made by `replmon lab` (no {MARKER} marker); "
+                       "choose a new or empty directory - the lab never deletes what it did not create")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        (root / MARKER).write_text(json.dumps({"made_by": "replmon lab", "note": "replmon may delete this directory's contents"}))
+        lock = (root / ".lock").open("a+")
+    except OSError as exc:
+        raise LabError(f"--dir {root} is not writable: {exc.strerror}") from None
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        holder = lock.read().strip() or "?"
+        lock.close()
+        raise LabError(f"--dir {root} is in use by another replmon lab (pid {holder}); wait for it or choose another --dir") from None
+    lock.seek(0)
+    lock.truncate()
+    lock.write(str(os.getpid()))
+    lock.flush()
+    return lock
+
+
 @dataclass
 class Lab:
     root: Path = Path("lab-data")
     bandwidth: str = "100MiB"  # MinIO's minimum replication bandwidth limit
     fresh_buckets: bool = True
+    least_privilege: bool = True  # each function as a MinIO user with its role's S3 statements
     servers: dict[str, Server] = field(default_factory=dict)
+    root_password: str = field(default_factory=lambda: secrets.token_urlsafe(24), repr=False)
+    users: dict[str, tuple[str, str]] = field(default_factory=dict, repr=False)  # function -> (access key, secret)
+    _lock: IO[str] | None = field(default=None, repr=False)
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> Lab:
+        self._lock = claim_directory(Path(self.root))
         try:
             self.start()
         except BaseException:
@@ -59,88 +121,160 @@ class Lab:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    @property
+    def pidfile(self) -> Pidfile:
+        return Pidfile(Path(self.root) / "servers.json")
+
     def start(self) -> None:
-        logs = self.root / "logs"
+        root = Path(self.root)
+        logs = root / "logs"
+        stale = self.pidfile.stop_stale()  # servers of a lab that was killed
+        if stale:
+            import sys
+
+            print(f"lab: stopped servers left by an earlier run: {', '.join(stale)}", file=sys.stderr)
         if self.fresh_buckets:  # object data is per run; the latency history (DynamoDB) is kept
             for d in ("minio-source", "minio-destination", "mc"):
-                shutil.rmtree(self.root / d, ignore_errors=True)
-        self.servers["source"] = servers.minio("minio-source", self.root / "minio-source", logs)
-        self.servers["destination"] = servers.minio("minio-destination", self.root / "minio-destination", logs)
-        self.servers["dynamodb"] = servers.dynamodb_local(self.root / "dynamodb", logs)
+                shutil.rmtree(root / d, ignore_errors=True)
+        self.servers["source"] = servers.minio("minio-source", root / "minio-source", logs, ROOT_USER, self.root_password)
+        self.servers["destination"] = servers.minio("minio-destination", root / "minio-destination", logs, ROOT_USER, self.root_password)
+        self.servers["dynamodb"] = servers.dynamodb_local(root / "dynamodb", logs)
         # Start all three at once: the JVM and MinIO boot in parallel.
         for s in self.servers.values():
             s.start()
+        self.pidfile.write(list(self.servers.values()))
         for s in self.servers.values():
             s.wait_ready()
         self.configure_replication()
+        if self.least_privilege:
+            self.create_function_users()
         ensure_table(self.dynamodb_client(), TABLE, TEMPLATE)
 
     def stop(self) -> None:
         for s in self.servers.values():
             s.stop()
+        self.pidfile.clear()
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
 
     def restart(self, name: str) -> None:
         """Start a stopped server again on the same port and data directory."""
         self.servers[name].start()
+        self.pidfile.write(list(self.servers.values()))
         self.servers[name].wait_ready()
 
     # ------------------------------------------------------------------ setup
+    def mc_hosts(self) -> dict[str, str]:
+        return {alias: f"http://{ROOT_USER}:{self.root_password}@{self.servers[name].url.removeprefix('http://')}"
+                for alias, name in (("src", "source"), ("dst", "destination"))}
+
+    def mc(self, *args: str, stdin: str | None = None) -> str:
+        return servers.mc(Path(self.root) / "mc", self.mc_hosts(), *args, stdin=stdin)
+
     def configure_replication(self) -> None:
-        cfg = self.root / "mc"
-        src, dst = self.servers["source"], self.servers["destination"]
-        servers.mc(cfg, "alias", "set", "src", src.url, USER, PASSWORD)
-        servers.mc(cfg, "alias", "set", "dst", dst.url, USER, PASSWORD)
-        servers.mc(cfg, "mb", "--ignore-existing", f"src/{SOURCE_BUCKET}")
-        servers.mc(cfg, "mb", "--ignore-existing", f"dst/{DEST_BUCKET}")
-        servers.mc(cfg, "version", "enable", f"src/{SOURCE_BUCKET}")
-        servers.mc(cfg, "version", "enable", f"dst/{DEST_BUCKET}")
+        self.mc("mb", "--ignore-existing", f"src/{SOURCE_BUCKET}")
+        self.mc("mb", "--ignore-existing", f"dst/{DEST_BUCKET}")
+        self.mc("version", "enable", f"src/{SOURCE_BUCKET}")
+        self.mc("version", "enable", f"dst/{DEST_BUCKET}")
         try:
-            rules = servers.mc(cfg, "replicate", "ls", f"src/{SOURCE_BUCKET}")
-        except servers.LabError:
+            rules = self.mc("replicate", "ls", f"src/{SOURCE_BUCKET}")
+        except LabError:
             rules = ""  # "replication configuration not set"
         if "replmon-probes" not in rules:
-            host = dst.url.removeprefix("http://")
-            servers.mc(
-                cfg, "replicate", "add", f"src/{SOURCE_BUCKET}/{PREFIX}",  # rule filtered on the probe prefix
-                "--remote-bucket", f"http://{USER}:{PASSWORD}@{host}/{DEST_BUCKET}",
+            self.mc(
+                "replicate", "add", f"src/{SOURCE_BUCKET}/{PREFIX}",  # rule filtered on the probe prefix
+                "--remote-bucket", f"dst/{DEST_BUCKET}",  # an alias: its credentials come from MC_HOST_dst
                 "--priority", "1", "--id", "replmon-probes", "--bandwidth", self.bandwidth,
                 "--replicate", "existing-objects",
             )
+
+    def create_function_users(self) -> None:
+        """One MinIO user per function on both servers, with the function's S3 statements."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with tempfile.TemporaryDirectory() as tmp:
+
+            def one(fn: str, alias: str, access: str, secret: str, policy: dict[str, Any] | None) -> None:
+                self.mc("admin", "user", "add", alias, access, stdin=f"{secret}\n")  # the secret on stdin, never argv
+                if policy is not None:
+                    path = Path(tmp) / f"{fn}-{alias}.json"
+                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                    with os.fdopen(fd, "w") as fh:
+                        json.dump(policy, fh)
+                    self.mc("admin", "policy", "create", alias, f"replmon-{fn.lower()}", str(path))
+                    self.mc("admin", "policy", "attach", alias, f"replmon-{fn.lower()}", "--user", access)
+
+            jobs = []
+            for fn in FUNCTIONS:
+                self.users[fn] = (f"fn-{fn.lower()}", secrets.token_urlsafe(24))
+                policy = function_policy(fn)
+                jobs += [(fn, alias, *self.users[fn], policy) for alias in ("src", "dst")]
+            with ThreadPoolExecutor(max_workers=6) as pool:
+                for f in [pool.submit(one, *job) for job in jobs]:
+                    f.result()
 
     # ------------------------------------------------------------------ what the probes use
     def route(self, name: str = "lab") -> dict[str, Any]:
         return lab_route(name, self.servers["source"].url, self.servers["destination"].url)
 
+    @property
+    def keys(self) -> tuple[str, str]:
+        """The lab's administrator credentials (setup, observers, leftovers checks)."""
+        return (ROOT_USER, self.root_password)
+
     def s3(self, which: str) -> Any:
-        return boto3.session.Session(aws_access_key_id=USER, aws_secret_access_key=PASSWORD).client(
+        return boto3.session.Session(aws_access_key_id=ROOT_USER, aws_secret_access_key=self.root_password).client(
             "s3", endpoint_url=self.servers[which].url, region_name="us-east-1",
-            config=Config(s3={"addressing_style": "path"}, retries={"mode": "standard"}),
+            config=Config(s3={"addressing_style": "path"}, retries={"mode": "standard"}, connect_timeout=3, read_timeout=20),
         )
 
     def dynamodb_client(self) -> Any:
         return boto3.session.Session(aws_access_key_id="lab", aws_secret_access_key="lab").client(
-            "dynamodb", endpoint_url=self.servers["dynamodb"].url, region_name="us-east-1"
+            "dynamodb", endpoint_url=self.servers["dynamodb"].url, region_name="us-east-1",
+            config=Config(connect_timeout=3, read_timeout=10, retries={"mode": "standard", "max_attempts": 3}),
         )
 
     def store(self) -> DynamoLatencyStore:
         return DynamoLatencyStore(TABLE, self.dynamodb_client())
 
-    def deps(self, upload: UploadSettings | None = None) -> Deps:
-        return Deps(stores=S3Stores(KEYS), latency_store=self.store(), metrics=NullMetrics(), clock=WallClock(),
-                    upload=upload or UploadSettings())
+    def spool(self) -> DirectorySpool:
+        return DirectorySpool(Path(self.root) / "spool")
+
+    def deps(self, upload: UploadSettings | None = None, keys: tuple[str, str] | None = None) -> Deps:
+        return Deps(stores=S3Stores(keys or self.keys), latency_store=self.store(), metrics=NullMetrics(), clock=WallClock(),
+                    upload=upload or UploadSettings(), spool=self.spool())
+
+    def function_deps(self, upload: UploadSettings | None = None) -> Any:
+        """Deps per function name: each function's own MinIO user (least privilege)."""
+        if not self.least_privilege:
+            return self.deps(upload)
+        built = {fn: self.deps(upload, self.users[fn]) for fn in FUNCTIONS}
+        # Each function's S3 clients are made now, as a warm Lambda container has them: making
+        # them inside the first PollReplication call would delay its first HEAD by ~0.5 s.
+        from replmon.config import Route
+
+        route = Route.model_validate(self.route())
+        for d in built.values():
+            for endpoint in (route.source, *route.destinations):
+                d.stores(endpoint)
+        return lambda fn: built.get(fn) or self.deps(upload)
 
     def leftovers(self) -> dict[str, list[str]]:
-        """Probe objects or versions still on either side (a run must leave none)."""
+        """Probe objects or versions (and incomplete uploads) still on either side (a run must leave none)."""
         out = {}
         for which, bucket in (("source", SOURCE_BUCKET), ("destination", DEST_BUCKET)):
-            r = self.s3(which).list_object_versions(Bucket=bucket, Prefix=PREFIX)
-            out[which] = [v["Key"] for v in r.get("Versions", []) + r.get("DeleteMarkers", [])]
+            s3 = self.s3(which)
+            r = s3.list_object_versions(Bucket=bucket, Prefix=PREFIX)
+            keys = [v["Key"] for v in r.get("Versions", []) + r.get("DeleteMarkers", [])]
+            keys += [f"upload:{u['Key']}" for u in s3.list_multipart_uploads(Bucket=bucket, Prefix=PREFIX).get("Uploads", [])]
+            out[which] = keys
         return out
 
 
 class ReplicaObserver:
     """Ground truth, independent of the probe's HEADs: lists the destination every ``period``
-    seconds and notes when each replica first appears."""
+    seconds and notes when each replica first appears in a listing."""
 
     def __init__(self, lab: Lab, prefix: str, period: float = 0.01) -> None:
         self.s3 = lab.s3("destination")

@@ -1,19 +1,31 @@
-"""Loopback servers the lab starts and always stops: MinIO (x2) and DynamoDB Local."""
+"""Loopback servers the lab starts and always stops: MinIO (x2), DynamoDB Local, Toxiproxy.
+
+A server's life is tied to the lab's: each is started with a parent-death signal (SIGKILL when
+the process that started it dies, even by SIGKILL), in its own process group (stop() reaches its
+children), and is listed in the lab directory's pidfile, which the next start reads to stop any
+server a crashed lab left behind. Every server binds 127.0.0.1 only.
+"""
 
 from __future__ import annotations
 
+import ctypes
+import json
 import os
+import queue
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 LOOPBACK = "127.0.0.1"
-USER, PASSWORD = "replmon", "replmon-lab-secret"  # loopback-only lab credentials
+PR_SET_PDEATHSIG = 1
 
 
 class LabError(RuntimeError):
@@ -35,6 +47,57 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind((LOOPBACK, 0))
         return int(s.getsockname()[1])
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Linux: SIGKILL this process when the lab process dies, however it dies."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    os.setsid()  # own process group: stop() signals the whole group
+
+
+class _Spawner:
+    """Starts every server from one long-lived thread. The parent-death signal fires when the
+    *thread* that forked the child exits (prctl(2)), so a server started from a short-lived
+    thread (a test's helper restarting it) would be killed when that thread ends."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.Queue[tuple[Callable[[], Any], queue.Queue[Any]]] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def _run(self) -> None:
+        while True:
+            job, reply = self._jobs.get()
+            try:
+                reply.put((True, job()))
+            except BaseException as exc:  # handed back to the caller
+                reply.put((False, exc))
+
+    def call(self, job: Callable[[], Any]) -> Any:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="replmon-lab-spawner", daemon=True)
+                self._thread.start()
+        reply: queue.Queue[Any] = queue.Queue()
+        self._jobs.put((job, reply))
+        ok, value = reply.get()
+        if not ok:
+            raise value
+        return value
+
+
+_spawner = _Spawner()
+
+
+def _start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks (/proc/<pid>/stat field 22): tells a live server
+    of ours from an unrelated process that reused its pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])
 
 
 def _wait_http(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 60.0, ok: tuple[int, ...] = (200,)) -> None:
@@ -72,10 +135,13 @@ class Server:
 
     def start(self) -> None:
         self.log.parent.mkdir(parents=True, exist_ok=True)
-        with self.log.open("ab") as out:
-            # Own process group: stop() reaches every child (DynamoDB Local's JVM, MinIO's workers).
-            self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **self.env},
-                                         start_new_session=True)
+
+        def spawn() -> subprocess.Popen[bytes]:
+            with self.log.open("ab") as out:
+                return subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        env={**os.environ, **self.env}, preexec_fn=_die_with_parent)  # noqa: PLW1509
+
+        self.proc = _spawner.call(spawn)
 
     def wait_ready(self, timeout: float = 90.0) -> None:
         assert self.proc is not None, "start() first"
@@ -84,8 +150,11 @@ class Server:
     def stop(self, grace: float = 10.0) -> None:
         if self.proc is None or self.proc.poll() is not None:
             return
-        os.killpg(self.proc.pid, signal.SIGCONT)  # a paused server cannot act on SIGTERM
-        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            os.killpg(self.proc.pid, signal.SIGCONT)  # a paused server cannot act on SIGTERM
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
         try:
             self.proc.wait(grace)
         except subprocess.TimeoutExpired:
@@ -105,32 +174,75 @@ class Server:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def pid_entry(self) -> dict[str, object]:
+        assert self.proc is not None
+        return {"name": self.name, "pid": self.proc.pid, "start_ticks": _start_ticks(self.proc.pid)}
 
-def minio(name: str, data: Path, logs: Path) -> Server:
+
+class Pidfile:
+    """``<lab dir>/servers.json``: the servers a lab started, so the next one can stop leftovers."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def write(self, servers: list[Server]) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps([s.pid_entry() for s in servers if s.proc is not None]))
+        tmp.replace(self.path)
+
+    def stop_stale(self) -> list[str]:
+        """SIGKILL the process group of every listed server still alive (same pid and start time)."""
+        if not self.path.exists():
+            return []
+        stopped = []
+        try:
+            entries = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            entries = []
+        for e in entries:
+            pid, ticks = int(e["pid"]), e.get("start_ticks")
+            if ticks is not None and _start_ticks(pid) == ticks:
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                    stopped.append(f"{e['name']} (pid {pid})")
+                except ProcessLookupError:
+                    pass
+        self.path.unlink(missing_ok=True)
+        return stopped
+
+    def clear(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def minio(name: str, data: Path, logs: Path, root_user: str, root_password: str) -> Server:
     port, console = free_port(), free_port()
     data.mkdir(parents=True, exist_ok=True)
     return Server(
         name=name,
         port=port,
         argv=[str(tool("minio")), "server", str(data), "--address", f"{LOOPBACK}:{port}", "--console-address", f"{LOOPBACK}:{console}", "--quiet"],
-        env={"MINIO_ROOT_USER": USER, "MINIO_ROOT_PASSWORD": PASSWORD, "MINIO_UPDATE": "off", "MINIO_BROWSER": "off",
+        # Credentials through the environment, never the command line (visible to every user in /proc).
+        env={"MINIO_ROOT_USER": root_user, "MINIO_ROOT_PASSWORD": root_password, "MINIO_UPDATE": "off", "MINIO_BROWSER": "off",
              "MINIO_CALLHOME_ENABLE": "off"},
         log=logs / f"{name}.log",
         health="/minio/health/live",
     )
 
 
+DDB_LOCAL_VERSION = "2.5.4"
+
+
 def dynamodb_local(data: Path, logs: Path) -> Server:
-    home = cache_dir() / "dynamodb-local-2.5.4"
-    if not (home / "DynamoDBLocal.jar").exists():
-        raise LabError(f"DynamoDB Local is missing under {home}: run scripts/lab-deps.sh")
+    home = cache_dir() / f"dynamodb-local-{DDB_LOCAL_VERSION}"
+    if not (home / "DynamoDBLocal.jar").exists() or not (home / "launcher" / "LoopbackDynamoDB.class").exists():
+        raise LabError(f"DynamoDB Local or its loopback launcher is missing under {home}: run scripts/lab-deps.sh")
     data.mkdir(parents=True, exist_ok=True)
     port = free_port()
     return Server(
         name="dynamodb-local",
         port=port,
         argv=["java", f"-Djava.library.path={home / 'lib'}", "-Xmx512m",
-              "-cp", f"{home / 'DynamoDBLocal.jar'}:{home / 'lib'}/*", "com.amazonaws.services.dynamodbv2.local.main.ServerRunner",
+              "-cp", f"{home / 'launcher'}:{home / 'DynamoDBLocal.jar'}:{home / 'lib'}/*", "LoopbackDynamoDB",
               "-port", str(port), "-dbPath", str(data), "-sharedDb", "-disableTelemetry"],
         env={},
         log=logs / "dynamodb-local.log",
@@ -138,9 +250,15 @@ def dynamodb_local(data: Path, logs: Path) -> Server:
     )
 
 
-def mc(config_dir: Path, *args: str) -> str:
+def mc(config_dir: Path, hosts: dict[str, str], *args: str, stdin: str | None = None, timeout: float = 60) -> str:
+    """Run mc with aliases from ``hosts`` (alias -> URL with credentials) passed as MC_HOST_<alias>
+    environment variables: no secret in any process's arguments or in mc's config file."""
+    env = {**os.environ, **{f"MC_HOST_{alias}": url for alias, url in hosts.items()}}
     r = subprocess.run([str(tool("mc")), "--config-dir", str(config_dir), "--quiet", "--no-color", *args],
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=timeout, env=env, input=stdin)
     if r.returncode != 0:
-        raise LabError(f"mc {' '.join(args)} failed: {r.stderr.strip() or r.stdout.strip()}")
+        message = (r.stderr.strip() or r.stdout.strip()).splitlines()[-1:] or ["(no message)"]
+        for url in hosts.values():  # never echo a secret back
+            message = [m.replace(url, "<alias>") for m in message]
+        raise LabError(f"mc {' '.join(args[:3])} failed: {message[0]}")
     return r.stdout

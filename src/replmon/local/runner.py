@@ -36,8 +36,12 @@ def run_request(
     deps: Deps,
     on_progress: Callable[[int, int], None] | None = None,
     timeout: float = 24 * 3600,
+    function_deps: Any = None,
 ) -> RunResult:
-    """Validate ``payload`` (errors name the field), execute it, return this run's records."""
+    """Validate ``payload`` (errors name the field), execute it, return this run's records.
+
+    ``function_deps`` (function name -> Deps) gives each handler its own wiring (the lab's
+    least-privilege users); ``deps`` otherwise."""
     request = load_request(payload, deps.defaults, poll_function_timeout=deps.poll_function_timeout)  # fail fast
     # moto logs every failed state at length; the execution result carries the same error.
     logging.getLogger("moto").setLevel(logging.CRITICAL)
@@ -53,7 +57,7 @@ def run_request(
         if on_progress:  # a probe is done when its Cleanup succeeded
             on_progress(sum(1 for i in invocations if i.function == "Cleanup" and i.error is None), total)
 
-    with local_state_machine(deps) as sm:
+    with local_state_machine(function_deps or deps) as sm:
         execution = sm.wait(sm.start({**payload, "run_id": run_id}), timeout=timeout, poll=0.1, on_poll=progress)
     records = [
         r
