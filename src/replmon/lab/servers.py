@@ -139,7 +139,7 @@ class Server:
         def spawn() -> subprocess.Popen[bytes]:
             with self.log.open("ab") as out:
                 return subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        env={**os.environ, **self.env}, preexec_fn=_die_with_parent)  # noqa: PLW1509
+                                        env={**os.environ, **self.env}, preexec_fn=_die_with_parent)
 
         self.proc = _spawner.call(spawn)
 
