@@ -99,3 +99,22 @@ def test_default_route_json_is_valid_probe_configuration() -> None:
     req = load_request({}, json.loads(rendered))
     assert req.routes[0].source.bucket == "demo-source-bucket" and req.routes[0].destinations[0].region == "us-west-2"
     assert req.sizes == [2**20, 64 * 2**20, 2**30] and req.target_seconds == 900 and req.timeout_seconds == 7200
+
+
+def test_the_state_machine_may_run_its_distributed_map_children(cfn: dict[str, Any]) -> None:
+    """IAM policies for using Distributed Map states: StartExecution on the state machine, and
+    DescribeExecution/StopExecution on its executions, under both `NAME/*` and `NAME:*`."""
+    from tests.cfnutil import resolver
+
+    r = resolver(cfn)
+    role = next(v for k, v in resources(cfn, "AWS::IAM::Role").items() if k.startswith("ProbeStateMachine"))
+    grants: dict[str, set[str]] = {}
+    for policy in role["Properties"]["Policies"]:
+        for st in statements(r.resolve(policy["PolicyDocument"])):
+            res = st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]
+            for a in st["Action"] if isinstance(st["Action"], list) else [st["Action"]]:
+                grants.setdefault(a, set()).update(res)
+    base = "arn:aws:states:us-east-1:123456789012"
+    assert f"{base}:stateMachine:replmon-replication-probe" in grants["states:StartExecution"]
+    for action in ("states:DescribeExecution", "states:StopExecution"):
+        assert {f"{base}:execution:replmon-replication-probe/*", f"{base}:execution:replmon-replication-probe:*"} <= grants[action]
