@@ -108,24 +108,30 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
                           env={**os.environ, **(env or {})})
 
 
+def lab_env(lab: Lab, secret: str | None = None) -> dict[str, str]:
+    """Credentials the way the README gives them: in the environment, never on the command line."""
+    return {"REPLMON_ACCESS_KEY_ID": lab.keys[0], "REPLMON_SECRET_ACCESS_KEY": secret or lab.keys[1]}
+
+
 @pytest.mark.parametrize(
-    ("extra", "expected"),
+    ("extra", "secret", "expected", "code"),
     [
-        (["--sizes", "10QB"], "sizes: unknown size unit 'QB'"),
-        (["--source-endpoint", "http://127.0.0.1:9"], "cannot connect"),
-        (["--secret-key", "wrong-secret-key"], "credentials rejected"),
+        (["--sizes", "10QB"], None, "--sizes: unknown size unit 'QB'", 2),
+        (["--source-endpoint", "http://127.0.0.1:9"], None, "cannot connect", 3),
+        ([], "wrong-secret-key", "credentials rejected", 3),
     ],
 )
-def test_bad_flags_give_one_clear_line_and_write_nothing(lab: Lab, extra: list[str], expected: str) -> None:
+def test_bad_flags_give_one_clear_line_and_write_nothing(lab: Lab, extra: list[str], secret: str | None, expected: str, code: int) -> None:
     store = lab.store()
     before = store.query("badflags", 0, 4e9)
     args = ["probe", "--route", "badflags", "--source-bucket", "probe-source", "--dest-bucket", "probe-replica",
             "--source-endpoint", lab.servers["source"].url, "--dest-endpoint", lab.servers["destination"].url,
-            "--dynamodb-endpoint", lab.servers["dynamodb"].url, "--access-key", lab.keys[0], "--secret-key", lab.keys[1]]
-    r = cli(*args, *extra)
-    assert r.returncode != 0
+            "--dynamodb-endpoint", lab.servers["dynamodb"].url]
+    r = cli(*args, *extra, env=lab_env(lab, secret))
+    assert r.returncode == code, r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and expected in lines[0], r.stderr
+    assert lab.keys[1] not in r.stderr + r.stdout  # no secret in any message
     assert store.query("badflags", 0, 4e9) == before == []
 
 
@@ -133,25 +139,30 @@ def test_probe_and_report_commands_against_the_lab(lab: Lab, tmp_path: Path) -> 
     common = ["--dynamodb-endpoint", lab.servers["dynamodb"].url]
     r = cli("probe", "--route", "cli", "--source-bucket", "probe-source", "--dest-bucket", "probe-replica",
             "--source-endpoint", lab.servers["source"].url, "--dest-endpoint", lab.servers["destination"].url,
-            "--access-key", lab.keys[0], "--secret-key", lab.keys[1], "--sizes", "1MiB,16MiB", "--output", "json", *common)
+            "--sizes", "1MiB,16MiB", "--format", "json", *common, env=lab_env(lab))
     assert r.returncode == 0, r.stderr
-    records = json.loads(r.stdout)["records"]
+    doc = json.loads(r.stdout)  # one JSON document on stdout, nothing else there
+    records = doc["records"]
+    assert doc["exit_code"] == 0
     assert sorted(x["size_class"] for x in records) == ["16MiB", "1MiB"] and {x["status"] for x in records} == {"COMPLETED"}
     chart = tmp_path / "report.png"
     rep = cli("report", "--route", "cli", "--hours", "1", "--format", "json", "--chart", str(chart), *common)
     assert rep.returncode == 0, rep.stderr
     summaries = json.loads(rep.stdout)["summaries"]
+    csv = cli("report", "--route", "cli", "--hours", "1", "--format", "csv", *common)
+    assert csv.returncode == 0 and csv.stdout.splitlines()[0].startswith("route,size_class,probes") and len(csv.stdout.splitlines()) == 3
     assert [(s["size_class"], s["completed"]) for s in summaries] == [("1MiB", 1), ("16MiB", 1)]
     assert chart.read_bytes()[:4] == b"\x89PNG"
     table = cli("report", "--route", "cli", "--hours", "1", *common)
-    assert table.returncode == 0 and "16MiB" in table.stdout and "p50 s" in table.stdout
+    assert table.returncode == 0 and "16MiB" in table.stdout and "p50" in table.stdout
 
 
 def test_the_readme_main_command_prints_the_table_and_writes_the_chart(tmp_path: Path) -> None:
     r = cli("lab", "run", "--sizes", "1MiB,32MiB", "--trials", "1", "--dir", str(tmp_path), env={"REPLMON_PROGRESS": "1"})
     assert r.returncode == 0, r.stdout + r.stderr
     assert "probes" in r.stderr and "2/2" in r.stderr  # the progress bar reached the end
-    assert "p50 s" in r.stdout and "32MiB" in r.stdout and "left behind: 0 probe objects/versions" in r.stdout
+    assert "p50 s" in r.stdout and "32MiB" in r.stdout and "left behind: 0 probe objects/versions/uploads" in r.stdout
+    assert "widest interval s" in r.stdout and "bound met" in r.stdout
     png = tmp_path / "latency-vs-size.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     [data] = (tmp_path / "runs").glob("*.json")

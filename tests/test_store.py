@@ -129,3 +129,41 @@ def test_local_endpoint_without_credentials_gets_placeholder_keys(monkeypatch: p
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
     kept = DynamoLatencyStore(TABLE, endpoint_url="http://127.0.0.1:8000")
     assert kept.client._request_signer._credentials.access_key == "mine"
+
+
+def test_a_lost_answer_is_retried_into_one_record_and_one_metric(ddb: Any) -> None:
+    """The first PutItem is written but its answer never arrives (connection closed): botocore
+    retries, meets the conditional check, and sees its own write token in the returned item."""
+    from botocore.exceptions import ConnectionClosedError
+    from moto.core.models import botocore_stubber
+
+    dropped: list[str] = []
+
+    def write_then_drop(request: Any, **kwargs: Any) -> Any:
+        if not dropped:
+            botocore_stubber(kwargs.get("event_name", "before-send.dynamodb.PutItem"), request)  # moto performs the write
+            dropped.append("answer")
+            raise ConnectionClosedError(endpoint_url=request.url)
+        return None  # moto answers the retry
+
+    ddb.meta.events.register_first("before-send.dynamodb.PutItem", write_then_drop)
+    published: list[ProbeRecord] = []
+
+    class Capture:
+        def publish(self, r: ProbeRecord) -> None:
+            published.append(r)
+
+        def count(self, *a: Any, **k: Any) -> None:
+            return None
+
+    deps = Deps(stores=lambda e: None, latency_store=DynamoLatencyStore(TABLE, ddb), metrics=Capture())  # type: ignore[arg-type,return-value]
+    st = ProbeState(
+        probe_id="p1", run_id="r1", planned_at=99.0, route=Route(**route()), size_bytes=2**20, size_class="1MiB", trial=1,
+        timeout_seconds=60, target_seconds=900,
+        upload=Upload(key="k", version_id="v", etag="e", method="put", put_start=100.0, put_end=101.0),
+        poll=Poll(status="COMPLETED", head_count=4, last_pending=2.5, first_final=3.4),
+    ).dump()
+    assert record_step(st, deps)["recorded"] == "stored"
+    assert dropped == ["answer"] and ddb.scan(TableName=TABLE)["Count"] == 1 and len(published) == 1
+    # A later retry of the step (a new call, another token) is a duplicate: no second metric.
+    assert record_step(st, deps)["recorded"] == "duplicate" and len(published) == 1

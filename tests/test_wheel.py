@@ -39,8 +39,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     yield venv
 
 
-def run(venv: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+def run(venv: Path, *args: str, cwd: Path, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**{k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}, **(extra_env or {})}
     return subprocess.run([str(venv / "bin" / "replmon"), *args], capture_output=True, text=True, timeout=600, cwd=cwd, env=env)
 
 
@@ -54,8 +54,8 @@ def test_the_installed_cli_probes_the_lab_pair(installed: Path, tmp_path: Path) 
     with Lab(tmp_path / "lab") as lab:
         r = run(installed, "probe", "--route", "wheel", "--source-bucket", "probe-source", "--dest-bucket", "probe-replica",
                 "--source-endpoint", lab.servers["source"].url, "--dest-endpoint", lab.servers["destination"].url,
-                "--access-key", lab.keys[0], "--secret-key", lab.keys[1], "--dynamodb-endpoint", lab.servers["dynamodb"].url,
-                "--sizes", "1MiB", "--output", "json", cwd=tmp_path)
+                "--dynamodb-endpoint", lab.servers["dynamodb"].url, "--sizes", "1MiB", "--format", "json", cwd=tmp_path,
+                extra_env={"REPLMON_ACCESS_KEY_ID": lab.keys[0], "REPLMON_SECRET_ACCESS_KEY": lab.keys[1]})
         assert r.returncode == 0, r.stderr[-3000:]
         records = json.loads(r.stdout)["records"]
         assert [x["status"] for x in records] == ["COMPLETED"]

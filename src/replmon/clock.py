@@ -46,6 +46,29 @@ class WallClock:
             raise Cancelled("interrupted")
 
 
+class CancellableClock:
+    """Wraps a clock so that a set ``cancel`` event ends any sleep at once (:class:`Cancelled`)."""
+
+    def __init__(self, inner: Clock, cancel: threading.Event) -> None:
+        self.inner, self.cancel = inner, cancel
+
+    def now(self) -> float:
+        return self.inner.now()
+
+    def sleep(self, seconds: float) -> None:
+        self.check()
+        if isinstance(self.inner, WallClock):
+            if self.cancel.wait(max(0.0, seconds)):
+                raise Cancelled("interrupted")
+            return
+        self.inner.sleep(seconds)
+        self.check()
+
+    def check(self) -> None:
+        if self.cancel.is_set():
+            raise Cancelled("interrupted")
+
+
 class ManualClock:
     """A clock that moves only when told; ``sleep`` advances it at once.
 

@@ -122,6 +122,7 @@ def record_step(event: dict[str, Any], deps: Deps, interrupted: str | None = Non
     Metrics are published by whichever write first holds the record durably (the store, or the
     spool), so a retry or a replay never counts a probe twice.
     """
+    deps.clock.check()  # an interrupted local run records its probes itself (local/runner.py)
     state = ProbeState.model_validate(event)
     record = to_record(state, deps.retention_days, interrupted)
     try:
@@ -143,6 +144,7 @@ def cleanup_step(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
     """Delete every version of the probe and abort its incomplete multipart uploads on the
     source and on each replica. A side that fails is counted (CleanupFailed), never silent;
     the housekeeping sweep removes what is left once the probe has expired."""
+    deps.clock.check()
     state = ProbeState.model_validate(event)
     key = probe_key(state)
     cleaned: dict[str, int] = {}

@@ -37,10 +37,13 @@ class SizeSummary:
     p90: float | None
     p99: float | None
     max: float | None
-    share_within_target: float | None  # COMPLETED with hi <= target, over COMPLETED+FAILED+STUCK
+    share_within_target: float | None  # COMPLETED with hi <= target, over COMPLETED+FAILED+STUCK (ERROR, INTERRUPTED measured nothing)
     mib_per_s: float | None  # size / median latency
     heads_per_probe: float | None
     max_width: float | None  # widest latency interval among COMPLETED probes
+    min_bound: float | None = None  # the narrowest and widest bound the policy promised (COMPLETED probes)
+    max_bound: float | None = None
+    bound_met: int = 0  # COMPLETED probes whose interval is within its bound
 
     def as_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
@@ -55,9 +58,10 @@ def summarize(records: Iterable[ProbeRecord]) -> list[SizeSummary]:
     for (route, size), recs in sorted(groups.items()):
         done = [r for r in recs if r.status is ProbeStatus.COMPLETED]
         mids = [r.latency_mid for r in done if r.latency_mid is not None]
-        judged = [r for r in recs if r.status is not ProbeStatus.ERROR]
+        judged = [r for r in recs if r.status.judged]
         p50 = percentile(mids, 50)
         widths = [r.width for r in done if r.width is not None]
+        bounds = [r.bound_seconds for r in done if r.bound_seconds is not None]
         heads = [r.head_count for r in recs if r.head_count]
         out.append(
             SizeSummary(
@@ -77,6 +81,9 @@ def summarize(records: Iterable[ProbeRecord]) -> list[SizeSummary]:
                 mib_per_s=(size / 2**20 / p50) if p50 else None,
                 heads_per_probe=(sum(heads) / len(heads)) if heads else None,
                 max_width=max(widths) if widths else None,
+                min_bound=min(bounds) if bounds else None,
+                max_bound=max(bounds) if bounds else None,
+                bound_met=sum(1 for r in done if r.bound_met),
             )
         )
     return out

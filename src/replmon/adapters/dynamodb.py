@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from decimal import Decimal
 from typing import Any
 
@@ -13,6 +14,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 from replmon.ports import StoreUnavailable
 from replmon.record import PARTITION_KEY, SORT_KEY, ProbeRecord, iso_ms
 
+#: The attribute that tells which put_once call wrote an item (see put_once).
+WRITE_ID = "write_id"
 #: A store that does not answer costs seconds, not minutes: RecordResult then spools the record.
 DYNAMODB_CONFIG = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=3, read_timeout=10)
 
@@ -56,8 +59,14 @@ class DynamoLatencyStore:
 
     def put_once(self, record: ProbeRecord) -> bool:
         """True if this call wrote the record, False if it was there; :class:`StoreUnavailable`
-        for anything else (outage, throttling, timeouts), so the caller can spool it."""
-        item = {k: _ser.serialize(_to_ddb(v)) for k, v in record.to_item().items()}
+        for anything else (outage, throttling, timeouts), so the caller can spool it.
+
+        Each call tags its item with a fresh ``write_id``. If an answer is lost and botocore's
+        retry of the same call meets the conditional check, the item DynamoDB returns carries
+        this call's own token: this call wrote it (and its caller still publishes the metrics).
+        """
+        token = uuid.uuid4().hex
+        item = {k: _ser.serialize(_to_ddb(v)) for k, v in {**record.to_item(), WRITE_ID: token}.items()}
         try:
             self.client.put_item(
                 TableName=self.table,
@@ -65,10 +74,12 @@ class DynamoLatencyStore:
                 # The key comes from the plan: a retried or replayed write hits the same key.
                 ConditionExpression="attribute_not_exists(#pk)",
                 ExpressionAttributeNames={"#pk": PARTITION_KEY},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
             if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                return False
+                existing: dict[str, Any] = dict(exc.response.get("Item") or {})  # type: ignore[call-overload]
+                return bool(existing.get(WRITE_ID, {}).get("S") == token)
             raise StoreUnavailable(f"{self.table}: {exc.response['Error']['Code']}: {exc}") from exc
         except BotoCoreError as exc:  # connection refused, timeouts
             raise StoreUnavailable(f"{self.table}: {type(exc).__name__}: {exc}") from exc

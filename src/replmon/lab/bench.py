@@ -115,7 +115,7 @@ def _key(rec: ProbeRecord) -> str:
     return f"{PREFIX}{rec.run_id}/{rec.probe_id}"
 
 
-def run_bench(out: Console, trials: int, sizes: str, compose_size: str, lab_dir: Path) -> None:
+def run_bench(out: Console, trials: int, sizes: str, compose_size: str, lab_dir: Path, output: Path | None = None) -> None:
     with Lab(lab_dir) as lab:
         out.print(f"[bold]replmon bench[/] - lab {lab.servers['source'].url} -> {lab.servers['destination'].url}, "
                   f"replication limit {lab.bandwidth}/s; sizes {sizes}, {trials} trials; policies run one after the other")

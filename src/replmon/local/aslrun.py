@@ -115,6 +115,8 @@ class LocalStateMachine:
         self.invocations: list[Invocation] = []
         self._stack = ExitStack()
         self._env_lock = threading.Lock()
+        self._active = 0  # handlers running right now
+        self._active_lock = threading.Condition()
 
     def _call(self, name: str, event: dict[str, Any]) -> Any:
         handler = self.handlers.get(name)
@@ -129,14 +131,25 @@ class LocalStateMachine:
     def _invoke(self, backend: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: dict) -> bytes:
         name = function_name.rsplit(":", 1)[-1] if ":function:" in function_name else function_name
         event = json.loads(body or "{}")
+        with self._active_lock:
+            self._active += 1
         try:
             result = self._call(name, event)
         except Exception as exc:  # what Lambda reports for an unhandled error
             self.invocations.append(Invocation(name, event, type(exc).__name__))
             response_headers["x-amz-function-error"] = "Unhandled"
             return json.dumps({"errorType": type(exc).__name__, "errorMessage": str(exc)}).encode()
+        finally:
+            with self._active_lock:
+                self._active -= 1
+                self._active_lock.notify_all()
         self.invocations.append(Invocation(name, event, None, result))
         return json.dumps(result).encode()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Until no handler is running (True), or ``timeout`` seconds (False)."""
+        with self._active_lock:
+            return self._active_lock.wait_for(lambda: self._active == 0, timeout)
 
     def __enter__(self) -> LocalStateMachine:
         check_patch_points()

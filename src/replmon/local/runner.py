@@ -1,20 +1,65 @@
 """Run a probe request through the real state machine locally (moto's ASL interpreter) and
-collect its records: what `replmon probe`, the lab and the benchmarks share."""
+collect its records: what `replmon probe`, the lab and the benchmarks share.
+
+Interrupts: the CLI turns SIGINT and SIGTERM into :class:`Interrupted` in the main thread (see
+:func:`interrupts`). The runner then cancels every handler's sleeps and part uploads, stops the
+execution, records each probe that had started as INTERRUPTED (unless it was already recorded),
+removes its objects and multipart uploads, and raises :class:`RunInterrupted` saying which probes
+were recorded, cleaned, or never started.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
+import signal
+import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
+from replmon.clock import CancellableClock
 from replmon.config import load_request
 from replmon.local.aslrun import ExecutionResult, Invocation, local_state_machine
 from replmon.plan import new_run_id
 from replmon.record import ProbeRecord
-from replmon.service import Deps
+from replmon.service import Deps, cleanup_step, record_step
+from replmon.state import ProbeState
+
+#: Seconds an interrupted run waits for handlers in flight to stop (each checks the cancel event
+#: at every sleep and part; a request in flight ends within the clients' read timeouts).
+SETTLE_SECONDS = 75.0
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived (raised in the main thread, like KeyboardInterrupt)."""
+
+    def __init__(self, signame: str) -> None:
+        super().__init__(signame)
+        self.signame = signame
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + int(getattr(signal, self.signame))
+
+
+@contextmanager
+def interrupts() -> Iterator[None]:
+    """SIGINT and SIGTERM (what Ctrl-C, `timeout`, CI and systemd send) both raise
+    :class:`Interrupted` in the main thread; the previous handlers come back afterwards."""
+
+    def handler(signum: int, _frame: Any) -> None:
+        raise Interrupted(signal.Signals(signum).name)
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
 
 
 @dataclass
@@ -30,6 +75,44 @@ class RunResult:
         results = (self.execution.output or {}).get("results") or []
         return sum(1 for r in results if not isinstance(r, dict))
 
+    @property
+    def planned(self) -> int:
+        return len((self.execution.output or {}).get("results") or [])
+
+
+@dataclass
+class Salvage:
+    """What an interrupted run did with each probe."""
+
+    signame: str
+    recorded: dict[str, str] = field(default_factory=dict)  # probe id -> stored | duplicate | spooled | error text
+    cleaned: dict[str, dict[str, int]] = field(default_factory=dict)
+    cleanup_failures: dict[str, list[str]] = field(default_factory=dict)
+    not_started: list[str] = field(default_factory=list)
+    unsettled: bool = False  # handlers were still running when the runner gave up waiting
+
+
+class RunInterrupted(Exception):
+    def __init__(self, salvage: Salvage) -> None:
+        super().__init__(f"interrupted by {salvage.signame}")
+        self.salvage = salvage
+
+
+def _cancellable(deps: Any, cancel: threading.Event) -> Any:
+    """The same wiring with a clock whose sleeps end when ``cancel`` is set."""
+    if deps is None:
+        return None
+    if isinstance(deps, Deps):
+        return dataclasses.replace(deps, clock=CancellableClock(deps.clock, cancel))
+    built: dict[str, Deps] = {}
+
+    def per_function(name: str) -> Deps:
+        if name not in built:
+            built[name] = dataclasses.replace(deps(name), clock=CancellableClock(deps(name).clock, cancel))
+        return built[name]
+
+    return per_function
+
 
 def run_request(
     payload: dict[str, Any],
@@ -41,31 +124,81 @@ def run_request(
     """Validate ``payload`` (errors name the field), execute it, return this run's records.
 
     ``function_deps`` (function name -> Deps) gives each handler its own wiring (the lab's
-    least-privilege users); ``deps`` otherwise."""
+    least-privilege users); ``deps`` otherwise. Raises :class:`RunInterrupted` after handling
+    an :class:`Interrupted`."""
     request = load_request(payload, deps.defaults, poll_function_timeout=deps.poll_function_timeout)  # fail fast
     # moto logs every failed state at length; the execution result carries the same error.
     logging.getLogger("moto").setLevel(logging.CRITICAL)
     if not os.environ.get("POWERTOOLS_LOG_LEVEL"):  # the handlers' JSON logs: set the variable to see them
         from replmon.lambda_entry import logger
 
-        logger.setLevel(logging.WARNING)
+        logger.setLevel(logging.ERROR)
     total = len(request.sizes) * request.trials * len(request.routes)
     run_id = payload.get("run_id") or new_run_id()
     started = time.time()
+    cancel = threading.Event()
 
     def progress(invocations: list[Invocation]) -> None:
         if on_progress:  # a probe is done when its Cleanup succeeded
             on_progress(sum(1 for i in invocations if i.function == "Cleanup" and i.error is None), total)
 
-    with local_state_machine(function_deps or deps) as sm:
-        execution = sm.wait(sm.start({**payload, "run_id": run_id}), timeout=timeout, poll=0.1, on_poll=progress)
-    records = [
-        r
-        for route in request.routes
-        for r in deps.latency_store.query(route.name, started - 60, time.time() + 60)
-        if r.run_id == run_id
-    ]
-    return RunResult(run_id, execution, sorted(records, key=lambda r: (r.size_bytes, r.trial)), time.time() - started)
+    with local_state_machine(_cancellable(function_deps or deps, cancel)) as sm:
+        arn = sm.start({**payload, "run_id": run_id})
+        try:
+            execution = sm.wait(arn, timeout=timeout, poll=0.1, on_poll=progress)
+        except Interrupted as intr:
+            cancel.set()
+            sm.stop(arn, "Interrupted", f"{intr.signame} from the operator")
+            salvage = Salvage(intr.signame, unsettled=not sm.wait_idle(SETTLE_SECONDS))
+            salvage_probes(sm.invocations, deps, salvage)
+            raise RunInterrupted(salvage) from None
+    records = collect_records(deps, request.routes, run_id, started)
+    return RunResult(run_id, execution, records, time.time() - started)
+
+
+def collect_records(deps: Deps, routes: list[Any], run_id: str, started: float) -> list[ProbeRecord]:
+    records = [r for route in routes for r in deps.latency_store.query(route.name, started - 60, time.time() + 60) if r.run_id == run_id]
+    return sorted(records, key=lambda r: (r.size_bytes, r.trial))
+
+
+def latest_states(invocations: list[Invocation]) -> tuple[list[ProbeState], dict[str, dict[str, Any]], set[str]]:
+    """The plan, each probe's latest state, and the probes whose Cleanup completed."""
+    plan = next((i.result for i in reversed(invocations) if i.function == "PlanProbes" and isinstance(i.result, dict)), None)
+    probes = [ProbeState.model_validate(p) for p in (plan or {}).get("probes", [])]
+    latest: dict[str, dict[str, Any]] = {}
+    done: set[str] = set()
+    for inv in invocations:  # in completion order
+        pid = inv.event.get("probe_id")
+        if not pid:
+            continue
+        if inv.function == "Cleanup" and inv.error is None:
+            done.add(pid)
+        elif isinstance(inv.result, dict) and inv.result.get("probe_id") == pid:
+            latest[pid] = inv.result
+        else:
+            latest.setdefault(pid, inv.event)
+    return probes, latest, done
+
+
+def salvage_probes(invocations: list[Invocation], deps: Deps, salvage: Salvage) -> None:
+    """Record each started probe as INTERRUPTED (or as it was, if it had settled) and clean it up."""
+    probes, latest, done = latest_states(list(invocations))
+    for probe in probes:
+        pid = probe.probe_id
+        if pid in done:
+            continue
+        if pid not in latest:
+            salvage.not_started.append(pid)
+            continue
+        state = latest[pid]
+        try:
+            salvage.recorded[pid] = str(record_step(state, deps, interrupted=salvage.signame)["recorded"])
+        except Exception as exc:  # the store and the spool both failed: say so
+            salvage.recorded[pid] = f"not recorded ({type(exc).__name__}: {exc})"
+        out = cleanup_step(state, deps)
+        salvage.cleaned[pid] = out["cleaned"]
+        if out["cleanup_failures"]:
+            salvage.cleanup_failures[pid] = out["cleanup_failures"]
 
 
 class PreflightError(RuntimeError):
@@ -73,33 +206,52 @@ class PreflightError(RuntimeError):
 
 
 def _why(exc: Exception) -> str:
-    from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
+    from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnectionError, NoCredentialsError, ReadTimeoutError
 
+    if isinstance(exc, ConnectTimeoutError | ReadTimeoutError):
+        return "no answer within the timeout (is the endpoint reachable and the server alive?)"
     if isinstance(exc, EndpointConnectionError):
         return "cannot connect (is the server running and the URL right?)"
     if isinstance(exc, NoCredentialsError):
-        return "no credentials: pass --access-key/--secret-key or set AWS credentials"
+        return "no credentials: set REPLMON_ACCESS_KEY_ID and REPLMON_SECRET_ACCESS_KEY, or use an AWS profile"
     if isinstance(exc, ClientError):
         code = exc.response.get("Error", {}).get("Code", "")
-        if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "403", "AccessDenied", "InvalidClientTokenId"):
-            return f"credentials rejected ({code}): check --access-key/--secret-key"
+        if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "403", "AccessDenied", "InvalidClientTokenId",
+                    "UnrecognizedClientException"):
+            return f"credentials rejected ({code}): check the access key and secret for this endpoint"
         if code in ("404", "NoSuchBucket", "ResourceNotFoundException"):
             return f"not found ({code})"
         return code or str(exc)
     return str(exc).splitlines()[0]
 
 
-def preflight(payload: dict[str, Any], deps: Deps) -> None:
-    """Reach every bucket and the store first, so a bad flag writes nothing anywhere."""
+def preflight(payload: dict[str, Any], deps: Deps, stores: Callable[[Any], Any] | None = None) -> None:
+    """Reach every bucket and the store first, with short timeouts and one attempt, so a bad flag
+    or a dead endpoint is reported within seconds and nothing is written anywhere."""
     request = load_request(payload, deps.defaults, poll_function_timeout=deps.poll_function_timeout)
+    stores = stores or deps.stores
     for route in request.routes:
         for role, ep in [("source", route.source), *[("destination", d) for d in route.destinations]]:
             where = f"{role} bucket {ep.bucket!r}" + (f" at {ep.endpoint_url}" if ep.endpoint_url else "")
             try:
-                deps.stores(ep).check_bucket(ep.bucket)
+                stores(ep).check_bucket(ep.bucket)
             except Exception as exc:
                 raise PreflightError(f"{where}: {_why(exc)}") from None
         try:
             deps.latency_store.query(route.name, 0, 1, limit=1)
         except Exception as exc:
             raise PreflightError(f"latency store: {_why(exc)}") from None
+
+
+def salvage_summary(s: Salvage) -> list[str]:
+    """Lines for stderr: what happened to each probe of an interrupted run."""
+    lines = [f"interrupted by {s.signame}"]
+    for pid, how in s.recorded.items():
+        cleaned = sum(s.cleaned.get(pid, {}).values())
+        lines.append(f"  {pid}: recorded ({how}), {cleaned} object versions/uploads removed"
+                     + (f"; NOT removed: {'; '.join(s.cleanup_failures[pid])}" if pid in s.cleanup_failures else ""))
+    if s.not_started:
+        lines.append(f"  {len(s.not_started)} probe(s) never started (nothing to record or remove)")
+    if s.unsettled:
+        lines.append("  some steps were still running after the settle time; their probes may need the next run's sweep")
+    return lines

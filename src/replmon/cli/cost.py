@@ -1,0 +1,60 @@
+"""`replmon cost`: what a probe schedule costs per month, modelled before anyone deploys it."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from replmon.cli.app import app
+from replmon.cli.common import FORMAT_HELP, OK, Format, config_message, emit, err, fail
+from replmon.config import ConfigError
+from replmon.defaults import DEFAULTS
+
+
+@app.command()
+def cost(
+    sizes: Annotated[str, typer.Option(help="Preset name or comma-separated sizes.")] = DEFAULTS.sizes,
+    trials: Annotated[int | None, typer.Option(help="Trials per size (default: the preset's, else 1).")] = None,
+    rate_minutes: Annotated[float, typer.Option(min=1, help="One run every N minutes (the schedule).")] = DEFAULTS.schedule_rate_minutes,
+    destinations: Annotated[int, typer.Option(min=1, max=10, help="Replication destinations of the route.")] = 1,
+    cross_region: Annotated[bool, typer.Option(help="Destinations in another region: inter-region transfer per GB.")] = False,
+    rtc: Annotated[bool, typer.Option(help="The rule has Replication Time Control (the demo pair's does): its fee per GB.")] = True,
+    history: Annotated[bool, typer.Option(help="Probes read the route's history (a DynamoDB Query each).")] = True,
+    replication_mib_per_s: Annotated[float | None, typer.Option(min=0.001, help="Modelled replication throughput (pricing.json's assumption otherwise).")] = None,
+    fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table,
+) -> int:
+    """Monthly cost of a schedule: Step Functions, Lambda, S3 requests, the RTC fee and transfer,
+    DynamoDB, CloudWatch. Modelled from the same plan and polling policy the probes use; prices
+    from pricing.json (list prices, us-east-1, dated; free tiers not applied)."""
+    from replmon.config import load_request
+    from replmon.cost import estimate, pricing
+    from replmon.local.template import TEMPLATE, load_template
+
+    payload: dict = {"routes": [{"name": "r", "source": {"bucket": "src-bucket"},
+                                 "destinations": [{"bucket": f"dst-bucket-{i}"} for i in range(destinations)]}],
+                     "sizes": sizes, "poll": {"use_history": history}}
+    if trials is not None:
+        payload["trials"] = trials
+    try:
+        request = load_request(payload)
+    except ConfigError as exc:
+        fail(config_message(exc))
+    runs = DEFAULTS_MONTH_MINUTES / rate_minutes
+    alarms = sum(1 for r in load_template(TEMPLATE)["Resources"].values() if r["Type"] == "AWS::CloudWatch::Alarm")
+    extra = {"replication_mib_per_s": replication_mib_per_s} if replication_mib_per_s else None
+    est = estimate(request, runs, cross_region, rtc, extra, alarms=alarms)
+    rows = [{"item": x.item, "per month": f"{x.quantity:,.1f} {x.unit}", "$ per month": round(x.dollars, 2),
+             "share": f"{100 * x.dollars / est.total:.0f} %" if est.total else "-"} for x in est.lines]
+    rows.append({"item": "total", "per month": f"{runs:,.0f} runs of {est.probes_per_run} probe(s)", "$ per month": round(est.total, 2),
+                 "share": "100 %"})
+    doc = {"modelled": True, "region": est.region, "prices_as_of": est.as_of, "runs_per_month": runs,
+           "probes_per_run": est.probes_per_run, "total_dollars": round(est.total, 2),
+           "lines": [x.__dict__ for x in est.lines], "assumptions": est.assumptions, "sources": pricing()["sources"]}
+    emit(rows, fmt, f"replmon cost (modelled; {est.region} list prices of {est.as_of}, free tiers not applied)", document=doc)
+    if fmt is Format.table:
+        err.print("assumptions (modelled, pricing.json): " + ", ".join(f"{k}={v}" for k, v in est.assumptions.items()), highlight=False)
+    return OK
+
+
+DEFAULTS_MONTH_MINUTES = 30 * 24 * 60  # pricing.json's days_per_month, in minutes

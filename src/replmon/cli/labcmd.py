@@ -1,0 +1,174 @@
+"""`replmon lab run` and `replmon lab bench`: the local region pair."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from replmon.cli.app import lab_app
+from replmon.cli.common import (
+    EXIT_CODES_HELP,
+    FORMAT_HELP,
+    INFRASTRUCTURE,
+    USAGE,
+    Format,
+    config_message,
+    emit,
+    err,
+    fail,
+    out,
+)
+from replmon.config import ConfigError
+from replmon.record import ProbeRecord
+from replmon.stats import SizeSummary
+
+#: MinIO refuses a replication bandwidth limit below this (mc replicate add --bandwidth).
+MINIO_MIN_BANDWIDTH = 100 * 2**20
+
+
+def _f(x: float | None, spec: str = ".2f") -> str | None:
+    return None if x is None else format(x, spec)
+
+
+def summary_rows(summaries: list[SizeSummary]) -> list[dict[str, Any]]:
+    """The table people read: percentiles of the interval midpoints, the widest interval, the
+    bound the policy promised and how many probes met it."""
+    rows = []
+    for s in summaries:
+        rows.append({
+            "route": s.route, "size": s.size_class, "trials": f"{s.completed}/{s.probes}",
+            "p50 s": _f(s.p50), "p90 s": _f(s.p90), "p99 s": _f(s.p99), "max s": _f(s.max),
+            "MiB/s": _f(s.mib_per_s, ".1f"), "HEADs/probe": _f(s.heads_per_probe, ".1f"),
+            "widest interval s": _f(s.max_width, ".3f"),
+            "bound s": None if s.max_bound is None else (f"{s.min_bound:.3f}" if s.min_bound == s.max_bound
+                                                         else f"{s.min_bound:.3f}-{s.max_bound:.3f}"),
+            "bound met": f"{s.bound_met}/{s.completed}" if s.completed else None,
+            "within target": None if s.share_within_target is None else f"{100 * s.share_within_target:.0f} %",
+            "failed/stuck/error": f"{s.failed}/{s.stuck}/{s.errors}",
+        })
+    return rows
+
+
+def write_data(records: list[ProbeRecord], path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps([r.to_item() for r in records], indent=1, default=str))
+    return path
+
+
+def progress_bar() -> Progress:
+    return Progress(TextColumn("[bold]probes"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err,
+                    disable=not err.is_terminal and os.environ.get("REPLMON_PROGRESS") != "1")
+
+
+def check_bandwidth(value: str) -> str:
+    from replmon.sizes import SizeError, format_size, parse_size
+
+    try:
+        n = parse_size(value)
+    except SizeError as exc:
+        fail(f"--bandwidth: {exc}")
+    if n < MINIO_MIN_BANDWIDTH:
+        fail(f"--bandwidth: {value} is below MinIO's minimum replication limit of 100MiB; use 100MiB or more")
+    return format_size(n)
+
+
+@lab_app.command("run", epilog=EXIT_CODES_HELP)
+def lab_run(
+    sizes: Annotated[str, typer.Option(help="Preset name or comma-separated sizes (1MiB,64MiB,...).")] = "lab-ladder",
+    trials: Annotated[int | None, typer.Option(help="Trials per size (default: the preset's).")] = None,
+    bandwidth: Annotated[str, typer.Option(help="MinIO replication bandwidth limit (100MiB is MinIO's minimum).")] = "100MiB",
+    resolution: Annotated[float, typer.Option(help="Polling floor in seconds (AWS default 1.0; the lab can afford finer).")] = 0.1,
+    timeout: Annotated[int, typer.Option(help="Seconds a probe may take from its upload's start before it is STUCK.")] = 600,
+    history: Annotated[bool, typer.Option(help="Let earlier runs' throughput skip early HEADs (off: every run polls from the start).")] = False,
+    lab_dir: Annotated[Path, typer.Option("--dir", help="The lab's directory (servers' data, logs, chart, records); the lab's alone.")] = Path("lab-data"),
+    fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table,
+) -> int:
+    """Start the lab, run a probe ladder through the real state machine, print the table, draw the chart."""
+    from replmon.cli.probe import exit_code
+    from replmon.config import load_request
+    from replmon.lab.lab import Lab, lab_route
+    from replmon.lab.servers import LabError
+    from replmon.local.charts import latency_chart
+    from replmon.local.runner import run_request
+    from replmon.plan import plan_output
+    from replmon.stats import summarize
+
+    bandwidth = check_bandwidth(bandwidth)
+    payload: dict[str, Any] = {"sizes": sizes, "timeout_seconds": timeout, "max_concurrency": 1,
+                               "poll": {"floor_seconds": resolution, "use_history": history}}
+    if trials is not None:
+        payload["trials"] = trials
+    try:  # bad flags fail before any server starts (the URLs are placeholders until then)
+        request = load_request({**payload, "routes": [lab_route("lab", "http://127.0.0.1:1", "http://127.0.0.1:2")]})
+        plan_output(request, "flag-check", 0.0)
+    except ConfigError as exc:
+        fail(config_message(exc))
+    try:
+        with Lab(lab_dir, bandwidth=bandwidth) as lab:
+            err.print(f"lab up: source {lab.servers['source'].url}, destination {lab.servers['destination'].url} "
+                      f"(replication limit {bandwidth}/s), DynamoDB Local {lab.servers['dynamodb'].url}", highlight=False)
+            payload["routes"] = [lab.route()]
+            with progress_bar() as bar:
+                task = bar.add_task("probes", total=None)
+                result = run_request(payload, lab.deps(), on_progress=lambda n, total: bar.update(task, completed=n, total=total),
+                                     function_deps=lab.function_deps())
+            left = lab.leftovers()
+    except LabError as exc:
+        fail(str(exc), USAGE if str(exc).startswith("--dir") else INFRASTRUCTURE)
+    records = result.records
+    rows = summary_rows(summarize(records))
+    chart = latency_chart(records, lab_dir / "latency-vs-size.png", f"replmon lab: MinIO -> MinIO at {bandwidth}/s, run {result.run_id}")
+    data = write_data(records, lab_dir / "runs" / f"{result.run_id}.json")
+    leftover = sum(len(v) for v in left.values())
+    code = exit_code(records, result.planned, result.execution.status == "SUCCEEDED" and not result.failed_iterations)
+    if leftover:
+        code = max(code, INFRASTRUCTURE)
+    if fmt is Format.json:
+        emit(rows, fmt, document={"run_id": result.run_id, "seconds": round(result.seconds, 1), "exit_code": code,
+                                  "summaries": rows, "left_behind": left, "records": [r.to_item() for r in records]})
+    else:
+        emit(rows, fmt, f"run {result.run_id}: {len(records)} probes in {result.seconds:.0f} s")
+    notes = (f"chart: {chart}\nrecords: {data} (and DynamoDB Local under {lab_dir / 'dynamodb'}, kept between runs)\n"
+             f"left behind: {leftover} probe objects/versions/uploads" + ("" if not leftover else f" {left}"))
+    (out if fmt is Format.table else err).print(notes, highlight=False)
+    return code
+
+
+@lab_app.command("bench")
+def lab_bench(
+    trials: Annotated[int, typer.Option(min=1, max=20, help="Probes per size and policy.")] = 3,
+    sizes: Annotated[str, typer.Option(help="Probe sizes for P1/P2/P4 (comma-separated).")] = "1MiB,16MiB,128MiB,1GiB",
+    compose_size: Annotated[str, typer.Option(help="P3: the size of the probe made by composition vs upload_file.")] = "4GiB",
+    lab_dir: Annotated[Path, typer.Option("--dir", help="The bench lab's directory.")] = Path("lab-data/bench"),
+    output: Annotated[Path, typer.Option(help="Where the generated report goes.")] = Path("docs/BENCH.md"),
+) -> int:
+    """P1 HEADs per probe at equal error bound, P2 accuracy as containment in [lo, hi], P3 composition
+    speed, P4 record delay, P5 cold start and layer size; writes docs/BENCH.md."""
+    from replmon.config import load_request
+    from replmon.lab.bench import run_bench
+    from replmon.lab.lab import lab_route
+    from replmon.sizes import SizeError, parse_size
+
+    try:
+        load_request({"sizes": sizes, "trials": trials, "routes": [lab_route("bench", "http://127.0.0.1:1", "http://127.0.0.1:2")]})
+    except ConfigError as exc:
+        fail(config_message(exc))
+    try:
+        parse_size(compose_size)
+    except SizeError as exc:
+        fail(f"--compose-size: {exc}")
+    from replmon.cli.common import check_output_file
+
+    check_output_file(output, "--output")
+    from replmon.lab.servers import LabError
+
+    try:
+        run_bench(out, trials=trials, sizes=sizes, compose_size=compose_size, lab_dir=lab_dir, output=output)
+    except LabError as exc:
+        fail(str(exc), USAGE if str(exc).startswith("--dir") else INFRASTRUCTURE)
+    return 0
