@@ -183,7 +183,7 @@ def test_each_function_runs_as_a_minio_user_with_only_its_roles_s3_statements(la
     def client(fn: str) -> Any:
         access, secret = lab.users[fn]
         return boto3.session.Session(access, secret).client("s3", endpoint_url=lab.servers["source"].url, region_name="us-east-1",
-                                                             config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+                                                             config=Config(s3={"addressing_style": "path"}, retries={"total_max_attempts": 1}))
 
     def outcome(call: Any) -> str:
         try:
@@ -213,3 +213,23 @@ def test_each_function_runs_as_a_minio_user_with_only_its_roles_s3_statements(la
     finally:
         for which, bucket in (("source", SOURCE_BUCKET), ("destination", DEST_BUCKET)):
             S3ObjectStore(lab.s3(which)).delete_all_versions(bucket, key)
+
+
+@pytest.mark.parametrize(
+    ("extra", "code", "status"),
+    [
+        (["--prefix", "unreplicated/"], 1, "FAILED"),  # no replication rule covers the prefix: FAILED, exit 1
+        (["--target", "0.001"], 1, "COMPLETED"),  # replicated, but over the RPO target: exit 1
+        (["--sizes", "1GiB", "--timeout", "1"], 3, "ERROR"),  # the upload outlived the probe's deadline: not measured, exit 3
+    ],
+)
+def test_probe_exit_codes_on_real_outcomes(lab: Lab, extra: list[str], code: int, status: str) -> None:
+    r = cli("probe", "--route", f"exit-{code}-{status.lower()}", "--source-bucket", "probe-source", "--dest-bucket", "probe-replica",
+            "--source-endpoint", lab.servers["source"].url, "--dest-endpoint", lab.servers["destination"].url,
+            "--dynamodb-endpoint", lab.servers["dynamodb"].url, "--sizes", "1MiB", "--format", "json", *extra, env=lab_env(lab))
+    assert r.returncode == code, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["exit_code"] == code and [x["status"] for x in doc["records"]] == [status]
+    for which, bucket in (("source", "probe-source"), ("destination", "probe-replica")):  # nothing left under either prefix
+        for prefix in ("unreplicated/", PREFIX):
+            assert lab.s3(which).list_object_versions(Bucket=bucket, Prefix=prefix).get("Versions", []) == []

@@ -24,7 +24,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import EndpointConnectionError
 
-once = Config(retries={"max_attempts": 1}, connect_timeout=2, read_timeout=2)
+once = Config(retries={"total_max_attempts": 1}, connect_timeout=2, read_timeout=2)
 early = {"s3": boto3.client("s3", region_name="us-east-1", config=once)}  # before moto is imported
 
 from replmon.adapters.metrics import NullMetrics

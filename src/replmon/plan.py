@@ -81,20 +81,22 @@ def plan_output(request: ProbeRequest, run_id: str, planned_at: float) -> dict[s
 #: Bounds of the steps after polling, as the state machine's retries and the clients' timeouts
 #: set them (docs/SEMANTICS.md, "How long a run can take"): RecordResult with its retries and
 #: the spool fallback, Cleanup with its retries.
-RECORD_BOUND_SECONDS = 120
-CLEANUP_BOUND_SECONDS = 90
+RECORD_BOUND_SECONDS = 120  # store (3 x 13 s) then spool (3 x 13 s), retried once by the state machine
+CLEANUP_BOUND_SECONDS = 90  # per side, 3 control calls of at most 2 x (3 + 10) s; both sides of one destination
+HOUSEKEEPING_BOUND_SECONDS = 120  # once per run: spool replay and a sweep of every side
 
 
 def worst_case_seconds(request: ProbeRequest) -> float:
     """The longest a run of ``request`` can take: each probe is bounded by its timeout (upload
-    and polling) plus the record and cleanup bounds; probes run ``max_concurrency`` at a time.
+    and polling) plus the record and cleanup bounds; probes run ``max_concurrency`` at a time;
+    Housekeeping runs once at the end.
 
     >>> from replmon.config import load_request
     >>> req = load_request({"routes": [{"name": "p", "source": {"bucket": "src"}, "destinations": [{"bucket": "dst"}]}],
     ...                     "sizes": "1MiB,2MiB,3MiB", "trials": 1, "timeout_seconds": 600, "max_concurrency": 2})
     >>> worst_case_seconds(req)
-    1620.0
+    1740.0
     """
     probes = len(request.routes) * len(request.sizes) * request.trials
     waves = math.ceil(probes / request.max_concurrency)
-    return float(waves * (request.timeout_seconds + RECORD_BOUND_SECONDS + CLEANUP_BOUND_SECONDS))
+    return float(waves * (request.timeout_seconds + RECORD_BOUND_SECONDS + CLEANUP_BOUND_SECONDS) + HOUSEKEEPING_BOUND_SECONDS)

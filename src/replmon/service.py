@@ -188,21 +188,28 @@ def replay_spool(deps: Deps, limit: int = REPLAY_LIMIT) -> dict[str, int]:
     return out
 
 
-def sweep(state_routes: list[Route], deps: Deps, age_seconds: float = SWEEP_AGE_SECONDS) -> int:
+def sweep(state_routes: list[Route], deps: Deps, age_seconds: float = SWEEP_AGE_SECONDS,
+          failures: list[str] | None = None) -> int:
     """Remove probe objects (every version) and multipart uploads older than ``age_seconds`` on
-    every side of the given routes: leftovers of failed cleanups and late replicas of STUCK probes."""
+    every side of the given routes: leftovers of failed cleanups and late replicas of STUCK probes.
+    A side that does not answer is skipped (and named in ``failures``); the others are swept."""
     now = deps.clock.now()
     removed = 0
     for route in state_routes:
         for endpoint in [route.source, *route.destinations]:
             store = deps.stores(endpoint)
-            old = [v for v in store.list_versions(endpoint.bucket, route.prefix)
-                   if (t := run_started(v.key, route.prefix)) is not None and now - t > age_seconds]
-            removed += store.delete_versions(endpoint.bucket, old)
-            for u in store.list_uploads(endpoint.bucket, route.prefix):
-                if now - u.initiated > age_seconds:
-                    store.abort_multipart(endpoint.bucket, u.key, u.upload_id)
-                    removed += 1
+            try:
+                old = [v for v in store.list_versions(endpoint.bucket, route.prefix)
+                       if (t := run_started(v.key, route.prefix)) is not None and now - t > age_seconds]
+                removed += store.delete_versions(endpoint.bucket, old)
+                for u in store.list_uploads(endpoint.bucket, route.prefix):
+                    if now - u.initiated > age_seconds:
+                        store.abort_multipart(endpoint.bucket, u.key, u.upload_id)
+                        removed += 1
+            except Exception as exc:
+                if failures is None:
+                    raise
+                failures.append(f"{endpoint.bucket}: {type(exc).__name__}: {str(exc)[:200]}")
     if removed:
         deps.metrics.count("ProbeObjectsSwept", removed)
     return removed
@@ -212,7 +219,11 @@ def housekeeping_step(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
     """Before a run's probes: replay the spool, sweep expired probe objects of the run's routes
     (``{"routes": [...]}``, from PlanProbes). The state machine catches a failure and goes on."""
     routes = [Route.model_validate(r) for r in event.get("routes", [])]
-    return {"spool": replay_spool(deps), "swept": sweep(routes, deps)}
+    failures: list[str] = []
+    out: dict[str, Any] = {"spool": replay_spool(deps), "swept": sweep(routes, deps, failures=failures)}
+    if failures:
+        out["sweep_failures"] = failures
+    return out
 
 
 def report_step(event: dict[str, Any], deps: Deps) -> dict[str, Any]:

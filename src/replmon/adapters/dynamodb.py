@@ -17,7 +17,9 @@ from replmon.record import PARTITION_KEY, SORT_KEY, ProbeRecord, iso_ms
 #: The attribute that tells which put_once call wrote an item (see put_once).
 WRITE_ID = "write_id"
 #: A store that does not answer costs seconds, not minutes: RecordResult then spools the record.
-DYNAMODB_CONFIG = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=3, read_timeout=10)
+DYNAMODB_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=3, read_timeout=10)
+#: Reading for a report: a person waits; a store that does not answer is reported in ~10 s.
+READ_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 2}, connect_timeout=3, read_timeout=5)
 
 _ser = TypeSerializer()
 _de = TypeDeserializer()

@@ -177,10 +177,12 @@ class S3ObjectStore:
 
 #: Data path (PUT, parts): parts take a while on a slow link. Control path (HEAD, list, delete):
 #: short timeouts, so a hung endpoint costs seconds, not minutes; the state machine retries.
-DATA_CONFIG = Config(retries={"mode": "standard", "max_attempts": 4}, connect_timeout=5, read_timeout=60)
-CONTROL_CONFIG = Config(retries={"mode": "standard", "max_attempts": 2}, connect_timeout=3, read_timeout=10)
+#: ``total_max_attempts`` counts the first attempt (botocore's ``max_attempts`` counts retries):
+#: a hung endpoint costs a control call at most 2 x 10 s.
+DATA_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 4}, connect_timeout=5, read_timeout=60)
+CONTROL_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 2}, connect_timeout=3, read_timeout=10)
 #: Preflight: one attempt, fast: a wrong URL or a dead endpoint is reported within seconds.
-PREFLIGHT_CONFIG = Config(retries={"mode": "standard", "max_attempts": 1}, connect_timeout=3, read_timeout=5)
+PREFLIGHT_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=3, read_timeout=5)
 _PATH_STYLE = Config(s3={"addressing_style": "path"})
 
 

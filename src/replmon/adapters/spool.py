@@ -36,7 +36,7 @@ class SqsSpool:
             import boto3
             from botocore.config import Config
 
-            client = boto3.client("sqs", config=Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=3, read_timeout=10))
+            client = boto3.client("sqs", config=Config(retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=3, read_timeout=10))
         self.client, self.queue_url = client, queue_url
 
     def spool(self, record: ProbeRecord) -> None:

@@ -56,7 +56,7 @@ def report(
     """The Report function's statistics, from a deployed stack's table or the lab's DynamoDB Local."""
     from pydantic import ValidationError
 
-    from replmon.adapters.dynamodb import DynamoLatencyStore
+    from replmon.adapters.dynamodb import READ_CONFIG, DynamoLatencyStore
     from replmon.cli.common import aws_region_or_fail
     from replmon.local.runner import _why
     from replmon.report import ReportRequest, build_report, collect, window
@@ -74,7 +74,7 @@ def report(
         if not dynamodb_endpoint:
             fail("--table or --stack-name: which latency table? (the deployed stack's output LatencyTableName)")
         table = "replmon-latency"  # the lab's
-    store = DynamoLatencyStore(table, endpoint_url=dynamodb_endpoint, region=region, profile=profile)
+    store = DynamoLatencyStore(table, endpoint_url=dynamodb_endpoint, region=region, profile=profile, config=READ_CONFIG)
     now = time.time()
     try:
         rep = build_report(store, req, now)

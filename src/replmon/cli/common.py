@@ -151,7 +151,7 @@ def stack_outputs(stack: str, region: str | None, profile: str | None) -> dict[s
 
     try:
         cfn = boto3.session.Session(profile_name=profile).client(
-            "cloudformation", region_name=region, config=Config(connect_timeout=3, read_timeout=10, retries={"max_attempts": 2}))
+            "cloudformation", region_name=region, config=Config(connect_timeout=3, read_timeout=10, retries={"total_max_attempts": 2}))
         stacks = cfn.describe_stacks(StackName=stack)["Stacks"]
     except Exception as exc:
         from replmon.local.runner import _why

@@ -232,7 +232,7 @@ class Lab:
     def dynamodb_client(self) -> Any:
         return boto3.session.Session(aws_access_key_id="lab", aws_secret_access_key="lab").client(
             "dynamodb", endpoint_url=self.servers["dynamodb"].url, region_name="us-east-1",
-            config=Config(connect_timeout=3, read_timeout=10, retries={"mode": "standard", "max_attempts": 3}),
+            config=Config(connect_timeout=3, read_timeout=10, retries={"mode": "standard", "total_max_attempts": 3}),
         )
 
     def store(self) -> DynamoLatencyStore:

@@ -1,0 +1,146 @@
+"""The CLI tells the truth: one line naming the flag for bad input (before any server starts or any
+endpoint is contacted), documented exit codes, one document on stdout for JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from replmon.cli.probe import exit_code
+from replmon.record import ProbeRecord, ProbeStatus
+from tests.conftest import ROOT
+
+REPLMON = [sys.executable, "-m", "replmon.cli"]
+AWS_LESS = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+
+
+def cli(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*REPLMON, *args], capture_output=True, text=True, timeout=60, cwd=cwd,
+                          env={**(AWS_LESS if env is None else env), "REPLMON_CACHE": "/nonexistent"})
+
+
+LAB = ["lab", "run", "--dir"]
+LOCAL_PROBE = ["probe", "--source-bucket", "src-bucket", "--dest-bucket", "dst-bucket", "--source-endpoint", "http://127.0.0.1:9",
+               "--dest-endpoint", "http://127.0.0.1:9", "--dynamodb-endpoint", "http://127.0.0.1:9"]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["lab", "run", "--bandwidth", "10MiB"], "--bandwidth: 10MiB is below MinIO's minimum replication limit of 100MiB"),
+        (["lab", "run", "--bandwidth", "0"], "--bandwidth: size '0' must be at least 1 byte"),
+        (["lab", "run", "--bandwidth", "fast"], "--bandwidth: 'fast' is not a size"),
+        (["lab", "run", "--resolution", "nan"], "--resolution: Input should be a finite number"),
+        (["lab", "run", "--timeout", "-5"], "--timeout: Input should be greater than or equal to 1"),
+        (["lab", "run", "--sizes", "crr-ladder", "--trials", "100"], "--trials: 1400 probes"),
+        ([*LOCAL_PROBE, "--target", "inf"], "--target: Input should be a finite number"),
+        ([*LOCAL_PROBE, "--sizes", "10QB"], "--sizes: unknown size unit 'QB'"),
+        ([*LOCAL_PROBE, "--dynamodb-endpoint", "127.0.0.1:8000"], "--dynamodb-endpoint: '127.0.0.1:8000' is not an http(s) URL"),
+        ([*LOCAL_PROBE, "--access-key", "AKIA"], "--access-key/--secret-key: an access key and a secret key go together"),
+        (["report", "--route", "r", "--dynamodb-endpoint", "http://127.0.0.1:9", "--chart", "/nonexistent/dir/c.png"],
+         "--chart: directory /nonexistent/dir does not exist"),
+        (["report", "--route", "r", "--hours", "-1", "--dynamodb-endpoint", "http://127.0.0.1:9"], "--hours: Input should be greater than 0"),
+        (["probe", "--source-bucket", "a-bucket", "--dest-bucket", "b-bucket", "--table", "t"],
+         "no AWS region: pass --source-region, or set AWS_REGION"),
+        (["report", "--route", "r"], "no AWS region: pass --region, or set AWS_REGION"),
+        (["cost", "--sizes", "12XB"], "--sizes: unknown size unit 'XB'"),
+        (["lab", "bench", "--compose-size", "lots"], "--compose-size: 'lots' is not a size"),
+    ],
+)
+def test_bad_input_is_one_line_naming_the_flag_and_exit_2(tmp_path: Path, args: list[str], expected: str) -> None:
+    t0 = time.time()
+    r = cli(*args, env={**AWS_LESS, "HOME": str(tmp_path)}, cwd=tmp_path)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], r.stderr
+    assert r.stdout == ""
+    assert time.time() - t0 < 20  # nothing was started or waited for
+    assert not (tmp_path / "lab-data").exists()  # no lab directory made, no server started
+
+
+def test_a_lab_directory_that_is_a_file_or_unwritable_is_refused(tmp_path: Path) -> None:
+    f = tmp_path / "f"
+    f.write_text("x")
+    r = cli(*LAB, str(f))
+    assert r.returncode == 2 and "is a file" in r.stderr
+    ro = tmp_path / "ro"
+    ro.mkdir(mode=0o500)
+    if os.geteuid() != 0:  # root may write anywhere; the check is the same code path
+        r = cli(*LAB, str(ro / "lab"))
+        assert r.returncode == 2 and "not writable" in r.stderr
+
+
+def test_help_documents_the_exit_codes() -> None:
+    r = cli("probe", "--help")
+    assert r.returncode == 0
+    text = " ".join(r.stdout.split())
+    assert "0 all probes COMPLETED within target" in text and "1 a probe FAILED, was STUCK or over target" in text
+    assert "2 usage error" in text and "3 infrastructure error" in text and "130/143 interrupted" in text
+
+
+def test_presets_and_cost_speak_json(tmp_path: Path) -> None:
+    presets = json.loads(cli("presets", "--format", "json").stdout)
+    crr = next(p for p in presets if p["preset"] == "crr-ladder")
+    assert crr["trials"] == 10 and crr["sizes"].startswith("10MiB,20MiB")
+    doc = json.loads(cli("cost", "--format", "json").stdout)
+    assert doc["modelled"] is True and doc["prices_as_of"] and doc["total_dollars"] > 0
+    rtc = next(x for x in doc["lines"] if x["item"] == "S3 RTC fee")
+    assert rtc["dollars"] / doc["total_dollars"] > 0.5  # the default schedule's cost is mostly the RTC fee
+    csv = cli("cost", "--format", "csv").stdout.splitlines()
+    assert csv[0] == "item,per month,$ per month,share" and csv[-1].startswith("total,")
+
+
+def rec(status: ProbeStatus, hi: float | None = 1.0, target: float = 900.0) -> ProbeRecord:
+    return ProbeRecord(route="r", probe_id="p", run_id="x", planned_at=0.0, size_bytes=1, size_class="1B", trial=1, status=status,
+                       latency_lo=0.0 if hi is not None else None, latency_hi=hi, target_seconds=target)
+
+
+@pytest.mark.parametrize(
+    ("records", "planned", "ok", "code"),
+    [
+        ([rec(ProbeStatus.COMPLETED)], 1, True, 0),
+        ([rec(ProbeStatus.COMPLETED, hi=1000.0)], 1, True, 1),  # over target
+        ([rec(ProbeStatus.FAILED, hi=None)], 1, True, 1),
+        ([rec(ProbeStatus.STUCK, hi=None), rec(ProbeStatus.ERROR, hi=None)], 2, True, 1),  # replication failing comes first
+        ([rec(ProbeStatus.ERROR, hi=None)], 1, True, 3),
+        ([rec(ProbeStatus.COMPLETED)], 2, True, 3),  # a record missing
+        ([rec(ProbeStatus.COMPLETED)], 1, False, 3),  # the execution failed
+    ],
+)
+def test_exit_codes_by_outcome(records: list[ProbeRecord], planned: int, ok: bool, code: int) -> None:
+    assert exit_code(records, planned, ok) == code
+
+
+def test_stack_outputs_name_what_the_template_outputs() -> None:
+    """--stack-name reads LatencyTableName, SourceBucket and DestinationBucket: the template must output them."""
+    from replmon.local.template import load_template
+    from tests.conftest import TEMPLATE
+
+    outputs = load_template(TEMPLATE)["Outputs"]
+    assert {"LatencyTableName", "SourceBucket", "DestinationBucket"} <= set(outputs)
+
+
+def test_stack_name_finds_the_table_in_cloudformation_outputs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from moto import mock_aws
+
+    from replmon.cli.common import stack_outputs
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    with mock_aws():
+        import boto3
+
+        template = {"Resources": {"T": {"Type": "AWS::SQS::Queue"}},
+                    "Outputs": {"LatencyTableName": {"Value": "replmon-LatencyTable-ABC"}, "SourceBucket": {"Value": "src"}}}
+        boto3.client("cloudformation", region_name="us-east-1").create_stack(StackName="replmon", TemplateBody=json.dumps(template))
+        assert stack_outputs("replmon", "us-east-1", None)["LatencyTableName"] == "replmon-LatencyTable-ABC"
+        from replmon.cli.common import CliError
+
+        with pytest.raises(CliError, match="--stack-name nope: "):
+            stack_outputs("nope", "us-east-1", None)
