@@ -299,7 +299,7 @@ def test_an_interrupted_lab_run_records_cleans_and_stops_everything(tmp_path: Pa
         assert [ln for ln in second.stderr.splitlines() if ln.strip()] == [
             f"error: --dir {root} is in use by another replmon lab (pid {run.pid}); wait for it or choose another --dir"]
     run.send_signal(sig)
-    stdout, stderr = run.communicate(timeout=150)
+    _stdout, stderr = run.communicate(timeout=150)
     assert run.returncode == code, stderr
     assert f"interrupted by {sig.name}" in stderr
     assert "recorded (stored)" in stderr and "never started" in stderr, stderr
