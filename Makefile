@@ -10,7 +10,7 @@ export REPLMON_SRC := $(CURDIR)/src
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 help:  ## this list
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
 $(BIN)/.installed: pyproject.toml requirements-dev.txt
 	@command -v python3 >/dev/null || { echo "python3 (>= 3.11) is required"; exit 1; }
@@ -46,11 +46,15 @@ lint: venv node_modules/.installed  ## ruff, mypy, cfn-lint, sam validate --lint
 build: venv  ## sam build (makefile build method; no Docker)
 	$(BIN)/sam build
 
-test: venv node_modules/.installed lab-deps  ## THE TESTS: lint, then every test (moto, sam build, the real lab)
+test: venv node_modules/.installed lab-deps  ## THE TESTS: lint once, then every test (moto and builds on 2 workers, then the real lab)
 	$(MAKE) --no-print-directory lint
-	$(BIN)/pytest $(ARGS)
+	$(BIN)/pytest -m "not lab" -n 2 $(ARGS)
+	$(BIN)/pytest -m lab $(ARGS)
+
+test-fast: venv node_modules/.installed  ## no lab servers, no builds, no network: ~50 s on 2 cores
+	$(BIN)/pytest -m "not lab and not build" -n 2 $(ARGS)
 
 clean:  ## remove build output and lab data (keeps the caches)
 	rm -rf .aws-sam lab-data
 
-.PHONY: help venv lab-deps demo bench lint build test clean
+.PHONY: help venv lab-deps demo bench lint build test test-fast clean

@@ -79,3 +79,21 @@ def env() -> Iterator[Env]:
 
     lambda_entry.set_deps(None)
     os.environ.pop("REPLMON_TABLE", None)
+
+
+@pytest.fixture(scope="session")
+def contract() -> Any:
+    """The real state machine through every path, recorded once per session (tests/contract.py).
+    The mock is closed before the results (plain data) are handed to the tests."""
+    from moto import mock_aws
+
+    from replmon import lambda_entry
+    from tests.contract import run_contract_scenarios
+
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}.items():
+            mp.setenv(k, v)
+        with mock_aws(config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}):
+            run = run_contract_scenarios()
+    lambda_entry.set_deps(None)
+    return run

@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,24 +22,10 @@ from replmon import telemetry
 from replmon.local.template import load_template
 from tests.cfnutil import ACCOUNT, REGION, default_transformed, resolver, transformed
 from tests.conftest import TEMPLATE
-from tests.contract import ContractRun, run_contract_scenarios
+from tests.contract import ContractRun
 from tests.iam import simulate
 
 Emitted = set[tuple[str, str, frozenset[tuple[str, str]]]]
-
-
-@pytest.fixture(scope="module")
-def contract() -> Iterator[ContractRun]:
-    from moto import mock_aws
-
-    with pytest.MonkeyPatch.context() as mp:
-        for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION}.items():
-            mp.setenv(k, v)
-        with mock_aws(config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}):
-            yield run_contract_scenarios()
-    from replmon import lambda_entry
-
-    lambda_entry.set_deps(None)
 
 
 def emitted(run: ContractRun) -> Emitted:

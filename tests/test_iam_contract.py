@@ -10,7 +10,6 @@ code that relied on 404 would end ERROR here exactly as it would in AWS.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,22 +17,8 @@ import pytest
 from replmon.local.aslrun import FUNCTIONS
 from replmon.record import ProbeStatus
 from tests.cfnutil import ACCOUNT, MODES, default_transformed, function_role_policies, resolver, transformed
-from tests.contract import ContractRun, run_contract_scenarios
+from tests.contract import ContractRun
 from tests.iam import evaluate
-
-
-@pytest.fixture(scope="module")
-def contract() -> Iterator[ContractRun]:
-    from moto import mock_aws
-
-    with pytest.MonkeyPatch.context() as mp:
-        for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}.items():
-            mp.setenv(k, v)
-        with mock_aws(config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}):
-            yield run_contract_scenarios()
-    from replmon import lambda_entry
-
-    lambda_entry.set_deps(None)
 
 
 def policies_for(cfn: dict[str, Any], mode: str) -> dict[str, list[dict[str, Any]]]:

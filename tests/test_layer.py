@@ -18,6 +18,7 @@ import pytest
 
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.build
 FUNCTIONS = sorted(p.stem for p in (ROOT / "functions").glob("*.py"))
 LAMBDA_ENV = {"LAMBDA_TASK_ROOT": "/var/task", "AWS_LAMBDA_FUNCTION_NAME": "replmon-test", "AWS_REGION": "us-east-1",
               "AWS_DEFAULT_REGION": "us-east-1", "POWERTOOLS_SERVICE_NAME": "replmon", "POWERTOOLS_METRICS_NAMESPACE": "Replmon",
