@@ -1,5 +1,5 @@
 """Stand-ins for what cannot run offline: moto never replicates, so S3 replication is emulated
-with botocore hooks on the test's S3 client, following S3's documented behaviour (field-notes 6):
+with botocore hooks on the test's S3 client, following S3's documented behaviour (docs/REFERENCES.md R6):
 the source reports PENDING then COMPLETED (or FAILED, or PENDING forever), the replica appears
 with the source's version id and ETag and reports REPLICA."""
 

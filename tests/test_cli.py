@@ -51,6 +51,9 @@ LOCAL_PROBE = ["probe", "--source-bucket", "src-bucket", "--dest-bucket", "dst-b
         (["report", "--route", "r"], "no AWS region: pass --region, or set AWS_REGION"),
         (["cost", "--sizes", "12XB"], "--sizes: unknown size unit 'XB'"),
         (["lab", "bench", "--compose-size", "lots"], "--compose-size: 'lots' is not a size"),
+        (["report", "--route", "r", "--format", "xml"], "'xml' is not one of 'table', 'json', 'csv'"),
+        (["probe", "--no-such-flag"], "No such option: --no-such-flag"),
+        (["lab", "bench", "--trials", "0"], "Invalid value for '--trials': Input should be greater than or equal to 1"),
     ],
 )
 def test_bad_input_is_one_line_naming_the_flag_and_exit_2(tmp_path: Path, args: list[str], expected: str) -> None:

@@ -92,7 +92,7 @@ def test_template_style_inputs_are_accepted() -> None:
 
 
 def test_crr_ladder_is_the_published_experiment() -> None:
-    """field-notes 1: 10M doubling to 80G, 14 sizes, 10 trials."""
+    """docs/REFERENCES.md R1: 10M doubling to 80G, 14 sizes, 10 trials."""
     p = presets.preset("crr-ladder")
     assert len(p.sizes) == 14 and p.trials == 10
     assert [format_size(s) for s in (p.sizes[0], p.sizes[7], p.sizes[-1])] == ["10MiB", "1280MiB", "80GiB"]

@@ -68,7 +68,7 @@ def test_real_replication_pending_then_completed_interval_holds_the_observer(lab
         # A hung destination (SIGSTOP): the source stays PENDING, the probe times out -> STUCK.
         ("pause", ProbeStatus.STUCK),
         # A dead destination (process stopped): MinIO, unlike S3 (which keeps temporary failures
-        # PENDING, field-notes 6), marks the source FAILED at once -> FAILED.
+        # PENDING, docs/REFERENCES.md R6), marks the source FAILED at once -> FAILED.
         ("stop", ProbeStatus.FAILED),
     ],
 )

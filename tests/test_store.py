@@ -167,3 +167,59 @@ def test_a_lost_answer_is_retried_into_one_record_and_one_metric(ddb: Any) -> No
     assert dropped == ["answer"] and ddb.scan(TableName=TABLE)["Count"] == 1 and len(published) == 1
     # A later retry of the step (a new call, another token) is a duplicate: no second metric.
     assert record_step(st, deps)["recorded"] == "duplicate" and len(published) == 1
+
+
+def test_a_failed_history_lookup_polls_from_the_start_and_changes_nothing(ddb: Any) -> None:
+    """The route-history query is optional: a store outage makes the probe poll from 0, never ERROR."""
+    from replmon.clock import ManualClock
+    from replmon.ports import HeadResult, StoreUnavailable
+    from replmon.service import poll_step
+
+    class DownStore:
+        def query(self, *a: Any, **k: Any) -> list[ProbeRecord]:
+            raise StoreUnavailable("replmon-latency: ServiceUnavailable")
+
+        def put_once(self, r: ProbeRecord) -> bool:
+            raise StoreUnavailable("down")
+
+    clock = ManualClock(200.0)
+
+    class Source:
+        def head(self, bucket: str, key: str, version_id: str | None = None) -> HeadResult:
+            return HeadResult("COMPLETED" if bucket == "probe-source" else "REPLICA", 2**20, '"e"', version_id, "CRC32/FULL_OBJECT:x")
+
+    deps = Deps(stores=lambda e: Source(), latency_store=DownStore(), metrics=None, clock=clock)  # type: ignore[arg-type,return-value]
+    st = ProbeState(probe_id="p1", run_id="r1", planned_at=99.0, route=Route(**route()), size_bytes=2**20, size_class="1MiB", trial=1,
+                    timeout_seconds=60, target_seconds=900,
+                    upload=Upload(key="k", version_id="v", etag='"e"', method="put", put_start=199.0, put_end=200.0)).dump()
+    out = poll_step(st, deps)
+    assert out["poll"]["status"] == "COMPLETED" and out["poll"]["not_before"] == 0.0
+    assert "history unavailable (StoreUnavailable)" in out["poll"]["history_note"]
+
+
+def test_spooled_records_are_private_files_replayed_once(tmp_path: Any, ddb: Any) -> None:
+    import os
+    import stat
+
+    from replmon.adapters.spool import DirectorySpool
+    from replmon.service import replay_spool
+
+    spool = DirectorySpool(tmp_path / "spool")
+    spool.spool(rec(1_790_000_000.0, probe="s1"))
+    [path] = list((tmp_path / "spool").rglob("*.json"))
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    counted: list[str] = []
+
+    class Metrics:
+        def publish(self, r: ProbeRecord) -> None:
+            counted.append("publish")
+
+        def count(self, metric: str, value: float = 1, dimensions: Any = None) -> None:
+            counted.append(metric)
+
+    deps = Deps(stores=lambda e: None, latency_store=DynamoLatencyStore(TABLE, ddb), metrics=Metrics(), spool=spool)  # type: ignore[arg-type,return-value]
+    assert replay_spool(deps) == {"replayed": 1, "duplicates": 0, "left": 0}
+    spool.spool(rec(1_790_000_000.0, probe="s1"))  # the same probe spooled twice (a retried RecordResult)
+    assert replay_spool(deps) == {"replayed": 0, "duplicates": 1, "left": 0}
+    assert spool.pending() == 0 and ddb.scan(TableName=TABLE)["Count"] == 1
+    assert counted == ["SpoolReplayed"]  # replay counts itself; the probe's own metrics went out when it was spooled

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 from typing import Annotated
 
-import click
 import typer
 
 from replmon import presets
@@ -114,6 +113,15 @@ def _register() -> None:
 _register()
 
 
+def _click_exceptions() -> tuple[type[Exception], ...]:
+    """The command-line parser's usage errors: typer >= 0.29 vendors click as typer._click."""
+    try:
+        from typer._click.exceptions import ClickException as Vendored  # the parser typer really uses
+    except ImportError:  # pragma: no cover - older typer on click
+        from click import ClickException as Vendored  # type: ignore[assignment]
+    return (Vendored,)
+
+
 def main(argv: list[str] | None = None) -> None:
     """The console entry: one line and an exit code for every error, never a traceback."""
     from replmon.local.runner import Interrupted, RunInterrupted, interrupts, salvage_summary
@@ -130,9 +138,9 @@ def main(argv: list[str] | None = None) -> None:
     except Interrupted as exc:
         err.print(f"interrupted by {exc.signame}; nothing was running", highlight=False)
         code = exc.exit_code
-    except click.exceptions.Abort:
+    except typer.Abort:
         code = 130
-    except click.ClickException as exc:
-        err.print(f"[bold red]error:[/] {exc.format_message()}", highlight=False)
+    except _click_exceptions() as exc:  # typer's own parsing: unknown option, bad choice...
+        err.print(f"[bold red]error:[/] {exc.format_message()}", highlight=False, markup=True)
         code = USAGE
     sys.exit(code if isinstance(code, int) else OK)

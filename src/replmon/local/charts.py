@@ -1,5 +1,5 @@
 """Latency against size, log-log, every trial with its interval as an error bar (the shape of
-the published CRR experiment, field-notes 1, whose ranges are drawn for comparison)."""
+the published CRR experiment, docs/REFERENCES.md R1, whose ranges are drawn for comparison)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def latency_chart(records: Sequence[ProbeRecord], path: Path, title: str, publis
         ref = presets.preset("crr-ladder").published_latency_seconds
         for i, (size, (a, b)) in enumerate(sorted(ref.items(), key=lambda kv: parse_size(kv[0]))):
             mib = parse_size(size) / 2**20
-            label = "published Tokyo->Singapore CRR range (field-notes 1)" if i == 0 else "_nolegend_"
+            label = "published Tokyo->Singapore CRR range (REFERENCES R1)" if i == 0 else "_nolegend_"
             ax.vlines(mib, a, b, colors="grey", linewidth=6, alpha=0.35, label=label)
     ax.set_xscale("log")
     ax.set_yscale("log")
