@@ -50,6 +50,7 @@ LOCAL_PROBE = ["probe", "--source-bucket", "src-bucket", "--dest-bucket", "dst-b
          "no AWS region: pass --source-region, or set AWS_REGION"),
         (["report", "--route", "r"], "no AWS region: pass --region, or set AWS_REGION"),
         (["cost", "--sizes", "12XB"], "--sizes: unknown size unit 'XB'"),
+        (["lab", "run", "--sizes", "[1MiB]"], "--sizes: '[1MiB]' is not a size"),  # brackets survive (no markup)
         (["lab", "bench", "--compose-size", "lots"], "--compose-size: 'lots' is not a size"),
         (["report", "--route", "r", "--format", "xml"], "'xml' is not one of 'table', 'json', 'csv'"),
         (["probe", "--no-such-flag"], "No such option: --no-such-flag"),

@@ -141,6 +141,8 @@ def main(argv: list[str] | None = None) -> None:
     except typer.Abort:
         code = 130
     except _click_exceptions() as exc:  # typer's own parsing: unknown option, bad choice...
-        err.print(f"[bold red]error:[/] {getattr(exc, 'format_message', exc.__str__)()}", highlight=False, markup=True)
+        from rich.markup import escape
+
+        err.print(f"[bold red]error:[/] {escape(getattr(exc, 'format_message', exc.__str__)())}", highlight=False, soft_wrap=True)
         code = USAGE
     sys.exit(code if isinstance(code, int) else OK)

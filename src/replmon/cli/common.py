@@ -58,7 +58,9 @@ def fail(message: str, code: int = USAGE) -> NoReturn:
 
 
 def report_error(exc: CliError) -> int:
-    err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True, markup=True)
+    from rich.markup import escape
+
+    err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True, markup=True)
     return exc.code
 
 
