@@ -101,7 +101,7 @@ def test_presets_and_cost_speak_json(tmp_path: Path) -> None:
 
 
 def rec(status: ProbeStatus, hi: float | None = 1.0, target: float = 900.0) -> ProbeRecord:
-    return ProbeRecord(route="r", probe_id="p", run_id="x", planned_at=0.0, size_bytes=1, size_class="1B", trial=1, status=status,
+    return ProbeRecord(route="r", probe_id="p", run_id="19700101T000000Z-x", planned_at=0.0, size_bytes=1, size_class="1B", trial=1, status=status,
                        latency_lo=0.0 if hi is not None else None, latency_hi=hi, target_seconds=target)
 
 

@@ -38,7 +38,7 @@ def play(latency: float | None, settings: PollSettings | None = None, timeout: i
     clock = ManualClock(start=1000.0)
     store = ScriptedStore(clock, put_end=1000.0, latency=latency, final=final)
     state = ProbeState(
-        probe_id="p", run_id="r", planned_at=998.0, route=Route(**route()), size_bytes=100, size_class="100B", trial=1,
+        probe_id="p", run_id="19700101T001638Z-r", planned_at=998.0, route=Route(**route()), size_bytes=100, size_class="100B", trial=1,
         timeout_seconds=timeout, target_seconds=900, poll_settings=settings,
         upload=Upload(key="k", version_id="v", etag="etag", method="put", put_start=999.0, put_end=1000.0),
     )

@@ -21,7 +21,11 @@ from tests.conftest import TABLE, TEMPLATE
 
 def rec(size: int, lo: float | None, hi: float | None, status: ProbeStatus = ProbeStatus.COMPLETED, at: float = 1_790_000_000.0,
         probe: str = "p", heads: int = 10) -> ProbeRecord:
-    return ProbeRecord(route="primary", probe_id=probe, run_id="r", planned_at=at, size_bytes=size, size_class=f"{size // 2**20}MiB",
+    import time
+
+    from replmon.keys import RUN_STAMP
+
+    return ProbeRecord(route="primary", probe_id=probe, run_id=time.strftime(RUN_STAMP, time.gmtime(at)) + "-r", planned_at=at, size_bytes=size, size_class=f"{size // 2**20}MiB",
                        trial=1, status=status, latency_lo=lo, latency_hi=hi, head_count=heads, target_seconds=60.0)
 
 

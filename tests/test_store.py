@@ -28,8 +28,17 @@ def ddb() -> Any:
         yield client
 
 
+def run_at(at: float) -> str:
+    """A run id stamped with ``at`` (record keys sort by the stamp)."""
+    import time
+
+    from replmon.keys import RUN_STAMP
+
+    return time.strftime(RUN_STAMP, time.gmtime(at)) + "-test"
+
+
 def rec(at: float, probe: str = "p", status: ProbeStatus = ProbeStatus.COMPLETED, route_name: str = "primary") -> ProbeRecord:
-    return ProbeRecord(route=route_name, probe_id=probe, run_id="r", planned_at=at, put_end=at + 0.5, size_bytes=2**20, size_class="1MiB", trial=1,
+    return ProbeRecord(route=route_name, probe_id=probe, run_id=run_at(at), planned_at=at, put_end=at + 0.5, size_bytes=2**20, size_class="1MiB", trial=1,
                        status=status, latency_lo=1.0, latency_hi=2.0, head_count=3, bound_seconds=1.0)
 
 
@@ -61,7 +70,7 @@ def test_retried_record_step_writes_one_record_and_one_metric(ddb: Any) -> None:
 
     deps = Deps(stores=lambda e: None, latency_store=DynamoLatencyStore(TABLE, ddb), metrics=Capture())  # type: ignore[arg-type,return-value]
     st = ProbeState(
-        probe_id="p1", run_id="r1", planned_at=99.0, route=Route(**route()), size_bytes=2**20, size_class="1MiB", trial=1,
+        probe_id="p1", run_id="19700101T000139Z-r1", planned_at=99.0, route=Route(**route()), size_bytes=2**20, size_class="1MiB", trial=1,
         timeout_seconds=60, target_seconds=900,
         upload=Upload(key="k", version_id="v", etag="e", method="put", put_start=100.0, put_end=101.0),
         poll=Poll(status="COMPLETED", head_count=4, last_pending=2.5, first_final=3.4),
@@ -84,7 +93,7 @@ def test_query_reads_a_time_window_of_one_route_newest_first(ddb: Any) -> None:
 
 
 def test_to_record_maps_each_final_state() -> None:
-    base = dict(probe_id="p", run_id="r", planned_at=0.5, route=Route(**route()), size_bytes=1, size_class="1B", trial=1, timeout_seconds=60, target_seconds=10)
+    base = dict(probe_id="p", run_id="19700101T000000Z-r", planned_at=0.5, route=Route(**route()), size_bytes=1, size_class="1B", trial=1, timeout_seconds=60, target_seconds=10)
     up = Upload(key="k", version_id="v", etag="e", method="put", put_start=1.0, put_end=2.0)
     done = to_record(ProbeState(**base, upload=up, poll=Poll(status="COMPLETED", last_pending=4.0, first_final=5.0, head_count=6)))
     assert (done.status, done.latency_lo, done.latency_hi, done.put_end, done.put_seconds) == (ProbeStatus.COMPLETED, 4.0, 5.0, 2.0, 1.0)
@@ -94,7 +103,7 @@ def test_to_record_maps_each_final_state() -> None:
     err = to_record(ProbeState(**base, error={"Error": "ClientError", "Cause": "AccessDenied"}))
     # An ERROR probe's key is the plan's too: a retry of its write is the same key.
     assert err.status is ProbeStatus.ERROR and err.failure_reason == "ClientError: AccessDenied"
-    assert err.sort_key == to_record(ProbeState(**base, error={"Error": "X"})).sort_key == "1970-01-01T00:00:00.500Z#p"
+    assert err.sort_key == to_record(ProbeState(**base, error={"Error": "X"})).sort_key == "1970-01-01T00:00:00.000Z#p"
     intr = to_record(ProbeState(**base, upload=up, poll=Poll(status="PENDING", last_pending=3.0)), interrupted="SIGTERM")
     assert intr.status is ProbeStatus.INTERRUPTED and intr.latency_lo == 3.0 and "SIGTERM" in intr.failure_reason
 
@@ -158,7 +167,7 @@ def test_a_lost_answer_is_retried_into_one_record_and_one_metric(ddb: Any) -> No
 
     deps = Deps(stores=lambda e: None, latency_store=DynamoLatencyStore(TABLE, ddb), metrics=Capture())  # type: ignore[arg-type,return-value]
     st = ProbeState(
-        probe_id="p1", run_id="r1", planned_at=99.0, route=Route(**route()), size_bytes=2**20, size_class="1MiB", trial=1,
+        probe_id="p1", run_id="19700101T000139Z-r1", planned_at=99.0, route=Route(**route()), size_bytes=2**20, size_class="1MiB", trial=1,
         timeout_seconds=60, target_seconds=900,
         upload=Upload(key="k", version_id="v", etag="e", method="put", put_start=100.0, put_end=101.0),
         poll=Poll(status="COMPLETED", head_count=4, last_pending=2.5, first_final=3.4),
@@ -189,7 +198,7 @@ def test_a_failed_history_lookup_polls_from_the_start_and_changes_nothing(ddb: A
             return HeadResult("COMPLETED" if bucket == "probe-source" else "REPLICA", 2**20, '"e"', version_id, "CRC32/FULL_OBJECT:x")
 
     deps = Deps(stores=lambda e: Source(), latency_store=DownStore(), metrics=None, clock=clock)  # type: ignore[arg-type,return-value]
-    st = ProbeState(probe_id="p1", run_id="r1", planned_at=99.0, route=Route(**route()), size_bytes=2**20, size_class="1MiB", trial=1,
+    st = ProbeState(probe_id="p1", run_id="19700101T000139Z-r1", planned_at=99.0, route=Route(**route()), size_bytes=2**20, size_class="1MiB", trial=1,
                     timeout_seconds=60, target_seconds=900,
                     upload=Upload(key="k", version_id="v", etag='"e"', method="put", put_start=199.0, put_end=200.0)).dump()
     out = poll_step(st, deps)

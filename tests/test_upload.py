@@ -21,7 +21,7 @@ SMALL = UploadSettings(multipart_threshold=8 * MiB, compose_threshold=32 * MiB, 
 
 def state(size: int, probe_id: str = "p1") -> ProbeState:
     return ProbeState(
-        probe_id=probe_id, run_id="r1", planned_at=0.0, route=Route(**route()), size_bytes=size, size_class="x", trial=1,
+        probe_id=probe_id, run_id="19700101T000000Z-r1", planned_at=0.0, route=Route(**route()), size_bytes=size, size_class="x", trial=1,
         timeout_seconds=60, target_seconds=900,
     )
 

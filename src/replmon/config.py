@@ -18,6 +18,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from replmon import presets
 from replmon.defaults import DEFAULTS
+from replmon.keys import RUN_ID_PATTERN
 from replmon.sizes import ACCEPTED_FORM, parse_size
 
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](--[a-z0-9-]+--x-s3)?$")
@@ -165,7 +166,7 @@ class ProbeRequest(BaseModel):
     target_seconds: float = Field(DEFAULTS.target_seconds, gt=0, le=86_400)
     max_concurrency: int = Field(DEFAULTS.max_concurrency, ge=1, le=1000)
     poll: PollSettings = PollSettings()
-    run_id: str | None = Field(None, pattern=r"^[A-Za-z0-9._-]{1,64}$")  # set by callers that track the run
+    run_id: str | None = Field(None, pattern=RUN_ID_PATTERN)  # callers that track the run: '<UTC stamp>-<name>'
 
     @field_validator("routes")
     @classmethod

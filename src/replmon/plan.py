@@ -1,7 +1,7 @@
 """PlanProbes: validate a request and expand it into one state per probe (route x size x trial).
 
-Everything a probe is known by is fixed here: its id, its object key (upload.probe_key) and its
-record's key (record.record_key: the run's planned time and the probe id). A retry, a replay or
+Everything a probe is known by is fixed here: its id, its object key and its record's key
+(:mod:`replmon.keys`). A retry, a replay or
 an interrupted local run therefore always finds the same object and the same record.
 """
 
@@ -9,20 +9,15 @@ from __future__ import annotations
 
 import json
 import math
-import secrets
-import time
 from collections import Counter
 from typing import Any
 
 from replmon.config import ConfigError, ProbeRequest
+from replmon.keys import new_run_id
+
+__all__ = ["new_run_id", "plan_output", "plan_probes", "worst_case_seconds"]
 from replmon.sizes import format_size
 from replmon.state import ProbeState
-
-
-def new_run_id(now: float | None = None) -> str:
-    """'<UTC time>-<6 hex>': sortable, and the sweep reads a run's age from it (upload.run_started)."""
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now if now is not None else time.time()))
-    return f"{stamp}-{secrets.token_hex(3)}"
 
 
 def plan_probes(request: ProbeRequest, run_id: str, planned_at: float) -> list[ProbeState]:
@@ -31,8 +26,8 @@ def plan_probes(request: ProbeRequest, run_id: str, planned_at: float) -> list[P
     >>> from replmon.config import load_request
     >>> req = load_request({"routes": [{"name": "p", "source": {"bucket": "src"}, "destinations": [{"bucket": "dst"}]}],
     ...                     "sizes": "1MiB,1MiB", "trials": 1})
-    >>> [p.probe_id for p in plan_probes(req, "r1", 0.0)]
-    ['r1-p-1MiB-t1', 'r1-p-1MiB-t1-2']
+    >>> [p.probe_id for p in plan_probes(req, "20261122T000000Z-r1", 0.0)]
+    ['20261122T000000Z-r1-p-1MiB-t1', '20261122T000000Z-r1-p-1MiB-t1-2']
     """
     probes = []
     seen: Counter[str] = Counter()

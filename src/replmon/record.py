@@ -1,18 +1,20 @@
 """One probe's outcome as kept in the latency store.
 
-The store's key is derived from the *plan* (the run's planned time and the probe id), never
-from the time of recording, so a retried or replayed write always lands on the same key and a
-conditional put keeps exactly one record per probe.
+The store's key is derived from the *plan* (the run id's stamped time and the probe id, see
+:mod:`replmon.keys`), never from the time of recording, so a retried or replayed write always
+lands on the same key and a conditional put keeps exactly one record per probe.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
 from replmon.interval import LatencyInterval
+from replmon.keys import iso_ms, record_sort_key
+
+__all__ = ["PARTITION_KEY", "SORT_KEY", "TTL_ATTRIBUTE", "ProbeRecord", "ProbeStatus", "iso_ms"]
 
 #: The TTL attribute; template.yaml's TimeToLiveSpecification names the same (a test checks).
 TTL_ATTRIBUTE = "expires_at"
@@ -34,18 +36,6 @@ class ProbeStatus(StrEnum):
         return self in (ProbeStatus.COMPLETED, ProbeStatus.FAILED, ProbeStatus.STUCK)
 
 
-def iso_ms(epoch_seconds: float) -> str:
-    """Sortable UTC timestamp with milliseconds: '2026-11-21T23:50:01.123Z'."""
-    return datetime.fromtimestamp(epoch_seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-
-
-def record_key(planned_at: float, probe_id: str) -> str:
-    """The sort key: the run's planned time, then the probe id (both fixed by PlanProbes).
-
-    >>> record_key(1790000000.0, "r1-primary-1MiB-t1")
-    '2026-09-21T14:13:20.000Z#r1-primary-1MiB-t1'
-    """
-    return f"{iso_ms(planned_at)}#{probe_id}"
 
 
 @dataclass
@@ -94,7 +84,7 @@ class ProbeRecord:
 
     @property
     def sort_key(self) -> str:
-        return record_key(self.planned_at, self.probe_id)
+        return record_sort_key(self.run_id, self.probe_id)
 
     def to_item(self) -> dict[str, Any]:
         """Plain attributes for the store; derived values are stored too, for readers of the table."""

@@ -13,14 +13,13 @@ that outlives the probe's deadline (``timeout_seconds`` after it began) is abort
 
 from __future__ import annotations
 
-import calendar
 import os
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from replmon.clock import Clock
+from replmon.keys import parse_probe_object_key, probe_object_key, run_time
 from replmon.ports import ObjectStore
 from replmon.state import ProbeState, Upload
 
@@ -69,20 +68,17 @@ def plan_upload(size: int, settings: UploadSettings = UploadSettings()) -> Uploa
 
 def probe_key(state: ProbeState) -> str:
     """Derived from the plan, so Cleanup finds the object even when UploadProbe failed midway."""
-    return f"{state.route.prefix}{state.run_id}/{state.probe_id}"
+    return probe_object_key(state.route.prefix, state.run_id, state.route.name, state.probe_id)
 
 
 def run_started(key: str, prefix: str) -> float | None:
     """Epoch seconds a probe key's run was planned, read from its run id; None if not a probe key.
 
-    >>> run_started("replmon-probes/20261122T004901Z-10a2cb/x", "replmon-probes/")
+    >>> run_started("replmon-probes/20261122T004901Z-10a2cb/primary/20261122T004901Z-10a2cb-primary-1MiB-t1", "replmon-probes/")
     1795308541.0
     """
-    stamp = key.removeprefix(prefix).split("-", 1)[0]
-    try:
-        return float(calendar.timegm(time.strptime(stamp, "%Y%m%dT%H%M%SZ")))
-    except ValueError:
-        return None
+    parsed = parse_probe_object_key(key, prefix)
+    return None if parsed is None else run_time(parsed.run_id)
 
 
 class UploadDeadline(TimeoutError):
