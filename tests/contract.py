@@ -25,7 +25,8 @@ from replmon.adapters.dynamodb import DynamoLatencyStore
 from replmon.adapters.metrics import EmfMetrics
 from replmon.adapters.spool import SqsSpool
 from replmon.clock import ManualClock
-from replmon.local.aslrun import FUNCTIONS, LocalStateMachine, handlers_for
+from replmon.local.aslrun import FUNCTIONS as STATE_MACHINE_FUNCTIONS
+from replmon.local.aslrun import LambdaContext, LocalStateMachine, handlers_for, load_handler
 from replmon.local.tables import ensure_table
 from replmon.record import ProbeRecord
 from replmon.service import SWEEP_AGE_SECONDS, Deps
@@ -36,6 +37,10 @@ from tests.fakes import FakeReplication, Scenario
 from tests.iam import CallRecorder, evaluate
 
 MiB = 2**20
+#: Every function of the stack: the state machine's, and the passive side's (SQS- and schedule-driven).
+PASSIVE_FUNCTIONS = ("IngestEvents", "CollectSignals")
+FUNCTIONS = (*STATE_MACHINE_FUNCTIONS, *PASSIVE_FUNCTIONS)
+EVENTS_DIR = __import__("pathlib").Path(__file__).resolve().parents[1] / "events" / "s3"
 SMALL = UploadSettings(multipart_threshold=8 * MiB, compose_threshold=24 * MiB, part_size=5 * MiB, seed_part_size=8 * MiB, workers=2)
 
 
@@ -47,7 +52,10 @@ class StoreOutage:
         self.puts = 0
         client.meta.events.register("before-call.dynamodb.PutItem", self._fail)
 
-    def _fail(self, **_: Any) -> None:
+    def _fail(self, params: dict[str, Any], **_: Any) -> None:
+        body = json.loads(params.get("body") or b"{}")  # before-call: the serialized request
+        if "#" in body.get("Item", {}).get("route", {}).get("S", ""):
+            return  # a passive-signal item (an in-flight marker): the outage is the record's
         if self.puts > 0:
             self.puts -= 1
             from botocore.exceptions import ClientError
@@ -62,6 +70,11 @@ class ContractRun:
     outputs: dict[str, Any] = field(default_factory=dict)  # scenario -> execution result
     records: list[ProbeRecord] = field(default_factory=list)
     swept_late_replica: bool = False
+    ingest_response: dict[str, Any] = field(default_factory=dict)
+    narrowed: tuple[ProbeRecord, ProbeRecord] | None = None  # (before, after) a replica event
+    health: dict[str, Any] = field(default_factory=dict)
+    health_without_rtc: dict[str, Any] = field(default_factory=dict)
+    event_first_run_id: str = ""
 
 
 def emf_blobs(text: str) -> list[dict[str, Any]]:
@@ -168,5 +181,83 @@ def run_contract_scenarios() -> ContractRun:
         uploads = s3.list_multipart_uploads(Bucket=SRC, Prefix="replmon-probes/").get("Uploads", [])
         run.swept_late_replica = not left and not uploads
 
+        play_passive(run, deps, clock, wrap, store, sm, fake)
+
     run.records = store.query("primary", 0, 4e9)
     return run
+
+
+def sqs_message(n: int, body: Any) -> dict[str, Any]:
+    return {"messageId": f"m{n}", "receiptHandle": f"h{n}", "body": body if isinstance(body, str) else json.dumps(body),
+            "attributes": {"ApproximateReceiveCount": "1"}, "messageAttributes": {}, "md5OfBody": "",
+            "eventSource": "aws:sqs", "eventSourceARN": f"arn:aws:sqs:{REGION}:{ACCOUNT}:events", "awsRegion": REGION}
+
+
+def play_passive(run: ContractRun, deps: Deps, clock: ManualClock, wrap: Any, store: DynamoLatencyStore, sm: Any, fake: Any) -> None:
+    """S3 events through IngestEvents (a batch with a poison message; a replica's ObjectCreated for
+    a stored probe), then CollectSignals with RTC metrics in (moto's) CloudWatch."""
+    from replmon.keys import probe_object_key
+
+    deps.defaults = {"routes": [route(destinations=[{"bucket": DST, "rule_id": "replmon-probes"}])]}
+    deps.cloudwatch = boto3.client("cloudwatch", region_name=REGION)
+    from replmon.keys import new_run_id
+
+    # A replica's event before its probe's record: RecordResult narrows the record as it stores it.
+    # (The fake replicates 1 MiB in 3.0 s after the PUT, which ends a few clock ticks after now.)
+    deps.event_skew = 0.05
+    run_id = new_run_id(clock.now())
+    early = json.loads((EVENTS_DIR / "replica_created.json").read_text())
+    early["Records"][0]["s3"]["object"]["key"] = probe_object_key("replmon-probes/", run_id, "primary", f"{run_id}-primary-1MiB-t1")
+    early["Records"][0]["eventTime"] = __import__("replmon.keys", fromlist=["iso_ms"]).iso_ms(clock.now() + 3.0)
+    wrap("IngestEvents", load_handler("IngestEvents"))({"Records": [sqs_message(0, early)]}, LambdaContext("IngestEvents"))
+    fake.by_size = {1 * MiB: Scenario(3.0)}
+    result = sm.run({"routes": [route()], "poll": {"use_history": False}, "max_concurrency": 1, "sizes": "1MiB", "run_id": run_id}, timeout=120)
+    assert result.status == "SUCCEEDED", (result.error, result.cause)
+    run.outputs["event-first"], run.event_first_run_id = result, run_id
+    deps.event_skew = 0.001  # one process, one (manual) clock: the allowance covers ms rounding only
+    target = max((r for r in store.query("primary", 0, 4e9) if r.status.name == "COMPLETED"), key=lambda r: r.width or 0)
+    key = probe_object_key("replmon-probes/", target.run_id, target.route, target.probe_id)
+    assert target.put_end is not None and target.latency_lo is not None
+    assert target.latency_hi is not None and target.latency_hi - target.latency_lo > 0.01
+    created = target.put_end + (target.latency_lo + target.latency_hi) / 2  # inside the poll's interval
+    from replmon.keys import iso_ms
+
+    replica = json.loads((EVENTS_DIR / "replica_created.json").read_text())
+    replica["Records"][0]["s3"]["object"]["key"] = key
+    replica["Records"][0]["eventTime"] = iso_ms(created)
+    # A replica event that contradicts another probe's poll by 10 s: the poll stands, counted.
+    other = next(r for r in store.query("primary", 0, 4e9) if r.status.name == "COMPLETED" and r.probe_id != target.probe_id)
+    assert other.put_end is not None and other.latency_hi is not None
+    late = json.loads((EVENTS_DIR / "replica_created.json").read_text())
+    late["Records"][0]["s3"]["object"]["key"] = probe_object_key("replmon-probes/", other.run_id, other.route, other.probe_id)
+    late["Records"][0]["eventTime"] = iso_ms(other.put_end + other.latency_hi + 10)
+    batch = {"Records": [sqs_message(6, late), sqs_message(1, json.loads((EVENTS_DIR / "replication_failed.json").read_text())),
+                         sqs_message(2, "{not json"),
+                         sqs_message(3, json.loads((EVENTS_DIR / "replication_missed_threshold.json").read_text())),
+                         sqs_message(4, replica),
+                         sqs_message(5, json.loads((EVENTS_DIR / "test_event.json").read_text()))]}
+    ingest = wrap("IngestEvents", load_handler("IngestEvents"))
+    run.ingest_response = ingest(batch, LambdaContext("IngestEvents"))
+    after = store.get_record(target.route, target.sort_key)
+    assert after is not None
+    run.narrowed = (target, after)
+    # RTC metrics as S3 publishes them (AWS/S3, per rule and destination); moto stores what is put.
+    from datetime import UTC, datetime
+
+    cw = boto3.client("cloudwatch", region_name=REGION)
+    dims = [{"Name": "SourceBucket", "Value": SRC}, {"Name": "DestinationBucket", "Value": DST}, {"Name": "RuleId", "Value": "replmon-probes"}]
+    at = datetime.fromtimestamp(clock.now() - 120, UTC)
+    cw.put_metric_data(Namespace="AWS/S3", MetricData=[
+        {"MetricName": "ReplicationLatency", "Dimensions": dims, "Timestamp": at, "Value": 42.0, "Unit": "Seconds"},
+        {"MetricName": "BytesPendingReplication", "Dimensions": dims, "Timestamp": at, "Value": 2.0 * 2**30, "Unit": "Bytes"},
+        {"MetricName": "OperationsPendingReplication", "Dimensions": dims, "Timestamp": at, "Value": 7.0, "Unit": "Count"}])
+    collect = wrap("CollectSignals", load_handler("CollectSignals"))
+    run.health = collect({}, LambdaContext("CollectSignals"))
+    # CloudWatch unavailable: the route is still evaluated from probes and events, the failure counted.
+    def down(**_: Any) -> None:
+        from botocore.exceptions import ClientError
+
+        raise ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "emulated outage"}}, "GetMetricData")
+
+    deps.cloudwatch.meta.events.register("before-call.cloudwatch.GetMetricData", down)
+    run.health_without_rtc = collect({}, LambdaContext("CollectSignals"))

@@ -165,10 +165,17 @@ def test_the_name_check_fails_on_a_fixed_schedule_name() -> None:
 
 def test_every_alarm_notifies_on_ok_too_and_the_heartbeat_only_pages_when_scheduled() -> None:
     t = load_template(TEMPLATE)
-    alarms = {k: v for k, v in t["Resources"].items() if v["Type"] == "AWS::CloudWatch::Alarm"}
+    alarms = {k: v for k, v in t["Resources"].items() if v["Type"] in ("AWS::CloudWatch::Alarm", "AWS::CloudWatch::CompositeAlarm")}
+    children = {k for k, v in alarms.items() if v["Type"] == "AWS::CloudWatch::Alarm" and "AlarmActions" not in v["Properties"]}
+    composed = " ".join(str(v["Properties"].get("AlarmRule")) for v in alarms.values())
     for name, a in alarms.items():
+        if name in children:  # a burn-rate child notifies through its composite alarm only
+            assert "${" + name + "}" in composed, f"{name} has no actions and is in no composite alarm"
+            continue
         assert a["Properties"].get("OKActions") == a["Properties"]["AlarmActions"], name
+    assert children == {"BurnRate1hAlarm", "BurnRate5mAlarm", "BurnRate6hAlarm", "BurnRate30mAlarm"}
     assert alarms["HeartbeatAlarm"]["Condition"] == "ScheduleEnabled"
+    assert alarms["CollectorHeartbeatAlarm"]["Condition"] == "ScheduleEnabled"
     assert t["Conditions"]["ScheduleEnabled"] == {"Fn::Equals": [{"Ref": "ScheduleState"}, "ENABLED"]}
     cfn = default_transformed()
     disabled = resolver(cfn)

@@ -14,10 +14,9 @@ from typing import Any
 
 import pytest
 
-from replmon.local.aslrun import FUNCTIONS
 from replmon.record import ProbeStatus
 from tests.cfnutil import ACCOUNT, MODES, default_transformed, function_role_policies, resolver, transformed
-from tests.contract import ContractRun
+from tests.contract import FUNCTIONS, ContractRun
 from tests.iam import evaluate
 
 
@@ -74,6 +73,9 @@ def test_no_role_grants_an_action_no_handler_needs(contract: ContractRun) -> Non
     used = {(c.function, r.action) for c in contract.recorder.calls for r in c.requests}
     cfn = default_transformed()
     r = resolver(cfn, "existing")
+    # Lambda's SQS poller receives and deletes IngestEvents' messages with the function's role
+    # (Lambda developer guide, "Lambda execution role permissions" for SQS event sources).
+    used |= {("IngestEvents", a) for a in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")}
     unused = []
     for fn in FUNCTIONS:
         for policy in function_role_policies(cfn, fn, r):

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from replmon.keys import probe_object_key
 from replmon.lab.lab import PREFIX, Lab, ReplicaObserver
 from replmon.local.runner import run_request
 from replmon.record import ProbeStatus
@@ -51,7 +52,7 @@ def test_real_replication_pending_then_completed_interval_holds_the_observer(lab
     assert [r.status for r in res.records] == [ProbeStatus.COMPLETED] * 2
     for rec in res.records:
         assert rec.head_count >= 2 and rec.latency_lo and rec.latency_lo > 0  # PENDING was seen, then COMPLETED
-        seen = truth.seen[f"{PREFIX}{rec.run_id}/{rec.probe_id}"]
+        seen = truth.seen[probe_object_key(PREFIX, rec.run_id, rec.route, rec.probe_id)]
         obs_lo, obs_hi = seen[0] - rec.put_end, seen[1] - rec.put_end
         # The replica appeared inside the observer's 10 ms window; that window meets [lo, hi].
         assert rec.latency_lo <= obs_hi + 0.02 and obs_lo - 0.02 <= rec.latency_hi, (rec.latency_lo, rec.latency_hi, obs_lo, obs_hi)

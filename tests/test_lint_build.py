@@ -72,12 +72,12 @@ def test_iam_has_no_wildcard_actions_on_data() -> None:
     text = TEMPLATE.read_text()
     assert not re.search(r"Action:\s*\[?\s*\"?(s3|dynamodb|sqs|sns):\*", text)
     assert not re.search(r"Action:\s*\"?\*\"?\s*$", text, re.M)
-    # "*" resources: X-Ray's (no resource-level permissions) and the alarm key's own key policy
-    # (in a key policy, "*" is that key).
+    # "*" resources: X-Ray's and CloudWatch GetMetricData's (no resource-level permissions) and the
+    # alarm key's own key policy (in a key policy, "*" is that key).
     star = [m.start() for m in re.finditer(r'Resource: "\*"', text)]
-    assert len(star) == 3
-    assert "xray:PutTraceSegments" in text[star[0] - 300 : star[0]]
-    assert all("KeyPolicy:" in text[i - 900 : i] for i in star[1:])
+    assert len(star) == 4
+    assert sum("xray:PutTraceSegments" in text[i - 300 : i] or "cloudwatch:GetMetricData" in text[i - 150 : i] for i in star) == 2
+    assert sum("KeyPolicy:" in text[i - 900 : i] for i in star) == 2
 
 
 def test_one_source_for_target_ttl_and_runtime() -> None:

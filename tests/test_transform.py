@@ -38,11 +38,13 @@ def resources(cfn: dict[str, Any], kind: str) -> dict[str, Any]:
 
 
 def test_schedule_is_an_eventbridge_scheduler_schedule_with_a_dlq(cfn: dict[str, Any]) -> None:
-    [sched] = resources(cfn, "AWS::Scheduler::Schedule").values()
-    target = sched["Properties"]["Target"]
-    assert "SchedulerDeadLetterQueue" in json.dumps(target["DeadLetterConfig"]["Arn"])
-    assert target["RetryPolicy"]["MaximumRetryAttempts"] == 3
-    assert sched["Properties"]["State"] == {"Ref": "ScheduleState"}
+    scheds = resources(cfn, "AWS::Scheduler::Schedule")
+    assert set(scheds) == {"ProbeStateMachineSchedule", "CollectSignalsFunctionSchedule"}
+    for name, sched in scheds.items():
+        target = sched["Properties"]["Target"]
+        assert "SchedulerDeadLetterQueue" in json.dumps(target["DeadLetterConfig"]["Arn"]), name
+        assert target["RetryPolicy"]["MaximumRetryAttempts"] == (3 if name.startswith("Probe") else 1)
+        assert sched["Properties"]["State"] == {"Ref": "ScheduleState"}
 
 
 def statements(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -66,8 +68,9 @@ def test_every_role_is_least_privilege(cfn: dict[str, Any]) -> None:
                 actions = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
                 assert not any(a == "*" or a.endswith(":*") for a in actions), (name, actions)
                 if st.get("Resource") == "*":
-                    # Only services without resource-level permissions may use "*".
-                    assert all(a.startswith("xray:") for a in actions), (name, actions)
+                    # Only actions without resource-level permissions may use "*" (X-Ray; CloudWatch
+                    # GetMetricData: "Actions, resources, and condition keys for Amazon CloudWatch").
+                    assert all(a.startswith("xray:") or a == "cloudwatch:GetMetricData" for a in actions), (name, actions)
         # No managed policy grants more than the statements above (X-Ray's write-only one aside).
         for arn in role["Properties"].get("ManagedPolicyArns", []):
             assert "AWSXrayWriteOnlyAccess" in json.dumps(arn) or "AWSLambdaBasicExecutionRole" in json.dumps(arn), (name, arn)
@@ -78,7 +81,7 @@ def test_every_role_is_least_privilege(cfn: dict[str, Any]) -> None:
 
 def test_functions_are_arm64_python313_with_the_layer_and_tracing(cfn: dict[str, Any]) -> None:
     fns = resources(cfn, "AWS::Lambda::Function")
-    assert len(fns) == 7
+    assert len(fns) == 9
     for name, fn in fns.items():
         p = fn["Properties"]
         assert p["Runtime"] == "python3.13" and p["Architectures"] == ["arm64"], name
@@ -92,8 +95,9 @@ def test_default_route_json_is_valid_probe_configuration() -> None:
     t = load_template(TEMPLATE)
     text, names = t["Globals"]["Function"]["Environment"]["Variables"]["REPLMON_DEFAULTS"]["Fn::Sub"]
     values = {k: str(v.get("Default", "")) for k, v in t["Parameters"].items()}
-    assert set(names) == {"Src", "Dst", "DstRegion"}  # the buckets and region chosen by BucketMode
-    values.update({"Src": "demo-source-bucket", "Dst": "demo-replica-bucket", "DstRegion": "us-west-2", "AWS::Region": "us-east-1"})
+    assert set(names) == {"Src", "Dst", "DstRegion", "RuleId"}  # the buckets, region and rule chosen by BucketMode
+    values.update({"Src": "demo-source-bucket", "Dst": "demo-replica-bucket", "DstRegion": "us-west-2", "AWS::Region": "us-east-1",
+                   "RuleId": "replmon-probes"})
     assert set(re.findall(r"\$\{([\w:]+)\}", text)) <= set(values)
     rendered = re.sub(r"\$\{([\w:]+)\}", lambda m: values[m.group(1)], text)
     req = load_request({}, json.loads(rendered))

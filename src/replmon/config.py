@@ -84,6 +84,7 @@ class Destination(Endpoint):
 
     account: Optional = None
     role_arn: Optional = None
+    rule_id: Optional = None  # the replication rule to this destination (RTC metrics' RuleId); discovery fills it
 
     @field_validator("account")
     @classmethod

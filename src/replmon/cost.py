@@ -153,7 +153,7 @@ def estimate(request: ProbeRequest, runs_per_month: float, cross_region: bool, r
         invocations["upload"] = invocations.get("upload", 0) + 1
         gb_seconds += 1.0 * (upload_s + a["other_step_seconds"]) + 0.25 * (polling.lambda_seconds + polling.invocations * a["other_step_seconds"])
         gb_seconds += 2 * 0.25 * a["other_step_seconds"]  # RecordResult, Cleanup
-        write_units += math.ceil(a["record_bytes"] / 1024)
+        write_units += math.ceil(a["record_bytes"] / 1024) + a["in_flight_marker_write_units"]  # the record; marker put + delete
         if probe.poll_settings.use_history:  # the history Query: up to 50 records, eventually consistent
             read_units += math.ceil(50 * a["record_bytes"] / 4096) / 2
 
@@ -170,7 +170,15 @@ def estimate(request: ProbeRequest, runs_per_month: float, cross_region: bool, r
     est.add("S3 inter-region transfer", gb if cross_region else 0.0, "GiB replicated",
             gb * p["s3_inter_region_transfer_per_gb"] if cross_region else 0.0)
     sizes = {pr.size_class for pr in probes}
-    metrics = len(request.routes) * (2 + len(sizes)) + (a["s3_replication_metrics_per_rule"] * len(request.routes) if rtc else 0)
+    # The passive side (CollectSignals on its schedule; IngestEvents scales with your traffic's events, not modelled).
+    collector_runs = a["days_per_month"] * 24 * 60 / a["collector_rate_minutes"]
+    n_inv += collector_runs
+    est.add("CollectSignals (RPO, SLO, RTC metrics)", collector_runs, "runs",
+            collector_runs * (0.25 * a["collector_seconds"] * p["lambda_arm_per_gb_second"] + p["lambda_per_million_requests"] / 1e6)
+            + (collector_runs * a["s3_replication_metrics_per_rule"] * len(request.routes) / 1000 * p["cloudwatch_getmetricdata_per_1000_metrics"] if rtc else 0.0)
+            # one 30-day Query of the route's records per run, eventually consistent
+            + collector_runs * len(request.routes) * math.ceil(len(probes) * runs * a["record_bytes"] / 4096) / 2 / 1e6 * p["dynamodb_per_million_read_units"])
+    metrics = len(request.routes) * (2 + len(sizes) + a["passive_metrics_per_route"]) + (a["s3_replication_metrics_per_rule"] * len(request.routes) if rtc else 0)
     est.add("CloudWatch metrics", metrics, "metrics", metrics * p["cloudwatch_per_metric_month"])
     n_alarms = a["alarms"] if alarms is None else alarms
     est.assumptions["alarms"] = n_alarms
@@ -179,6 +187,8 @@ def estimate(request: ProbeRequest, runs_per_month: float, cross_region: bool, r
     est.add("CloudWatch Logs ingestion", log_gb, "GB", log_gb * p["cloudwatch_logs_per_gb_ingested"])
     est.add("DynamoDB writes and reads", write_units * runs + read_units * runs, "request units",
             write_units * runs / 1e6 * p["dynamodb_per_million_write_units"] + read_units * runs / 1e6 * p["dynamodb_per_million_read_units"])
+    est.add("CloudWatch composite alarms and dashboard", a["composite_alarms"] + 1, "resources",
+            a["composite_alarms"] * p["cloudwatch_per_composite_alarm_month"] + p["cloudwatch_per_dashboard_month"])
     est.add("KMS key (alarm topic)", 1, "keys", p["kms_per_key_month"])
     est.add("X-Ray traces", n_inv, "traces (every invocation sampled)", n_inv / 1e6 * p["xray_per_million_traces"])
     return est

@@ -38,6 +38,12 @@ class Defaults:
     probe_prefix: str
     seed_prefix: str
     spool_prefix: str
+    slo_target: float  # the SLO: this share of probes within target_seconds (RTC's 99.99 %)
+    slo_period_days: int  # the error budget's period
+    rpo_window_seconds: int  # how far back the RPO looks at probes, events and RTC metrics
+    event_clock_skew_seconds: float  # allowance between S3's event clock and Lambda's (signals.py)
+    collector_rate_minutes: int  # CollectSignals' schedule
+    pending_bytes_alarm: int  # the RTC BytesPendingReplication alarm's threshold
 
 
 def _load() -> Defaults:

@@ -26,6 +26,7 @@ from replmon.polling import earliest_completion
 from replmon.ports import LatencyStore, MetricsSink, ObjectStore, RecordSpool, StoreUnavailable
 from replmon.record import ProbeStatus
 from replmon.results import to_record
+from replmon.slo import SloSpec
 from replmon.state import ProbeState
 from replmon.telemetry import ROUTE
 from replmon.upload import UploadSettings, probe_key, run_started, upload_probe
@@ -52,13 +53,23 @@ class Deps:
     defaults: dict[str, Any] = field(default_factory=dict)
     spool: RecordSpool | None = None
     poll_function_timeout: float = DEFAULTS.poll_function_timeout_seconds
+    event_skew: float = DEFAULTS.event_clock_skew_seconds
+    slo: SloSpec = field(default_factory=SloSpec)
+    rpo_window: float = DEFAULTS.rpo_window_seconds
+    cloudwatch: Any = None  # the collector's GetMetricData client (None: RTC metrics not read)
+
+    @property
+    def routes(self) -> list[Route]:
+        """The deployment's routes (REPLMON_DEFAULTS): passive signals map onto them."""
+        return [Route.model_validate(r) for r in self.defaults.get("routes", [])]
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Deps:
         """Lambda (and lab) configuration comes from the environment, never from code changes:
         REPLMON_TABLE, REPLMON_DYNAMODB_ENDPOINT, REPLMON_DEFAULTS (JSON), REPLMON_RETENTION_DAYS,
         REPLMON_SPOOL_QUEUE_URL, REPLMON_POLL_FUNCTION_TIMEOUT, REPLMON_METRICS (emf|none),
-        REPLMON_COMPOSE_THRESHOLD."""
+        REPLMON_COMPOSE_THRESHOLD, REPLMON_SLO (JSON: threshold_seconds, target_percent, period_days,
+        probe_interval_minutes), REPLMON_EVENT_CLOCK_SKEW, REPLMON_READ_RTC (true: a CloudWatch client)."""
         from replmon.adapters.dynamodb import DynamoLatencyStore
         from replmon.adapters.metrics import EmfMetrics, NullMetrics
         from replmon.adapters.s3 import s3_stores
@@ -77,7 +88,25 @@ class Deps:
             defaults=json.loads(env.get("REPLMON_DEFAULTS") or "{}"),
             spool=SqsSpool(env["REPLMON_SPOOL_QUEUE_URL"]) if env.get("REPLMON_SPOOL_QUEUE_URL") else None,
             poll_function_timeout=float(env.get("REPLMON_POLL_FUNCTION_TIMEOUT", DEFAULTS.poll_function_timeout_seconds)),
+            event_skew=float(env.get("REPLMON_EVENT_CLOCK_SKEW", DEFAULTS.event_clock_skew_seconds)),
+            slo=slo_spec(json.loads(env.get("REPLMON_SLO") or "{}")),
+            cloudwatch=_cloudwatch() if env.get("REPLMON_READ_RTC", "false").lower() == "true" else None,
         )
+
+
+def _cloudwatch() -> Any:
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client("cloudwatch", config=Config(retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=3, read_timeout=10))
+
+
+def slo_spec(raw: Mapping[str, Any]) -> SloSpec:
+    """The SLO from REPLMON_SLO (the template's parameters); each field defaults to defaults.json."""
+    target = float(raw["target_percent"]) / 100 if "target_percent" in raw else float(raw.get("target", DEFAULTS.slo_target))
+    return SloSpec(threshold_seconds=float(raw.get("threshold_seconds", DEFAULTS.target_seconds)), target=target,
+                   period_days=int(raw.get("period_days", DEFAULTS.slo_period_days)),
+                   probe_interval_seconds=60 * float(raw.get("probe_interval_minutes", DEFAULTS.schedule_rate_minutes)))
 
 
 def plan_step(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
@@ -88,7 +117,18 @@ def plan_step(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
 
 def upload_step(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
     state = ProbeState.model_validate(event)
-    return upload_probe(state, deps.stores(state.route.source), deps.clock, deps.upload).dump()
+    out = upload_probe(state, deps.stores(state.route.source), deps.clock, deps.upload)
+    if out.upload is not None:
+        # The RPO counts the age of probes in flight; RecordResult removes the marker (TTL: the timeout).
+        from replmon.keys import record_sort_key
+        from replmon.passive import mark_in_flight
+
+        try:
+            mark_in_flight(deps.latency_store, state.route.name, record_sort_key(state.run_id, state.probe_id),
+                           out.upload.put_end, out.upload.put_end + state.timeout_seconds + 3600)
+        except Exception as exc:  # the probe still measures; the RPO misses this probe while it flies
+            log.warning("in-flight marker not written", extra={"error": f"{type(exc).__name__}: {exc}", "probe_id": state.probe_id})
+    return out.dump()
 
 
 def history_start(state: ProbeState, deps: Deps) -> tuple[float, str | None]:
@@ -137,7 +177,23 @@ def record_step(event: dict[str, Any], deps: Deps, interrupted: str | None = Non
         deps.metrics.count("RecordSpooled", dimensions={ROUTE: record.route})
     if wrote:
         deps.metrics.publish(record)
+    if state.recorded in ("stored", "duplicate"):
+        _after_record(record, deps)
     return state.dump()
+
+
+def _after_record(record: Any, deps: Deps) -> None:
+    """Narrow the interval with replica events that came first; the probe is no longer in flight.
+    Both are refinements: a failure is logged, the record stands."""
+    from replmon.passive import apply_arrivals, clear_in_flight
+
+    try:
+        note = apply_arrivals(deps.latency_store, deps.metrics, record, deps.event_skew)
+        if note:
+            log.info("replica events applied", extra={"probe_id": record.probe_id, "result": note})
+        clear_in_flight(deps.latency_store, record.route, record.sort_key)
+    except Exception as exc:
+        log.warning("replica events not applied", extra={"error": f"{type(exc).__name__}: {exc}", "probe_id": record.probe_id})
 
 
 def cleanup_step(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
@@ -227,9 +283,22 @@ def housekeeping_step(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
 
 
 def report_step(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
+    from replmon.passive import route_health
     from replmon.report import ReportRequest, build_report
 
     req = ReportRequest.model_validate(event or {})
     if not req.routes:
         req.routes = [r["name"] for r in deps.defaults.get("routes", [])]
-    return build_report(deps.latency_store, req, deps.clock.now())
+    now = deps.clock.now()
+    out = build_report(deps.latency_store, req, now)
+    out["health"] = [route_health(deps.latency_store, r, now, deps.slo, deps.rpo_window).to_json(deps.slo) for r in req.routes]
+    return out
+
+
+def collect_step(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
+    """Scheduled: RTC metrics in, RPO / SLO / burn rates out, for every route of the deployment."""
+    from replmon.passive import collect
+
+    health = collect(deps.routes, deps.latency_store, deps.cloudwatch, deps.metrics, deps.clock.now(), deps.slo,
+                     deps.rpo_window, deps.retention_days)
+    return {"routes": [h.to_json(deps.slo) for h in health]}

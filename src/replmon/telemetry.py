@@ -25,6 +25,7 @@ ROUTE = "Route"
 SIZE_CLASS = "SizeClass"
 EVENT = "Event"  # S3 replication event name (passive signals)
 RULE = "RuleId"
+WINDOW = "Window"  # an SLO burn-rate window: "1h", "5m", "6h", "30m"
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,21 @@ METRICS: dict[str, MetricDef] = {
         _m("SpoolReplayed", "Count", "spooled records written to the store by a later run", ()),
         _m("CleanupFailed", "Count", "probe objects or uploads a Cleanup could not remove", (ROUTE,)),
         _m("ProbeObjectsSwept", "Count", "expired probe objects removed by the housekeeping sweep", ()),
+        # Passive signals (IngestEvents).
+        _m("ReplicationEvents", "Count", "S3 replication events stored, by event name", (ROUTE, EVENT)),
+        _m("ReplicaArrivals", "Count", "ObjectCreated events for probe replicas", (ROUTE,)),
+        _m("IntervalNarrowedByEvent", "Count", "probe intervals narrowed by a replica's creation time", (ROUTE,)),
+        _m("EventClockDisagreement", "Count", "replica events contradicting the poll beyond the clock-skew allowance", (ROUTE,)),
+        _m("EventsRejected", "Count", "malformed or unknown event records (batch item failures)", ()),
+        # Route health (CollectSignals, every run).
+        _m("RpoSeconds", "Seconds", "the route's current RPO (slo.py): the largest bounded input", (ROUTE,)),
+        _m("RpoUnbounded", "Count", "1 when an object is known not to be on the destination, else 0", (ROUTE,)),
+        _m("ErrorBudgetRemaining", "Percent", "SLO error budget left over the period (negative: overspent)", (ROUTE,)),
+        _m("SloBurnRate", "None", "error rate / allowed error rate over a window", (ROUTE, WINDOW)),
+        _m("RtcBytesPending", "Bytes", "S3 BytesPendingReplication (Maximum) in the window", (ROUTE,)),
+        _m("RtcOperationsPending", "Count", "S3 OperationsPendingReplication (Maximum) in the window", (ROUTE,)),
+        _m("RtcReadFailed", "Count", "collections whose GetMetricData call failed", (ROUTE,)),
+        _m("CollectorHeartbeat", "Count", "one per collector run (missing = the collector is not running)", ()),
     )
 }
 

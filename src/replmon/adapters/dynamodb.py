@@ -104,3 +104,113 @@ class DynamoLatencyStore:
                 if limit is not None and len(out) >= limit:
                     return out
         return out
+
+    # ------------------------------------------------------------------ passive signals (signals.py)
+    def _items(self, pk: str, start: str, end: str, *, consistent: bool = False) -> list[dict[str, Any]]:
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "#pk = :p AND #sk BETWEEN :a AND :b",
+            "ExpressionAttributeNames": {"#pk": PARTITION_KEY, "#sk": SORT_KEY},
+            "ExpressionAttributeValues": {":p": {"S": pk}, ":a": {"S": start}, ":b": {"S": end}},
+            "ConsistentRead": consistent,
+        }
+        out = []
+        for page in self._call(lambda: list(self.client.get_paginator("query").paginate(**kwargs))):
+            out += [_from_ddb({k: _de.deserialize(v) for k, v in raw.items()}) for raw in page["Items"]]
+        return out
+
+    def _call(self, fn: Any) -> Any:
+        try:
+            return fn()
+        except ClientError as exc:
+            raise StoreUnavailable(f"{self.table}: {exc.response['Error']['Code']}: {exc}") from exc
+        except BotoCoreError as exc:
+            raise StoreUnavailable(f"{self.table}: {type(exc).__name__}: {exc}") from exc
+
+    def _key(self, pk: str, sk: str) -> dict[str, Any]:
+        return {PARTITION_KEY: {"S": pk}, SORT_KEY: {"S": sk}}
+
+    def put_item_once(self, item: dict[str, Any]) -> bool:
+        """Conditional put of a signal item; False if an identical key was there (a redelivery)."""
+        try:
+            self.client.put_item(TableName=self.table, Item={k: _ser.serialize(_to_ddb(v)) for k, v in item.items() if v is not None},
+                                 ConditionExpression="attribute_not_exists(#pk)", ExpressionAttributeNames={"#pk": PARTITION_KEY})
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise StoreUnavailable(f"{self.table}: {exc.response['Error']['Code']}: {exc}") from exc
+        except BotoCoreError as exc:
+            raise StoreUnavailable(f"{self.table}: {type(exc).__name__}: {exc}") from exc
+        return True
+
+    def put_item(self, item: dict[str, Any]) -> None:
+        self._call(lambda: self.client.put_item(
+            TableName=self.table, Item={k: _ser.serialize(_to_ddb(v)) for k, v in item.items() if v is not None}))
+
+    def delete_item(self, pk: str, sk: str) -> None:
+        self._call(lambda: self.client.delete_item(TableName=self.table, Key=self._key(pk, sk)))
+
+    def get_item(self, pk: str, sk: str) -> dict[str, Any] | None:
+        got = self._call(lambda: self.client.get_item(TableName=self.table, Key=self._key(pk, sk), ConsistentRead=True))
+        raw = got.get("Item")
+        return None if raw is None else _from_ddb({k: _de.deserialize(v) for k, v in raw.items()})
+
+    def partition_items(self, pk: str) -> list[dict[str, Any]]:
+        """Every item of a signal partition (sort keys are times: they start with a digit)."""
+        return self._items(pk, "0", "~")
+
+    def items(self, pk: str, start: float, end: float) -> list[dict[str, Any]]:
+        """A signal partition's items whose sort key (a time) is in [start, end]."""
+        return self._items(pk, iso_ms(start), iso_ms(end) + "~")
+
+    def add_arrival(self, pk: str, sk: str, attribute: str, created_at: float, expires_at: int) -> bool:
+        """Keep the earliest creation time per replica; False if an earlier one was there."""
+        try:
+            self.client.update_item(
+                TableName=self.table, Key=self._key(pk, sk),
+                UpdateExpression="SET #a = :t, expires_at = if_not_exists(expires_at, :e)",
+                ConditionExpression="attribute_not_exists(#a) OR #a > :t",
+                ExpressionAttributeNames={"#a": attribute},
+                ExpressionAttributeValues={":t": {"N": repr(created_at)}, ":e": {"N": str(expires_at)}},
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise StoreUnavailable(f"{self.table}: {exc.response['Error']['Code']}: {exc}") from exc
+        except BotoCoreError as exc:
+            raise StoreUnavailable(f"{self.table}: {type(exc).__name__}: {exc}") from exc
+        return True
+
+    def get_record(self, route: str, sort_key: str) -> ProbeRecord | None:
+        item = self.get_item(route, sort_key)
+        return None if item is None else ProbeRecord.from_item(item)
+
+    def narrow_interval(self, record: ProbeRecord, lo: float, hi: float | None, replica_at: float) -> bool:
+        """Replace the record's interval with a narrower one, only if it is still the interval
+        ``record`` was read with (optimistic: a concurrent narrowing wins, the caller re-reads)."""
+        names = {"#lo": "latency_lo", "#hi": "latency_hi"}
+        values: dict[str, Any] = {":lo": _ser.serialize(_to_ddb(lo)), ":old_lo": _ser.serialize(_to_ddb(record.latency_lo)),
+                                  ":r": _ser.serialize(_to_ddb(replica_at)), ":src": {"S": "poll+event"}}
+        sets = ["#lo = :lo", "replica_at = :r", "interval_from = :src"]
+        cond = "#lo = :old_lo"
+        if hi is not None:
+            mid = (lo + hi) / 2
+            values.update({":hi": _ser.serialize(_to_ddb(hi)), ":mid": _ser.serialize(_to_ddb(mid))})
+            sets += ["#hi = :hi", "latency_mid = :mid"]
+            if record.bound_seconds is not None:
+                values[":bm"] = {"BOOL": hi - lo <= record.bound_seconds + 1e-9}
+                sets.append("bound_met = :bm")
+        if record.latency_hi is None:
+            cond += " AND attribute_not_exists(#hi)"
+        else:
+            values[":old_hi"] = _ser.serialize(_to_ddb(record.latency_hi))
+            cond += " AND #hi = :old_hi"
+        try:
+            self.client.update_item(TableName=self.table, Key=self._key(record.route, record.sort_key),
+                                    UpdateExpression="SET " + ", ".join(sets), ConditionExpression=cond,
+                                    ExpressionAttributeNames=names, ExpressionAttributeValues=values)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise StoreUnavailable(f"{self.table}: {exc.response['Error']['Code']}: {exc}") from exc
+        return True

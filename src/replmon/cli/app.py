@@ -51,8 +51,12 @@ def report(
     dynamodb_endpoint: Annotated[str | None, typer.Option(envvar="REPLMON_DYNAMODB_ENDPOINT", help="e.g. the lab's DynamoDB Local")] = None,
     fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table,
     chart: Annotated[Path | None, typer.Option(help="Also write a PNG chart here.")] = None,
+    slo_target: Annotated[float, typer.Option(help="SLO: percent of probes within --slo-threshold.", min=50, max=99.999)] = 99.99,
+    slo_threshold: Annotated[float, typer.Option(help="SLO: seconds (RTC's 900).", min=1)] = 900.0,
+    rpo_window: Annotated[float, typer.Option(help="RPO: how far back to look, seconds.", min=60)] = 3600.0,
 ) -> int:
-    """The Report function's statistics, from a deployed stack's table or the lab's DynamoDB Local."""
+    """The Report function's statistics, from a deployed stack's table or the lab's DynamoDB Local;
+    then each route's RPO, SLO attainment, error budget left and burn rates (docs/SEMANTICS.md)."""
     from pydantic import ValidationError
 
     from replmon.adapters.dynamodb import READ_CONFIG, DynamoLatencyStore
@@ -79,10 +83,23 @@ def report(
         rep = build_report(store, req, now)
     except Exception as exc:
         fail(f"latency store {table!r}: {_why(exc)}", INFRASTRUCTURE)
+    from replmon.passive import route_health
+    from replmon.service import slo_spec
+
+    spec = slo_spec({"threshold_seconds": slo_threshold, "target_percent": slo_target})
+    try:
+        rep["health"] = [route_health(store, r, now, spec, rpo_window).to_json(spec) for r in route]
+    except Exception as exc:
+        fail(f"latency store {table!r}: {_why(exc)}", INFRASTRUCTURE)
     rows = rep["summaries"]
-    emit(rows, fmt, f"{rep['probes']} probes, {rep['window']['start']} .. {rep['window']['end']}",
-         columns=["route", "size_class", "probes", "completed", "failed", "stuck", "errors", "p50", "p90", "p99", "max",
-                  "share_within_target", "mib_per_s", "heads_per_probe", "max_width"], document=rep)
+    if fmt is Format.json:
+        emit(rows, fmt, document=rep)
+    else:
+        emit(rows, fmt, f"{rep['probes']} probes, {rep['window']['start']} .. {rep['window']['end']}",
+             columns=["route", "size_class", "probes", "completed", "failed", "stuck", "errors", "p50", "p90", "p99", "max",
+                      "share_within_target", "mib_per_s", "heads_per_probe", "max_width"])
+        emit([health_row(h) for h in rep["health"]], fmt, f"RPO (last {rpo_window:g} s) and SLO ({slo_target:g} % within {slo_threshold:g} s)",
+             columns=list(health_row(rep["health"][0]).keys()) if rep["health"] else None)
     if chart:
         from replmon.local.charts import latency_chart
 
@@ -90,6 +107,23 @@ def report(
         latency_chart(collect(store, req.routes, start, end), chart, f"replmon: {', '.join(route)}, last {hours:g} h")
         err.print(f"chart: {chart}")
     return OK
+
+
+def health_row(h: dict[str, object]) -> dict[str, object]:
+    """One route's RPO and SLO as a table row."""
+    rpo, slo = h["rpo"], h["slo"]
+    assert isinstance(rpo, dict) and isinstance(slo, dict)
+    burn = slo["burn_rates"]
+
+    def pct(v: float | None) -> float | None:
+        return None if v is None else round(100 * v, 3)
+
+    return {"route": h["route"], "rpo_s": "unbounded" if rpo["unbounded"] else rpo["seconds"],
+            "why": "; ".join(rpo["reasons"]) or "-", "slo_probes": f"{slo['good']}/{slo['total']}",
+            "attainment_%": pct(slo["attainment"]), "budget_left_%": pct(slo["budget_left"]),
+            **{f"burn_{k}": v for k, v in burn.items()},
+            "alerts": ",".join(k for k, v in slo["alerts"].items() if v) or "-",
+            "pending_bytes": rpo["inputs"].get("rtc_bytes_pending"), "events": sum(h["events"].values()) if isinstance(h["events"], dict) else 0}
 
 
 @app.command("presets")
@@ -107,7 +141,7 @@ def list_presets(fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HEL
 
 
 def _register() -> None:
-    from replmon.cli import cost, labcmd, probe  # noqa: F401 - each adds its commands to the app
+    from replmon.cli import cost, labcmd, probe, signals  # noqa: F401 - each adds its commands to the app
 
 
 _register()

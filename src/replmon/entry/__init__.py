@@ -13,4 +13,6 @@ FUNCTIONS = {
     "RecordResult": "replmon.entry.record_result",
     "Cleanup": "replmon.entry.cleanup",
     "Report": "replmon.entry.report",
+    "IngestEvents": "replmon.entry.ingest_events",
+    "CollectSignals": "replmon.entry.collect_signals",
 }

@@ -34,6 +34,7 @@ from typing import Any
 from rich.console import Console
 
 from replmon.config import Endpoint, Route
+from replmon.keys import probe_object_key
 from replmon.lab.lab import DEST_BUCKET, PREFIX, SOURCE_BUCKET, Lab, ReplicaObserver
 from replmon.lab.servers import cache_dir
 from replmon.local.runner import run_request
@@ -176,7 +177,7 @@ class StoreWatcher:
 
 
 def _key(rec: ProbeRecord) -> str:
-    return f"{PREFIX}{rec.run_id}/{rec.probe_id}"
+    return probe_object_key(PREFIX, rec.run_id, rec.route, rec.probe_id)
 
 
 @dataclass
