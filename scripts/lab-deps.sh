@@ -6,6 +6,7 @@ CACHE="${REPLMON_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/replmon}"
 MINIO_VERSION="v0.0.0-20260212201848-7aac2a2c5b7c"   # minio master of 2026-02-12
 MC_VERSION="v0.0.0-20250313080218-cf909e1063a9"      # mc of 2025-03-13
 DDB_LOCAL_VERSION="2.5.4"
+TOXIPROXY_VERSION="v2.5.0"                             # network faults between the MinIO pair
 mkdir -p "$CACHE/bin"
 
 build_go() {  # name module version
@@ -13,6 +14,8 @@ build_go() {  # name module version
   [ -x "$CACHE/bin/$name" ] && [ -f "$stamp" ] && return 0
   echo "lab-deps: building $name $ver with go install (minutes, once)" >&2
   GOBIN="$CACHE/bin" CGO_ENABLED=0 go install "$mod@$ver" >&2
+  local built; built=$(basename "$mod")  # go names the binary after the package's directory
+  [ "$built" = "$name" ] || mv "$CACHE/bin/$built" "$CACHE/bin/$name"
   touch "$stamp"
 }
 
@@ -48,8 +51,10 @@ build_ddb_launcher() {
 case "${1:-all}" in
   minio) build_go minio github.com/minio/minio "$MINIO_VERSION" ;;
   mc) build_go mc github.com/minio/mc "$MC_VERSION" ;;
+  toxiproxy) build_go toxiproxy-server github.com/Shopify/toxiproxy/v2/cmd/server "$TOXIPROXY_VERSION" ;;
   ddb) fetch_ddb_local; build_ddb_launcher ;;
   all) build_go mc github.com/minio/mc "$MC_VERSION"; fetch_ddb_local; build_ddb_launcher
+       build_go toxiproxy-server github.com/Shopify/toxiproxy/v2/cmd/server "$TOXIPROXY_VERSION"
        build_go minio github.com/minio/minio "$MINIO_VERSION" ;;
 esac
 echo "$CACHE"

@@ -50,12 +50,15 @@ def tracer() -> Any:
 DepsSource = Deps | Callable[[str], Deps]
 _deps: DepsSource | None = None
 _built: Deps | None = None
+_pinned: dict[str, Deps] = {}  # the lab's event path: IngestEvents' wiring, whatever a run sets
 
 
 def deps(function_name: str = "") -> Deps:
     """In Lambda: built once from the environment. The lab sets one per function (its own
     least-privilege credentials), keyed by the function's logical name."""
     global _built
+    if function_name in _pinned:
+        return _pinned[function_name]
     if callable(_deps) and not isinstance(_deps, Deps):
         return _deps(function_name)
     if _deps is not None:
@@ -63,6 +66,14 @@ def deps(function_name: str = "") -> Deps:
     if _built is None:
         _built = Deps.from_env()
     return _built
+
+
+def pin_deps(function_name: str, value: Deps | None) -> None:
+    """One function's Deps regardless of set_deps (the lab delivers events while runs come and go)."""
+    if value is None:
+        _pinned.pop(function_name, None)
+    else:
+        _pinned[function_name] = value
 
 
 def set_deps(value: DepsSource | None) -> None:

@@ -55,7 +55,7 @@ class Plan:
         if self.event:
             out["store"] = {"partition": partition(self.event.route, EVENTS), "sort_key": self.event.sort_key, "route": self.event.route}
         if self.arrival:
-            out["store"] = {"partition": partition(self.arrival.route, ARRIVALS), "sort_key": self.arrival.record_key,
+            out["store" if not self.event else "arrival"] = {"partition": partition(self.arrival.route, ARRIVALS), "sort_key": self.arrival.record_key,
                             "route": self.arrival.route, "replica": self.arrival.bucket, "created_at": iso_ms(self.arrival.created_at)}
         if self.ignored:
             out["ignored"] = self.ignored
@@ -65,7 +65,14 @@ class Plan:
 def plan(parsed: Parsed, routes: Sequence[Route], prefixes: Sequence[str]) -> Plan:
     sig = parsed.signal
     if isinstance(sig, ReplicationEvent):
-        return Plan(parsed, event=EventItem(route_for_event(sig, routes), sig))
+        item = EventItem(route_for_event(sig, routes), sig)
+        arrival = None
+        if sig.kind == "OperationCompletedReplication":  # MinIO's: the lab's stand-in for a replica's ObjectCreated
+            route = next((r for r in routes if r.name == item.route), None)
+            dest = sig.destination_bucket or (route.destinations[0].bucket if route and len(route.destinations) == 1 else None)
+            if dest:
+                arrival = arrival_for(ObjectCreated(dest, sig.key, sig.event_time, "Replication:OperationCompletedReplication"), prefixes)
+        return Plan(parsed, event=item, arrival=arrival)
     if isinstance(sig, ObjectCreated):
         if any(sig.bucket == r.source.bucket for r in routes):
             return Plan(parsed, ignored=f"{sig.bucket} is a route's source: only replicas (destinations) time a probe")
@@ -125,7 +132,7 @@ def ingest(plans: Sequence[Plan], deps: IngestDeps) -> list[str]:
             if new:
                 deps.metrics.count("ReplicationEvents", dimensions={ROUTE: p.event.route, EVENT: p.event.event.kind})
             notes.append("stored" if new else "duplicate")
-        elif p.arrival is not None:
+        if p.arrival is not None:
             a = p.arrival
             deps.store.add_arrival(partition(a.route, ARRIVALS), a.record_key, ARRIVAL_ATTR + a.bucket, a.created_at,
                                    int(a.created_at + max(deps.retention_days * 86_400, ARRIVAL_TTL_SECONDS)))
@@ -133,7 +140,7 @@ def ingest(plans: Sequence[Plan], deps: IngestDeps) -> list[str]:
             record = deps.store.get_record(a.route, a.record_key)
             # No record yet: RecordResult applies the arrival when it stores the record.
             notes.append(apply_arrivals(deps.store, deps.metrics, record, deps.skew_seconds) or "arrival kept") if record else notes.append("arrival kept")
-        else:
+        if p.event is None and p.arrival is None:
             notes.append(p.ignored or p.parsed.acknowledged or "nothing")
     return notes
 

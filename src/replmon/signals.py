@@ -121,8 +121,8 @@ def tighten(lo: float | None, hi: float | None, put_end: float, destinations: Se
         new_hi = cand if hi is None else min(hi, cand)
     if new_hi is not None and new_lo > new_hi:
         raise ClockDisagreement(f"replica at {latest - put_end:+.3f} s vs poll [{lo:.3f}, {hi}] beyond the {skew} s allowance")
-    if new_lo == lo and new_hi == hi:
-        return None
+    if new_lo <= lo + 1e-6 and (new_hi is None or (hi is not None and new_hi >= hi - 1e-6)):
+        return None  # nothing narrower (to the microsecond the store keeps)
     return Tightened(round(new_lo, 6), None if new_hi is None else round(new_hi, 6), latest, complete)
 
 

@@ -41,6 +41,15 @@ class BurnPair:
     long_seconds: float
     short_seconds: float
     factor: float
+    labels: tuple[str, str] | None = None  # (long, short) names; default from the lengths ("1h", "5m")
+
+    @property
+    def long_label(self) -> str:
+        return self.labels[0] if self.labels else window_label(self.long_seconds)
+
+    @property
+    def short_label(self) -> str:
+        return self.labels[1] if self.labels else window_label(self.short_seconds)
 
 
 #: The SRE workbook's multi-window, multi-burn-rate pairs (R12): 2 % of a 30-day budget in 1 h,
@@ -104,7 +113,7 @@ def slo_status(records: Sequence[ProbeRecord], now: float, spec: SloSpec) -> Slo
         for seconds in (pair.long_seconds, max(pair.short_seconds, spec.probe_interval_seconds)):
             bad, total = window(seconds)
             rates.append(burn_rate(bad, total, spec.target))
-        burn[window_label(pair.long_seconds)], burn[window_label(pair.short_seconds)] = rates
+        burn[pair.long_label], burn[pair.short_label] = rates
         alerts[pair.name] = all(r is not None and r > pair.factor for r in rates)
     good = sum(is_good(r, spec.threshold_seconds) for r in judged)
     total = len(judged)

@@ -43,6 +43,7 @@ from replmon.upload import UploadSettings
 
 SOURCE_BUCKET, DEST_BUCKET, TABLE = "probe-source", "probe-replica", "replmon-latency"
 PREFIX = "replmon-probes/"
+REPLICATION_PROXY = "replication"  # the Toxiproxy listener the source replicates through
 MARKER = ".replmon-lab"
 ROOT_USER = "replmon-admin"
 
@@ -103,10 +104,15 @@ class Lab:
     bandwidth: str = "100MiB"  # MinIO's minimum replication bandwidth limit
     fresh_buckets: bool = True
     least_privilege: bool = True  # each function as a MinIO user with its role's S3 statements
+    events: bool = True  # MinIO's notifications -> IngestEvents (lab/events.py)
+    event_skew: float = 0.01  # one host, one clock: the allowance covers ms rounding and scheduling
     servers: dict[str, Server] = field(default_factory=dict)
     root_password: str = field(default_factory=lambda: secrets.token_urlsafe(24), repr=False)
     users: dict[str, tuple[str, str]] = field(default_factory=dict, repr=False)  # function -> (access key, secret)
     _lock: IO[str] | None = field(default=None, repr=False)
+    event_path: Any = field(default=None, repr=False)
+    replication_proxy_port: int = 0
+    toxiproxy: Any = field(default=None, repr=False)
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> Lab:
@@ -136,21 +142,47 @@ class Lab:
         if self.fresh_buckets:  # object data is per run; the latency history (DynamoDB) is kept
             for d in ("minio-source", "minio-destination", "mc"):
                 shutil.rmtree(root / d, ignore_errors=True)
-        self.servers["source"] = servers.minio("minio-source", root / "minio-source", logs, ROOT_USER, self.root_password)
-        self.servers["destination"] = servers.minio("minio-destination", root / "minio-destination", logs, ROOT_USER, self.root_password)
+        hook: dict[str, str] = {}
+        if self.events:
+            from replmon.entry.ingest_events import handler
+            from replmon.lab.events import EventPath
+            from replmon.local.aslrun import LambdaContext
+
+            self.event_path = EventPath(handler, LambdaContext("IngestEvents")).__enter__()
+            # A webhook target named REPLMON (arn:minio:sqs::REPLMON:webhook) on both servers.
+            hook = {"MINIO_NOTIFY_WEBHOOK_ENABLE_REPLMON": "on", "MINIO_NOTIFY_WEBHOOK_ENDPOINT_REPLMON": self.event_path.url}
+        self.servers["source"] = servers.minio("minio-source", root / "minio-source", logs, ROOT_USER, self.root_password, hook)
+        self.servers["destination"] = servers.minio("minio-destination", root / "minio-destination", logs, ROOT_USER, self.root_password, hook)
         self.servers["dynamodb"] = servers.dynamodb_local(root / "dynamodb", logs)
+        self.servers["toxiproxy"] = servers.toxiproxy(logs)
         # Start all three at once: the JVM and MinIO boot in parallel.
         for s in self.servers.values():
             s.start()
         self.pidfile.write(list(self.servers.values()))
         for s in self.servers.values():
             s.wait_ready()
+        from replmon.lab.faults import Toxiproxy
+
+        self.toxiproxy = Toxiproxy(self.servers["toxiproxy"].url)
+        self.replication_proxy_port = self.toxiproxy.proxy(REPLICATION_PROXY, self.servers["destination"].port)
         self.configure_replication()
+        if self.events:
+            self.configure_notifications()
         if self.least_privilege:
             self.create_function_users()
         ensure_table(self.dynamodb_client(), TABLE, TEMPLATE)
+        if self.events:
+            from replmon import lambda_entry
+
+            lambda_entry.pin_deps("IngestEvents", self.deps())
 
     def stop(self) -> None:
+        if self.event_path is not None:
+            from replmon import lambda_entry
+
+            lambda_entry.pin_deps("IngestEvents", None)
+            self.event_path.__exit__(None, None, None)
+            self.event_path = None
         for s in self.servers.values():
             s.stop()
         self.pidfile.clear()
@@ -166,8 +198,11 @@ class Lab:
 
     # ------------------------------------------------------------------ setup
     def mc_hosts(self) -> dict[str, str]:
-        return {alias: f"http://{ROOT_USER}:{self.root_password}@{self.servers[name].url.removeprefix('http://')}"
-                for alias, name in (("src", "source"), ("dst", "destination"))}
+        hosts = {alias: f"http://{ROOT_USER}:{self.root_password}@{self.servers[name].url.removeprefix('http://')}"
+                 for alias, name in (("src", "source"), ("dst", "destination"))}
+        if self.replication_proxy_port:  # the destination through Toxiproxy
+            hosts["dstproxy"] = f"http://{ROOT_USER}:{self.root_password}@127.0.0.1:{self.replication_proxy_port}"
+        return hosts
 
     def mc(self, *args: str, stdin: str | None = None) -> str:
         return servers.mc(Path(self.root) / "mc", self.mc_hosts(), *args, stdin=stdin)
@@ -184,10 +219,19 @@ class Lab:
         if "replmon-probes" not in rules:
             self.mc(
                 "replicate", "add", f"src/{SOURCE_BUCKET}/{PREFIX}",  # rule filtered on the probe prefix
-                "--remote-bucket", f"dst/{DEST_BUCKET}",  # an alias: its credentials come from MC_HOST_dst
+                # The destination through the Toxiproxy listener: `replmon lab chaos` faults replication only.
+                "--remote-bucket", f"dstproxy/{DEST_BUCKET}",  # an alias: its credentials come from MC_HOST_dstproxy
                 "--priority", "1", "--id", "replmon-probes", "--bandwidth", self.bandwidth,
                 "--replicate", "existing-objects",
             )
+
+    def configure_notifications(self) -> None:
+        """Replication events (and ObjectCreated) from the source; ObjectCreated from the
+        destination, which MinIO does not send for replicas (lab/events.py)."""
+        arn = "arn:minio:sqs::REPLMON:webhook"
+        for alias, bucket, events in (("src", SOURCE_BUCKET, "put,replica"), ("dst", DEST_BUCKET, "put")):
+            if arn not in self.mc("event", "ls", f"{alias}/{bucket}"):
+                self.mc("event", "add", f"{alias}/{bucket}", arn, "--event", events, "--prefix", PREFIX)
 
     def create_function_users(self) -> None:
         """One MinIO user per function on both servers, with the function's S3 statements."""
@@ -243,7 +287,8 @@ class Lab:
 
     def deps(self, upload: UploadSettings | None = None, keys: tuple[str, str] | None = None) -> Deps:
         return Deps(stores=S3Stores(keys or self.keys), latency_store=self.store(), metrics=NullMetrics(), clock=WallClock(),
-                    upload=upload or UploadSettings(), spool=self.spool())
+                    upload=upload or UploadSettings(), spool=self.spool(), defaults={"routes": [self.route()]},
+                    event_skew=self.event_skew)
 
     def function_deps(self, upload: UploadSettings | None = None) -> Any:
         """Deps per function name: each function's own MinIO user (least privilege)."""

@@ -214,7 +214,7 @@ class Pidfile:
         self.path.unlink(missing_ok=True)
 
 
-def minio(name: str, data: Path, logs: Path, root_user: str, root_password: str) -> Server:
+def minio(name: str, data: Path, logs: Path, root_user: str, root_password: str, env: dict[str, str] | None = None) -> Server:
     port, console = free_port(), free_port()
     data.mkdir(parents=True, exist_ok=True)
     return Server(
@@ -223,7 +223,7 @@ def minio(name: str, data: Path, logs: Path, root_user: str, root_password: str)
         argv=[str(tool("minio")), "server", str(data), "--address", f"{LOOPBACK}:{port}", "--console-address", f"{LOOPBACK}:{console}", "--quiet"],
         # Credentials through the environment, never the command line (visible to every user in /proc).
         env={"MINIO_ROOT_USER": root_user, "MINIO_ROOT_PASSWORD": root_password, "MINIO_UPDATE": "off", "MINIO_BROWSER": "off",
-             "MINIO_CALLHOME_ENABLE": "off"},
+             "MINIO_CALLHOME_ENABLE": "off", **(env or {})},
         log=logs / f"{name}.log",
         health="/minio/health/live",
     )
@@ -262,3 +262,10 @@ def mc(config_dir: Path, hosts: dict[str, str], *args: str, stdin: str | None = 
             message = [m.replace(url, "<alias>") for m in message]
         raise LabError(f"mc {' '.join(args[:3])} failed: {message[0]}")
     return r.stdout
+
+
+def toxiproxy(logs: Path) -> Server:
+    """Toxiproxy (Shopify) on loopback: the lab's network faults (latency, bandwidth, hangs, resets)."""
+    port = free_port()
+    return Server(name="toxiproxy", port=port, argv=[str(tool("toxiproxy-server")), "-host", LOOPBACK, "-port", str(port)],
+                  env={}, log=logs / "toxiproxy.log", health="/version")

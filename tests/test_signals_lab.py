@@ -1,0 +1,101 @@
+"""Passive signals on real servers: MinIO's own notifications through the ingest handler, replica
+events narrowing real probes' intervals, and Toxiproxy faults on the replication path (lab chaos).
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from replmon.keys import probe_object_key
+from replmon.lab.chaos import run_chaos
+from replmon.lab.lab import PREFIX, Lab
+from replmon.local.runner import run_request
+from replmon.record import ProbeStatus
+
+pytestmark = pytest.mark.lab
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    with Lab(tmp_path_factory.mktemp("signals") / "lab") as running:
+        yield running
+    assert all(not s.running for s in running.servers.values())
+
+
+def test_real_minio_events_are_stored_and_narrow_each_probe_interval(lab: Lab) -> None:
+    res = run_request({"routes": [lab.route("events")], "sizes": "1MiB,32MiB", "trials": 2, "max_concurrency": 1, "timeout_seconds": 60,
+                       "poll": {"floor_seconds": 0.5, "use_history": False}}, lab.deps(), function_deps=lab.function_deps())
+    assert lab.event_path.drain(15)
+    assert res.execution.status == "SUCCEEDED" and all(r.status is ProbeStatus.COMPLETED for r in res.records)
+    store = lab.store()
+    # Every probe's completed-replication event, as MinIO sent it, is stored under the lab's route.
+    keys = {probe_object_key(PREFIX, r.run_id, r.route, r.probe_id) for r in res.records}
+    events = [e for e in store.partition_items("lab#events") if e["key"] in keys]
+    assert {e["key"] for e in events} == keys
+    assert {(e["kind"], e["origin"]) for e in events} == {("OperationCompletedReplication", "minio")}
+    # The poll's interval (RecordResult's input) contains the narrowed one, which is 2 x the skew wide.
+    polls = {i.event["probe_id"]: i.event["poll"] for i in res.execution.invocations if i.function == "RecordResult"}
+    for r in store.query("events", 0, 4e9):
+        item = store.get_item("events", r.sort_key)
+        assert item is not None and item.get("interval_from") == "poll+event", item
+        p = polls[r.probe_id]
+        assert r.latency_lo is not None and r.latency_hi is not None
+        assert p.get("last_pending", 0.0) - 1e-6 <= r.latency_lo <= r.latency_hi <= p["first_final"] + 1e-6
+        assert r.latency_hi - r.latency_lo <= 2 * lab.event_skew + 1e-6
+    assert lab.event_path.dead == []
+    assert lab.leftovers() == {"source": [], "destination": []}
+
+
+def test_a_malformed_notification_goes_to_the_dead_letter_list_and_blocks_nothing(lab: Lab) -> None:
+    before = len(lab.event_path.dead)
+    req = urllib.request.Request(lab.event_path.url, data=b'{"Records": [{"eventName": "s3:Replication:Nope"}]}', method="POST")
+    with urllib.request.urlopen(req, timeout=5):
+        pass
+    res = run_request({"routes": [lab.route("events2")], "sizes": "1MiB", "trials": 1, "max_concurrency": 1, "timeout_seconds": 60,
+                       "poll": {"floor_seconds": 0.5, "use_history": False}}, lab.deps(), function_deps=lab.function_deps())
+    assert lab.event_path.drain(20)
+    assert len(lab.event_path.dead) == before + 1
+    [bad] = lab.event_path.dead[before:]
+    assert bad.receives == lab.event_path.max_receives and "Nope" in bad.body
+    [r] = res.records
+    item = lab.store().get_item("events2", r.sort_key)
+    assert item is not None and item.get("interval_from") == "poll+event"  # the good one went through
+
+
+def test_lab_chaos_latency_breaches_with_the_alarm_thresholds_and_recovers(lab: Lab) -> None:
+    phases = run_chaos(lab, "latency", target_seconds=2.0, probes=2)
+    assert [p.breached for p in phases] == [False, True, False], [p.row() for p in phases]
+    fault = phases[1]
+    assert all(s == "COMPLETED" for s in fault.statuses) and min(x for x in fault.latencies if x) > 4.0  # 4 s toxic
+    assert fault.health["rpo"]["seconds"] > 4.0 and fault.health["slo"]["alerts"]["page"]
+    assert phases[2].health["rpo"]["seconds"] < 2.0 and not phases[2].health["slo"]["alerts"]["page"]
+    assert lab.toxiproxy.toxics("replication") == []
+    assert lab.leftovers() == {"source": [], "destination": []}
+
+
+def test_a_hung_replication_path_leaves_probes_stuck_then_recovers(lab: Lab) -> None:
+    """Toxiproxy's timeout toxic holds every byte of replication (not the server: HEADs and
+    deletes still answer): probes end STUCK or FAILED (MinIO gives up on a target that timed out),
+    the RPO is unbounded or above target; once healed, replication resumes and the route recovers."""
+    phases = run_chaos(lab, "hang", target_seconds=2.0, probes=2, timeout=10)
+    assert [p.breached for p in phases] == [False, True, False], [p.row() for p in phases]
+    assert set(phases[1].statuses) <= {"STUCK", "FAILED"}
+    assert any("resumed" in n for n in phases[1].notes), phases[1].notes
+    assert lab.leftovers() == {"source": [], "destination": []}
+
+
+def test_the_lab_chaos_command_exits_0_when_it_breaches_and_recovers(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "replmon.cli", "lab", "chaos", "--dir", str(tmp_path / "lab"), "--probes", "1",
+                        "--format", "json"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads(r.stdout)
+    assert doc["breached_and_recovered"] and [p["state"] for p in doc["phases"]] == ["healthy", "BREACH", "healthy"]
+    assert doc["left_behind"] == {"source": [], "destination": []}
