@@ -74,7 +74,7 @@ class ContractRun:
     narrowed: tuple[ProbeRecord, ProbeRecord] | None = None  # (before, after) a replica event
     health: dict[str, Any] = field(default_factory=dict)
     health_without_rtc: dict[str, Any] = field(default_factory=dict)
-    event_first_run_id: str = ""
+    event_first_run_ids: dict[str, str] = field(default_factory=dict)
 
 
 def emf_blobs(text: str) -> list[dict[str, Any]]:
@@ -181,7 +181,7 @@ def run_contract_scenarios() -> ContractRun:
         uploads = s3.list_multipart_uploads(Bucket=SRC, Prefix="replmon-probes/").get("Uploads", [])
         run.swept_late_replica = not left and not uploads
 
-        play_passive(run, deps, clock, wrap, store, sm, fake)
+        play_passive(run, deps, clock, wrap, store, sm, fake, outage)
 
     run.records = store.query("primary", 0, 4e9)
     return run
@@ -193,35 +193,38 @@ def sqs_message(n: int, body: Any) -> dict[str, Any]:
             "eventSource": "aws:sqs", "eventSourceARN": f"arn:aws:sqs:{REGION}:{ACCOUNT}:events", "awsRegion": REGION}
 
 
-def play_passive(run: ContractRun, deps: Deps, clock: ManualClock, wrap: Any, store: DynamoLatencyStore, sm: Any, fake: Any) -> None:
+def play_passive(run: ContractRun, deps: Deps, clock: ManualClock, wrap: Any, store: DynamoLatencyStore, sm: Any, fake: Any,
+                 outage: StoreOutage) -> None:
     """S3 events through IngestEvents (a batch with a poison message; a replica's ObjectCreated for
     a stored probe), then CollectSignals with RTC metrics in (moto's) CloudWatch."""
-    from replmon.keys import probe_object_key
+    from replmon.keys import iso_ms, new_run_id, probe_object_key
 
     deps.defaults = {"routes": [route(destinations=[{"bucket": DST, "rule_id": "replmon-probes"}])]}
     deps.cloudwatch = boto3.client("cloudwatch", region_name=REGION)
-    from replmon.keys import new_run_id
 
-    # A replica's event before its probe's record: RecordResult narrows the record as it stores it.
+    # A replica's event before its probe's record: RecordResult narrows the record as it stores it;
+    # when the store is down then, Housekeeping does it as it replays the spooled record.
     # (The fake replicates 1 MiB in 3.0 s after the PUT, which ends a few clock ticks after now.)
     deps.event_skew = 0.05
-    run_id = new_run_id(clock.now())
-    early = json.loads((EVENTS_DIR / "replica_created.json").read_text())
-    early["Records"][0]["s3"]["object"]["key"] = probe_object_key("replmon-probes/", run_id, "primary", f"{run_id}-primary-1MiB-t1")
-    early["Records"][0]["eventTime"] = __import__("replmon.keys", fromlist=["iso_ms"]).iso_ms(clock.now() + 3.0)
-    wrap("IngestEvents", load_handler("IngestEvents"))({"Records": [sqs_message(0, early)]}, LambdaContext("IngestEvents"))
-    fake.by_size = {1 * MiB: Scenario(3.0)}
-    result = sm.run({"routes": [route()], "poll": {"use_history": False}, "max_concurrency": 1, "sizes": "1MiB", "run_id": run_id}, timeout=120)
-    assert result.status == "SUCCEEDED", (result.error, result.cause)
-    run.outputs["event-first"], run.event_first_run_id = result, run_id
+    for name, down in (("event-first", 0), ("event-first-spooled", 1)):
+        run_id = new_run_id(clock.now())
+        early = json.loads((EVENTS_DIR / "replica_created.json").read_text())
+        early["Records"][0]["s3"]["object"]["key"] = probe_object_key("replmon-probes/", run_id, "primary", f"{run_id}-primary-1MiB-t1")
+        early["Records"][0]["eventTime"] = iso_ms(clock.now() + 3.0)
+        wrap("IngestEvents", load_handler("IngestEvents"))({"Records": [sqs_message(0, early)]}, LambdaContext("IngestEvents"))
+        fake.by_size = {1 * MiB: Scenario(3.0)}
+        outage.puts = down
+        result = sm.run({"routes": [route()], "poll": {"use_history": False}, "max_concurrency": 1, "sizes": "1MiB", "run_id": run_id}, timeout=120)
+        assert result.status == "SUCCEEDED", (result.error, result.cause)
+        run.outputs[name] = result
+        run.event_first_run_ids[name] = run_id
+        clock.advance(1.0)  # the next run id is a different second
     deps.event_skew = 0.001  # one process, one (manual) clock: the allowance covers ms rounding only
     target = max((r for r in store.query("primary", 0, 4e9) if r.status.name == "COMPLETED"), key=lambda r: r.width or 0)
     key = probe_object_key("replmon-probes/", target.run_id, target.route, target.probe_id)
     assert target.put_end is not None and target.latency_lo is not None
     assert target.latency_hi is not None and target.latency_hi - target.latency_lo > 0.01
     created = target.put_end + (target.latency_lo + target.latency_hi) / 2  # inside the poll's interval
-    from replmon.keys import iso_ms
-
     replica = json.loads((EVENTS_DIR / "replica_created.json").read_text())
     replica["Records"][0]["s3"]["object"]["key"] = key
     replica["Records"][0]["eventTime"] = iso_ms(created)

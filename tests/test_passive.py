@@ -157,11 +157,14 @@ def test_a_replica_event_narrows_a_stored_interval_and_never_widens_it(contract:
     assert contract.ingest_response == {"batchItemFailures": [{"itemIdentifier": "m2"}]}
 
 
-def test_a_replica_event_before_the_record_narrows_it_when_it_is_stored(contract: ContractRun) -> None:
-    run = contract.outputs["event-first"]
-    probe = next(r for r in contract.records if r.run_id == contract.event_first_run_id)
+@pytest.mark.parametrize(("scenario", "narrower"), [("event-first", "RecordResult"), ("event-first-spooled", "Housekeeping")])
+def test_a_replica_event_before_the_record_narrows_it_when_it_is_stored(contract: ContractRun, scenario: str, narrower: str) -> None:
+    probe = next(r for r in contract.records if r.run_id == contract.event_first_run_ids[scenario])
     assert probe.status is ProbeStatus.COMPLETED and probe.width is not None and probe.width <= 0.1 + 1e-6
-    assert any(i.function == "RecordResult" for i in run.invocations)
+    recorded = [i.result for i in contract.outputs[scenario].invocations if i.function == "Cleanup" and i.result]
+    assert recorded[0]["recorded"] == ("spooled" if narrower == "Housekeeping" else "stored")
+    ops = {(c.function, c.operation) for c in contract.recorder.calls}
+    assert (narrower, "UpdateItem") in ops
 
 
 def test_a_contradicting_event_leaves_the_poll_interval() -> None:

@@ -239,6 +239,7 @@ def replay_spool(deps: Deps, limit: int = REPLAY_LIMIT) -> dict[str, int]:
             continue
         out["replayed" if wrote else "duplicates"] += 1
         deps.spool.ack(handle)
+        _after_record(record, deps)  # as RecordResult would have: replica events, the in-flight marker
     if out["replayed"]:
         deps.metrics.count("SpoolReplayed", out["replayed"])
     return out

@@ -98,6 +98,7 @@ def report(
         emit(rows, fmt, f"{rep['probes']} probes, {rep['window']['start']} .. {rep['window']['end']}",
              columns=["route", "size_class", "probes", "completed", "failed", "stuck", "errors", "p50", "p90", "p99", "max",
                       "share_within_target", "mib_per_s", "heads_per_probe", "max_width"])
+    if fmt is Format.table:  # CSV stays one table (the size classes); JSON has everything
         emit([health_row(h) for h in rep["health"]], fmt, f"RPO (last {rpo_window:g} s) and SLO ({slo_target:g} % within {slo_threshold:g} s)",
              columns=list(health_row(rep["health"][0]).keys()) if rep["health"] else None)
     if chart:
