@@ -12,7 +12,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from replmon.lambda_entry import deps, logger
+from replmon.lambda_entry import deps, logger, trace_aws_calls, tracer
 from replmon.passive import IngestDeps, ingest, plan
 from replmon.s3events import parse_sqs_message
 
@@ -52,6 +52,10 @@ def record_handler(record: SQSRecord, lambda_context: Any = None) -> list[str]:
     return handle_message(record, getattr(lambda_context, "function_name", ""))
 
 
-@logger.inject_lambda_context(clear_state=True)
-def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+def _handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return dict(process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context))
+
+
+# The same tracing and logging as every other handler (lambda_entry.lambda_handler).
+handler = logger.inject_lambda_context(clear_state=True)(
+    tracer().capture_lambda_handler(capture_response=False)(_handler) if trace_aws_calls() else _handler)
