@@ -238,7 +238,8 @@ def play_passive(run: ContractRun, deps: Deps, clock: ManualClock, wrap: Any, st
                          sqs_message(2, "{not json"),
                          sqs_message(3, json.loads((EVENTS_DIR / "replication_missed_threshold.json").read_text())),
                          sqs_message(4, replica),
-                         sqs_message(5, json.loads((EVENTS_DIR / "test_event.json").read_text()))]}
+                         sqs_message(5, json.loads((EVENTS_DIR / "test_event.json").read_text())),
+                         sqs_message(7, json.loads((EVENTS_DIR / "replication_after_threshold.json").read_text()))]}
     ingest = wrap("IngestEvents", load_handler("IngestEvents"))
     run.ingest_response = ingest(batch, LambdaContext("IngestEvents"))
     after = store.get_record(target.route, target.sort_key)

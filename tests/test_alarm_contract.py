@@ -181,3 +181,39 @@ def test_every_alarm_notifies_on_ok_too_and_the_heartbeat_only_pages_when_schedu
     disabled = resolver(cfn)
     disabled.params["ScheduleState"] = "DISABLED"
     assert not disabled.exists("HeartbeatAlarm") and resolver(cfn).exists("HeartbeatAlarm")
+
+
+def dashboard_gaps(cfn: dict[str, Any], seen: Emitted) -> list[str]:
+    """Dashboard widgets' replmon metrics that nobody emits with those dimensions."""
+    import json as _json
+
+    r = resolver(cfn)
+    body = _json.loads(r.resolve(cfn["Resources"]["Dashboard"]["Properties"]["DashboardBody"]))
+    gaps, checked = [], 0
+    for w in body["widgets"]:
+        for row in w["properties"]["metrics"]:
+            ns, name, *rest = [x for x in row if not isinstance(x, dict)]
+            if ns != telemetry.NAMESPACE:
+                continue
+            dims = frozenset(zip(rest[::2], rest[1::2], strict=True))
+            checked += 1
+            if any(d == "SizeClass" for d, _ in dims):
+                # The dashboard's size classes are the default sizes; the contract probes others:
+                # the dimension *names* must match, and the route and service values.
+                names = {(n, frozenset(d for d, _ in ds)) for _, n, ds in seen}
+                fixed = frozenset((d, v) for d, v in dims if d != "SizeClass")
+                if (name, frozenset(d for d, _ in dims)) not in names or not any(n == name and fixed <= ds for _, n, ds in seen):
+                    gaps.append(f"{w['properties']['title']}: {name} {sorted(dims)} is never emitted")
+            elif (ns, name, dims) not in seen:
+                gaps.append(f"{w['properties']['title']}: {name} {sorted(dims)} is never emitted")
+    assert checked > 20
+    return gaps
+
+
+def test_every_dashboard_metric_is_emitted_with_its_dimensions(contract: ContractRun) -> None:
+    assert dashboard_gaps(default_transformed(), emitted(contract)) == []
+    # and the check bites: a widget without the service dimension names a metric nobody emits
+    t = copy.deepcopy(load_template(TEMPLATE))
+    body = t["Resources"]["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"]
+    body[0] = body[0].replace('"RpoSeconds","service","${Svc}",', '"RpoSeconds",')
+    assert [g.split(":")[1].split()[0] for g in dashboard_gaps(transformed(t), emitted(contract))] == ["RpoSeconds"]
