@@ -130,22 +130,30 @@ class DynamoLatencyStore:
     def _key(self, pk: str, sk: str) -> dict[str, Any]:
         return {PARTITION_KEY: {"S": pk}, SORT_KEY: {"S": sk}}
 
-    def put_item_once(self, item: dict[str, Any]) -> bool:
-        """Conditional put of a signal item; False if an identical key was there (a redelivery)."""
+    def _conditional(self, fn: Any) -> bool:
+        """Run a conditional write: True if it wrote, False if its condition did not hold,
+        StoreUnavailable for anything else."""
         try:
-            self.client.put_item(TableName=self.table, Item={k: _ser.serialize(_to_ddb(v)) for k, v in item.items() if v is not None},
-                                 ConditionExpression="attribute_not_exists(#pk)", ExpressionAttributeNames={"#pk": PARTITION_KEY})
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+            self._call(fn)
+        except StoreUnavailable as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ClientError) and cause.response["Error"]["Code"] == "ConditionalCheckFailedException":
                 return False
-            raise StoreUnavailable(f"{self.table}: {exc.response['Error']['Code']}: {exc}") from exc
-        except BotoCoreError as exc:
-            raise StoreUnavailable(f"{self.table}: {type(exc).__name__}: {exc}") from exc
+            raise
         return True
 
+    @staticmethod
+    def _item(item: dict[str, Any]) -> dict[str, Any]:
+        return {k: _ser.serialize(_to_ddb(v)) for k, v in item.items() if v is not None}
+
+    def put_item_once(self, item: dict[str, Any]) -> bool:
+        """Conditional put of a signal item; False if an identical key was there (a redelivery)."""
+        return self._conditional(lambda: self.client.put_item(
+            TableName=self.table, Item=self._item(item), ConditionExpression="attribute_not_exists(#pk)",
+            ExpressionAttributeNames={"#pk": PARTITION_KEY}))
+
     def put_item(self, item: dict[str, Any]) -> None:
-        self._call(lambda: self.client.put_item(
-            TableName=self.table, Item={k: _ser.serialize(_to_ddb(v)) for k, v in item.items() if v is not None}))
+        self._call(lambda: self.client.put_item(TableName=self.table, Item=self._item(item)))
 
     def delete_item(self, pk: str, sk: str) -> None:
         self._call(lambda: self.client.delete_item(TableName=self.table, Key=self._key(pk, sk)))
@@ -165,21 +173,13 @@ class DynamoLatencyStore:
 
     def add_arrival(self, pk: str, sk: str, attribute: str, created_at: float, expires_at: int) -> bool:
         """Keep the earliest creation time per replica; False if an earlier one was there."""
-        try:
-            self.client.update_item(
-                TableName=self.table, Key=self._key(pk, sk),
-                UpdateExpression="SET #a = :t, expires_at = if_not_exists(expires_at, :e)",
-                ConditionExpression="attribute_not_exists(#a) OR #a > :t",
-                ExpressionAttributeNames={"#a": attribute},
-                ExpressionAttributeValues={":t": {"N": repr(created_at)}, ":e": {"N": str(expires_at)}},
-            )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                return False
-            raise StoreUnavailable(f"{self.table}: {exc.response['Error']['Code']}: {exc}") from exc
-        except BotoCoreError as exc:
-            raise StoreUnavailable(f"{self.table}: {type(exc).__name__}: {exc}") from exc
-        return True
+        return self._conditional(lambda: self.client.update_item(
+            TableName=self.table, Key=self._key(pk, sk),
+            UpdateExpression="SET #a = :t, expires_at = if_not_exists(expires_at, :e)",
+            ConditionExpression="attribute_not_exists(#a) OR #a > :t",
+            ExpressionAttributeNames={"#a": attribute},
+            ExpressionAttributeValues={":t": {"N": repr(created_at)}, ":e": {"N": str(expires_at)}},
+        ))
 
     def get_record(self, route: str, sort_key: str) -> ProbeRecord | None:
         item = self.get_item(route, sort_key)
@@ -205,12 +205,6 @@ class DynamoLatencyStore:
         else:
             values[":old_hi"] = _ser.serialize(_to_ddb(record.latency_hi))
             cond += " AND #hi = :old_hi"
-        try:
-            self.client.update_item(TableName=self.table, Key=self._key(record.route, record.sort_key),
-                                    UpdateExpression="SET " + ", ".join(sets), ConditionExpression=cond,
-                                    ExpressionAttributeNames=names, ExpressionAttributeValues=values)
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                return False
-            raise StoreUnavailable(f"{self.table}: {exc.response['Error']['Code']}: {exc}") from exc
-        return True
+        return self._conditional(lambda: self.client.update_item(
+            TableName=self.table, Key=self._key(record.route, record.sort_key), UpdateExpression="SET " + ", ".join(sets),
+            ConditionExpression=cond, ExpressionAttributeNames=names, ExpressionAttributeValues=values))
