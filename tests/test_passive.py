@@ -324,3 +324,19 @@ def test_events_parse_exits_0_for_a_clean_payload(tmp_path: Path, capsys: pytest
         main(["events", "parse", str(S3_EVENTS / "replication_failed.json"), "--routes", str(routes), "--format", "json"])
     assert exc.value.code == 0
     assert json.loads(capsys.readouterr().out)["records"][0]["store"]["route"] == "orders"
+
+
+def test_two_way_replication_a_probe_replica_on_another_routes_source_still_counts() -> None:
+    """east -> west and west -> east: west is the second route's source and the first's destination."""
+    from replmon.passive import plan
+
+    routes = [Route.model_validate({"name": n, "source": {"bucket": s}, "destinations": [{"bucket": d}]})
+              for n, s, d in (("e2w", "east-data", "west-data"), ("w2e", "west-data", "east-data"))]
+    rec = load("replica_created.json")
+    key = "replmon-probes/20261122T094500Z-a1b2c3/e2w/20261122T094500Z-a1b2c3-e2w-1MiB-t1"
+    for bucket, expect in (("west-data", "arrival"), ("east-data", "ignored")):
+        rec["Records"][0]["s3"]["bucket"]["name"] = bucket
+        rec["Records"][0]["s3"]["object"]["key"] = key
+        [p] = parse_payload(rec)
+        out = plan(p, routes, ["replmon-probes/"])
+        assert (out.arrival is not None, out.ignored is not None) == (expect == "arrival", expect == "ignored"), (bucket, out)

@@ -74,11 +74,13 @@ def plan(parsed: Parsed, routes: Sequence[Route], prefixes: Sequence[str]) -> Pl
                 arrival = arrival_for(ObjectCreated(dest, sig.key, sig.event_time, "Replication:OperationCompletedReplication"), prefixes)
         return Plan(parsed, event=item, arrival=arrival)
     if isinstance(sig, ObjectCreated):
-        if any(sig.bucket == r.source.bucket for r in routes):
-            return Plan(parsed, ignored=f"{sig.bucket} is a route's source: only replicas (destinations) time a probe")
         arr = arrival_for(sig, prefixes)
         if arr is None:
             return Plan(parsed, ignored="not a probe object: replmon times only its probes' replicas")
+        # The probe's own PUT on its route's source (a bucket may be another route's destination:
+        # two-way replication), not a replica.
+        if any(r.name == arr.route and r.source.bucket == sig.bucket for r in routes):
+            return Plan(parsed, ignored=f"{sig.bucket} is this probe's source: only its replicas time it")
         return Plan(parsed, arrival=arr)
     return Plan(parsed)
 
@@ -134,9 +136,10 @@ def ingest(plans: Sequence[Plan], deps: IngestDeps) -> list[str]:
             notes.append("stored" if new else "duplicate")
         if p.arrival is not None:
             a = p.arrival
-            deps.store.add_arrival(partition(a.route, ARRIVALS), a.record_key, ARRIVAL_ATTR + a.bucket, a.created_at,
-                                   int(a.created_at + max(deps.retention_days * 86_400, ARRIVAL_TTL_SECONDS)))
-            deps.metrics.count("ReplicaArrivals", dimensions={ROUTE: a.route})
+            first = deps.store.add_arrival(partition(a.route, ARRIVALS), a.record_key, ARRIVAL_ATTR + a.bucket, a.created_at,
+                                           int(a.created_at + max(deps.retention_days * 86_400, ARRIVAL_TTL_SECONDS)))
+            if first:  # a redelivery (or a later duplicate) is not another arrival
+                deps.metrics.count("ReplicaArrivals", dimensions={ROUTE: a.route})
             record = deps.store.get_record(a.route, a.record_key)
             # No record yet: RecordResult applies the arrival when it stores the record.
             notes.append(apply_arrivals(deps.store, deps.metrics, record, deps.skew_seconds) or "arrival kept") if record else notes.append("arrival kept")
