@@ -1,11 +1,12 @@
-"""The lab's event path: MinIO's bucket notifications -> an SQS-shaped batch -> IngestEvents' handler.
+"""The lab's event path: MinIO's bucket notifications -> an SQS queue -> IngestEvents' handler.
 
 MinIO posts each notification to a webhook (``MINIO_NOTIFY_WEBHOOK_*``); this receiver, on
-loopback, queues each body as one SQS message and a delivery thread hands batches of up to 10 to
-the real ingest handler (Powertools' batch processor) the way Lambda's SQS poller does: messages
-named in ``batchItemFailures`` come back after a visibility delay, and after ``max_receives``
-go to a dead-letter list. This is the lab's own delivery, not an SQS server: what it shares with
-AWS is the message shape, the batch size and the partial-failure contract.
+loopback, sends each body to a queue of the lab's SQS server (moto's server, from PyPI) whose
+redrive policy moves a message to a dead-letter queue after ``max_receives`` receives. A poller
+does what Lambda's SQS event source mapping does: ReceiveMessage (up to 10), the real ingest
+handler (Powertools' batch processor) on the Lambda-shaped batch, DeleteMessage for every
+message not named in ``batchItemFailures``; a failed message comes back after the visibility
+timeout.
 
 MinIO does not notify a replica's creation on the destination (its event code skips replica
 writes), so the lab's stand-in for a replica's ObjectCreated is the source's
@@ -18,49 +19,52 @@ from __future__ import annotations
 import json
 import threading
 import time
-import uuid
-from collections import deque
-from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import boto3
+from botocore.config import Config
+
 from replmon.lab.servers import LOOPBACK
 
-
-@dataclass
-class Message:
-    body: str
-    id: str = field(default_factory=lambda: str(uuid.uuid4()))
-    receives: int = 0
-    visible_at: float = 0.0
+QUEUE, DLQ = "lab-events", "lab-events-dlq"
 
 
 class EventPath:
-    """Webhook receiver + queue + delivery to ``handler(event, context)``."""
+    """Webhook receiver -> SQS queue (with DLQ) -> poller -> ``handler(event, context)``."""
 
-    def __init__(self, handler: Any, context: Any, max_receives: int = 3, visibility: float = 1.0) -> None:
+    def __init__(self, handler: Any, context: Any, sqs_url: str, max_receives: int = 3, visibility: int = 1) -> None:
         self.handler, self.context = handler, context
-        self.max_receives, self.visibility = max_receives, visibility
-        self.queue: deque[Message] = deque()
-        self.dead: list[Message] = []
+        self.max_receives = max_receives
+        self.sqs: Any = boto3.session.Session("lab", "lab").client(
+            "sqs", endpoint_url=sqs_url, region_name="us-east-1",
+            config=Config(connect_timeout=3, read_timeout=10, retries={"mode": "standard", "total_max_attempts": 3}))
+        dlq = self.sqs.create_queue(QueueName=DLQ)["QueueUrl"]
+        dlq_arn = self.sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        self.dlq_url = dlq
+        self.queue_url = self.sqs.create_queue(QueueName=QUEUE, Attributes={
+            "VisibilityTimeout": str(visibility),
+            "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(max_receives)})})["QueueUrl"]
+        self.queue_arn = self.sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         self.received: list[dict[str, Any]] = []  # every notification body, as MinIO sent it
         self.delivered = 0
         self._busy = False
-        self._lock = threading.Lock()
         self._stop = threading.Event()
         outer = self
 
         class Hook(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
-                self.send_response(200)
-                self.end_headers()
                 try:
                     outer.received.append(json.loads(body))
                 except json.JSONDecodeError:
                     outer.received.append({"unparsed": body})
-                with outer._lock:
-                    outer.queue.append(Message(body))
+                try:
+                    outer.sqs.send_message(QueueUrl=outer.queue_url, MessageBody=body)
+                    self.send_response(200)
+                except Exception:  # the queue is down: MinIO keeps the event and retries
+                    self.send_response(503)
+                self.end_headers()
 
             def do_GET(self) -> None:  # MinIO checks the target is alive
                 self.send_response(200)
@@ -77,7 +81,7 @@ class EventPath:
 
     def __enter__(self) -> EventPath:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        threading.Thread(target=self._deliver, daemon=True).start()
+        threading.Thread(target=self._poll, daemon=True).start()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -85,45 +89,57 @@ class EventPath:
         self.server.shutdown()
         self.server.server_close()
 
-    def _deliver(self) -> None:
+    def _poll(self) -> None:
         while not self._stop.is_set():
-            now = time.time()
-            with self._lock:
-                batch = [m for m in list(self.queue) if m.visible_at <= now][:10]
-                for m in batch:
-                    self.queue.remove(m)
-                self._busy = bool(batch)
-            if not batch:
-                time.sleep(0.02)
+            try:
+                msgs = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0,
+                                                AttributeNames=["All"]).get("Messages", [])
+            except Exception:
+                time.sleep(0.5)
                 continue
-            for m in batch:
-                m.receives += 1
-            event = {"Records": [{"messageId": m.id, "receiptHandle": m.id, "body": m.body, "eventSource": "aws:sqs",
-                                  "attributes": {"ApproximateReceiveCount": str(m.receives)}, "messageAttributes": {},
-                                  "md5OfBody": "", "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:lab-events",
-                                  "awsRegion": "us-east-1"} for m in batch]}
+            if not msgs:
+                self._busy = False
+                time.sleep(0.05)
+                continue
+            self._busy = True
+            event = {"Records": [{"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
+                                  "attributes": m.get("Attributes", {}), "messageAttributes": {}, "md5OfBody": m["MD5OfBody"],
+                                  "eventSource": "aws:sqs", "eventSourceARN": self.queue_arn, "awsRegion": "us-east-1"} for m in msgs]}
             try:
                 out = self.handler(event, self.context)
                 failed = {f["itemIdentifier"] for f in (out or {}).get("batchItemFailures", [])}
             except Exception:  # the whole batch failed: every message comes back
-                failed = {m.id for m in batch}
-            with self._lock:
-                for m in batch:
-                    if m.id not in failed:
-                        self.delivered += 1
-                    elif m.receives >= self.max_receives:
-                        self.dead.append(m)
-                    else:
-                        m.visible_at = time.time() + self.visibility
-                        self.queue.append(m)
-                self._busy = False
+                failed = {m["MessageId"] for m in msgs}
+            done = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(msgs) if m["MessageId"] not in failed]
+            if done:
+                self.sqs.delete_message_batch(QueueUrl=self.queue_url, Entries=done)
+                self.delivered += len(done)
+
+    def depth(self, url: str | None = None) -> int:
+        a = self.sqs.get_queue_attributes(QueueUrl=url or self.queue_url,
+                                          AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])
+        return int(a["Attributes"]["ApproximateNumberOfMessages"]) + int(a["Attributes"]["ApproximateNumberOfMessagesNotVisible"])
+
+    @property
+    def dead(self) -> list[dict[str, Any]]:
+        """The dead-letter queue's messages (read without consuming: visibility 0)."""
+        out: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        for _ in range(10):
+            got = self.sqs.receive_message(QueueUrl=self.dlq_url, MaxNumberOfMessages=10, VisibilityTimeout=0,
+                                           AttributeNames=["All"]).get("Messages", [])
+            new = [m for m in got if m["MessageId"] not in seen]
+            if not new:
+                break
+            seen |= {m["MessageId"] for m in new}
+            out += new
+        return out
 
     def drain(self, timeout: float = 10.0) -> bool:
-        """Wait until nothing is queued (True) or ``timeout`` passes (False)."""
+        """Wait until the queue is empty and the poller idle (True) or ``timeout`` passes (False)."""
         end = time.time() + timeout
         while time.time() < end:
-            with self._lock:
-                if not self.queue and not self._busy:
-                    return True
-            time.sleep(0.05)
+            if self.depth() == 0 and not self._busy:
+                return True
+            time.sleep(0.1)
         return False

@@ -148,16 +148,21 @@ class Lab:
             from replmon.lab.events import EventPath
             from replmon.local.aslrun import LambdaContext
 
-            self.event_path = EventPath(handler, LambdaContext("IngestEvents")).__enter__()
+            self.servers["sqs"] = servers.sqs_server(logs)  # first: the event path's queues live there
+            self.servers["sqs"].start()
+            self.pidfile.write(list(self.servers.values()))
+            self.servers["sqs"].wait_ready()
+            self.event_path = EventPath(handler, LambdaContext("IngestEvents"), self.servers["sqs"].url).__enter__()
             # A webhook target named REPLMON (arn:minio:sqs::REPLMON:webhook) on both servers.
             hook = {"MINIO_NOTIFY_WEBHOOK_ENABLE_REPLMON": "on", "MINIO_NOTIFY_WEBHOOK_ENDPOINT_REPLMON": self.event_path.url}
         self.servers["source"] = servers.minio("minio-source", root / "minio-source", logs, ROOT_USER, self.root_password, hook)
         self.servers["destination"] = servers.minio("minio-destination", root / "minio-destination", logs, ROOT_USER, self.root_password, hook)
         self.servers["dynamodb"] = servers.dynamodb_local(root / "dynamodb", logs)
         self.servers["toxiproxy"] = servers.toxiproxy(logs)
-        # Start all three at once: the JVM and MinIO boot in parallel.
+        # Start the rest at once: the JVM and MinIO boot in parallel.
         for s in self.servers.values():
-            s.start()
+            if s.proc is None:
+                s.start()
         self.pidfile.write(list(self.servers.values()))
         for s in self.servers.values():
             s.wait_ready()

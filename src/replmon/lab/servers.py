@@ -269,3 +269,12 @@ def toxiproxy(logs: Path) -> Server:
     port = free_port()
     return Server(name="toxiproxy", port=port, argv=[str(tool("toxiproxy-server")), "-host", LOOPBACK, "-port", str(port)],
                   env={}, log=logs / "toxiproxy.log", health="/version")
+
+
+def sqs_server(logs: Path) -> Server:
+    """moto's server (PyPI) on loopback as the lab's SQS: queues, visibility timeouts, redrive to a DLQ."""
+    import sys
+
+    port = free_port()
+    return Server(name="sqs", port=port, argv=[sys.executable, "-m", "moto.server", "-H", LOOPBACK, "-p", str(port)],
+                  env={"AWS_ACCESS_KEY_ID": "lab", "AWS_SECRET_ACCESS_KEY": "lab"}, log=logs / "sqs.log", health="/moto-api/")
