@@ -7,17 +7,17 @@ import socket
 import threading
 from collections.abc import Callable
 from types import TracebackType
+from typing import Self
 
 
-class BlackHole:
-    """Accepts TCP connections and never answers: a hung server or a partitioned region."""
+class _Listener:
+    """A loopback TCP listener that hands each accepted connection to ``_take`` on a thread."""
 
     def __init__(self) -> None:
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(64)
         self.port = self.sock.getsockname()[1]
-        self.held: list[socket.socket] = []
         self._stop = threading.Event()
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -30,18 +30,35 @@ class BlackHole:
         while not self._stop.is_set():
             try:
                 conn, _ = self.sock.accept()
-                self.held.append(conn)  # read nothing, answer nothing
             except OSError:
                 continue
+            self._take(conn)
 
-    def __enter__(self) -> BlackHole:
+    def _take(self, conn: socket.socket) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self._stop.set()
+        self.sock.close()
+
+
+class BlackHole(_Listener):
+    """Accepts TCP connections and never answers: a hung server or a partitioned region."""
+
+    def __init__(self) -> None:
+        self.held: list[socket.socket] = []
+        super().__init__()
+
+    def _take(self, conn: socket.socket) -> None:
+        self.held.append(conn)  # read nothing, answer nothing
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         for c in self.held:
             c.close()
-        self.sock.close()
+        super().__exit__(exc_type, exc, tb)
 
 
 def _read_request(conn: socket.socket) -> bytes | None:
@@ -65,7 +82,7 @@ def _read_request(conn: socket.socket) -> bytes | None:
     return head + b"\r\n\r\n" + body
 
 
-class LosingProxy:
+class LosingProxy(_Listener):
     """An HTTP/1.1 proxy to ``upstream`` that forwards every request and its answer, except that
     for the first ``lose`` requests matching ``match`` it lets the server act, then closes the
     client's connection instead of answering: a lost answer."""
@@ -73,25 +90,10 @@ class LosingProxy:
     def __init__(self, upstream_port: int, match: Callable[[bytes], bool], lose: int = 1) -> None:
         self.upstream_port, self.match, self.lose = upstream_port, match, lose
         self.lost = 0
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        self._stop = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def _accept(self) -> None:
-        self.sock.settimeout(0.2)
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+    def _take(self, conn: socket.socket) -> None:
+        threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
         with conn:
@@ -112,10 +114,3 @@ class LosingProxy:
                     self.lost += 1
                     return  # the server acted; the client never hears of it
                 conn.sendall(answer.replace(b"Connection: close", b"Connection: keep-alive", 1))
-
-    def __enter__(self) -> LosingProxy:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        self._stop.set()
-        self.sock.close()

@@ -181,9 +181,12 @@ def test_the_collector_stores_rtc_metrics_and_an_idle_route_is_missing_not_zero(
     [sample] = h["rtc"]
     assert sample["missing"] == ["OperationsFailedReplication"]  # nothing was put: missing, not 0
     assert h["rpo"]["seconds"] == 42.0 and not h["rpo"]["unbounded"]
-    # CloudWatch down: still evaluated from the probes, RTC inputs named as missing.
+    # CloudWatch down: the route is still evaluated, from the probes and the collections already
+    # stored in the window (the first one's 42 s); the failed read is counted.
     [h2] = contract.health_without_rtc["routes"]
-    assert "rtc_replication_latency" in h2["rpo"]["missing"] or h2["rpo"]["inputs"]["rtc_replication_latency"] == 42.0
+    assert h2["rpo"]["inputs"]["rtc_replication_latency"] == 42.0 and len(h2["rtc"]) == 1
+    assert h2["slo"]["total"] == h["slo"]["total"]
+    assert any(fn == "CollectSignals" and "RtcReadFailed" in json.dumps(b) for fn, b in contract.emf)
 
 
 def test_an_idle_route_under_moto_cloudwatch_has_no_values(monkeypatch: pytest.MonkeyPatch) -> None:

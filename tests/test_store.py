@@ -61,20 +61,34 @@ def test_put_once_is_idempotent(ddb: Any) -> None:
     assert ddb.scan(TableName=TABLE)["Count"] == 1
 
 
-def test_retried_record_step_writes_one_record_and_one_metric(ddb: Any) -> None:
-    published: list[ProbeRecord] = []
+class Capture:
+    """A metrics sink that keeps what RecordResult publishes."""
 
-    class Capture:
-        def publish(self, r: ProbeRecord) -> None:
-            published.append(r)
+    def __init__(self) -> None:
+        self.published: list[ProbeRecord] = []
 
-    deps = Deps(stores=lambda e: None, latency_store=DynamoLatencyStore(TABLE, ddb), metrics=Capture())  # type: ignore[arg-type,return-value]
-    st = ProbeState(
+    def publish(self, r: ProbeRecord) -> None:
+        self.published.append(r)
+
+    def count(self, *a: Any, **k: Any) -> None:
+        return None
+
+
+def completed_state() -> dict[str, Any]:
+    """A COMPLETED probe's state as PollReplication hands it to RecordResult."""
+    return ProbeState(
         probe_id="p1", run_id="19700101T000139Z-r1", planned_at=99.0, route=Route(**route()), size_bytes=2**20, size_class="1MiB", trial=1,
         timeout_seconds=60, target_seconds=900,
         upload=Upload(key="k", version_id="v", etag="e", method="put", put_start=100.0, put_end=101.0),
         poll=Poll(status="COMPLETED", head_count=4, last_pending=2.5, first_final=3.4),
     ).dump()
+
+
+def test_retried_record_step_writes_one_record_and_one_metric(ddb: Any) -> None:
+    metrics = Capture()
+    published = metrics.published
+    deps = Deps(stores=lambda e: None, latency_store=DynamoLatencyStore(TABLE, ddb), metrics=metrics)  # type: ignore[arg-type,return-value]
+    st = completed_state()
     first, second = record_step(json.loads(json.dumps(st)), deps), record_step(st, deps)
     assert first["recorded"] == "stored" and second["recorded"] == "duplicate"
     assert ddb.scan(TableName=TABLE)["Count"] == 1 and len(published) == 1
@@ -156,22 +170,10 @@ def test_a_lost_answer_is_retried_into_one_record_and_one_metric(ddb: Any) -> No
         return None  # moto answers the retry
 
     ddb.meta.events.register_first("before-send.dynamodb.PutItem", write_then_drop)
-    published: list[ProbeRecord] = []
-
-    class Capture:
-        def publish(self, r: ProbeRecord) -> None:
-            published.append(r)
-
-        def count(self, *a: Any, **k: Any) -> None:
-            return None
-
-    deps = Deps(stores=lambda e: None, latency_store=DynamoLatencyStore(TABLE, ddb), metrics=Capture())  # type: ignore[arg-type,return-value]
-    st = ProbeState(
-        probe_id="p1", run_id="19700101T000139Z-r1", planned_at=99.0, route=Route(**route()), size_bytes=2**20, size_class="1MiB", trial=1,
-        timeout_seconds=60, target_seconds=900,
-        upload=Upload(key="k", version_id="v", etag="e", method="put", put_start=100.0, put_end=101.0),
-        poll=Poll(status="COMPLETED", head_count=4, last_pending=2.5, first_final=3.4),
-    ).dump()
+    metrics = Capture()
+    published = metrics.published
+    deps = Deps(stores=lambda e: None, latency_store=DynamoLatencyStore(TABLE, ddb), metrics=metrics)  # type: ignore[arg-type,return-value]
+    st = completed_state()
     assert record_step(st, deps)["recorded"] == "stored"
     assert dropped == ["answer"] and ddb.scan(TableName=TABLE)["Count"] == 1 and len(published) == 1
     # A later retry of the step (a new call, another token) is a duplicate: no second metric.

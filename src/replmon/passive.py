@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from replmon.config import Route
+from replmon.defaults import DEFAULTS
 from replmon.keys import iso_ms
 from replmon.ports import StoreUnavailable
 from replmon.record import ProbeRecord, ProbeStatus
@@ -31,7 +32,7 @@ from replmon.signals import (
     route_for_event,
     tighten,
 )
-from replmon.slo import Rpo, SloSpec, SloStatus, rpo, slo_status, window_label
+from replmon.slo import Rpo, SloSpec, SloStatus, rpo, slo_status
 from replmon.telemetry import EVENT, ROUTE, WINDOW
 
 log = logging.getLogger("replmon")
@@ -95,7 +96,12 @@ class IngestDeps:
 
     @property
     def prefixes(self) -> list[str]:
-        return sorted({r.prefix for r in self.routes}) or ["replmon-probes/"]
+        return probe_prefixes(self.routes)
+
+
+def probe_prefixes(routes: Sequence[Route]) -> list[str]:
+    """Where probe keys live: the routes' prefixes, or the default one."""
+    return sorted({r.prefix for r in routes}) or [DEFAULTS.probe_prefix]
 
 
 def apply_arrivals(store: Any, metrics: Any, record: ProbeRecord, skew: float) -> str | None:
@@ -202,13 +208,14 @@ def collect_rtc(cloudwatch: Any, route: Route, now: float, lookback: float = 900
     return [parse_results(list(merged.values()), dst, rule, now, n) for n, (dst, rule) in enumerate(pairs)]
 
 
-def route_health(store: Any, route: str, now: float, spec: SloSpec, window: float, rtc_samples: list[RtcSample] | None = None) -> RouteHealth:
+def route_health(store: Any, route: str, now: float, spec: SloSpec, window: float) -> RouteHealth:
+    """The route's RPO and SLO from the store: records, in-flight markers, events and the RTC
+    collections of the window (every collection in it, not only the latest)."""
     records = store.query(route, now - spec.period_days * 86_400 - 86_400, now)
     in_flight = [float(i["put_end"]) for i in store.partition_items(partition(route, IN_FLIGHT))
                  if float(i.get("expires_at", now + 1)) > now]
     events = store.items(partition(route, EVENTS), now - window, now)
-    if rtc_samples is None:
-        rtc_samples = [RtcSample.from_item(i) for i in store.items(partition(route, RTC), now - window, now)]
+    rtc_samples = [RtcSample.from_item(i) for i in store.items(partition(route, RTC), now - window, now)]
     counts: dict[str, int] = {}
     for e in events:
         counts[e["kind"]] = counts.get(e["kind"], 0) + 1
@@ -237,7 +244,6 @@ def collect(routes: Sequence[Route], store: Any, cloudwatch: Any, metrics: Any, 
     read fails is still evaluated from probes and events (the failure is named in the result)."""
     out = []
     for route in routes:
-        samples: list[RtcSample] | None = None
         if cloudwatch is not None:
             try:
                 fresh = collect_rtc(cloudwatch, route, now)
@@ -249,11 +255,11 @@ def collect(routes: Sequence[Route], store: Any, cloudwatch: Any, metrics: Any, 
             except Exception as exc:  # CloudWatch down or denied: the rest of the evaluation stands
                 log.warning("RTC metrics unavailable", extra={"route": route.name, "error": f"{type(exc).__name__}: {exc}"})
                 metrics.count("RtcReadFailed", dimensions={ROUTE: route.name})
-        h = route_health(store, route.name, now, spec, window, samples)
+        h = route_health(store, route.name, now, spec, window)
         publish_health(metrics, h, spec)
         out.append(h)
     return out
 
 
 __all__ = ["IN_FLIGHT", "IngestDeps", "Plan", "RouteHealth", "apply_arrivals", "clear_in_flight", "collect", "ingest",
-           "mark_in_flight", "plan", "route_health", "window_label"]
+           "mark_in_flight", "plan", "route_health"]

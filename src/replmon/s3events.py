@@ -78,10 +78,18 @@ class ReplicationEvent:
     s3_operation: str | None = None
     request_time: float | None = None
     failure_reason: str | None = None
-    failure_reason_documented: bool | None = None
     threshold: str | None = None
     replication_time: float | None = None
     origin: str = "aws"  # "aws" or "minio" (names prefixed "s3:", no replicationEventData)
+
+    @property
+    def failure_reason_documented(self) -> bool | None:
+        """Is the failure reason one S3 documents (R10)? None without a reason."""
+        return None if self.failure_reason is None else self.failure_reason in FAILURE_REASONS
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored and printed form: the fields, and whether the reason is a documented one."""
+        return {**asdict(self), "failure_reason_documented": self.failure_reason_documented}
 
     @property
     def event_id(self) -> str:
@@ -117,7 +125,8 @@ class Parsed:
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"position": self.position, "message_id": self.message_id}
         if self.signal is not None:
-            out["signal"] = {"type": type(self.signal).__name__, **asdict(self.signal)}
+            body = self.signal.to_json() if isinstance(self.signal, ReplicationEvent) else asdict(self.signal)
+            out["signal"] = {"type": type(self.signal).__name__, **body}
         if self.acknowledged:
             out["acknowledged"] = self.acknowledged
         if self.error:
@@ -210,7 +219,7 @@ def parse_record(raw: Any) -> Signal:
         kind=kind, source_bucket=rec.s3.bucket.name, key=key, event_time=when, version_id=version, size=rec.s3.object.size,
         rule_id=data.replicationRuleId, destination_bucket=_bucket_name(data.destinationBucket), s3_operation=data.s3Operation,
         request_time=parse_time(data.requestTime, "replicationEventData.requestTime") if data.requestTime else None,
-        failure_reason=reason, failure_reason_documented=(reason in FAILURE_REASONS) if reason else None,
+        failure_reason=reason,
         threshold=data.threshold,
         replication_time=parse_time(data.replicationTime, "replicationEventData.replicationTime") if data.replicationTime else None,
         origin=origin,

@@ -66,9 +66,7 @@ class EventItem:
         return f"{iso_ms(self.event.event_time)}#{self.event.event_id}"
 
     def to_item(self, retention_days: int) -> dict[str, Any]:
-        from dataclasses import asdict
-
-        body = {k: v for k, v in asdict(self.event).items() if v is not None}
+        body = {k: v for k, v in self.event.to_json().items() if v is not None}
         return {**body, "route": partition(self.route, EVENTS), "at": self.sort_key,
                 "expires_at": int(self.event.event_time + retention_days * 86_400)}
 
@@ -97,7 +95,6 @@ class Tightened:
     lo: float
     hi: float | None
     replica_at: float  # the latest replica creation time used (epoch, S3's clock)
-    complete: bool  # events from every destination: hi came from them too
 
 
 def tighten(lo: float | None, hi: float | None, put_end: float, destinations: Sequence[str],
@@ -105,9 +102,9 @@ def tighten(lo: float | None, hi: float | None, put_end: float, destinations: Se
     """The narrower interval the arrivals give, or None if they give nothing new or disagree.
 
     >>> tighten(1.0, 9.0, 100.0, ["dst"], {"dst": 103.0}, 0.25)
-    Tightened(lo=2.75, hi=3.25, replica_at=103.0, complete=True)
+    Tightened(lo=2.75, hi=3.25, replica_at=103.0)
     >>> tighten(1.0, 9.0, 100.0, ["dst", "dr2"], {"dst": 103.0}, 0.25)  # one of two: lo only
-    Tightened(lo=2.75, hi=9.0, replica_at=103.0, complete=False)
+    Tightened(lo=2.75, hi=9.0, replica_at=103.0)
     """
     seen = {b: t for b, t in arrivals.items() if b in destinations}
     if not seen or lo is None:
@@ -123,7 +120,7 @@ def tighten(lo: float | None, hi: float | None, put_end: float, destinations: Se
         raise ClockDisagreement(f"replica at {latest - put_end:+.3f} s vs poll [{lo:.3f}, {hi}] beyond the {skew} s allowance")
     if new_lo <= lo + 1e-6 and (new_hi is None or (hi is not None and new_hi >= hi - 1e-6)):
         return None  # nothing narrower (to the microsecond the store keeps)
-    return Tightened(round(new_lo, 6), None if new_hi is None else round(new_hi, 6), latest, complete)
+    return Tightened(round(new_lo, 6), None if new_hi is None else round(new_hi, 6), latest)
 
 
 class ClockDisagreement(ValueError):

@@ -42,7 +42,7 @@ def parse(
     """Print what would be stored for each record, and which records fail and why (exit 1 if any)."""
     import sys
 
-    from replmon.passive import plan
+    from replmon.passive import plan, probe_prefixes
     from replmon.s3events import parse_payload
 
     try:
@@ -54,8 +54,7 @@ def parse(
     except json.JSONDecodeError as exc:
         fail(f"{file}: not JSON ({exc.msg}, line {exc.lineno} column {exc.colno})", MEASURED_FAILURE)
     rs = _routes_from(routes)
-    prefixes = sorted({r.prefix for r in rs}) or ["replmon-probes/"]
-    plans = [plan(p, rs, prefixes) for p in parse_payload(payload)]
+    plans = [plan(p, rs, probe_prefixes(rs)) for p in parse_payload(payload)]
     docs = [p.to_json() for p in plans]
     failed = [d for d in docs if d.get("error")]
     rows = []

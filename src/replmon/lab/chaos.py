@@ -70,19 +70,18 @@ def _rate(v: float | None) -> str:
 def wait_for_replication(lab: Lab, prefix: str, limit: float = 90.0) -> float | None:
     """Seconds until a fresh canary object replicates after healing (MinIO marks a target that
     timed out offline and fails replication to it at once until its health check passes)."""
-    from replmon.lab.lab import SOURCE_BUCKET
 
     try:
         return _canary(lab, prefix, limit)
-    finally:  # the canaries leave nothing behind, on either side
-        from replmon.lab.lab import DEST_BUCKET
+    finally:  # the canaries leave nothing behind, on either side (every version, as Cleanup deletes)
+        from replmon.adapters.s3 import S3Stores
+        from replmon.config import Route
 
-        for side, bucket in (("source", SOURCE_BUCKET), ("destination", DEST_BUCKET)):
-            c = lab.s3(side)
-            vs = c.list_object_versions(Bucket=bucket, Prefix=f"{prefix}canary/")
-            objs = [{"Key": v["Key"], "VersionId": v["VersionId"]} for v in vs.get("Versions", []) + vs.get("DeleteMarkers", [])]
-            if objs:
-                c.delete_objects(Bucket=bucket, Delete={"Objects": objs, "Quiet": True})
+        r = Route.model_validate(lab.route())
+        stores = S3Stores(lab.keys)
+        for endpoint in (r.source, *r.destinations):
+            store = stores(endpoint)
+            store.delete_versions(endpoint.bucket, store.list_versions(endpoint.bucket, f"{prefix}canary/"))
 
 
 def _canary(lab: Lab, prefix: str, limit: float) -> float | None:

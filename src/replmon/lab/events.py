@@ -46,8 +46,6 @@ class EventPath:
             "VisibilityTimeout": str(visibility),
             "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(max_receives)})})["QueueUrl"]
         self.queue_arn = self.sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        self.received: list[dict[str, Any]] = []  # every notification body, as MinIO sent it
-        self.delivered = 0
         self._busy = False
         self._stop = threading.Event()
         outer = self
@@ -55,10 +53,6 @@ class EventPath:
         class Hook(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
-                try:
-                    outer.received.append(json.loads(body))
-                except json.JSONDecodeError:
-                    outer.received.append({"unparsed": body})
                 try:
                     outer.sqs.send_message(QueueUrl=outer.queue_url, MessageBody=body)
                     self.send_response(200)
@@ -113,7 +107,6 @@ class EventPath:
             done = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(msgs) if m["MessageId"] not in failed]
             if done:
                 self.sqs.delete_message_batch(QueueUrl=self.queue_url, Entries=done)
-                self.delivered += len(done)
 
     def depth(self, url: str | None = None) -> int:
         a = self.sqs.get_queue_attributes(QueueUrl=url or self.queue_url,
