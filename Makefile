@@ -25,16 +25,17 @@ node_modules/.installed: package.json package-lock.json
 
 venv: $(BIN)/.installed  ## Python environment (.venv)
 
-lab-deps:  ## MinIO + mc (go install, pinned) and DynamoDB Local (Maven Central), cached
-	@command -v go >/dev/null && command -v java >/dev/null && command -v mvn >/dev/null || \
-	  { echo "the lab needs go, java (17+) and mvn on PATH"; exit 1; }
+lab-deps:  ## MinIO + mc, Toxiproxy (go install), DynamoDB Local (Maven), fio + s3fs (apt), the lab's Mountpoint (cargo); cached
+	@command -v go >/dev/null && command -v java >/dev/null && command -v mvn >/dev/null && command -v cargo >/dev/null || \
+	  { echo "the lab needs go, java (17+), mvn and cargo on PATH"; exit 1; }
 	bash scripts/lab-deps.sh all
 
 demo: venv lab-deps  ## THE MAIN JOB: measure real replication in the local lab (table + chart)
 	$(BIN)/replmon lab run $(ARGS)
 
-bench: venv lab-deps  ## P1-P4: HEAD cost, accuracy vs ground truth, composition speed, record delay
+bench: venv lab-deps  ## P1-P5 (docs/BENCH.md), M1-M3 mounts: runner overhead, Mountpoint vs s3fs (docs/BENCH-MOUNTS.md)
 	$(BIN)/replmon lab bench $(ARGS)
+	$(BIN)/replmon lab bench-mounts
 
 lint: venv node_modules/.installed  ## ruff, mypy, cfn-lint, sam validate --lint, ASL lint
 	$(BIN)/ruff check src tests functions
@@ -51,7 +52,8 @@ test: venv node_modules/.installed lab-deps  ## THE TESTS: lint once, then every
 	$(BIN)/pytest -m "not lab" -n 2 $(ARGS)
 	$(BIN)/pytest -m lab $(ARGS)
 
-test-fast: venv node_modules/.installed  ## no lab servers, no builds, no network: ~50 s on 2 cores
+test-fast: venv node_modules/.installed  ## no lab servers, no builds, no network (fio from apt once): ~90 s on 2 cores
+	bash scripts/lab-deps.sh apt >/dev/null
 	$(BIN)/pytest -m "not lab and not build" -n 2 $(ARGS)
 
 clean:  ## remove build output and lab data (keeps the caches)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the lab's servers once and caches them: MinIO + mc (built from the Go module proxy at
-# pinned versions), DynamoDB Local (Maven Central). Idempotent; prints the cache directory.
+# Installs the lab's tools once and caches them: MinIO + mc (built from the Go module proxy at
+# pinned versions), DynamoDB Local (Maven Central), Toxiproxy, fio + s3fs (apt) and the lab's
+# Mountpoint (cargo). Idempotent; prints the cache directory.
 set -euo pipefail
 CACHE="${REPLMON_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/replmon}"
 MINIO_VERSION="v0.0.0-20260212201848-7aac2a2c5b7c"   # minio master of 2026-02-12
@@ -48,13 +49,41 @@ build_ddb_launcher() {
   touch "$dir/launcher/.$sum"
 }
 
+# fio, s3fs (mount baselines) and the headers the Mountpoint crates build against, from Debian.
+APT_PACKAGES="fio s3fs libclang-dev libfuse3-dev"
+apt_deps() {
+  local missing=""
+  for p in $APT_PACKAGES; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+  [ -z "$missing" ] && return 0
+  local sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+  echo "lab-deps: apt-get install$missing (once)" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get install -y -q $missing >&2 || { $sudo apt-get update -q >&2 && $sudo apt-get install -y -q $missing >&2; }
+}
+
+# The lab's Mountpoint: tools/mountpoint-lab on the mountpoint-s3-fs / -client crates (crates.io,
+# versions pinned by its Cargo.lock), rebuilt when its sources change. ~5-8 min once on 2 cores.
+build_mountpoint() {
+  local src; src="$(cd "$(dirname "$0")/.." && pwd)/tools/mountpoint-lab"
+  local sum; sum=$(cat "$src/Cargo.toml" "$src/Cargo.lock" "$src/src/main.rs" | sha256sum | cut -c1-16)
+  local target="$CACHE/cargo-target"
+  [ -x "$target/release/replmon-mountpoint" ] && [ -f "$target/.replmon-mountpoint-$sum" ] && return 0
+  command -v cargo >/dev/null || { echo "lab-deps: cargo (Rust) is needed to build the lab's Mountpoint" >&2; exit 1; }
+  echo "lab-deps: building the lab's Mountpoint from crates.io (minutes, once)" >&2
+  (cd "$src" && CARGO_TARGET_DIR="$target" cargo build --release --locked -j "$(nproc)" >&2)
+  rm -f "$target"/.replmon-mountpoint-* && touch "$target/.replmon-mountpoint-$sum"
+}
+
 case "${1:-all}" in
   minio) build_go minio github.com/minio/minio "$MINIO_VERSION" ;;
   mc) build_go mc github.com/minio/mc "$MC_VERSION" ;;
   toxiproxy) build_go toxiproxy-server github.com/Shopify/toxiproxy/v2/cmd/server "$TOXIPROXY_VERSION" ;;
+  apt) apt_deps ;;
+  mounts) apt_deps; build_mountpoint ;;
   ddb) fetch_ddb_local; build_ddb_launcher ;;
   all) build_go mc github.com/minio/mc "$MC_VERSION"; fetch_ddb_local; build_ddb_launcher
        build_go toxiproxy-server github.com/Shopify/toxiproxy/v2/cmd/server "$TOXIPROXY_VERSION"
-       build_go minio github.com/minio/minio "$MINIO_VERSION" ;;
+       build_go minio github.com/minio/minio "$MINIO_VERSION"
+       apt_deps; build_mountpoint ;;
 esac
 echo "$CACHE"

@@ -75,7 +75,8 @@ def test_no_role_grants_an_action_no_handler_needs(contract: ContractRun) -> Non
     r = resolver(cfn, "existing")
     # Lambda's SQS poller receives and deletes IngestEvents' messages with the function's role
     # (Lambda developer guide, "Lambda execution role permissions" for SQS event sources).
-    used |= {("IngestEvents", a) for a in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")}
+    used |= {(fn, a) for fn in ("IngestEvents", "IngestFioResults")
+             for a in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")}
     unused = []
     for fn in FUNCTIONS:
         for policy in function_role_policies(cfn, fn, r):

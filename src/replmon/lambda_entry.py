@@ -111,3 +111,24 @@ def lambda_handler(step: Step, *, traced: bool = True) -> Callable[[dict[str, An
     handler = logger.inject_lambda_context(clear_state=True)(handler)
     handler.__name__ = step.__name__
     return handler
+
+
+def sqs_batch_handler(handle_message: Callable[[Any, str], list[str]]) -> Callable[[dict[str, Any], Any], Any]:
+    """An SQS-triggered handler with partial batch failures: Powertools' BatchProcessor runs
+    ``handle_message(record, function_name)`` per message and reports the ones that raised
+    (``ReportBatchItemFailures``), so one bad message never fails the batch."""
+    from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+
+    def record_handler(record: Any, lambda_context: Any = None) -> list[str]:
+        """Powertools passes ``lambda_context`` to a handler that names it."""
+        return handle_message(record, getattr(lambda_context, "function_name", ""))
+
+    def run(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        return dict(process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context))
+
+    handler: Callable[[dict[str, Any], Any], Any] = run
+    if trace_aws_calls():
+        handler = tracer().capture_lambda_handler(capture_response=False)(handler)
+    return logger.inject_lambda_context(clear_state=True)(handler)  # type: ignore[no-any-return]

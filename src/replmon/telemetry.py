@@ -26,6 +26,9 @@ SIZE_CLASS = "SizeClass"
 EVENT = "Event"  # S3 replication event name (passive signals)
 RULE = "RuleId"
 WINDOW = "Window"  # an SLO burn-rate window: "1h", "5m", "6h", "30m"
+TARGET = "Target"  # a mount baseline's target (its configured name)
+PRESET = "Preset"  # a mount preset (replmon/mounts/presets.json)
+JOB = "Job"  # a fio job (or dd test) of a preset, with its direction: "1M-read/read"
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,13 @@ METRICS: dict[str, MetricDef] = {
         _m("RtcOperationsPending", "Count", "S3 OperationsPendingReplication (Maximum) in the window", (ROUTE,)),
         _m("RtcReadFailed", "Count", "collections whose GetMetricData call failed", (ROUTE,)),
         _m("CollectorHeartbeat", "Count", "one per collector run (missing = the collector is not running)", ()),
+        # Mount baselines (the fio runner, then IngestFioResults).
+        _m("FioRunFailed", "Count", "runner runs that failed (mount, layout, fio, dd, upload or unmount)", (TARGET, PRESET), ()),
+        _m("FioBandwidth", "Bytes/Second", "a stored job's bandwidth (fio bw_bytes)", (TARGET, PRESET, JOB)),
+        _m("FioRegression", "Count", "jobs below their baseline by more than the threshold and the noise", (TARGET, PRESET), ()),
+        _m("FioNoBaseline", "Count", "jobs with too few earlier runs for a baseline", (TARGET, PRESET)),
+        _m("FioJobErrors", "Count", "jobs fio reported with a non-zero error", (TARGET, PRESET)),
+        _m("FioResultsRejected", "Count", "result objects that could not be parsed (batch item failures)", ()),
     )
 }
 

@@ -142,7 +142,7 @@ def list_presets(fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HEL
 
 
 def _register() -> None:
-    from replmon.cli import cost, labcmd, probe, signals  # noqa: F401 - each adds its commands to the app
+    from replmon.cli import cost, fio, labcmd, probe, signals  # noqa: F401 - each adds its commands to the app
 
 
 _register()

@@ -41,7 +41,9 @@ def cost(
     except ConfigError as exc:
         fail(config_message(exc))
     runs = DEFAULTS_MONTH_MINUTES / rate_minutes
-    alarms = sum(1 for r in load_template(TEMPLATE)["Resources"].values() if r["Type"] == "AWS::CloudWatch::Alarm")
+    # Mount baselines are off by default (MountBaselines=DISABLED): their alarms and runner tasks are not priced here.
+    alarms = sum(1 for r in load_template(TEMPLATE)["Resources"].values()
+                 if r["Type"] == "AWS::CloudWatch::Alarm" and r.get("Condition") != "MountBaselinesOn")
     extra = {"replication_mib_per_s": replication_mib_per_s} if replication_mib_per_s else None
     est = estimate(request, runs, cross_region, rtc, extra, alarms=alarms)
     rows = [{"item": x.item, "per month": f"{x.quantity:,.1f} {x.unit}", "$ per month": round(x.dollars, 2),

@@ -174,6 +174,27 @@ def lab_bench(
     return 0
 
 
+@lab_app.command("bench-mounts")
+def lab_bench_mounts(
+    reps: Annotated[int, typer.Option(min=1, max=10, help="M1: alternating repetitions of runner and bare fio.")] = 4,
+    rtt_ms: Annotated[int, typer.Option(min=2, max=1000, help="M3: the round trip Toxiproxy adds, ms.")] = 50,
+    lab_dir: Annotated[Path, typer.Option("--dir", help="The bench's directory.")] = Path("lab-data/bench-mounts"),
+    output: Annotated[Path, typer.Option(help="Where the generated report goes.")] = Path("docs/BENCH-MOUNTS.md"),
+) -> int:
+    """M1 runner overhead vs bare fio, M2 lab Mountpoint vs s3fs sequential reads, M3 the drop under
+    an added round trip; writes docs/BENCH-MOUNTS.md."""
+    from replmon.cli.common import check_output_file
+    from replmon.lab.mountbench import run_mount_bench
+    from replmon.lab.servers import LabError
+
+    check_output_file(output, "--output")
+    try:
+        run_mount_bench(out, lab_dir, output, reps=reps, rtt_ms=rtt_ms)
+    except LabError as exc:
+        fail(str(exc), USAGE if str(exc).startswith("--dir") else INFRASTRUCTURE)
+    return 0
+
+
 @lab_app.command("chaos")
 def lab_chaos(
     fault: Annotated[str, typer.Option(help="latency (4 s per answer), bandwidth (256 KB/s), hang (no data until healed) or reset (connections reset).")] = "latency",
@@ -217,3 +238,57 @@ def lab_chaos(
     if fmt is Format.table:
         out.print("breached under the fault and recovered after healing" if ok else "did NOT breach and recover as expected", highlight=False)
     return 0 if ok else 1
+
+
+@lab_app.command("fio")
+def lab_fio(
+    preset: Annotated[str, typer.Option(help="A mount preset (replmon fio presets).")] = "mountpoint-xregion",
+    scale: Annotated[str, typer.Option(help="full, small (1/64 of sizes and run times) or tiny (1/1024).")] = "small",
+    target: Annotated[list[str] | None, typer.Option(help="mountpoint, mountpoint-cache, mountpoint-xregion, mountpoint-credits, s3fs, local "
+                                                          "(repeat; default: all, mountpoint-credits only for burst-vs-baseline).")] = None,
+    rtt_ms: Annotated[int, typer.Option(min=2, max=1000, help="mountpoint-xregion: the round trip Toxiproxy adds (half each way), ms.")] = 50,
+    throttle_after: Annotated[float, typer.Option(min=1, help="mountpoint-credits: seconds into the run before the cap (the burst).")] = 5.0,
+    throttle_mibps: Annotated[int, typer.Option(min=1, help="mountpoint-credits: the cap per connection, MiB/s (Toxiproxy bandwidth).")] = 8,
+    lab_dir: Annotated[Path, typer.Option("--dir", help="The lab's directory.")] = Path("lab-data/fio"),
+    chart: Annotated[Path | None, typer.Option(help="PNG chart (default: <dir>/<preset>.png).")] = None,
+    fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table,
+) -> int:
+    """A preset through the real fio runner on Mountpoint's own file-system code, s3fs and a local
+    directory (and Mountpoint behind Toxiproxy's added round trip); stores the results in the lab's
+    DynamoDB Local as IngestFioResults does, prints the study-shaped table, writes a chart.
+    Exit 0 when every target's run succeeded and left nothing mounted."""
+    from replmon.lab.lab import Lab
+    from replmon.lab.mounts import LAB_TARGETS, charts, default_targets, run_lab_fio, study_table, summary, xregion_drop
+    from replmon.lab.servers import LabError
+    from replmon.mounts import presets as p
+
+    try:
+        p.expand(preset, "mountpoint", scale)
+    except p.PresetError as exc:
+        fail(f"--preset/--scale: {exc}")
+    targets = target or default_targets(preset)
+    bad = [t for t in targets if t not in LAB_TARGETS]
+    if bad:
+        fail(f"--target {bad[0]!r}: use any of {', '.join(LAB_TARGETS)}")
+    try:
+        with Lab(lab_dir, events=False, least_privilege=False) as lab:
+            runs = run_lab_fio(lab, preset, scale, targets, rtt_ms=rtt_ms, throttle_after=throttle_after, throttle_mibps=throttle_mibps,
+                               progress=lambda m: err.print(m, highlight=False))
+    except LabError as exc:
+        fail(str(exc), USAGE if str(exc).startswith(("--dir", "--target")) else INFRASTRUCTURE)
+    rows, caption = study_table(preset, runs)
+    drop = xregion_drop(runs)
+    png = charts(preset, runs, chart or lab_dir / f"{preset}.png")
+    emit(rows, fmt, f"lab fio: {preset} at scale {scale}", document={
+        "preset": preset, "scale": scale, "rtt_ms": rtt_ms, "throttle": {"after_s": throttle_after, "mibps_per_connection": throttle_mibps},
+        "table": rows, "caption": caption, "xregion_drop": drop,
+        "runs": summary(runs), "chart": str(png)})
+    if fmt is Format.table:
+        emit(summary(runs), fmt, "runs (stored in the lab's DynamoDB Local)")
+        out.print(caption, highlight=False)
+        if drop and drop["mean"] is not None:
+            study = " (study R2: ~70 % lower, Ohio -> Tokyo vs Tokyo -> Tokyo)" if preset == "mountpoint-xregion" else ""
+            out.print(f"Toxiproxy +{rtt_ms} ms round trip: mean drop {drop['mean']:.0%} over the jobs vs the plain mount{study}",
+                      highlight=False)
+        out.print(f"chart: {png}", highlight=False)
+    return 0 if all(r.result.exit_code == 0 for r in runs) else 1

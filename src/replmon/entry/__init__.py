@@ -15,4 +15,5 @@ FUNCTIONS = {
     "Report": "replmon.entry.report",
     "IngestEvents": "replmon.entry.ingest_events",
     "CollectSignals": "replmon.entry.collect_signals",
+    "IngestFioResults": "replmon.entry.ingest_fio",
 }

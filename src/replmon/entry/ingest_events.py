@@ -7,16 +7,11 @@ message, with one log line saying why; after the queue's maxReceiveCount it wait
 
 from __future__ import annotations
 
-from typing import Any
-
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from replmon.lambda_entry import deps, logger, trace_aws_calls, tracer
+from replmon.lambda_entry import deps, logger, sqs_batch_handler
 from replmon.passive import IngestDeps, ingest, plan
 from replmon.s3events import parse_sqs_message
-
-processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
 class RejectedRecord(ValueError):
@@ -47,15 +42,4 @@ def handle_message(record: SQSRecord, function_name: str = "") -> list[str]:
         raise
 
 
-def record_handler(record: SQSRecord, lambda_context: Any = None) -> list[str]:
-    """Powertools passes ``lambda_context`` to a handler that names it."""
-    return handle_message(record, getattr(lambda_context, "function_name", ""))
-
-
-def _handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return dict(process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context))
-
-
-# The same tracing and logging as every other handler (lambda_entry.lambda_handler).
-handler = logger.inject_lambda_context(clear_state=True)(
-    tracer().capture_lambda_handler(capture_response=False)(_handler) if trace_aws_calls() else _handler)
+handler = sqs_batch_handler(handle_message)

@@ -12,6 +12,7 @@ import ctypes
 import json
 import os
 import queue
+import shutil
 import signal
 import socket
 import subprocess
@@ -127,6 +128,7 @@ class Server:
     log: Path
     health: str = "/"  # answered once the server is ready
     ready_codes: tuple[int, ...] = (200,)
+    scratch: Path | None = None  # removed once the server has stopped
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -160,6 +162,8 @@ class Server:
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(grace)
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
     def pause(self) -> None:
         """SIGSTOP: the server hangs (connections open, nothing answers), like a partitioned region."""
@@ -226,6 +230,9 @@ def minio(name: str, data: Path, logs: Path, root_user: str, root_password: str,
              "MINIO_CALLHOME_ENABLE": "off", **(env or {})},
         log=logs / f"{name}.log",
         health="/minio/health/live",
+        # Deleted objects wait in .minio.sys/tmp/.trash until MinIO purges them in the background;
+        # a lab that stops first would leave them (GBs after a mount preset): the server is down, so they go.
+        scratch=data / ".minio.sys" / "tmp",
     )
 
 

@@ -118,7 +118,7 @@ class Resolver:
                 return all(self.resolve(x) for x in arg)
             if key == "Fn::Or":
                 return any(self.resolve(x) for x in arg)
-            if key == "Condition":
+            if key in ("Condition", "Fn::Condition"):  # the YAML loader spells !Condition Fn::Condition
                 return self.condition(arg)
             if key == "Fn::FindInMap":
                 m, k1, k2 = (self.resolve(x) for x in arg)
