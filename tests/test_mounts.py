@@ -308,6 +308,9 @@ def test_fio_metrics_reach_the_fio_alarms(contract: Any) -> None:
 
 
 # ------------------------------------------------------------------------------------ template contracts
+TASK_DEFINITIONS = ("FioEfsTaskDefinition", "FioMountpointTaskDefinition", "FioNfsTaskDefinition")
+
+
 def _fio_template(**params: str) -> tuple[dict[str, Any], Any]:
     cfn = default_transformed()
     r = resolver(cfn)
@@ -317,7 +320,7 @@ def _fio_template(**params: str) -> tuple[dict[str, Any], Any]:
     r.attributes["FioCluster.Arn"] = f"{ecs}:cluster/replmon-FioCluster"
     # A log group's Arn attribute ends in ":*" (AWS::Logs::LogGroup return values).
     r.attributes["FioLogGroup.Arn"] = f"arn:aws:logs:{r.pseudo['AWS::Region']}:{ACCOUNT}:log-group:replmon-FioLogGroup:*"
-    for td in ("FioEfsTaskDefinition", "FioEc2TaskDefinition"):  # Ref of a task definition is its ARN
+    for td in TASK_DEFINITIONS:  # Ref of a task definition is its ARN
         r.physical[td] = f"{ecs}:task-definition/replmon-{td}:1"
     return cfn, r
 
@@ -340,10 +343,34 @@ def test_fargate_task_needs_no_fuse_and_ec2_task_has_it() -> None:
         assert set(caps) <= {"SYS_PTRACE"} and not c.get("LinuxParameters", {}).get("Devices")
     efs = fargate["Volumes"][0]["EFSVolumeConfiguration"]
     assert efs["AuthorizationConfig"]["IAM"] == "ENABLED" and efs["TransitEncryption"] == "ENABLED"
-    ec2 = r.resolve(cfn["Resources"]["FioEc2TaskDefinition"]["Properties"])
-    assert ec2["RequiresCompatibilities"] == ["EC2"]
-    lp = ec2["ContainerDefinitions"][0]["LinuxParameters"]
-    assert "SYS_ADMIN" in lp["Capabilities"]["Add"] and lp["Devices"][0]["HostPath"] == "/dev/fuse"
+    for name in ("FioMountpointTaskDefinition", "FioNfsTaskDefinition"):
+        ec2 = r.resolve(cfn["Resources"][name]["Properties"])
+        assert ec2["RequiresCompatibilities"] == ["EC2"], name
+        lp = ec2["ContainerDefinitions"][0]["LinuxParameters"]
+        assert "SYS_ADMIN" in lp["Capabilities"]["Add"] and lp["Devices"][0]["HostPath"] == "/dev/fuse", name
+
+
+@pytest.mark.parametrize("extra", [{}, {"MountpointBucketRegion": "ap-northeast-1", "MountpointCacheXzBucket": "c--use1-az4--x-s3",
+                                        "NfsKind": "lustre", "NfsSource": "fs-1.fsx.us-east-1.amazonaws.com@tcp:/abcd"}])
+def test_each_task_definition_gives_the_runner_a_target_it_accepts(extra: dict[str, str]) -> None:
+    """What a scheduled task runs with is its task definition's environment (no overrides): each
+    one parses as the runner parses it, names its preset, and mounts what the parameters say."""
+    cfn, r = _fio_template(**extra)
+    argv = {}
+    for name in TASK_DEFINITIONS:
+        [container] = r.resolve(cfn["Resources"][name]["Properties"])["ContainerDefinitions"]
+        env = {e["Name"]: e["Value"] for e in container["Environment"]}
+        target = Target.from_json(json.loads(env["REPLMON_FIO_TARGET"]))
+        assert p.expand(env["REPLMON_FIO_PRESET"], target.kind, env["REPLMON_FIO_SCALE"]).jobs
+        assert env["REPLMON_FIO_RESULTS"] == f"s3://{r.physical['FioResultsBucket']}/fio-results/"
+        argv[target.kind] = target.mount_argv()
+    assert argv["efs"] is None  # Fargate mounts the EFS volume itself
+    mp = argv["mountpoint"]
+    assert mp[:3] == ["mount-s3", "bench-bucket", "/mnt/target"] and mp[mp.index("--prefix") + 1] == "replmon-fio/"
+    assert mp[mp.index("--region") + 1] == extra.get("MountpointBucketRegion", "us-east-1")
+    assert ("--cache-xz" in mp) == bool(extra)
+    kind = extra.get("NfsKind", "nfs")
+    assert argv[kind][:3] == ["mount", "-t", kind] and argv[kind][-2] == extra.get("NfsSource", "fs-1.example:/export")
 
 
 def test_schedules_run_only_replmons_tasks_with_least_privilege() -> None:
@@ -356,7 +383,7 @@ def test_schedules_run_only_replmons_tasks_with_least_privilege() -> None:
     assert role["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": "scheduler.amazonaws.com"}
     policies = {"Scheduler": [{"name": x["PolicyName"], "policy": x["PolicyDocument"]} for x in role["Policies"]]}
     cluster = r.get_att("FioCluster", "Arn")
-    taskdefs = [r.ref("FioEfsTaskDefinition"), r.ref("FioEc2TaskDefinition")]
+    taskdefs = [r.ref(td) for td in TASK_DEFINITIONS]
     roles = [r.get_att("FioExecutionRole", "Arn"), r.get_att("FioTaskRole", "Arn")]
     ok = [("Scheduler", IamRequest("ecs:RunTask", t, {"ecs:cluster": cluster})) for t in taskdefs]
     ok += [("Scheduler", IamRequest("iam:PassRole", x, {"iam:PassedToService": "ecs-tasks.amazonaws.com"})) for x in roles]
@@ -398,7 +425,7 @@ def test_results_flow_matches_the_runner_layout_and_the_task_role() -> None:
     cfn, r = _fio_template()
     bucket = r.resolve(cfn["Resources"]["FioResultsBucket"]["Properties"])
     rules = {x["Name"]: x["Value"] for x in bucket["NotificationConfiguration"]["QueueConfigurations"][0]["Filter"]["S3Key"]["Rules"]}
-    env = {e["Name"]: e["Value"] for e in r.resolve(cfn["Resources"]["FioEc2TaskDefinition"]["Properties"])["ContainerDefinitions"][0]["Environment"]}
+    env = {e["Name"]: e["Value"] for e in r.resolve(cfn["Resources"]["FioNfsTaskDefinition"]["Properties"])["ContainerDefinitions"][0]["Environment"]}
     prefix = env["REPLMON_FIO_RESULTS"].split("/", 3)[3]
     key = prefix + results_prefix("", "efs", "nfs-matrix", "20261122T140000Z-ab12cd") + RUN_FILE
     assert key.startswith(rules["prefix"]) and key.endswith(rules["suffix"])
