@@ -18,7 +18,7 @@ from replmon.mounts import knee as knee_mod
 from replmon.mounts import presets as p
 from replmon.mounts.document import RUN_FILE, fio_rows
 from replmon.mounts.fioresult import FioResultError, parse, parse_text
-from replmon.mounts.runner import DirSink, main, run
+from replmon.mounts.runner import LAYOUT_CHUNK, DirSink, lay_out, main, run
 from replmon.mounts.targets import Target, TargetError, is_mounted
 from tests.cfnutil import ACCOUNT, default_transformed, resolver
 
@@ -457,3 +457,15 @@ def test_the_runner_dockerfile_passes_hadolint() -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     text = (ROOT / "runners" / "fio" / "Dockerfile").read_text()
     assert "amazonlinux:2023" in text and "mount-s3" in text and "replmon.mounts.runner" in text
+
+
+def test_layout_writes_every_file_at_its_size_and_a_failed_write_fails_the_layout(tmp_path: Path) -> None:
+    plan = p.expand("mountpoint-parity", "local", "tiny")
+    lay_out(plan, tmp_path)
+    assert plan.layout and any(f.size > LAYOUT_CHUNK for f in plan.layout)  # several chunks per file are covered
+    for f in plan.layout:
+        assert (tmp_path / f.path).stat().st_size == f.size, f.path
+    other = tmp_path / "again"
+    (other / plan.layout[-1].path).mkdir(parents=True)  # a directory where a file must go: that writer fails
+    with pytest.raises(IsADirectoryError):
+        lay_out(plan, other)

@@ -75,8 +75,9 @@ def m1(report: Report, root: Path, preset: str, scale: str, reps: int) -> None:
                  [[str(i + 1), f"{w:.2f}", f"{lay:.2f}", f"{f:.2f}", f"{y:.2f}", f"{w / y:.3f}"] for i, ((w, lay, f), y) in enumerate(runs)]
                  + [["median", f"{r:.2f}", "", "", f"{b:.2f}", f"{r / b:.3f}"]])
     report.text(f"Runner / bare fio (medians): **{r / b:.3f}x** (goal <= {OVERHEAD_GOAL}x: "
-                f"{'met' if r / b <= OVERHEAD_GOAL else 'NOT met'}). The runner lays out read jobs' files itself (every "
-                "target, Mountpoint included, can take a file written once from offset 0) and then starts fio once per group "
+                f"{'met' if r / b <= OVERHEAD_GOAL else 'NOT met'}). The runner lays out read jobs' files itself, four "
+                "files at once, each by one sequential writer (every target, Mountpoint included, can take such a file), "
+                "and then starts fio once per group "
                 "of jobs (a new fio only where a job reads what an earlier one wrote); bare fio runs the whole job file "
                 "once and lays out its own files. The rest of the runner's time is parsing, the knee search, the upload "
                 "to the sink and removing the files.")

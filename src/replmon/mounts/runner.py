@@ -23,6 +23,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -32,10 +33,11 @@ from replmon.mounts import knee as knee_mod
 from replmon.mounts.dd import parse_dd
 from replmon.mounts.document import RUN_FILE, fio_rows, results_prefix
 from replmon.mounts.fioresult import FioResultError, parse_text
-from replmon.mounts.presets import FioJob, Plan, PresetError, expand
+from replmon.mounts.presets import FioJob, LayoutFile, Plan, PresetError, expand
 from replmon.mounts.targets import Mounted, Target, TargetError
 
 LAYOUT_CHUNK = 8 * 1024 * 1024
+LAYOUT_WRITERS = 4  # files written at once while laying out (each file keeps one writer)
 FIO_TIMEOUT_GRACE_S = 600  # beyond the preset's own run times: a hung mount ends the run, not the task's lifetime
 RUN_DIR = "replmon-fio"
 
@@ -112,17 +114,23 @@ def task_info() -> dict[str, Any]:
 
 
 def lay_out(plan: Plan, run_dir: Path) -> None:
-    """Write the files read jobs need, sequentially from offset 0 (every target can hold such a file)."""
-    block = os.urandom(1024 * 1024) * (LAYOUT_CHUNK // (1024 * 1024))
-    for f in plan.layout:
-        path = run_dir / f.path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "wb") as out:
+    """Write the files read jobs need, each sequentially from offset 0 by one writer (every target,
+    Mountpoint included, can hold such a file), several files at once: on S3 mounts one file's
+    upload is bounded per object, and the layout is time the task pays without measuring anything."""
+    block = memoryview(os.urandom(1024 * 1024) * (LAYOUT_CHUNK // (1024 * 1024)))
+
+    def write(f: LayoutFile) -> None:
+        with open(run_dir / f.path, "wb") as out:
             left = f.size
             while left > 0:
                 n = min(left, len(block))
                 out.write(block[:n])
                 left -= n
+
+    for parent in {(run_dir / f.path).parent for f in plan.layout}:
+        parent.mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(max_workers=LAYOUT_WRITERS) as pool:
+        list(pool.map(write, plan.layout))  # list(): the first writer's error is raised here
 
 
 def fio_groups(plan: Plan) -> list[list[FioJob]]:
