@@ -363,6 +363,13 @@ def test_each_task_definition_gives_the_runner_a_target_it_accepts(extra: dict[s
         target = Target.from_json(json.loads(env["REPLMON_FIO_TARGET"]))
         assert p.expand(env["REPLMON_FIO_PRESET"], target.kind, env["REPLMON_FIO_SCALE"]).jobs
         assert env["REPLMON_FIO_RESULTS"] == f"s3://{r.physical['FioResultsBucket']}/fio-results/"
+        # The runner's EMF (FioRunFailed, FioBandwidth) reaches CloudWatch as log lines: awslogs
+        # sends stdout with PutLogEvents, and CloudWatch Logs extracts EMF from it without the
+        # x-amzn-logs-format header (CloudWatch User Guide, "Using the PutLogEvents API to send
+        # manually-created embedded metric format logs"), in the namespace the alarms read.
+        logs = container["LogConfiguration"]
+        assert logs["LogDriver"] == "awslogs" and logs["Options"]["awslogs-group"] == r.ref("FioLogGroup"), name
+        assert env["POWERTOOLS_METRICS_NAMESPACE"] == r.resolve(cfn["Resources"]["FioRunFailedAlarm"]["Properties"])["Namespace"], name
         argv[target.kind] = target.mount_argv()
     assert argv["efs"] is None  # Fargate mounts the EFS volume itself
     mp = argv["mountpoint"]
@@ -432,9 +439,14 @@ def test_results_flow_matches_the_runner_layout_and_the_task_role() -> None:
     role = r.resolve(cfn["Resources"]["FioTaskRole"]["Properties"])
     policies = {"Task": [{"name": x["PolicyName"], "policy": x["PolicyDocument"]} for x in role["Policies"]]}
     results = r.physical["FioResultsBucket"]
+    # Mountpoint's documented needs on a general purpose bucket (doc/CONFIGURATION.md, "IAM
+    # permissions"): ListBucket (scoped with s3:prefix), GetObject to read, PutObject and
+    # AbortMultipartUpload to write, DeleteObject for --allow-delete (the runner removes its files).
+    run_file = "arn:aws:s3:::bench-bucket/replmon-fio/replmon-fio/x/f"
     ok = [("Task", IamRequest("s3:PutObject", f"arn:aws:s3:::{results}/{key}")),
-          ("Task", IamRequest("s3:PutObject", "arn:aws:s3:::bench-bucket/replmon-fio/replmon-fio/x/f")),
-          ("Task", IamRequest("s3:ListBucket", "arn:aws:s3:::bench-bucket", {"s3:prefix": "replmon-fio/"}))]
+          *[("Task", IamRequest(a, run_file)) for a in ("s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:DeleteObject")],
+          ("Task", IamRequest("s3:ListBucket", "arn:aws:s3:::bench-bucket", {"s3:prefix": "replmon-fio/"})),
+          ("Task", IamRequest("s3:ListBucket", "arn:aws:s3:::bench-bucket", {"s3:prefix": "replmon-fio/replmon-fio/x/"}))]
     assert evaluate(ok, policies, ACCOUNT) == []
     # A directory bucket target: object calls ride on a CreateSession for that bucket only
     # (S3 User Guide, "Authenticating and authorizing requests" for S3 Express One Zone).

@@ -108,16 +108,7 @@ def knee(
             samples += k.read_bw_log(_read(log), str(log))
     except FioResultError as exc:
         fail(str(exc))
-    rows = []
-    for direction in ("write", "read"):
-        times, values = k.per_second(samples, direction)
-        if not values:
-            continue
-        found = k.find_knee(times, values)
-        rows.append({"direction": direction, "seconds": len(values),
-                     "burst MiB/s": f"{found.burst / 2**20:.1f}" if found else "-",
-                     "sustained MiB/s": f"{found.sustained / 2**20:.1f}" if found else "-",
-                     "knee at s": f"{found.at_s:.0f}" if found else "no knee"})
+    rows = [k.table_row(direction, entry) for direction, entry in k.by_direction(samples).items()]
     if not rows:
         fail("no samples in the logs: are they fio bandwidth logs (write_bw_log)?")
     emit(rows, fmt, "burst vs sustained")

@@ -9,6 +9,8 @@ queue's maxReceiveCount); nothing of it is stored as zero.
 from __future__ import annotations
 
 import os
+from functools import cache
+from typing import Any
 
 import boto3
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
@@ -23,6 +25,12 @@ from replmon.s3events import ObjectCreated, parse_sqs_message
 S3_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=3, read_timeout=20)
 
 
+@cache
+def s3_client() -> Any:
+    """One client per execution environment, not per message (clients are costly to build)."""
+    return boto3.client("s3", config=S3_CONFIG)
+
+
 def policy() -> Policy:
     return Policy(min_runs=int(os.environ.get("REPLMON_FIO_BASELINE_RUNS", "5")),
                   drop=float(os.environ.get("REPLMON_FIO_REGRESSION_DROP_PERCENT", "20")) / 100)
@@ -31,7 +39,7 @@ def policy() -> Policy:
 def handle_message(record: SQSRecord, function_name: str = "") -> list[str]:
     parsed = parse_sqs_message(record.raw_event, f"message {record.message_id}")
     d = deps(function_name)
-    s3 = boto3.client("s3", config=S3_CONFIG)
+    s3 = s3_client()
     notes = []
     try:
         for p in parsed:

@@ -46,13 +46,19 @@ class Toxiproxy:
                                         "enabled": True})
         return port
 
+    def remove(self, proxy: str) -> None:
+        self._call("DELETE", f"/proxies/{proxy}")
+
+    def toxic(self, proxy: str, name: str, kind: str, stream: str, **attributes: int) -> None:
+        """A toxic of Toxiproxy's ``kind`` on one direction of ``proxy``, on every connection."""
+        self._call("POST", f"/proxies/{proxy}/toxics", {"name": name, "type": kind, "stream": stream, "toxicity": 1.0,
+                                                        "attributes": attributes})
+
     def add(self, proxy: str, fault: str, **attributes: int) -> None:
         kind, defaults = FAULTS[fault]
         # upstream = the source's PUT bodies to the destination (what a bandwidth cap throttles);
         # downstream = the destination's answers (a latency there delays every request's end).
-        stream = "upstream" if fault == "bandwidth" else "downstream"
-        self._call("POST", f"/proxies/{proxy}/toxics", {"name": fault, "type": kind, "stream": stream, "toxicity": 1.0,
-                                                        "attributes": {**defaults, **attributes}})
+        self.toxic(proxy, fault, kind, "upstream" if fault == "bandwidth" else "downstream", **{**defaults, **attributes})
 
     def heal(self, proxy: str) -> None:
         for t in self._call("GET", f"/proxies/{proxy}/toxics") or []:

@@ -96,9 +96,7 @@ def run_lab_fio(lab: Any, preset: str, scale: str, targets: list[str], *, rtt_ms
         if name == "mountpoint-xregion":
             port = lab.toxiproxy.proxy(XREGION_PROXY, dst.port)
             for stream in ("upstream", "downstream"):  # half the round trip each way
-                lab.toxiproxy._call("POST", f"/proxies/{XREGION_PROXY}/toxics", {
-                    "name": f"rtt-{stream}", "type": "latency", "stream": stream, "toxicity": 1.0,
-                    "attributes": {"latency": rtt_ms // 2, "jitter": 0}})
+                lab.toxiproxy.toxic(XREGION_PROXY, f"rtt-{stream}", "latency", stream, latency=rtt_ms // 2, jitter=0)
             endpoint = f"http://127.0.0.1:{port}"
         throttle = None
         if name == "mountpoint-credits":
@@ -106,9 +104,7 @@ def run_lab_fio(lab: Any, preset: str, scale: str, targets: list[str], *, rtt_ms
 
             def run_out_of_credits() -> None:
                 for stream in ("upstream", "downstream"):  # writes' bodies go up, reads' come down
-                    lab.toxiproxy._call("POST", f"/proxies/{CREDITS_PROXY}/toxics", {
-                        "name": f"credits-{stream}", "type": "bandwidth", "stream": stream, "toxicity": 1.0,
-                        "attributes": {"rate": throttle_mibps * 1024}})
+                    lab.toxiproxy.toxic(CREDITS_PROXY, f"credits-{stream}", "bandwidth", stream, rate=throttle_mibps * 1024)
 
             throttle = threading.Timer(throttle_after, run_out_of_credits)
         target = _lab_target(lab, name, mnt, endpoint)
@@ -122,7 +118,7 @@ def run_lab_fio(lab: Any, preset: str, scale: str, targets: list[str], *, rtt_ms
                 throttle.cancel()
                 throttle.join()
             if name in ("mountpoint-xregion", "mountpoint-credits"):
-                lab.toxiproxy._call("DELETE", f"/proxies/{XREGION_PROXY if name == 'mountpoint-xregion' else CREDITS_PROXY}")
+                lab.toxiproxy.remove(XREGION_PROXY if name == "mountpoint-xregion" else CREDITS_PROXY)
             shutil.rmtree(mnt / "mp-cache", ignore_errors=True)
         if is_mounted(target.mount_point):
             raise LabError(f"{target.mount_point} is still mounted after the run")
@@ -152,7 +148,7 @@ def study_table(preset: str, runs: list[TargetRun]) -> tuple[list[dict[str, Any]
     pub = spec.get("published", {})
     if "matrix" in spec:  # rows x columns, e.g. file x threads (section 2) or bs x rw (section 5)
         row_key, col_key = pub["row"], pub["column"]
-        env = {j["name"]: j["matrix"] for j in presets_mod._jobs_of(spec)}
+        env = presets_mod.matrix_cells(spec)
         cols = [str(c) for c in spec["matrix"][col_key]]
         rows = []
         for r in runs:
@@ -169,11 +165,7 @@ def study_table(preset: str, runs: list[TargetRun]) -> tuple[list[dict[str, Any]
         rows = []
         for r in runs:
             for direction, k in (r.result.run.get("knees") or {}).items():
-                kn = k.get("knee")
-                rows.append({"target": r.target, "direction": direction, "seconds": k["samples"],
-                             "burst MiB/s": f"{kn['burst'] / 2**20:.1f}" if kn else "-",
-                             "sustained MiB/s": f"{kn['sustained'] / 2**20:.1f}" if kn else "-",
-                             "knee at s": f"{kn['at_s']:.0f}" if kn else "no knee"})
+                rows.append({"target": r.target, **knee_mod.table_row(direction, k)})
         return rows, f"published (MB/s): {pub['values']} - {pub['condition']}"
     jobs = list(dict.fromkeys(x.key for r in runs for x in r.rows))
     rows = [{"target": r.target, **{j: next((f"{x.bw_bytes / 2**20:.2f}" for x in r.rows if x.key == j), "skipped") for j in jobs}}
@@ -199,11 +191,11 @@ def charts(preset: str, runs: list[TargetRun], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     spec = presets_mod.raw(preset)
+    env = presets_mod.matrix_cells(spec) if "matrix" in spec else {}
     fig, axes = plt.subplots(1, max(1, len(runs)), figsize=(5 * max(1, len(runs)), 4), squeeze=False)
     for ax, r in zip(axes[0], runs, strict=False):
         ax.set_title(f"{r.target}: {preset}")
         if preset == "nfs-matrix":
-            env = {j["name"]: j["matrix"] for j in presets_mod._jobs_of(spec)}
             bss, rws = spec["matrix"]["bs"], spec["matrix"]["rw"]
             grid = [[next((x.bw_bytes / 2**20 for x in r.rows if env.get(x.job) == {"bs": b, "rw": w}), float("nan")) for w in rws]
                     for b in bss]
@@ -229,7 +221,6 @@ def charts(preset: str, runs: list[TargetRun], path: Path) -> Path:
             ax.set_ylabel("MiB/s")
             ax.legend()
         elif "matrix" in spec and "threads" in spec["matrix"]:
-            env = {j["name"]: j["matrix"] for j in presets_mod._jobs_of(spec)}
             for f in spec["matrix"]["file"]:
                 pts = sorted((int(env[x.job]["threads"]), x.bw_bytes / 2**20) for x in r.rows if env.get(x.job, {}).get("file") == f)
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f)

@@ -98,3 +98,23 @@ def find_knee(times: list[float], values: list[float], *, min_drop: float = MIN_
     if burst <= 0 or sustained > burst * (1 - min_drop):
         return None
     return Knee(burst=burst, sustained=sustained, at_s=float(times[boundary] - times[0]))
+
+
+def by_direction(samples: list[tuple[float, float, str]]) -> dict[str, dict[str, Any]]:
+    """Each direction the logs have: its seconds of samples and its knee (None: no knee), as stored in run.json."""
+    out: dict[str, dict[str, Any]] = {}
+    for direction in ("write", "read"):
+        times, values = per_second(samples, direction)
+        if values:
+            k = find_knee(times, values)
+            out[direction] = {"samples": len(values), "knee": k.to_json() if k else None}
+    return out
+
+
+def table_row(direction: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """One direction of :func:`by_direction` as a printed row, MiB/s."""
+    k = entry.get("knee")
+    return {"direction": direction, "seconds": entry["samples"],
+            "burst MiB/s": f"{k['burst'] / 2**20:.1f}" if k else "-",
+            "sustained MiB/s": f"{k['sustained'] / 2**20:.1f}" if k else "-",
+            "knee at s": f"{k['at_s']:.0f}" if k else "no knee"}

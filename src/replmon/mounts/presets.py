@@ -145,6 +145,11 @@ def _jobs_of(spec: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def matrix_cells(spec: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """Job name -> its matrix cell (e.g. {"bs": "4k", "rw": "read"}) for a matrix preset."""
+    return {j["name"]: j["matrix"] for j in _jobs_of(spec) if "matrix" in j}
+
+
 def _scaled_size(text: str, factor: float, bs: int) -> int:
     size = fio_size(text)
     if factor == 1.0:

@@ -185,13 +185,7 @@ def knees(work: Path) -> dict[str, Any]:
     samples = []
     for log in sorted(work.glob("*_bw.*.log")):
         samples += knee_mod.read_bw_log(log.read_text(), log.name)
-    out: dict[str, Any] = {}
-    for direction in ("write", "read"):
-        times, values = knee_mod.per_second(samples, direction)
-        if values:
-            k = knee_mod.find_knee(times, values)
-            out[direction] = {"samples": len(values), "knee": k.to_json() if k else None}
-    return out
+    return knee_mod.by_direction(samples)
 
 
 def run(target: Target, preset: str, scale: str, sink: ResultSink, *, workdir: str | None = None,
