@@ -9,9 +9,9 @@ import boto3
 import pytest
 
 from replmon.adapters.dynamodb import DynamoLatencyStore
-from replmon.clock import ManualClock
+from replmon.core.clock import ManualClock
 from replmon.local.tables import ensure_table
-from replmon.service import Deps
+from replmon.probe.steps import Deps
 from tests.fakes import FakeReplication
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,7 +75,7 @@ def env() -> Iterator[Env]:
 
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}):
         yield Env(ManualClock(start=1_790_000_000.0, tick=0.001))
-    from replmon import lambda_entry
+    from replmon.entry import runtime as lambda_entry
 
     lambda_entry.set_deps(None)
     os.environ.pop("REPLMON_TABLE", None)
@@ -87,7 +87,7 @@ def contract() -> Any:
     The mock is closed before the results (plain data) are handed to the tests."""
     from moto import mock_aws
 
-    from replmon import lambda_entry
+    from replmon.entry import runtime as lambda_entry
     from tests.contract import run_contract_scenarios
 
     with pytest.MonkeyPatch.context() as mp:

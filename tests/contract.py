@@ -24,13 +24,13 @@ import boto3
 from replmon.adapters.dynamodb import DynamoLatencyStore
 from replmon.adapters.metrics import EmfMetrics
 from replmon.adapters.spool import SqsSpool
-from replmon.clock import ManualClock
+from replmon.core.clock import ManualClock
+from replmon.core.record import ProbeRecord
 from replmon.local.aslrun import FUNCTIONS as STATE_MACHINE_FUNCTIONS
 from replmon.local.aslrun import LambdaContext, LocalStateMachine, handlers_for, load_handler
 from replmon.local.tables import ensure_table
-from replmon.record import ProbeRecord
-from replmon.service import SWEEP_AGE_SECONDS, Deps
-from replmon.upload import UploadSettings
+from replmon.probe.steps import SWEEP_AGE_SECONDS, Deps
+from replmon.probe.upload import UploadSettings
 from tests.cfnutil import (
     ACCOUNT,
     FIO_RESULTS_BUCKET,
@@ -211,7 +211,7 @@ def play_passive(run: ContractRun, deps: Deps, clock: ManualClock, wrap: Any, st
                  outage: StoreOutage) -> None:
     """S3 events through IngestEvents (a batch with a poison message; a replica's ObjectCreated for
     a stored probe), then CollectSignals with RTC metrics in (moto's) CloudWatch."""
-    from replmon.keys import iso_ms, new_run_id, probe_object_key
+    from replmon.core.keys import iso_ms, new_run_id, probe_object_key
 
     deps.defaults = {"routes": [route(destinations=[{"bucket": DST, "rule_id": "replmon-probes"}])]}
     deps.cloudwatch = boto3.client("cloudwatch", region_name=REGION)
@@ -294,7 +294,7 @@ def play_fio(run: ContractRun, wrap: Any, runner_env: dict[str, str], store: Dyn
     baseline, the sixth (every bandwidth halved) is a regression; a truncated run.json is rejected."""
     import tempfile
 
-    from replmon.keys import new_run_id
+    from replmon.core.keys import new_run_id
     from replmon.mounts import runner
     from replmon.mounts.targets import Target
 

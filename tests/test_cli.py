@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from replmon.cli.probe import exit_code
-from replmon.record import ProbeRecord, ProbeStatus
+from replmon.core.record import ProbeRecord, ProbeStatus
 from tests.conftest import ROOT
 
 REPLMON = [sys.executable, "-m", "replmon.cli"]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from replmon import presets
-from replmon.config import ConfigError, load_request
-from replmon.sizes import SizeError, format_size, parse_size
+from replmon.core.sizes import SizeError, format_size, parse_size
+from replmon.probe import ladders as presets
+from replmon.probe.request import ConfigError, load_request
 
 GOOD_ROUTE = {"name": "primary", "source": {"bucket": "src-bucket"}, "destinations": [{"bucket": "dst-bucket"}]}
 
@@ -110,7 +110,7 @@ def test_parse_size_rejects_bools() -> None:
 
 
 def test_a_plan_too_large_for_one_execution_is_refused_with_the_fix() -> None:
-    from replmon.plan import plan_output
+    from replmon.probe.plan import plan_output
 
     ok = plan_output(load_request({"routes": [GOOD_ROUTE], "sizes": "crr-ladder", "trials": 10}), "run", 0.0)
     assert len(ok["probes"]) == 140  # the published experiment fits in one run

@@ -52,7 +52,7 @@ def test_the_readme_cost_table_is_what_replmon_cost_computes() -> None:
 
 
 def test_docs_cite_the_projects_own_references() -> None:
-    for path in [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), ROOT / "src" / "replmon" / "presets.json"]:
+    for path in [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), ROOT / "src" / "replmon" / "probe" / "ladders.json"]:
         assert "field-notes" not in path.read_text(), path
     refs = (ROOT / "docs" / "REFERENCES.md").read_text()
     for r in range(1, 19):

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from replmon.config import load_request
-from replmon.lambda_entry import set_deps
+from replmon.entry.runtime import set_deps
 from replmon.local.aslrun import LambdaContext, load_handler
-from replmon.report import ReportRequest
-from replmon.state import ProbeState
+from replmon.probe.report import ReportRequest
+from replmon.probe.request import load_request
+from replmon.probe.state import ProbeState
 from tests.conftest import ROOT, Env
 
 EVENTS = ROOT / "events"
@@ -68,7 +68,7 @@ def test_every_optional_state_field_survives_a_round_trip() -> None:
     field without a default would make the next step fail (and lose the record)."""
     from pydantic import BaseModel
 
-    from replmon.state import DestinationCheck, Poll, Upload
+    from replmon.probe.state import DestinationCheck, Poll, Upload
 
     for model in (ProbeState, Upload, DestinationCheck, Poll):
         for name, f in model.model_fields.items():

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from replmon.adapters.dynamodb import DynamoLatencyStore
+from replmon.core.record import ProbeStatus
 from replmon.lab.lab import PREFIX, TABLE, Lab
-from replmon.local.runner import run_request
-from replmon.record import ProbeStatus
+from replmon.local.execution import run_request
 from tests.conftest import ROOT
 from tests.netfaults import BlackHole, LosingProxy
 
@@ -167,15 +167,15 @@ def test_a_hung_destination_costs_bounded_time_and_the_probe_is_stuck(lab: Lab) 
     # Bounded by the documented worst case (timeout + record + cleanup bounds + Housekeeping), and
     # in practice ~1.5 minutes: each call to a hung side times out in 2 x 10 s. (MinIO's source
     # also blocks deletes while its target hangs, so the source side times out too: S3 would not.)
-    from replmon.config import load_request
-    from replmon.plan import worst_case_seconds
+    from replmon.probe.plan import worst_case_seconds
+    from replmon.probe.request import load_request
 
     assert elapsed < min(worst_case_seconds(load_request(payload(lab, route, "256MiB", timeout=6))), 120), elapsed
     cleanup = next(i.result for i in res.execution.invocations if i.function == "Cleanup" and i.result)
     assert any("destination" in f for f in cleanup["cleanup_failures"])
     # Once the destination answers again, the leftovers are swept (here: by hand, as the next day's sweep would).
-    from replmon.config import Route
-    from replmon.service import sweep
+    from replmon.probe.request import Route
+    from replmon.probe.steps import sweep
 
     time.sleep(2)
     sweep([Route.model_validate(lab.route(route))], lab.deps(), age_seconds=0)

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from replmon.keys import probe_object_key
+from replmon.core.keys import probe_object_key
+from replmon.core.record import ProbeStatus
 from replmon.lab.lab import PREFIX, Lab, ReplicaObserver
-from replmon.local.runner import run_request
-from replmon.record import ProbeStatus
+from replmon.local.execution import run_request
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.lab

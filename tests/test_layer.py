@@ -37,8 +37,8 @@ def layer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 def test_the_layer_holds_the_domain_adapters_and_entry_points_only(layer: Path) -> None:
     pkg = layer / "replmon"
-    assert (pkg / "service.py").exists() and (pkg / "adapters" / "s3.py").exists() and (pkg / "entry" / "poll_replication.py").exists()
-    assert (pkg / "defaults.json").exists() and (pkg / "presets.json").exists()
+    assert (pkg / "probe" / "steps.py").exists() and (pkg / "adapters" / "s3.py").exists() and (pkg / "entry" / "poll_replication.py").exists()
+    assert (pkg / "core" / "defaults.json").exists() and (pkg / "probe" / "ladders.json").exists()
     for local_only in ("cli", "local", "lab"):
         assert not (pkg / local_only).exists(), f"replmon/{local_only} is not something Lambda runs"
 

@@ -18,12 +18,12 @@ from typing import Any
 import boto3
 import pytest
 
-from replmon.config import Route
-from replmon.record import ProbeRecord, ProbeStatus
-from replmon.routes import discover
-from replmon.s3events import ObjectCreated, ReplicationEvent, parse_payload, parse_record
-from replmon.signals import ClockDisagreement, tighten
-from replmon.slo import BurnPair, SloSpec, slo_status
+from replmon.core.record import ProbeRecord, ProbeStatus
+from replmon.fleet.discovery import discover
+from replmon.probe.request import Route
+from replmon.signals.arrivals import ClockDisagreement, tighten
+from replmon.signals.s3events import ObjectCreated, ReplicationEvent, parse_payload, parse_record
+from replmon.signals.slo import BurnPair, SloSpec, slo_status
 from tests.conftest import ROOT
 from tests.contract import ContractRun
 
@@ -116,14 +116,14 @@ def test_a_mixed_batch_fails_exactly_its_poison_messages(monkeypatch: pytest.Mon
     names the malformed message and the unknown event, nothing else; the rest is stored once."""
     from moto import mock_aws
 
-    from replmon import lambda_entry
     from replmon.adapters.dynamodb import DynamoLatencyStore
     from replmon.adapters.metrics import NullMetrics
-    from replmon.clock import ManualClock
+    from replmon.core.clock import ManualClock
+    from replmon.entry import runtime as lambda_entry
     from replmon.entry.ingest_events import handler
     from replmon.local.aslrun import LambdaContext
     from replmon.local.tables import ensure_table
-    from replmon.service import Deps
+    from replmon.probe.steps import Deps
     from tests.conftest import TABLE, TEMPLATE, route
 
     for k, v in {"AWS_ACCESS_KEY_ID": "t", "AWS_SECRET_ACCESS_KEY": "t", "AWS_DEFAULT_REGION": "us-east-1"}.items():
@@ -192,7 +192,7 @@ def test_the_collector_stores_rtc_metrics_and_an_idle_route_is_missing_not_zero(
 def test_an_idle_route_under_moto_cloudwatch_has_no_values(monkeypatch: pytest.MonkeyPatch) -> None:
     from moto import mock_aws
 
-    from replmon.passive import collect_rtc
+    from replmon.signals.ingest import collect_rtc
 
     for k, v in {"AWS_ACCESS_KEY_ID": "t", "AWS_SECRET_ACCESS_KEY": "t", "AWS_DEFAULT_REGION": "us-east-1"}.items():
         monkeypatch.setenv(k, v)
@@ -331,7 +331,7 @@ def test_events_parse_exits_0_for_a_clean_payload(tmp_path: Path, capsys: pytest
 
 def test_two_way_replication_a_probe_replica_on_another_routes_source_still_counts() -> None:
     """east -> west and west -> east: west is the second route's source and the first's destination."""
-    from replmon.passive import plan
+    from replmon.signals.ingest import plan
 
     routes = [Route.model_validate({"name": n, "source": {"bucket": s}, "destinations": [{"bucket": d}]})
               for n, s, d in (("e2w", "east-data", "west-data"), ("w2e", "west-data", "east-data"))]

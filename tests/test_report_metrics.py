@@ -11,11 +11,11 @@ from moto import mock_aws
 
 from replmon.adapters.dynamodb import DynamoLatencyStore
 from replmon.adapters.metrics import EmfMetrics
-from replmon.clock import ManualClock
+from replmon.core.clock import ManualClock
+from replmon.core.record import ProbeRecord, ProbeStatus
+from replmon.core.stats import percentile, summarize
 from replmon.local.tables import ensure_table
-from replmon.record import ProbeRecord, ProbeStatus
-from replmon.service import Deps, report_step
-from replmon.stats import percentile, summarize
+from replmon.probe.steps import Deps, report_step
 from tests.conftest import TABLE, TEMPLATE
 
 
@@ -23,7 +23,7 @@ def rec(size: int, lo: float | None, hi: float | None, status: ProbeStatus = Pro
         probe: str = "p", heads: int = 10) -> ProbeRecord:
     import time
 
-    from replmon.keys import RUN_STAMP
+    from replmon.core.keys import RUN_STAMP
 
     return ProbeRecord(route="primary", probe_id=probe, run_id=time.strftime(RUN_STAMP, time.gmtime(at)) + "-r", planned_at=at, size_bytes=size, size_class=f"{size // 2**20}MiB",
                        trial=1, status=status, latency_lo=lo, latency_hi=hi, head_count=heads, target_seconds=60.0)

@@ -29,7 +29,7 @@ early = {"s3": boto3.client("s3", region_name="us-east-1", config=once)}  # befo
 
 from replmon.adapters.metrics import NullMetrics
 from replmon.local.aslrun import local_state_machine
-from replmon.service import Deps
+from replmon.probe.steps import Deps
 
 deps = Deps(stores=lambda e: None, latency_store=None, metrics=NullMetrics())
 out = {}

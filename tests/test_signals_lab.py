@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from replmon.keys import probe_object_key
+from replmon.core.keys import probe_object_key
+from replmon.core.record import ProbeStatus
 from replmon.lab.chaos import run_chaos
 from replmon.lab.lab import PREFIX, Lab
-from replmon.local.runner import run_request
-from replmon.record import ProbeStatus
+from replmon.local.execution import run_request
 
 pytestmark = pytest.mark.lab
 

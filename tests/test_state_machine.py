@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from replmon.core.record import ProbeStatus
 from replmon.local.aslrun import LocalStateMachine, handlers_for
-from replmon.record import ProbeStatus
 from tests.conftest import DST, SRC, Env, all_versions, route
 from tests.fakes import Scenario
 

@@ -10,13 +10,13 @@ import pytest
 from moto import mock_aws
 
 from replmon.adapters.dynamodb import DynamoLatencyStore
-from replmon.config import Route
+from replmon.core.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE, ProbeRecord, ProbeStatus
 from replmon.local.tables import ensure_table
 from replmon.local.template import load_template
-from replmon.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE, ProbeRecord, ProbeStatus
-from replmon.results import to_record
-from replmon.service import Deps, record_step
-from replmon.state import Poll, ProbeState, Upload
+from replmon.probe.request import Route
+from replmon.probe.results import to_record
+from replmon.probe.state import Poll, ProbeState, Upload
+from replmon.probe.steps import Deps, record_step
 from tests.conftest import TABLE, TEMPLATE, route
 
 
@@ -32,7 +32,7 @@ def run_at(at: float) -> str:
     """A run id stamped with ``at`` (record keys sort by the stamp)."""
     import time
 
-    from replmon.keys import RUN_STAMP
+    from replmon.core.keys import RUN_STAMP
 
     return time.strftime(RUN_STAMP, time.gmtime(at)) + "-test"
 
@@ -182,9 +182,9 @@ def test_a_lost_answer_is_retried_into_one_record_and_one_metric(ddb: Any) -> No
 
 def test_a_failed_history_lookup_polls_from_the_start_and_changes_nothing(ddb: Any) -> None:
     """The route-history query is optional: a store outage makes the probe poll from 0, never ERROR."""
-    from replmon.clock import ManualClock
-    from replmon.ports import HeadResult, StoreUnavailable
-    from replmon.service import poll_step
+    from replmon.core.clock import ManualClock
+    from replmon.core.ports import HeadResult, StoreUnavailable
+    from replmon.probe.steps import poll_step
 
     class DownStore:
         def query(self, *a: Any, **k: Any) -> list[ProbeRecord]:
@@ -213,7 +213,7 @@ def test_spooled_records_are_private_files_replayed_once(tmp_path: Any, ddb: Any
     import stat
 
     from replmon.adapters.spool import DirectorySpool
-    from replmon.service import replay_spool
+    from replmon.probe.steps import replay_spool
 
     spool = DirectorySpool(tmp_path / "spool")
     spool.spool(rec(1_790_000_000.0, probe="s1"))

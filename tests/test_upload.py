@@ -10,10 +10,10 @@ import pytest
 from moto import mock_aws
 
 from replmon.adapters.s3 import S3ObjectStore
-from replmon.clock import ManualClock
-from replmon.config import Route
-from replmon.state import ProbeState
-from replmon.upload import MiB, UploadSettings, plan_upload, upload_probe
+from replmon.core.clock import ManualClock
+from replmon.probe.request import Route
+from replmon.probe.state import ProbeState
+from replmon.probe.upload import MiB, UploadSettings, plan_upload, upload_probe
 from tests.conftest import DST, SRC, make_buckets, route
 
 SMALL = UploadSettings(multipart_threshold=8 * MiB, compose_threshold=32 * MiB, part_size=5 * MiB, seed_part_size=8 * MiB, workers=4)
@@ -118,7 +118,7 @@ def test_head_of_a_missing_version_is_none(s3: Any) -> None:
 def test_destination_role_is_assumed_and_refreshable(s3: Any) -> None:
     """Cross-account replicas are read through ``role_arn``; the credentials refresh themselves."""
     from replmon.adapters.s3 import S3Stores, _store
-    from replmon.config import Destination
+    from replmon.probe.request import Destination
 
     _store.cache_clear()
     dest = Destination(bucket=DST, region="us-east-1", role_arn="arn:aws:iam::210987654321:role/replmon-reader")

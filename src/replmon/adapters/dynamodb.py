@@ -11,8 +11,8 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from replmon.ports import StoreUnavailable
-from replmon.record import PARTITION_KEY, SORT_KEY, ProbeRecord, iso_ms
+from replmon.core.ports import StoreUnavailable
+from replmon.core.record import PARTITION_KEY, SORT_KEY, ProbeRecord, iso_ms
 
 #: The attribute that tells which put_once call wrote an item (see put_once).
 WRITE_ID = "write_id"

@@ -22,8 +22,8 @@ from botocore.config import Config
 from botocore.credentials import AssumeRoleCredentialFetcher, DeferredRefreshableCredentials
 from botocore.exceptions import ClientError
 
-from replmon.config import Destination, Endpoint
-from replmon.ports import HeadResult, PutResult, UploadInfo, VersionInfo
+from replmon.core.ports import HeadResult, PutResult, UploadInfo, VersionInfo
+from replmon.probe.request import Destination, Endpoint
 
 _CHECKSUM_FIELDS = ("ChecksumCRC64NVME", "ChecksumCRC32C", "ChecksumCRC32", "ChecksumSHA256", "ChecksumSHA1")
 _MISSING = ("404", "NoSuchKey", "NotFound", "NoSuchVersion")

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from replmon.record import ProbeRecord
+from replmon.core.record import ProbeRecord
 
 
 def _encode(record: ProbeRecord) -> str:

@@ -15,7 +15,6 @@ from typing import Annotated
 
 import typer
 
-from replmon import presets
 from replmon.cli.common import (
     EXIT_CODES_HELP,
     FORMAT_HELP,
@@ -32,6 +31,7 @@ from replmon.cli.common import (
     report_error,
     stack_outputs,
 )
+from replmon.probe import ladders as presets
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Measure S3 replication latency (RPO) with active probes. " + EXIT_CODES_HELP)
@@ -61,8 +61,8 @@ def report(
 
     from replmon.adapters.dynamodb import READ_CONFIG, DynamoLatencyStore
     from replmon.cli.common import aws_region_or_fail
-    from replmon.local.runner import _why
-    from replmon.report import ReportRequest, build_report, collect, window
+    from replmon.local.execution import _why
+    from replmon.probe.report import ReportRequest, build_report, collect, window
 
     check_url(dynamodb_endpoint, "--dynamodb-endpoint")
     check_output_file(chart, "--chart")
@@ -83,8 +83,8 @@ def report(
         rep = build_report(store, req, now)
     except Exception as exc:
         fail(f"latency store {table!r}: {_why(exc)}", INFRASTRUCTURE)
-    from replmon.passive import route_health
-    from replmon.service import slo_spec
+    from replmon.probe.steps import slo_spec
+    from replmon.signals.ingest import route_health
 
     spec = slo_spec({"threshold_seconds": slo_threshold, "target_percent": slo_target})
     try:
@@ -130,7 +130,7 @@ def health_row(h: dict[str, object]) -> dict[str, object]:
 @app.command("presets")
 def list_presets(fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table) -> int:
     """The named probe ladders (presets.json): sizes and trials a preset brings."""
-    from replmon.sizes import format_size
+    from replmon.core.sizes import format_size
 
     rows = []
     for name in presets.names():
@@ -159,7 +159,7 @@ def _click_exceptions() -> tuple[type[Exception], ...]:
 
 def main(argv: list[str] | None = None) -> None:
     """The console entry: one line and an exit code for every error, never a traceback."""
-    from replmon.local.runner import Interrupted, RunInterrupted, interrupts, salvage_summary
+    from replmon.local.execution import Interrupted, RunInterrupted, interrupts, salvage_summary
 
     try:
         with interrupts():

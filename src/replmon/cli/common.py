@@ -25,7 +25,7 @@ from typing import Any, NoReturn
 from rich.console import Console
 from rich.table import Table
 
-from replmon.config import ConfigError
+from replmon.probe.request import ConfigError
 
 OK, MEASURED_FAILURE, USAGE, INFRASTRUCTURE = 0, 1, 2, 3
 EXIT_CODES_HELP = ("Exit codes: 0 all probes COMPLETED within target; 1 a probe FAILED, was STUCK or over target; "
@@ -156,7 +156,7 @@ def stack_outputs(stack: str, region: str | None, profile: str | None) -> dict[s
             "cloudformation", region_name=region, config=Config(connect_timeout=3, read_timeout=10, retries={"total_max_attempts": 2}))
         stacks = cfn.describe_stacks(StackName=stack)["Stacks"]
     except Exception as exc:
-        from replmon.local.runner import _why
+        from replmon.local.execution import _why
 
         fail(f"--stack-name {stack}: {_why(exc)}", INFRASTRUCTURE)
     return {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}

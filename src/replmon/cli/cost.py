@@ -8,8 +8,8 @@ import typer
 
 from replmon.cli.app import app
 from replmon.cli.common import FORMAT_HELP, OK, Format, config_message, emit, err, fail
-from replmon.config import ConfigError
-from replmon.defaults import DEFAULTS
+from replmon.core.defaults import DEFAULTS
+from replmon.probe.request import ConfigError
 
 
 @app.command()
@@ -27,9 +27,9 @@ def cost(
     """Monthly cost of a schedule: Step Functions, Lambda, S3 requests, the RTC fee and transfer,
     DynamoDB, CloudWatch. Modelled from the same plan and polling policy the probes use; prices
     from pricing.json (list prices, us-east-1, dated; free tiers not applied)."""
-    from replmon.config import load_request
-    from replmon.cost import estimate, pricing
+    from replmon.cost.estimate import estimate, pricing
     from replmon.local.template import TEMPLATE, load_template
+    from replmon.probe.request import load_request
 
     payload: dict = {"routes": [{"name": "r", "source": {"bucket": "src-bucket"},
                                  "destinations": [{"bucket": f"dst-bucket-{i}"} for i in range(destinations)]}],

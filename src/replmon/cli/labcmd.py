@@ -23,9 +23,9 @@ from replmon.cli.common import (
     fail,
     out,
 )
-from replmon.config import ConfigError
-from replmon.record import ProbeRecord
-from replmon.stats import SizeSummary
+from replmon.core.record import ProbeRecord
+from replmon.core.stats import SizeSummary
+from replmon.probe.request import ConfigError
 
 #: MinIO refuses a replication bandwidth limit below this (mc replicate add --bandwidth).
 MINIO_MIN_BANDWIDTH = 100 * 2**20
@@ -66,7 +66,7 @@ def progress_bar() -> Progress:
 
 
 def check_bandwidth(value: str) -> str:
-    from replmon.sizes import SizeError, format_size, parse_size
+    from replmon.core.sizes import SizeError, format_size, parse_size
 
     try:
         n = parse_size(value)
@@ -90,13 +90,13 @@ def lab_run(
 ) -> int:
     """Start the lab, run a probe ladder through the real state machine, print the table, draw the chart."""
     from replmon.cli.probe import exit_code
-    from replmon.config import load_request
+    from replmon.core.stats import summarize
     from replmon.lab.lab import Lab, lab_route
     from replmon.lab.servers import LabError
     from replmon.local.charts import latency_chart
-    from replmon.local.runner import run_request
-    from replmon.plan import plan_output
-    from replmon.stats import summarize
+    from replmon.local.execution import run_request
+    from replmon.probe.plan import plan_output
+    from replmon.probe.request import load_request
 
     bandwidth = check_bandwidth(bandwidth)
     payload: dict[str, Any] = {"sizes": sizes, "timeout_seconds": timeout, "max_concurrency": 1,
@@ -149,10 +149,10 @@ def lab_bench(
 ) -> int:
     """P1 HEADs per probe at equal error bound, P2 accuracy as containment in [lo, hi], P3 composition
     speed, P4 record delay, P5 cold start and layer size; writes docs/BENCH.md."""
-    from replmon.config import load_request
+    from replmon.core.sizes import SizeError, parse_size
     from replmon.lab.bench import run_bench
     from replmon.lab.lab import lab_route
-    from replmon.sizes import SizeError, parse_size
+    from replmon.probe.request import load_request
 
     try:
         load_request({"sizes": sizes, "trials": trials, "routes": [lab_route("bench", "http://127.0.0.1:1", "http://127.0.0.1:2")]})
@@ -208,11 +208,11 @@ def lab_chaos(
     """Baseline, fault, healed: probes through the real state machine while Toxiproxy breaks the
     replication path; each phase's RPO, SLO burn and alert state with the alarms' thresholds.
     Exit 0 when the fault breached and the healed route recovered, 1 otherwise."""
-    from replmon.config import load_request
     from replmon.lab.chaos import run_chaos
     from replmon.lab.faults import FAULTS
     from replmon.lab.lab import Lab, lab_route
     from replmon.lab.servers import LabError
+    from replmon.probe.request import load_request
 
     if fault not in FAULTS:
         fail(f"--fault {fault!r}: use one of {', '.join(FAULTS)}")

@@ -25,9 +25,9 @@ from replmon.cli.common import (
     keys_from,
     stack_outputs,
 )
-from replmon.config import ConfigError
-from replmon.defaults import DEFAULTS
-from replmon.record import ProbeRecord, ProbeStatus
+from replmon.core.defaults import DEFAULTS
+from replmon.core.record import ProbeRecord, ProbeStatus
+from replmon.probe.request import ConfigError
 
 
 def default_spool_dir() -> Path:
@@ -96,10 +96,10 @@ def probe(
     from replmon.adapters.metrics import NullMetrics
     from replmon.adapters.s3 import PREFLIGHT_CONFIG, S3ObjectStore, S3Stores, s3_client
     from replmon.adapters.spool import DirectorySpool
-    from replmon.config import Destination, Endpoint, load_request
-    from replmon.local.runner import PreflightError, preflight, run_request
-    from replmon.plan import plan_output, worst_case_seconds
-    from replmon.service import Deps
+    from replmon.local.execution import PreflightError, preflight, run_request
+    from replmon.probe.plan import plan_output, worst_case_seconds
+    from replmon.probe.request import Destination, Endpoint, load_request
+    from replmon.probe.steps import Deps
 
     # ---- flags first: one line naming the flag, before anything is contacted
     check_url(dynamodb_endpoint, "--dynamodb-endpoint")
@@ -164,7 +164,7 @@ def probe(
     code = exit_code(result.records, result.planned, result.execution.status == "SUCCEEDED" and not result.failed_iterations)
     if spooled:
         err.print(f"{spooled} record(s) wait in {spool_dir}: the store was unavailable; the next run replays them", highlight=False)
-    from replmon.stats import summarize
+    from replmon.core.stats import summarize
 
     if fmt is Format.table:
         from replmon.cli.labcmd import summary_rows

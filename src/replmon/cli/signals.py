@@ -18,7 +18,7 @@ app.add_typer(events_app, name="events")
 def _routes_from(path: Path | None) -> list[Any]:
     from pydantic import ValidationError
 
-    from replmon.config import Route
+    from replmon.probe.request import Route
 
     if path is None:
         return []
@@ -42,8 +42,8 @@ def parse(
     """Print what would be stored for each record, and which records fail and why (exit 1 if any)."""
     import sys
 
-    from replmon.passive import plan, probe_prefixes
-    from replmon.s3events import parse_payload
+    from replmon.signals.ingest import plan, probe_prefixes
+    from replmon.signals.s3events import parse_payload
 
     try:
         text = sys.stdin.read() if str(file) == "-" else file.read_text()
@@ -86,9 +86,9 @@ def routes_cmd(
     from botocore.exceptions import BotoCoreError, ClientError
 
     from replmon.cli.common import INFRASTRUCTURE, aws_region_or_fail, check_url
-    from replmon.config import Endpoint
-    from replmon.local.runner import _why
-    from replmon.routes import discover
+    from replmon.fleet.discovery import discover
+    from replmon.local.execution import _why
+    from replmon.probe.request import Endpoint
 
     check_url(endpoint_url, "--endpoint-url")
     roles = {}

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from replmon.lambda_entry import deps, logger, sqs_batch_handler
-from replmon.passive import IngestDeps, ingest, plan
-from replmon.s3events import parse_sqs_message
+from replmon.entry.runtime import deps, logger, sqs_batch_handler
+from replmon.signals.ingest import IngestDeps, ingest, plan
+from replmon.signals.s3events import parse_sqs_message
 
 
 class RejectedRecord(ValueError):

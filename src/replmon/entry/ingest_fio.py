@@ -16,11 +16,11 @@ import boto3
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from botocore.config import Config
 
-from replmon.lambda_entry import deps, logger, sqs_batch_handler
+from replmon.entry.runtime import deps, logger, sqs_batch_handler
 from replmon.mounts.document import RUN_FILE
 from replmon.mounts.fioresult import FioResultError
 from replmon.mounts.ingest import Policy, ingest_run, load_run, rows_of
-from replmon.s3events import ObjectCreated, parse_sqs_message
+from replmon.signals.s3events import ObjectCreated, parse_sqs_message
 
 S3_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=3, read_timeout=20)
 

@@ -33,16 +33,16 @@ from typing import Any
 
 from rich.console import Console
 
-from replmon.config import Endpoint, Route
-from replmon.keys import probe_object_key
+from replmon.core.keys import probe_object_key
+from replmon.core.record import ProbeRecord, ProbeStatus
+from replmon.core.sizes import format_size, parse_size
+from replmon.core.stats import percentile
 from replmon.lab.lab import DEST_BUCKET, PREFIX, SOURCE_BUCKET, Lab, ReplicaObserver
 from replmon.lab.servers import cache_dir
-from replmon.local.runner import run_request
-from replmon.polling import PollPolicy
-from replmon.record import ProbeRecord, ProbeStatus
-from replmon.sizes import format_size, parse_size
-from replmon.stats import percentile
-from replmon.upload import UploadSettings, upload_probe
+from replmon.local.execution import run_request
+from replmon.probe.polling import PollPolicy
+from replmon.probe.request import Endpoint, Route
+from replmon.probe.upload import UploadSettings, upload_probe
 
 ROOT = Path(__file__).resolve().parents[3]  # the checkout (the bench runs from one: `make bench`)
 
@@ -352,8 +352,8 @@ def p3(report: Report, lab: Lab, compose_size: str, lab_dir: Path) -> None:
         "source": {"bucket": SOURCE_BUCKET, "endpoint_url": lab.servers["source"].url},
         "destinations": [{"bucket": DEST_BUCKET, "endpoint_url": lab.servers["destination"].url}],
     })
-    from replmon.clock import WallClock
-    from replmon.state import ProbeState
+    from replmon.core.clock import WallClock
+    from replmon.probe.state import ProbeState
 
     store = lab.deps().stores(route.source)
     state = ProbeState(probe_id="p3-compose", run_id="bench", planned_at=time.time(), route=route, size_bytes=size,

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from replmon.lab.lab import REPLICATION_PROXY, Lab
-from replmon.local.runner import run_request
+from replmon.local.execution import run_request
 from replmon.local.template import TEMPLATE, load_template
-from replmon.passive import route_health
-from replmon.slo import BurnPair, SloSpec
+from replmon.signals.ingest import route_health
+from replmon.signals.slo import BurnPair, SloSpec
 
 
 def alarm_factors() -> dict[str, float]:
@@ -75,7 +75,7 @@ def wait_for_replication(lab: Lab, prefix: str, limit: float = 90.0) -> float | 
         return _canary(lab, prefix, limit)
     finally:  # the canaries leave nothing behind, on either side (every version, as Cleanup deletes)
         from replmon.adapters.s3 import S3Stores
-        from replmon.config import Route
+        from replmon.probe.request import Route
 
         r = Route.model_validate(lab.route())
         stores = S3Stores(lab.keys)
@@ -112,7 +112,7 @@ def run_chaos(lab: Lab, fault: str, *, target_seconds: float = 2.0, probes: int 
     if lab.event_path is not None:
         from dataclasses import replace
 
-        from replmon import lambda_entry
+        from replmon.entry import runtime as lambda_entry
 
         lambda_entry.pin_deps("IngestEvents", replace(lab.deps(), defaults={"routes": [route]}))
     phases: list[Phase] = []

@@ -31,15 +31,15 @@ from replmon.adapters.dynamodb import DynamoLatencyStore
 from replmon.adapters.metrics import NullMetrics
 from replmon.adapters.s3 import S3Stores
 from replmon.adapters.spool import DirectorySpool
-from replmon.clock import WallClock
+from replmon.core.clock import WallClock
 from replmon.lab import servers
 from replmon.lab.servers import LabError, Pidfile, Server
 from replmon.local.aslrun import FUNCTIONS
 from replmon.local.cfn import Resolver, function_statements
 from replmon.local.tables import ensure_table
 from replmon.local.template import TEMPLATE, load_template
-from replmon.service import Deps
-from replmon.upload import UploadSettings
+from replmon.probe.steps import Deps
+from replmon.probe.upload import UploadSettings
 
 SOURCE_BUCKET, DEST_BUCKET, TABLE = "probe-source", "probe-replica", "replmon-latency"
 PREFIX = "replmon-probes/"
@@ -177,13 +177,13 @@ class Lab:
             self.create_function_users()
         ensure_table(self.dynamodb_client(), TABLE, TEMPLATE)
         if self.events:
-            from replmon import lambda_entry
+            from replmon.entry import runtime as lambda_entry
 
             lambda_entry.pin_deps("IngestEvents", self.deps())
 
     def stop(self) -> None:
         if self.event_path is not None:
-            from replmon import lambda_entry
+            from replmon.entry import runtime as lambda_entry
 
             lambda_entry.pin_deps("IngestEvents", None)
             self.event_path.__exit__(None, None, None)
@@ -302,7 +302,7 @@ class Lab:
         built = {fn: self.deps(upload, self.users[fn]) for fn in FUNCTIONS}
         # Each function's S3 clients are made now, as a warm Lambda container has them: making
         # them inside the first PollReplication call would delay its first HEAD by ~0.5 s.
-        from replmon.config import Route
+        from replmon.probe.request import Route
 
         route = Route.model_validate(self.route())
         for d in built.values():

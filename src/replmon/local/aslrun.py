@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from replmon.clock import ManualClock
+from replmon.core.clock import ManualClock
 from replmon.entry import FUNCTIONS as ENTRY_MODULES
 from replmon.local.template import DEFINITION
 
@@ -237,7 +237,7 @@ def load_handler(name: str) -> Handler:
 
 def handlers_for(deps: Any) -> dict[str, Handler]:
     """The real Lambda handlers, with ``deps`` (one Deps, or a function name -> Deps callable) plugged in."""
-    from replmon import lambda_entry
+    from replmon.entry import runtime as lambda_entry
 
     lambda_entry.set_deps(deps)
     return {name: load_handler(name) for name in FUNCTIONS}

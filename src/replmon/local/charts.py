@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from replmon import presets
-from replmon.record import ProbeRecord, ProbeStatus
-from replmon.sizes import parse_size
+from replmon.core.record import ProbeRecord, ProbeStatus
+from replmon.core.sizes import parse_size
+from replmon.probe import ladders as presets
 
 
 def latency_chart(records: Sequence[ProbeRecord], path: Path, title: str, published: bool = True) -> Path:

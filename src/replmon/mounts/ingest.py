@@ -16,12 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from replmon.keys import iso_ms
+from replmon.core.keys import iso_ms
+from replmon.core.ports import MetricsSink
+from replmon.core.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
 from replmon.mounts import baseline as bl
 from replmon.mounts.document import RUN_FILE, Row, check_run, dd_rows, fio_rows
 from replmon.mounts.fioresult import FioResultError, json_object, parse_text
-from replmon.ports import MetricsSink
-from replmon.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
 
 HISTORY_DAYS = 90
 

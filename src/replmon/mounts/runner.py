@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from replmon.keys import new_run_id
+from replmon.core.keys import new_run_id
 from replmon.mounts import knee as knee_mod
 from replmon.mounts.dd import parse_dd
 from replmon.mounts.document import RUN_FILE, fio_rows, results_prefix

@@ -1,7 +1,7 @@
 """One probe's outcome as kept in the latency store.
 
 The store's key is derived from the *plan* (the run id's stamped time and the probe id, see
-:mod:`replmon.keys`), never from the time of recording, so a retried or replayed write always
+:mod:`replmon.core.keys`), never from the time of recording, so a retried or replayed write always
 lands on the same key and a conditional put keeps exactly one record per probe.
 """
 
@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from replmon.interval import LatencyInterval
-from replmon.keys import iso_ms, record_sort_key
+from replmon.core.interval import LatencyInterval
+from replmon.core.keys import iso_ms, record_sort_key
 
 __all__ = ["PARTITION_KEY", "SORT_KEY", "TTL_ATTRIBUTE", "ProbeRecord", "ProbeStatus", "iso_ms"]
 

@@ -18,10 +18,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from replmon.clock import Clock
-from replmon.keys import parse_probe_object_key, probe_object_key, run_time
-from replmon.ports import ObjectStore
-from replmon.state import ProbeState, Upload
+from replmon.core.clock import Clock
+from replmon.core.keys import parse_probe_object_key, probe_object_key, run_time
+from replmon.core.ports import ObjectStore
+from replmon.probe.state import ProbeState, Upload
 
 MiB = 1024**2
 MAX_PARTS = 10_000

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from replmon.slo import RtcLatest
+from replmon.signals.slo import RtcLatest
 
 NAMESPACE = "AWS/S3"
 #: metric -> (statistic, unit): the statistics S3's documentation recommends for each.

@@ -7,9 +7,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from replmon.ports import LatencyStore
-from replmon.record import ProbeRecord, iso_ms
-from replmon.stats import summarize
+from replmon.core.ports import LatencyStore
+from replmon.core.record import ProbeRecord, iso_ms
+from replmon.core.stats import summarize
 
 
 class ReportRequest(BaseModel):

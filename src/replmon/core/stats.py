@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from replmon.record import ProbeRecord, ProbeStatus
+from replmon.core.record import ProbeRecord, ProbeStatus
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:

@@ -20,8 +20,8 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from botocore.exceptions import ClientError
 
-from replmon.service import Deps
-from replmon.telemetry import SERVICE
+from replmon.core.telemetry import SERVICE
+from replmon.probe.steps import Deps
 
 logger = Logger(service=SERVICE)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from replmon.config import PollSettings, Route
+from replmon.probe.request import PollSettings, Route
 
 
 class Upload(BaseModel):

@@ -8,7 +8,7 @@ bytes (the RTC fee and inter-region transfer), DynamoDB writes and reads, CloudW
 alarms and log bytes. Prices come from ``pricing.json`` (one file, with its sources and date);
 free tiers are not applied.
 
->>> from replmon.config import load_request
+>>> from replmon.probe.request import load_request
 >>> req = load_request({"routes": [{"name": "p", "source": {"bucket": "src"}, "destinations": [{"bucket": "dst"}]}],
 ...                     "sizes": "1GiB", "trials": 1})
 >>> est = estimate(req, runs_per_month=2880, cross_region=False, rtc=True)
@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from replmon.clock import ManualClock
-from replmon.config import ProbeRequest
-from replmon.plan import plan_probes
-from replmon.poller import poll_replication, start_polling
-from replmon.ports import HeadResult
-from replmon.state import ProbeState, Upload
-from replmon.upload import UploadSettings, plan_upload
+from replmon.core.clock import ManualClock
+from replmon.core.ports import HeadResult
+from replmon.probe.plan import plan_probes
+from replmon.probe.poll import poll_replication, start_polling
+from replmon.probe.request import ProbeRequest
+from replmon.probe.state import ProbeState, Upload
+from replmon.probe.upload import UploadSettings, plan_upload
 
 GiB = 2**30
 MiB = 2**20

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from replmon.polling import PollPolicy
-from replmon.record import ProbeRecord, ProbeStatus
-from replmon.state import ProbeState
+from replmon.core.record import ProbeRecord, ProbeStatus
+from replmon.probe.polling import PollPolicy
+from replmon.probe.state import ProbeState
 
 
 def to_record(state: ProbeState, retention_days: int = 90, interrupted: str | None = None) -> ProbeRecord:

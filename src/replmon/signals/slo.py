@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from replmon.record import ProbeRecord, ProbeStatus
+from replmon.core.record import ProbeRecord, ProbeStatus
 
 
 @dataclass(frozen=True)

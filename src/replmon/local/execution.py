@@ -21,13 +21,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from replmon.clock import CancellableClock
-from replmon.config import load_request
+from replmon.core.clock import CancellableClock
+from replmon.core.record import ProbeRecord
 from replmon.local.aslrun import ExecutionResult, Invocation, local_state_machine
-from replmon.plan import new_run_id
-from replmon.record import ProbeRecord
-from replmon.service import Deps, cleanup_step, record_step
-from replmon.state import ProbeState
+from replmon.probe.plan import new_run_id
+from replmon.probe.request import load_request
+from replmon.probe.state import ProbeState
+from replmon.probe.steps import Deps, cleanup_step, record_step
 
 #: Seconds an interrupted run waits for handlers in flight to stop (each checks the cancel event
 #: at every sleep and part; a request in flight ends within the clients' read timeouts).
@@ -130,7 +130,7 @@ def run_request(
     # moto logs every failed state at length; the execution result carries the same error.
     logging.getLogger("moto").setLevel(logging.CRITICAL)
     if not os.environ.get("POWERTOOLS_LOG_LEVEL"):  # the handlers' JSON logs: set the variable to see them
-        from replmon.lambda_entry import logger
+        from replmon.entry.runtime import logger
 
         logger.setLevel(logging.ERROR)
     total = len(request.sizes) * request.trials * len(request.routes)

@@ -6,8 +6,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from replmon.config import Endpoint
-from replmon.record import ProbeRecord
+from replmon.core.record import ProbeRecord
+from replmon.probe.request import Endpoint
 
 
 @dataclass(frozen=True)

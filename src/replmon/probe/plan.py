@@ -1,7 +1,7 @@
 """PlanProbes: validate a request and expand it into one state per probe (route x size x trial).
 
 Everything a probe is known by is fixed here: its id, its object key and its record's key
-(:mod:`replmon.keys`). A retry, a replay or
+(:mod:`replmon.core.keys`). A retry, a replay or
 an interrupted local run therefore always finds the same object and the same record.
 """
 
@@ -12,18 +12,18 @@ import math
 from collections import Counter
 from typing import Any
 
-from replmon.config import ConfigError, ProbeRequest
-from replmon.keys import new_run_id
+from replmon.core.keys import new_run_id
+from replmon.probe.request import ConfigError, ProbeRequest
 
 __all__ = ["new_run_id", "plan_output", "plan_probes", "worst_case_seconds"]
-from replmon.sizes import format_size
-from replmon.state import ProbeState
+from replmon.core.sizes import format_size
+from replmon.probe.state import ProbeState
 
 
 def plan_probes(request: ProbeRequest, run_id: str, planned_at: float) -> list[ProbeState]:
     """Trials run in rounds (every size once, then again), so a slow hour hits all sizes alike.
 
-    >>> from replmon.config import load_request
+    >>> from replmon.probe.request import load_request
     >>> req = load_request({"routes": [{"name": "p", "source": {"bucket": "src"}, "destinations": [{"bucket": "dst"}]}],
     ...                     "sizes": "1MiB,1MiB", "trials": 1})
     >>> [p.probe_id for p in plan_probes(req, "20261122T000000Z-r1", 0.0)]
@@ -86,7 +86,7 @@ def worst_case_seconds(request: ProbeRequest) -> float:
     and polling) plus the record and cleanup bounds; probes run ``max_concurrency`` at a time;
     Housekeeping runs once at the end.
 
-    >>> from replmon.config import load_request
+    >>> from replmon.probe.request import load_request
     >>> req = load_request({"routes": [{"name": "p", "source": {"bucket": "src"}, "destinations": [{"bucket": "dst"}]}],
     ...                     "sizes": "1MiB,2MiB,3MiB", "trials": 1, "timeout_seconds": 600, "max_concurrency": 2})
     >>> worst_case_seconds(req)

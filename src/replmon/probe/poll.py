@@ -10,11 +10,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from replmon.clock import Clock
-from replmon.config import Endpoint
-from replmon.polling import PollPolicy, rtt_estimate
-from replmon.ports import HeadResult, ObjectStore
-from replmon.state import DestinationCheck, Poll, ProbeState
+from replmon.core.clock import Clock
+from replmon.core.ports import HeadResult, ObjectStore
+from replmon.probe.polling import PollPolicy, rtt_estimate
+from replmon.probe.request import Endpoint
+from replmon.probe.state import DestinationCheck, Poll, ProbeState
 
 FINAL = ("COMPLETED", "FAILED", "STUCK")
 

@@ -1,6 +1,6 @@
 """replmon's defaults, read from ``defaults.json``: the one place they are defined.
 
-template.yaml's parameter defaults, :mod:`replmon.config` and the CLI flags use these values
+template.yaml's parameter defaults, :mod:`replmon.probe.request` and the CLI flags use these values
 (tests/test_defaults.py checks the template against them).
 
 >>> DEFAULTS.timeout_seconds, DEFAULTS.target_seconds

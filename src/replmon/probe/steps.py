@@ -17,19 +17,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from replmon.clock import Clock, WallClock
-from replmon.config import Endpoint, Route, load_request
-from replmon.defaults import DEFAULTS
-from replmon.plan import new_run_id, plan_output
-from replmon.poller import poll_replication, start_polling
-from replmon.polling import earliest_completion
-from replmon.ports import LatencyStore, MetricsSink, ObjectStore, RecordSpool, StoreUnavailable
-from replmon.record import ProbeStatus
-from replmon.results import to_record
-from replmon.slo import SloSpec
-from replmon.state import ProbeState
-from replmon.telemetry import ROUTE
-from replmon.upload import UploadSettings, probe_key, run_started, upload_probe
+from replmon.core.clock import Clock, WallClock
+from replmon.core.defaults import DEFAULTS
+from replmon.core.ports import LatencyStore, MetricsSink, ObjectStore, RecordSpool, StoreUnavailable
+from replmon.core.record import ProbeStatus
+from replmon.core.telemetry import ROUTE
+from replmon.probe.plan import new_run_id, plan_output
+from replmon.probe.poll import poll_replication, start_polling
+from replmon.probe.polling import earliest_completion
+from replmon.probe.request import Endpoint, Route, load_request
+from replmon.probe.results import to_record
+from replmon.probe.state import ProbeState
+from replmon.probe.upload import UploadSettings, probe_key, run_started, upload_probe
+from replmon.signals.slo import SloSpec
 
 log = logging.getLogger("replmon")
 
@@ -74,7 +74,7 @@ class Deps:
         from replmon.adapters.metrics import EmfMetrics, NullMetrics
         from replmon.adapters.s3 import s3_stores
         from replmon.adapters.spool import SqsSpool
-        from replmon.sizes import parse_size
+        from replmon.core.sizes import parse_size
 
         upload = UploadSettings()
         if env.get("REPLMON_COMPOSE_THRESHOLD"):
@@ -120,8 +120,8 @@ def upload_step(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
     out = upload_probe(state, deps.stores(state.route.source), deps.clock, deps.upload)
     if out.upload is not None:
         # The RPO counts the age of probes in flight; RecordResult removes the marker (TTL: the timeout).
-        from replmon.keys import record_sort_key
-        from replmon.passive import mark_in_flight
+        from replmon.core.keys import record_sort_key
+        from replmon.signals.ingest import mark_in_flight
 
         try:
             mark_in_flight(deps.latency_store, state.route.name, record_sort_key(state.run_id, state.probe_id),
@@ -185,7 +185,7 @@ def record_step(event: dict[str, Any], deps: Deps, interrupted: str | None = Non
 def _after_record(record: Any, deps: Deps) -> None:
     """Narrow the interval with replica events that came first; the probe is no longer in flight.
     Both are refinements: a failure is logged, the record stands."""
-    from replmon.passive import apply_arrivals, clear_in_flight
+    from replmon.signals.ingest import apply_arrivals, clear_in_flight
 
     try:
         note = apply_arrivals(deps.latency_store, deps.metrics, record, deps.event_skew)
@@ -284,8 +284,8 @@ def housekeeping_step(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
 
 
 def report_step(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
-    from replmon.passive import route_health
-    from replmon.report import ReportRequest, build_report
+    from replmon.probe.report import ReportRequest, build_report
+    from replmon.signals.ingest import route_health
 
     req = ReportRequest.model_validate(event or {})
     if not req.routes:
@@ -298,7 +298,7 @@ def report_step(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
 
 def collect_step(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
     """Scheduled: RTC metrics in, RPO / SLO / burn rates out, for every route of the deployment."""
-    from replmon.passive import collect
+    from replmon.signals.ingest import collect
 
     health = collect(deps.routes, deps.latency_store, deps.cloudwatch, deps.metrics, deps.clock.now(), deps.slo,
                      deps.rpo_window, deps.retention_days)

@@ -5,7 +5,7 @@ Every invalid value becomes one line that names the field and the accepted form:
 >>> load_request({"routes": [], "sizes": ["1MiB"]})
 Traceback (most recent call last):
 ...
-replmon.config.ConfigError: invalid probe configuration:
+replmon.probe.request.ConfigError: invalid probe configuration:
   routes: at least one route is required, e.g. [{"name": "primary", "source": {"bucket": "src"}, "destinations": [{"bucket": "dst"}]}]
 """
 
@@ -16,10 +16,10 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
-from replmon import presets
-from replmon.defaults import DEFAULTS
-from replmon.keys import RUN_ID_PATTERN
-from replmon.sizes import ACCEPTED_FORM, parse_size
+from replmon.core.defaults import DEFAULTS
+from replmon.core.keys import RUN_ID_PATTERN
+from replmon.core.sizes import ACCEPTED_FORM, parse_size
+from replmon.probe import ladders as presets
 
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](--[a-z0-9-]+--x-s3)?$")
 _REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")

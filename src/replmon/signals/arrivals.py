@@ -27,9 +27,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from replmon.config import Route
-from replmon.keys import iso_ms, parse_probe_object_key, record_sort_key
-from replmon.s3events import ObjectCreated, ReplicationEvent
+from replmon.core.keys import iso_ms, parse_probe_object_key, record_sort_key
+from replmon.probe.request import Route
+from replmon.signals.s3events import ObjectCreated, ReplicationEvent
 
 EVENTS = "events"
 ARRIVALS = "arrivals"

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from replmon.sizes import parse_size
+from replmon.core.sizes import parse_size
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class Preset:
 
 @cache
 def _raw() -> dict[str, dict]:
-    return json.loads(resources.files("replmon").joinpath("presets.json").read_text())
+    return json.loads(resources.files("replmon.probe").joinpath("ladders.json").read_text())
 
 
 def names() -> list[str]:

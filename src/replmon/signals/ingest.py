@@ -12,14 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from replmon.config import Route
-from replmon.defaults import DEFAULTS
-from replmon.keys import iso_ms
-from replmon.ports import StoreUnavailable
-from replmon.record import ProbeRecord, ProbeStatus
-from replmon.rtc import RtcSample, latest, parse_results, queries
-from replmon.s3events import ObjectCreated, Parsed, ReplicationEvent
-from replmon.signals import (
+from replmon.core.defaults import DEFAULTS
+from replmon.core.keys import iso_ms
+from replmon.core.ports import StoreUnavailable
+from replmon.core.record import ProbeRecord, ProbeStatus
+from replmon.core.telemetry import EVENT, ROUTE, WINDOW
+from replmon.probe.request import Route
+from replmon.signals.arrivals import (
     ARRIVAL_ATTR,
     ARRIVALS,
     EVENTS,
@@ -32,8 +31,9 @@ from replmon.signals import (
     route_for_event,
     tighten,
 )
-from replmon.slo import Rpo, SloSpec, SloStatus, rpo, slo_status
-from replmon.telemetry import EVENT, ROUTE, WINDOW
+from replmon.signals.rtc import RtcSample, latest, parse_results, queries
+from replmon.signals.s3events import ObjectCreated, Parsed, ReplicationEvent
+from replmon.signals.slo import Rpo, SloSpec, SloStatus, rpo, slo_status
 
 log = logging.getLogger("replmon")
 
