@@ -12,7 +12,7 @@ import boto3
 
 from replmon.adapters.s3 import S3ObjectStore
 from replmon.core.clock import ManualClock
-from replmon.probe.request import Endpoint
+from replmon.core.route import Endpoint
 
 
 @dataclass

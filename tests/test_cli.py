@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from replmon.cli.probe import exit_code
+from replmon.cli.common import exit_code
 from replmon.core.record import ProbeRecord, ProbeStatus
 from tests.conftest import ROOT
 

@@ -8,9 +8,10 @@ import pytest
 
 from replmon.core.clock import ManualClock
 from replmon.core.ports import HeadResult
+from replmon.core.route import Route
 from replmon.probe.poll import poll_replication, start_polling
 from replmon.probe.polling import PollPolicy, earliest_completion
-from replmon.probe.request import PollSettings, Route
+from replmon.probe.request import PollSettings
 from replmon.probe.state import ProbeState, Upload
 from tests.conftest import route
 

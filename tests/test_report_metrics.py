@@ -15,7 +15,8 @@ from replmon.core.clock import ManualClock
 from replmon.core.record import ProbeRecord, ProbeStatus
 from replmon.core.stats import percentile, summarize
 from replmon.local.tables import ensure_table
-from replmon.probe.steps import Deps, report_step
+from replmon.probe.steps import report_step
+from replmon.wiring import Deps
 from tests.conftest import TABLE, TEMPLATE
 
 
@@ -59,7 +60,7 @@ def test_report_function_queries_the_window(monkeypatch: pytest.MonkeyPatch) -> 
         now = 1_790_000_000.0
         store.put_once(rec(2**20, 1.0, 2.0, at=now - 3600, probe="in"))
         store.put_once(rec(2**20, 1.0, 2.0, at=now - 3 * 86400, probe="old"))
-        deps = Deps(stores=lambda e: None, latency_store=store, metrics=None, clock=ManualClock(now),  # type: ignore[arg-type,return-value]
+        deps = Deps(stores=lambda e: None, store=store, metrics=None, clock=ManualClock(now),  # type: ignore[arg-type,return-value]
                     defaults={"routes": [{"name": "primary"}]})
         out = report_step({"hours": 24}, deps)
         assert out["probes"] == 1 and out["summaries"][0]["p50"] == 1.5

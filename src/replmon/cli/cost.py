@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from replmon.cli.app import app
-from replmon.cli.common import FORMAT_HELP, OK, Format, config_message, emit, err, fail
+from replmon.cli.common import OK, config_message, fail
+from replmon.cli.render import FORMAT_HELP, Format, emit, err
 from replmon.core.defaults import DEFAULTS
-from replmon.probe.request import ConfigError
+from replmon.core.errors import ConfigError
 
 
-@app.command()
 def cost(
     sizes: Annotated[str, typer.Option(help="Preset name or comma-separated sizes.")] = DEFAULTS.sizes,
     trials: Annotated[int | None, typer.Option(help="Trials per size (default: the preset's, else 1).")] = None,
@@ -31,7 +30,7 @@ def cost(
     from replmon.local.template import TEMPLATE, load_template
     from replmon.probe.request import load_request
 
-    payload: dict = {"routes": [{"name": "r", "source": {"bucket": "src-bucket"},
+    payload: dict[str, Any] = {"routes": [{"name": "r", "source": {"bucket": "src-bucket"},
                                  "destinations": [{"bucket": f"dst-bucket-{i}"} for i in range(destinations)]}],
                      "sizes": sizes, "poll": {"use_history": history}}
     if trials is not None:

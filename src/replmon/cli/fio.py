@@ -8,11 +8,10 @@ from typing import Annotated
 
 import typer
 
-from replmon.cli.app import app
-from replmon.cli.common import FORMAT_HELP, OK, USAGE, Format, emit, fail
+from replmon.cli.common import OK, USAGE, fail
+from replmon.cli.render import FORMAT_HELP, Format, emit
 
 fio_app = typer.Typer(no_args_is_help=True, help="Mount throughput baselines: fio results, presets and knees.")
-app.add_typer(fio_app, name="fio")
 
 
 def _read(path: Path) -> str:

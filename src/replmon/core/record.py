@@ -12,9 +12,9 @@ from enum import StrEnum
 from typing import Any
 
 from replmon.core.interval import LatencyInterval
-from replmon.core.keys import iso_ms, record_sort_key
+from replmon.core.keys import record_sort_key
 
-__all__ = ["PARTITION_KEY", "SORT_KEY", "TTL_ATTRIBUTE", "ProbeRecord", "ProbeStatus", "iso_ms"]
+__all__ = ["JUDGED", "PARTITION_KEY", "SORT_KEY", "TTL_ATTRIBUTE", "ProbeRecord", "ProbeStatus"]
 
 #: The TTL attribute; template.yaml's TimeToLiveSpecification names the same (a test checks).
 TTL_ATTRIBUTE = "expires_at"
@@ -24,6 +24,10 @@ SORT_KEY = "at"
 
 
 class ProbeStatus(StrEnum):
+    """A probe's status: the one vocabulary of the state machine's poll state, the record in the
+    store, the CLI's table and JSON, and the EMF status metrics (telemetry.STATUS_METRICS)."""
+
+    PENDING = "PENDING"  # still being polled (the state machine's Choice waits on it); never a record's status
     COMPLETED = "COMPLETED"  # source reported COMPLETED and every replica was verified
     FAILED = "FAILED"  # source reported FAILED, or a replica did not match
     STUCK = "STUCK"  # still PENDING when the probe's timeout ran out
@@ -32,10 +36,12 @@ class ProbeStatus(StrEnum):
 
     @property
     def judged(self) -> bool:
-        """Did the probe measure replication (COMPLETED, FAILED, STUCK)?"""
-        return self in (ProbeStatus.COMPLETED, ProbeStatus.FAILED, ProbeStatus.STUCK)
+        """Did the probe measure replication (COMPLETED, FAILED, STUCK)? These are also the
+        statuses that end polling."""
+        return self in JUDGED
 
 
+JUDGED = frozenset({ProbeStatus.COMPLETED, ProbeStatus.FAILED, ProbeStatus.STUCK})
 
 
 @dataclass

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from replmon.core.record import ProbeStatus
+
 #: template.yaml's Mappings.Telemetry holds the same two values (POWERTOOLS_METRICS_NAMESPACE and
 #: POWERTOOLS_SERVICE_NAME come from there); the contract test checks they agree.
 NAMESPACE = "Replmon"
@@ -89,11 +91,12 @@ METRICS: dict[str, MetricDef] = {
     )
 }
 
-STATUS_METRICS = {
-    "COMPLETED": "ProbeCompleted",
-    "FAILED": "ProbeFailed",
-    "STUCK": "ProbeStuck",
-    "ERROR": "ProbeError",
-    "INTERRUPTED": "ProbeInterrupted",
+#: A record's status -> its status metric (every status a record can have; PENDING is never recorded).
+STATUS_METRICS: dict[ProbeStatus, str] = {
+    ProbeStatus.COMPLETED: "ProbeCompleted",
+    ProbeStatus.FAILED: "ProbeFailed",
+    ProbeStatus.STUCK: "ProbeStuck",
+    ProbeStatus.ERROR: "ProbeError",
+    ProbeStatus.INTERRUPTED: "ProbeInterrupted",
 }
 LATENCY_METRIC = "ReplicationLatencySeconds"

@@ -26,6 +26,7 @@ from typing import Any
 
 from replmon.core.clock import ManualClock
 from replmon.core.ports import HeadResult
+from replmon.core.record import ProbeStatus
 from replmon.probe.plan import plan_probes
 from replmon.probe.poll import poll_replication, start_polling
 from replmon.probe.request import ProbeRequest
@@ -37,7 +38,8 @@ MiB = 2**20
 
 
 def pricing() -> dict[str, Any]:
-    return json.loads(Path(__file__).with_name("pricing.json").read_text())
+    prices: dict[str, Any] = json.loads(Path(__file__).with_name("pricing.json").read_text())
+    return prices
 
 
 @dataclass
@@ -105,7 +107,7 @@ def model_polling(probe: ProbeState, latency: float, head_seconds: float) -> Pol
         state = poll_replication(state, lambda e: source, clock)  # type: ignore[arg-type,return-value]
         inside += clock.now() - t0
         assert state.poll is not None
-        if state.poll.status != "PENDING":
+        if state.poll.status is not ProbeStatus.PENDING:
             break
         if state.poll.wait_seconds:
             waits += 1

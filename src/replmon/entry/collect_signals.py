@@ -1,6 +1,6 @@
-"""Lambda entry point of CollectSignals: collect_step of replmon.probe.steps (scheduled)."""
+"""Lambda entry point of CollectSignals: collect_step of replmon.signals.collector (scheduled)."""
 
 from replmon.entry.runtime import lambda_handler
-from replmon.probe.steps import collect_step
+from replmon.signals.collector import collect_step
 
 handler = lambda_handler(collect_step)

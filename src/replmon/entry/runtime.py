@@ -1,4 +1,5 @@
-"""What every Lambda handler shares: logging with the probe id, tracing, error names, wiring.
+"""What every Lambda handler shares: logging with the probe id, tracing, error names, and its
+dependencies from the composition root (:func:`replmon.wiring.for_function`).
 
 Each entry module (``replmon/entry/*.py``, re-exported by ``functions/*.py``) is one line:
 ``handler = lambda_handler(upload_step)``. Import cost is a cold start: a handler builds only
@@ -20,8 +21,8 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from botocore.exceptions import ClientError
 
+from replmon import wiring
 from replmon.core.telemetry import SERVICE
-from replmon.probe.steps import Deps
 
 logger = Logger(service=SERVICE)
 
@@ -47,42 +48,8 @@ def tracer() -> Any:
     return _tracer
 
 
-DepsSource = Deps | Callable[[str], Deps]
-_deps: DepsSource | None = None
-_built: Deps | None = None
-_pinned: dict[str, Deps] = {}  # the lab's event path: IngestEvents' wiring, whatever a run sets
-
-
-def deps(function_name: str = "") -> Deps:
-    """In Lambda: built once from the environment. The lab sets one per function (its own
-    least-privilege credentials), keyed by the function's logical name."""
-    global _built
-    if function_name in _pinned:
-        return _pinned[function_name]
-    if callable(_deps) and not isinstance(_deps, Deps):
-        return _deps(function_name)
-    if _deps is not None:
-        return _deps
-    if _built is None:
-        _built = Deps.from_env()
-    return _built
-
-
-def pin_deps(function_name: str, value: Deps | None) -> None:
-    """One function's Deps regardless of set_deps (the lab delivers events while runs come and go)."""
-    if value is None:
-        _pinned.pop(function_name, None)
-    else:
-        _pinned[function_name] = value
-
-
-def set_deps(value: DepsSource | None) -> None:
-    """Tests and the lab plug in their own stores and clock (one Deps, or one per function)."""
-    global _deps, _built
-    _deps, _built = value, None
-
-
-Step = Callable[[dict[str, Any], Deps], Any]
+#: A step: the event and the function's dependencies in, the next state out.
+Step = Callable[[dict[str, Any], wiring.Deps], Any]
 
 
 def trace_aws_calls() -> bool:
@@ -96,7 +63,7 @@ def lambda_handler(step: Step, *, traced: bool = True) -> Callable[[dict[str, An
         if isinstance(event, dict) and "probe_id" in event:
             logger.append_keys(probe_id=event["probe_id"], route=event.get("route", {}).get("name"))
         try:
-            result = step(event, deps(getattr(context, "function_name", "")))
+            result = step(event, wiring.for_function(getattr(context, "function_name", "")))
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in THROTTLE_CODES:
                 raise ThrottledError(str(exc)) from exc
@@ -131,4 +98,4 @@ def sqs_batch_handler(handle_message: Callable[[Any, str], list[str]]) -> Callab
     handler: Callable[[dict[str, Any], Any], Any] = run
     if trace_aws_calls():
         handler = tracer().capture_lambda_handler(capture_response=False)(handler)
-    return logger.inject_lambda_context(clear_state=True)(handler)  # type: ignore[no-any-return]
+    return logger.inject_lambda_context(clear_state=True)(handler)

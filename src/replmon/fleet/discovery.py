@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from replmon.probe.request import Destination, Endpoint, Route
+from replmon.core.route import Destination, Endpoint, Route
 
 
 @dataclass

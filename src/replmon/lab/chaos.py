@@ -19,7 +19,8 @@ from typing import Any
 from replmon.lab.lab import REPLICATION_PROXY, Lab
 from replmon.local.execution import run_request
 from replmon.local.template import TEMPLATE, load_template
-from replmon.signals.ingest import route_health
+from replmon.probe.request import load_settings
+from replmon.signals.health import route_health
 from replmon.signals.slo import BurnPair, SloSpec
 
 
@@ -75,7 +76,7 @@ def wait_for_replication(lab: Lab, prefix: str, limit: float = 90.0) -> float | 
         return _canary(lab, prefix, limit)
     finally:  # the canaries leave nothing behind, on either side (every version, as Cleanup deletes)
         from replmon.adapters.s3 import S3Stores
-        from replmon.probe.request import Route
+        from replmon.core.route import Route
 
         r = Route.model_validate(lab.route())
         stores = S3Stores(lab.keys)
@@ -110,11 +111,9 @@ def run_chaos(lab: Lab, fault: str, *, target_seconds: float = 2.0, probes: int 
     # A route of its own: the lab's store keeps earlier runs, and this run's windows must hold only its probes.
     route = lab.route(f"chaos-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}")
     if lab.event_path is not None:
-        from dataclasses import replace
-
-        from replmon.entry import runtime as lambda_entry
-
-        lambda_entry.pin_deps("IngestEvents", replace(lab.deps(), defaults={"routes": [route]}))
+        lab.events_to([route])
+    settings = load_settings({"sizes": sizes, "trials": probes, "max_concurrency": 1, "timeout_seconds": timeout,
+                              "target_seconds": target_seconds, "poll": {"floor_seconds": 0.2, "use_history": False}})
     phases: list[Phase] = []
     for name, toxic in (("baseline", None), ("fault", fault), ("healed", None)):
         start = time.time()
@@ -122,9 +121,7 @@ def run_chaos(lab: Lab, fault: str, *, target_seconds: float = 2.0, probes: int 
             lab.toxiproxy.add(REPLICATION_PROXY, toxic, **(attributes or {}))
         notes = []
         try:
-            res = run_request({"routes": [route], "sizes": sizes, "trials": probes, "max_concurrency": 1, "timeout_seconds": timeout,
-                               "target_seconds": target_seconds, "poll": {"floor_seconds": 0.2, "use_history": False}},
-                              lab.deps(), function_deps=lab.function_deps())
+            res = run_request(settings.for_routes([route]), lab.deps(), function_deps=lab.function_deps())
         finally:
             if toxic:
                 lab.toxiproxy.heal(REPLICATION_PROXY)

@@ -22,9 +22,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import boto3
-from botocore.config import Config
-
+from replmon.adapters import clients
 from replmon.lab.servers import LOOPBACK
 
 QUEUE, DLQ = "lab-events", "lab-events-dlq"
@@ -36,9 +34,7 @@ class EventPath:
     def __init__(self, handler: Any, context: Any, sqs_url: str, max_receives: int = 3, visibility: int = 1) -> None:
         self.handler, self.context = handler, context
         self.max_receives = max_receives
-        self.sqs: Any = boto3.session.Session("lab", "lab").client(
-            "sqs", endpoint_url=sqs_url, region_name="us-east-1",
-            config=Config(connect_timeout=3, read_timeout=10, retries={"mode": "standard", "total_max_attempts": 3}))
+        self.sqs: Any = clients.client("sqs", clients.STORE, endpoint_url=sqs_url, keys=("lab", "lab"))
         dlq = self.sqs.create_queue(QueueName=DLQ)["QueueUrl"]
         dlq_arn = self.sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         self.dlq_url = dlq

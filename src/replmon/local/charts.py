@@ -8,7 +8,7 @@ from pathlib import Path
 
 from replmon.core.record import ProbeRecord, ProbeStatus
 from replmon.core.sizes import parse_size
-from replmon.probe import ladders as presets
+from replmon.probe import ladders
 
 
 def latency_chart(records: Sequence[ProbeRecord], path: Path, title: str, published: bool = True) -> Path:
@@ -34,7 +34,7 @@ def latency_chart(records: Sequence[ProbeRecord], path: Path, title: str, publis
             ax.scatter([r.size_bytes / 2**20 for r in bad], [max(r.latency_lo or 0.0, 1e-3) for r in bad], marker=marker,
                        color="red", label=f"{status} (lower bound)")
     if published:
-        ref = presets.preset("crr-ladder").published_latency_seconds
+        ref = ladders.ladder("crr-ladder").published_latency_seconds
         for i, (size, (a, b)) in enumerate(sorted(ref.items(), key=lambda kv: parse_size(kv[0]))):
             mib = parse_size(size) / 2**20
             label = "published Tokyo->Singapore CRR range (REFERENCES R1)" if i == 0 else "_nolegend_"

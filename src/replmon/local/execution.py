@@ -16,18 +16,21 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from replmon.adapters.errors import explain
 from replmon.core.clock import CancellableClock
+from replmon.core.keys import new_run_id
 from replmon.core.record import ProbeRecord
-from replmon.local.aslrun import ExecutionResult, Invocation, local_state_machine
-from replmon.probe.plan import new_run_id
-from replmon.probe.request import load_request
+from replmon.core.route import Route
+from replmon.local.aslrun import FUNCTIONS, ExecutionResult, Invocation, local_state_machine
+from replmon.probe.request import ProbeRequest
 from replmon.probe.state import ProbeState
-from replmon.probe.steps import Deps, cleanup_step, record_step
+from replmon.probe.steps import cleanup_step, record_step
+from replmon.wiring import Deps
 
 #: Seconds an interrupted run waits for handlers in flight to stop (each checks the cancel event
 #: at every sleep and part; a request in flight ends within the clients' read timeouts).
@@ -63,7 +66,9 @@ def interrupts() -> Iterator[None]:
 
 
 @dataclass
-class RunResult:
+class ProbeRun:
+    """One local run of a probe request: the execution and the records it stored."""
+
     run_id: str
     execution: ExecutionResult
     records: list[ProbeRecord]
@@ -98,43 +103,35 @@ class RunInterrupted(Exception):
         self.salvage = salvage
 
 
-def _cancellable(deps: Any, cancel: threading.Event) -> Any:
-    """The same wiring with a clock whose sleeps end when ``cancel`` is set."""
-    if deps is None:
-        return None
-    if isinstance(deps, Deps):
-        return dataclasses.replace(deps, clock=CancellableClock(deps.clock, cancel))
-    built: dict[str, Deps] = {}
-
-    def per_function(name: str) -> Deps:
-        if name not in built:
-            built[name] = dataclasses.replace(deps(name), clock=CancellableClock(deps(name).clock, cancel))
-        return built[name]
-
-    return per_function
+def _cancellable(deps: Deps, function_deps: Mapping[str, Deps] | None, cancel: threading.Event) -> dict[str, Deps]:
+    """Each state machine function's wiring (its own from ``function_deps``, else ``deps``), with
+    a clock whose sleeps end when ``cancel`` is set."""
+    own = function_deps or {}
+    return {name: dataclasses.replace(d, clock=CancellableClock(d.clock, cancel))
+            for name in FUNCTIONS for d in [own.get(name, deps)]}
 
 
 def run_request(
-    payload: dict[str, Any],
+    request: ProbeRequest,
     deps: Deps,
     on_progress: Callable[[int, int], None] | None = None,
     timeout: float = 24 * 3600,
-    function_deps: Any = None,
-) -> RunResult:
-    """Validate ``payload`` (errors name the field), execute it, return this run's records.
+    function_deps: Mapping[str, Deps] | None = None,
+) -> ProbeRun:
+    """Execute ``request`` (validated by the caller, at its edge) through the real state machine
+    and return this run's records.
 
-    ``function_deps`` (function name -> Deps) gives each handler its own wiring (the lab's
+    ``function_deps`` (function name -> Deps) gives a handler its own wiring (the lab's
     least-privilege users); ``deps`` otherwise. Raises :class:`RunInterrupted` after handling
     an :class:`Interrupted`."""
-    request = load_request(payload, deps.defaults, poll_function_timeout=deps.poll_function_timeout)  # fail fast
     # moto logs every failed state at length; the execution result carries the same error.
     logging.getLogger("moto").setLevel(logging.CRITICAL)
     if not os.environ.get("POWERTOOLS_LOG_LEVEL"):  # the handlers' JSON logs: set the variable to see them
         from replmon.entry.runtime import logger
 
         logger.setLevel(logging.ERROR)
-    total = len(request.sizes) * request.trials * len(request.routes)
-    run_id = payload.get("run_id") or new_run_id()
+    total = request.probes
+    run_id = request.run_id or new_run_id()
     started = time.time()
     cancel = threading.Event()
 
@@ -142,8 +139,8 @@ def run_request(
         if on_progress:  # a probe is done when its Cleanup succeeded
             on_progress(sum(1 for i in invocations if i.function == "Cleanup" and i.error is None), total)
 
-    with local_state_machine(_cancellable(function_deps or deps, cancel)) as sm:
-        arn = sm.start({**payload, "run_id": run_id})
+    with local_state_machine(_cancellable(deps, function_deps, cancel)) as sm:
+        arn = sm.start(request.model_copy(update={"run_id": run_id}).to_input())
         try:
             execution = sm.wait(arn, timeout=timeout, poll=0.1, on_poll=progress)
         except Interrupted as intr:
@@ -153,11 +150,11 @@ def run_request(
             salvage_probes(sm.invocations, deps, salvage)
             raise RunInterrupted(salvage) from None
     records = collect_records(deps, request.routes, run_id, started)
-    return RunResult(run_id, execution, records, time.time() - started)
+    return ProbeRun(run_id, execution, records, time.time() - started)
 
 
-def collect_records(deps: Deps, routes: list[Any], run_id: str, started: float) -> list[ProbeRecord]:
-    records = [r for route in routes for r in deps.latency_store.query(route.name, started - 60, time.time() + 60) if r.run_id == run_id]
+def collect_records(deps: Deps, routes: list[Route], run_id: str, started: float) -> list[ProbeRecord]:
+    records = [r for route in routes for r in deps.store.query(route.name, started - 60, time.time() + 60) if r.run_id == run_id]
     return sorted(records, key=lambda r: (r.size_bytes, r.trial))
 
 
@@ -205,42 +202,21 @@ class PreflightError(RuntimeError):
     """An endpoint, bucket, credential or store problem found before any probe is written."""
 
 
-def _why(exc: Exception) -> str:
-    from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnectionError, NoCredentialsError, ReadTimeoutError
-
-    if isinstance(exc, ConnectTimeoutError | ReadTimeoutError):
-        return "no answer within the timeout (is the endpoint reachable and the server alive?)"
-    if isinstance(exc, EndpointConnectionError):
-        return "cannot connect (is the server running and the URL right?)"
-    if isinstance(exc, NoCredentialsError):
-        return "no credentials: set REPLMON_ACCESS_KEY_ID and REPLMON_SECRET_ACCESS_KEY, or use an AWS profile"
-    if isinstance(exc, ClientError):
-        code = exc.response.get("Error", {}).get("Code", "")
-        if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "403", "AccessDenied", "InvalidClientTokenId",
-                    "UnrecognizedClientException"):
-            return f"credentials rejected ({code}): check the access key and secret for this endpoint"
-        if code in ("404", "NoSuchBucket", "ResourceNotFoundException"):
-            return f"not found ({code})"
-        return code or str(exc)
-    return str(exc).splitlines()[0]
-
-
-def preflight(payload: dict[str, Any], deps: Deps, stores: Callable[[Any], Any] | None = None) -> None:
-    """Reach every bucket and the store first, with short timeouts and one attempt, so a bad flag
-    or a dead endpoint is reported within seconds and nothing is written anywhere."""
-    request = load_request(payload, deps.defaults, poll_function_timeout=deps.poll_function_timeout)
-    stores = stores or deps.stores
+def preflight(request: ProbeRequest, deps: Deps) -> None:
+    """Reach every bucket and the store first (``deps`` from wiring.preflight_deps: short timeouts,
+    one attempt), so a bad flag or a dead endpoint is reported within seconds and nothing is
+    written anywhere."""
     for route in request.routes:
         for role, ep in [("source", route.source), *[("destination", d) for d in route.destinations]]:
             where = f"{role} bucket {ep.bucket!r}" + (f" at {ep.endpoint_url}" if ep.endpoint_url else "")
             try:
-                stores(ep).check_bucket(ep.bucket)
+                deps.stores(ep).check_bucket(ep.bucket)
             except Exception as exc:
-                raise PreflightError(f"{where}: {_why(exc)}") from None
+                raise PreflightError(f"{where}: {explain(exc)}") from None
         try:
-            deps.latency_store.query(route.name, 0, 1, limit=1)
+            deps.store.query(route.name, 0, 1, limit=1)
         except Exception as exc:
-            raise PreflightError(f"latency store: {_why(exc)}") from None
+            raise PreflightError(f"latency store: {explain(exc)}") from None
 
 
 def salvage_summary(s: Salvage) -> list[str]:

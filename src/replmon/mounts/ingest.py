@@ -14,21 +14,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from replmon.core.keys import iso_ms
-from replmon.core.ports import MetricsSink
+from replmon.core.ports import FioStore, MetricsSink
 from replmon.core.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
 from replmon.mounts import baseline as bl
 from replmon.mounts.document import RUN_FILE, Row, check_run, dd_rows, fio_rows
 from replmon.mounts.fioresult import FioResultError, json_object, parse_text
 
 HISTORY_DAYS = 90
-
-
-class FioStore(Protocol):
-    def put_item_once(self, item: dict[str, Any]) -> bool: ...
-    def items(self, pk: str, start: float, end: float) -> list[dict[str, Any]]: ...
 
 
 @dataclass(frozen=True)

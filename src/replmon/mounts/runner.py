@@ -55,12 +55,10 @@ class S3Sink:
         self.bucket, _, self.prefix = url[5:].partition("/")
         if self.prefix and not self.prefix.endswith("/"):
             self.prefix += "/"
-        if client is None:
-            import boto3
-            from botocore.config import Config
+        if client is None:  # the runner is the container's entry point: its client comes from the composition root's policy
+            from replmon.adapters import clients
 
-            client = boto3.client("s3", endpoint_url=os.environ.get("REPLMON_FIO_RESULTS_ENDPOINT"),
-                                  config=Config(retries={"mode": "standard", "total_max_attempts": 5}, connect_timeout=5, read_timeout=60))
+            client = clients.client("s3", clients.UPLOADS, endpoint_url=os.environ.get("REPLMON_FIO_RESULTS_ENDPOINT"))
         self.client = client
 
     def put(self, key: str, body: bytes) -> None:

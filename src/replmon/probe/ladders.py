@@ -1,6 +1,9 @@
-"""Named probe ladders, read from ``presets.json`` (the one place they are defined).
+"""Probe ladders: named lists of probe sizes and trials, read from ``ladders.json`` (the one place
+they are defined). Users name them with ``--sizes`` or a request's ``sizes`` ("crr-ladder"), and
+`replmon presets` lists them; in the code they are *ladders*, so that *presets* means only the
+mount presets (:mod:`replmon.mounts.presets`).
 
->>> preset("crr-ladder").sizes[-1] == 80 * 1024**3
+>>> ladder("crr-ladder").sizes[-1] == 80 * 1024**3
 True
 """
 
@@ -10,12 +13,13 @@ import json
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from typing import Any
 
 from replmon.core.sizes import parse_size
 
 
 @dataclass(frozen=True)
-class Preset:
+class Ladder:
     name: str
     description: str
     sizes: tuple[int, ...]
@@ -24,19 +28,20 @@ class Preset:
 
 
 @cache
-def _raw() -> dict[str, dict]:
-    return json.loads(resources.files("replmon.probe").joinpath("ladders.json").read_text())
+def _raw() -> dict[str, dict[str, Any]]:
+    data: dict[str, dict[str, Any]] = json.loads(resources.files("replmon.probe").joinpath("ladders.json").read_text())
+    return data
 
 
 def names() -> list[str]:
     return sorted(_raw())
 
 
-def preset(name: str) -> Preset:
+def ladder(name: str) -> Ladder:
     raw = _raw().get(name)
     if raw is None:
         raise KeyError(f"unknown preset {name!r}; known presets: {', '.join(names())}")
-    return Preset(
+    return Ladder(
         name=name,
         description=raw["description"],
         sizes=tuple(parse_size(s) for s in raw["sizes"]),

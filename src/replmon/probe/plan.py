@@ -1,4 +1,4 @@
-"""PlanProbes: validate a request and expand it into one state per probe (route x size x trial).
+"""PlanProbes' work: expand a validated request into one state per probe (route x size x trial).
 
 Everything a probe is known by is fixed here: its id, its object key and its record's key
 (:mod:`replmon.core.keys`). A retry, a replay or
@@ -12,11 +12,9 @@ import math
 from collections import Counter
 from typing import Any
 
-from replmon.core.keys import new_run_id
-from replmon.probe.request import ConfigError, ProbeRequest
-
-__all__ = ["new_run_id", "plan_output", "plan_probes", "worst_case_seconds"]
+from replmon.core.errors import ConfigError
 from replmon.core.sizes import format_size
+from replmon.probe.request import ProbeRequest
 from replmon.probe.state import ProbeState
 
 
@@ -71,6 +69,12 @@ def plan_output(request: ProbeRequest, run_id: str, planned_at: float) -> dict[s
             f"({MAX_PLAN_BYTES // 1024} KiB); lower trials, sizes or routes, or split them over several runs"
         )
     return out
+
+
+def check_fits(request: ProbeRequest) -> None:
+    """Refuse (ConfigError, naming the fix) a request whose plan would not fit in one execution:
+    what PlanProbes would refuse, found before anything starts."""
+    plan_output(request, "19700101T000000Z-check", 0.0)
 
 
 #: Bounds of the steps after polling, as the state machine's retries and the clients' timeouts

@@ -12,11 +12,10 @@ from collections.abc import Callable
 
 from replmon.core.clock import Clock
 from replmon.core.ports import HeadResult, ObjectStore
+from replmon.core.record import ProbeStatus
+from replmon.core.route import Endpoint
 from replmon.probe.polling import PollPolicy, rtt_estimate
-from replmon.probe.request import Endpoint
 from replmon.probe.state import DestinationCheck, Poll, ProbeState
-
-FINAL = ("COMPLETED", "FAILED", "STUCK")
 
 
 def same_content(source: HeadResult, replica: HeadResult | None, upload_etag: str) -> tuple[bool, str]:
@@ -75,14 +74,14 @@ def settle(state: ProbeState, poll: Poll, head: HeadResult | None, stores: Calla
         poll.source_checksum = head.checksum
         poll.destinations = verify_replicas(state, head, stores)
         bad = [d for d in poll.destinations if d.status != "REPLICA" or not (d.size_match and d.content_match)]
-        poll.status = "FAILED" if bad else "COMPLETED"
+        poll.status = ProbeStatus.FAILED if bad else ProbeStatus.COMPLETED
         if bad:
             poll.failure_reason = "ReplicaMismatch: " + ", ".join(
                 f"{d.bucket} status={d.status} size_match={d.size_match} content_match={d.content_match} ({d.verified_by})"
                 for d in bad
             )
         return
-    poll.status = "FAILED"
+    poll.status = ProbeStatus.FAILED
     if status == "FAILED":
         poll.failure_reason = "source ReplicationStatus FAILED (see s3:Replication:OperationFailedReplication events)"
     elif head is None:
@@ -115,7 +114,7 @@ def poll_replication(state: ProbeState, stores: Callable[[Endpoint], ObjectStore
         if delay > 0:
             if not sleeps_inline(delay, now - began, settings.inline_budget_seconds):
                 poll.wait_seconds = math.floor(delay)  # whole seconds, rounded down: the gap stays within the policy
-                poll.status = "PENDING"
+                poll.status = ProbeStatus.PENDING
                 return state
             clock.sleep(delay)
         sent = clock.now()
@@ -126,7 +125,7 @@ def poll_replication(state: ProbeState, stores: Callable[[Endpoint], ObjectStore
         if head is not None and head.replication_status == "PENDING":
             poll.last_pending = sent - up.put_end
             if sent >= deadline:
-                poll.status = "STUCK"
+                poll.status = ProbeStatus.STUCK
                 poll.failure_reason = (
                     f"still PENDING {poll.last_pending:.0f} s after the PUT (timeout {state.timeout_seconds} s from the probe's start)"
                 )

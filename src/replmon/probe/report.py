@@ -7,8 +7,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from replmon.core.keys import iso_ms
 from replmon.core.ports import LatencyStore
-from replmon.core.record import ProbeRecord, iso_ms
+from replmon.core.record import ProbeRecord
 from replmon.core.stats import summarize
 
 

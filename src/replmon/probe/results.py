@@ -30,7 +30,7 @@ def to_record(state: ProbeState, retention_days: int = 90, interrupted: str | No
         rec.head_count = poll.head_count
         rec.destinations = [d.model_dump() for d in poll.destinations]
         rec.failure_reason = poll.failure_reason
-    if interrupted and (poll is None or poll.status not in ("COMPLETED", "FAILED", "STUCK")):
+    if interrupted and (poll is None or not poll.status.judged):
         rec.status = ProbeStatus.INTERRUPTED
         rec.latency_lo = poll.last_pending if poll and poll.last_pending is not None else None
         rec.failure_reason = f"Interrupted: {interrupted} stopped the run before the probe settled"
@@ -38,10 +38,10 @@ def to_record(state: ProbeState, retention_days: int = 90, interrupted: str | No
     if state.error:
         rec.failure_reason = f"{state.error.get('Error', 'Error')}: {str(state.error.get('Cause', ''))[:1000]}"
         return rec
-    if poll is None or poll.status not in ("COMPLETED", "FAILED", "STUCK"):
+    if poll is None or not poll.status.judged:
         rec.failure_reason = rec.failure_reason or "polling ended without a final status"
         return rec
-    rec.status = ProbeStatus(poll.status)
+    rec.status = poll.status
     # Nothing replicates before the PUT ends: with no PENDING answer seen the lower bound is 0.
     rec.latency_lo = poll.last_pending if poll.last_pending is not None else 0.0
     if rec.status is ProbeStatus.COMPLETED:

@@ -10,7 +10,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from replmon.probe.request import PollSettings, Route
+from replmon.core.record import ProbeStatus
+from replmon.core.route import Route
+from replmon.probe.request import PollSettings
 
 
 class Upload(BaseModel):
@@ -33,7 +35,7 @@ class DestinationCheck(BaseModel):
 
 
 class Poll(BaseModel):
-    status: str = "PENDING"  # PENDING | COMPLETED | FAILED | STUCK
+    status: ProbeStatus = ProbeStatus.PENDING  # PENDING until polling settles: COMPLETED, FAILED or STUCK
     head_count: int = 0
     last_pending: float | None = None  # interval lower bound
     first_final: float | None = None  # interval upper bound (first COMPLETED/FAILED answer)

@@ -1,14 +1,5 @@
-"""Passive signals in the latency store: which route an event belongs to, what is stored, and how
-a replica's creation time tightens a probe's interval.
-
-Store layout (one table; a route name never contains '#', config.py enforces it):
-
-| partition | sort key | item |
-| --- | --- | --- |
-| ``<route>`` | record key | a probe's record (record.py) |
-| ``<route>#events`` | ``<event time>#<event id>`` | one S3 replication event |
-| ``<route>#arrivals`` | record key | replica creation times of a probe, one attribute per destination |
-| ``<route>#rtc`` | ``<collection time>`` | one collection of the route's RTC metrics |
+"""Replica arrivals: a replica's creation time (its ``ObjectCreated`` event) narrows its probe's
+latency interval.
 
 A replica's ``ObjectCreated`` event time ``t`` is when S3 finished writing it, on S3's clock; the
 probe's ``put_end`` is on UploadProbe's clock. With ``skew`` the allowance for the two clocks:
@@ -18,57 +9,25 @@ probe's ``put_end`` is on UploadProbe's clock. With ``skew`` the allowance for t
   with events from all of them, ``hi <= max(t) - put_end + skew``.
 
 The interval only ever narrows; if the event contradicts the poll beyond the allowance, the poll
-interval stands and the disagreement is counted (docs/SEMANTICS.md, "Replica events").
+interval stands and the disagreement is counted (docs/SEMANTICS.md, "Replica events"). An event
+may come before or after its probe's record: IngestEvents applies it to a stored record, and
+RecordResult (or Housekeeping replaying a spooled record) applies the arrivals already kept.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from replmon.core.keys import iso_ms, parse_probe_object_key, record_sort_key
-from replmon.probe.request import Route
-from replmon.signals.s3events import ObjectCreated, ReplicationEvent
+from replmon.core.keys import parse_probe_object_key, record_sort_key
+from replmon.core.ports import LatencyTable, MetricsSink
+from replmon.core.record import ProbeRecord, ProbeStatus
+from replmon.core.telemetry import ROUTE
+from replmon.signals.layout import ARRIVAL_ATTR, ARRIVALS, signal_partition
+from replmon.signals.s3events import ObjectCreated
 
-EVENTS = "events"
-ARRIVALS = "arrivals"
-RTC = "rtc"
-#: Attribute of an arrivals item holding one destination's replica creation time.
-ARRIVAL_ATTR = "replica@"
-
-
-def partition(route: str, kind: str) -> str:
-    return f"{route}#{kind}"
-
-
-def route_for_event(event: ReplicationEvent, routes: Sequence[Route]) -> str:
-    """The configured route whose source bucket (and destination, when the event names one) match,
-    preferring one whose probe prefix holds the key; else ``<source>><destination>``, so an event
-    on a bucket pair no route names is still stored and reported, under that name."""
-    candidates = [r for r in routes if r.source.bucket == event.source_bucket
-                  and (event.destination_bucket is None or event.destination_bucket in {d.bucket for d in r.destinations})]
-    for r in candidates:
-        if event.key.startswith(r.prefix):
-            return r.name
-    if candidates:
-        return candidates[0].name
-    return f"{event.source_bucket}>{event.destination_bucket or '*'}"
-
-
-@dataclass(frozen=True)
-class EventItem:
-    route: str
-    event: ReplicationEvent
-
-    @property
-    def sort_key(self) -> str:
-        return f"{iso_ms(self.event.event_time)}#{self.event.event_id}"
-
-    def to_item(self, retention_days: int) -> dict[str, Any]:
-        body = {k: v for k, v in self.event.to_json().items() if v is not None}
-        return {**body, "route": partition(self.route, EVENTS), "at": self.sort_key,
-                "expires_at": int(self.event.event_time + retention_days * 86_400)}
+#: Arrivals are kept as long as a probe can live (1 day) plus an hour.
+ARRIVAL_TTL_SECONDS = 86_400 + 3600
 
 
 @dataclass(frozen=True)
@@ -97,6 +56,10 @@ class Tightened:
     replica_at: float  # the latest replica creation time used (epoch, S3's clock)
 
 
+class ClockDisagreement(ValueError):
+    """An event and the poll disagree by more than the clock-skew allowance."""
+
+
 def tighten(lo: float | None, hi: float | None, put_end: float, destinations: Sequence[str],
             arrivals: Mapping[str, float], skew: float) -> Tightened | None:
     """The narrower interval the arrivals give, or None if they give nothing new or disagree.
@@ -123,5 +86,28 @@ def tighten(lo: float | None, hi: float | None, put_end: float, destinations: Se
     return Tightened(round(new_lo, 6), None if new_hi is None else round(new_hi, 6), latest)
 
 
-class ClockDisagreement(ValueError):
-    """An event and the poll disagree by more than the clock-skew allowance."""
+def apply_arrivals(store: LatencyTable, metrics: MetricsSink, record: ProbeRecord, skew: float) -> str | None:
+    """Narrow a stored record with its replicas' creation times; a conditional update that retries
+    on a concurrent change. Returns what happened, for the log."""
+    for _ in range(3):
+        item = store.get_item(signal_partition(record.route, ARRIVALS), record.sort_key)
+        if not item:
+            return None
+        arrivals = {k.removeprefix(ARRIVAL_ATTR): float(v) for k, v in item.items() if k.startswith(ARRIVAL_ATTR)}
+        if record.status is not ProbeStatus.COMPLETED or record.put_end is None:
+            return "not COMPLETED: the event is kept, the record unchanged"
+        try:
+            t = tighten(record.latency_lo, record.latency_hi, record.put_end, [d["bucket"] for d in record.destinations], arrivals, skew)
+        except ClockDisagreement as exc:
+            metrics.count("EventClockDisagreement", dimensions={ROUTE: record.route})
+            return f"disagreement: {exc}"
+        if t is None:
+            return "no narrower"
+        if store.narrow_interval(record, t.lo, t.hi, t.replica_at):
+            metrics.count("IntervalNarrowedByEvent", dimensions={ROUTE: record.route})
+            return f"narrowed to [{t.lo}, {t.hi}]"
+        fresh = store.get_record(record.route, record.sort_key)
+        if fresh is None:
+            return None
+        record = fresh
+    return "gave up after 3 concurrent changes"

@@ -5,15 +5,18 @@ DestinationBucket and RuleId, only while the rule has replication metrics (or RT
 **only when there is something to report**: an idle route has no data points (R6, R13). A
 series without points is stored as missing, never as zero.
 
->>> [q["MetricStat"]["Stat"] for q in queries("src", "dst", "rule-1", 60)]
+>>> [q.stat for q in queries("src", "dst", "rule-1", 60)]
 ['Maximum', 'Maximum', 'Maximum', 'Sum']
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from replmon.core.ports import MetricQuery, MetricReader, MetricSeries
+from replmon.core.route import Route
 from replmon.signals.slo import RtcLatest
 
 NAMESPACE = "AWS/S3"
@@ -30,12 +33,9 @@ def _qid(metric: str, n: int) -> str:
     return f"m{n}_{metric.lower()}"  # GetMetricData ids: lowercase start, letters, digits, '_'
 
 
-def queries(source: str, destination: str, rule_id: str, period: int, n: int = 0) -> list[dict[str, Any]]:
-    dims = [{"Name": "SourceBucket", "Value": source}, {"Name": "DestinationBucket", "Value": destination},
-            {"Name": "RuleId", "Value": rule_id}]
-    return [{"Id": _qid(m, n), "ReturnData": True,
-             "MetricStat": {"Metric": {"Namespace": NAMESPACE, "MetricName": m, "Dimensions": dims}, "Period": period, "Stat": stat}}
-            for m, (stat, _unit) in RTC_METRICS.items()]
+def queries(source: str, destination: str, rule_id: str, period: int, n: int = 0) -> list[MetricQuery]:
+    dims = (("SourceBucket", source), ("DestinationBucket", destination), ("RuleId", rule_id))
+    return [MetricQuery(_qid(m, n), NAMESPACE, m, dims, period, stat) for m, (stat, _unit) in RTC_METRICS.items()]
 
 
 @dataclass
@@ -76,14 +76,23 @@ class RtcSample:
         return cls(item["destination"], item["rule_id"], float(item["collected_at"]), series)
 
 
-def parse_results(results: list[dict[str, Any]], destination: str, rule_id: str, now: float, n: int = 0) -> RtcSample:
-    by_id = {r["Id"]: r for r in results}
+def parse_results(series: Sequence[MetricSeries], destination: str, rule_id: str, now: float, n: int = 0) -> RtcSample:
+    by_id = {s.id: s for s in series}
     sample = RtcSample(destination, rule_id, now)
     for m in RTC_METRICS:
-        r = by_id.get(_qid(m, n), {})
-        pts = sorted((ts.timestamp(), float(v)) for ts, v in zip(r.get("Timestamps", []), r.get("Values", []), strict=True))
-        sample.series[m] = Series(m, pts)
+        found = by_id.get(_qid(m, n))
+        sample.series[m] = Series(m, sorted(found.points) if found else [])
     return sample
+
+
+def collect_rtc(reader: MetricReader, route: Route, now: float, lookback: float = 900, period: int = 60) -> list[RtcSample]:
+    """One read (GetMetricData, every page) for every (rule, destination) of the route that names its rule."""
+    pairs = [(d.bucket, d.rule_id) for d in route.destinations if d.rule_id]
+    if not pairs:
+        return []
+    qs = [q for n, (dst, rule) in enumerate(pairs) for q in queries(route.source.bucket, dst, rule, period, n)]
+    series = reader.read(qs, now - lookback, now)
+    return [parse_results(series, dst, rule, now, n) for n, (dst, rule) in enumerate(pairs)]
 
 
 def latest(samples: list[RtcSample], since: float) -> RtcLatest | None:

@@ -28,10 +28,11 @@ short window is widened to the probe interval, so it always holds the latest run
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from replmon.core.defaults import DEFAULTS
 from replmon.core.record import ProbeRecord, ProbeStatus
 
 
@@ -179,3 +180,12 @@ def rpo(now: float, window: float, records: Iterable[ProbeRecord], in_flight_put
     seconds = round(max(bounded, default=0.0), 3)
     assert math.isfinite(seconds)
     return Rpo(seconds, bool(reasons), inputs, by_class, reasons, missing)
+
+
+def slo_spec(raw: Mapping[str, Any]) -> SloSpec:
+    """The SLO from REPLMON_SLO (the template's parameters) or the CLI's flags; each field defaults
+    to defaults.json (``target_percent`` in percent, or ``target`` as a fraction)."""
+    target = float(raw["target_percent"]) / 100 if "target_percent" in raw else float(raw.get("target", DEFAULTS.slo_target))
+    return SloSpec(threshold_seconds=float(raw.get("threshold_seconds", DEFAULTS.target_seconds)), target=target,
+                   period_days=int(raw.get("period_days", DEFAULTS.slo_period_days)),
+                   probe_interval_seconds=60 * float(raw.get("probe_interval_minutes", DEFAULTS.schedule_rate_minutes)))
