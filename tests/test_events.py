@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from replmon.local.aslrun import LambdaContext, load_handler
-from replmon.probe.report import ReportRequest
+from replmon.probe.latency_report import ReportRequest
 from replmon.probe.request import load_request
 from replmon.probe.state import ProbeState
 from replmon.wiring import injected

@@ -147,6 +147,26 @@ def test_every_folder_says_its_job_and_what_it_may_import() -> None:
     assert set(ALLOWED) >= {layer(m) for m in modules()}, "a new folder needs its row in ALLOWED (and its __init__ docstring)"
 
 
+#: Folders whose modules are named after what they serve: entry/ after a Lambda function
+#: (entry/housekeeping.py runs probe/housekeeping.py), cli/ after a command (cli/report.py).
+MIRRORS = {"entry", "cli"}
+
+
+def test_one_name_one_thing() -> None:
+    """No module file name in two folders (but the mirrors), no public class defined twice: the
+    issue's two Plans, two RunResults, two runner.py and presets.py cannot come back."""
+    files: dict[str, list[str]] = {}
+    classes: dict[str, list[str]] = {}
+    for m, p in modules().items():
+        if p.name not in ("__init__.py", "__main__.py") and layer(m) not in MIRRORS:
+            files.setdefault(p.name, []).append(m)
+        for node in ast.parse(p.read_text()).body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                classes.setdefault(node.name, []).append(m)
+    assert {k: v for k, v in files.items() if len(v) > 1} == {}
+    assert {k: v for k, v in classes.items() if len(v) > 1} == {}
+
+
 @pytest.mark.parametrize(("edges", "problem"), [
     ({"replmon.core.record": {"replmon.probe.state"}}, "forbidden"),  # an arrow back up
     ({"replmon.signals.slo": {"replmon.probe.results"}}, "forbidden"),  # signals may not import probe

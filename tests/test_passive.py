@@ -328,7 +328,7 @@ def test_events_parse_exits_0_for_a_clean_payload(tmp_path: Path, capsys: pytest
 
 def test_two_way_replication_a_probe_replica_on_another_routes_source_still_counts() -> None:
     """east -> west and west -> east: west is the second route's source and the first's destination."""
-    from replmon.signals.ingest import plan_ingest
+    from replmon.signals.event_ingest import plan_ingest
 
     routes = [Route.model_validate({"name": n, "source": {"bucket": s}, "destinations": [{"bucket": d}]})
               for n, s, d in (("e2w", "east-data", "west-data"), ("w2e", "west-data", "east-data"))]

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import NoReturn
 
-from replmon.adapters.errors import explain
+from replmon.adapters.explain import explain
 from replmon.cli.render import err
 from replmon.core.errors import ConfigError
 from replmon.core.names import ENDPOINT_URL_RE

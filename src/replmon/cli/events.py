@@ -40,7 +40,7 @@ def parse(
     """Print what would be stored for each record, and which records fail and why (exit 1 if any)."""
     import sys
 
-    from replmon.signals.ingest import plan_ingest, probe_prefixes
+    from replmon.signals.event_ingest import plan_ingest, probe_prefixes
     from replmon.signals.s3events import parse_payload
 
     try:

@@ -44,8 +44,8 @@ def lab_run(
     from replmon.core.stats import summarize
     from replmon.lab.lab import Lab, planned_route
     from replmon.lab.servers import LabError
-    from replmon.local.charts import latency_chart
     from replmon.local.execution import run_request
+    from replmon.local.latency_chart import latency_chart
     from replmon.probe.plan import check_fits
     from replmon.probe.request import load_settings
 

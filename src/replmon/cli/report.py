@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from replmon.adapters.errors import explain
+from replmon.adapters.explain import explain
 from replmon.cli.common import INFRASTRUCTURE, OK, aws_region_or_fail, check_output_file, check_url, fail, stack_outputs
 from replmon.cli.render import FORMAT_HELP, Format, emit, err, health_row
 
@@ -32,7 +32,7 @@ def report(
     then each route's RPO, SLO attainment, error budget left and burn rates (docs/SEMANTICS.md)."""
     from pydantic import ValidationError
 
-    from replmon.probe.report import ReportRequest, build_report, collect, window
+    from replmon.probe.latency_report import ReportRequest, build_report, records_in, window
     from replmon.signals.health import route_health
     from replmon.signals.slo import slo_spec
     from replmon.wiring import latency_table
@@ -72,9 +72,9 @@ def report(
         emit([health_row(h) for h in rep["health"]], fmt, f"RPO (last {rpo_window:g} s) and SLO ({slo_target:g} % within {slo_threshold:g} s)",
              columns=list(health_row(rep["health"][0]).keys()) if rep["health"] else None)
     if chart:
-        from replmon.local.charts import latency_chart
+        from replmon.local.latency_chart import latency_chart
 
         start, end = window(req, now)
-        latency_chart(collect(store, req.routes, start, end), chart, f"replmon: {', '.join(route)}, last {hours:g} h")
+        latency_chart(records_in(store, req.routes, start, end), chart, f"replmon: {', '.join(route)}, last {hours:g} h")
         err.print(f"chart: {chart}")
     return OK

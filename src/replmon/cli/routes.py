@@ -24,7 +24,7 @@ def routes_cmd(
     from botocore.exceptions import BotoCoreError, ClientError
 
     from replmon.adapters import clients
-    from replmon.adapters.errors import explain
+    from replmon.adapters.explain import explain
     from replmon.core.route import Endpoint
     from replmon.fleet.discovery import discover
 

@@ -41,7 +41,7 @@ class Defaults:
     slo_target: float  # the SLO: this share of probes within target_seconds (RTC's 99.99 %)
     slo_period_days: int  # the error budget's period
     rpo_window_seconds: int  # how far back the RPO looks at probes, events and RTC metrics
-    event_clock_skew_seconds: float  # allowance between S3's event clock and Lambda's (signals.py)
+    event_clock_skew_seconds: float  # allowance between S3's event clock and Lambda's (signals/arrivals.py)
     collector_rate_minutes: int  # CollectSignals' schedule
     pending_bytes_alarm: int  # the RTC BytesPendingReplication alarm's threshold
 

@@ -73,7 +73,7 @@ METRICS: dict[str, MetricDef] = {
         _m("EventClockDisagreement", "Count", "replica events contradicting the poll beyond the clock-skew allowance", (ROUTE,)),
         _m("EventsRejected", "Count", "malformed or unknown event records (batch item failures)", ()),
         # Route health (CollectSignals, every run).
-        _m("RpoSeconds", "Seconds", "the route's current RPO (slo.py): the largest bounded input", (ROUTE,)),
+        _m("RpoSeconds", "Seconds", "the route's current RPO (signals/slo.py): the largest bounded input", (ROUTE,)),
         _m("RpoUnbounded", "Count", "1 when an object is known not to be on the destination, else 0", (ROUTE,)),
         _m("ErrorBudgetRemaining", "Percent", "SLO error budget left over the period (negative: overspent)", (ROUTE,)),
         _m("SloBurnRate", "None", "error rate / allowed error rate over a window", (ROUTE, WINDOW)),

@@ -11,7 +11,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from replmon import wiring
 from replmon.entry.runtime import logger, sqs_batch_handler
-from replmon.signals.ingest import IngestDeps, ingest, plan_ingest
+from replmon.signals.event_ingest import IngestDeps, ingest, plan_ingest
 from replmon.signals.s3events import parse_sqs_message
 
 

@@ -2,7 +2,7 @@
 
 Three phases, each a probe run through the real state machine: **baseline**, **fault** (a
 Toxiproxy toxic on the source's replication target, lab/faults.py) and **healed**. After each,
-the route's RPO and SLO are evaluated by the same code CollectSignals runs (passive.py) with the
+the route's RPO and SLO are evaluated by the same code CollectSignals runs (signals/health.py) with the
 thresholds template.yaml's alarms use: the RPO alarm's threshold is the latency target, the
 burn-rate alarms' factors (14.4x page, 6x ticket) are read from template.yaml. Only the
 windows are scaled: the SRE workbook's 5-minute short window becomes one phase, and the others

@@ -108,7 +108,7 @@ class Lab:
     bandwidth: str = "100MiB"  # MinIO's minimum replication bandwidth limit
     fresh_buckets: bool = True
     least_privilege: bool = True  # each function as a MinIO user with its role's S3 statements
-    events: bool = True  # MinIO's notifications -> IngestEvents (lab/events.py)
+    events: bool = True  # MinIO's notifications -> IngestEvents (lab/event_path.py)
     event_skew: float = 0.01  # one host, one clock: the allowance covers ms rounding and scheduling
     servers: dict[str, Server] = field(default_factory=dict)
     root_password: str = field(default_factory=lambda: secrets.token_urlsafe(24), repr=False)
@@ -151,7 +151,7 @@ class Lab:
         hook: dict[str, str] = {}
         if self.events:
             from replmon.entry.ingest_events import handler
-            from replmon.lab.events import EventPath
+            from replmon.lab.event_path import EventPath
             from replmon.local.aslrun import LambdaContext
 
             self.servers["sqs"] = servers.sqs_server(logs)  # first: the event path's queues live there
@@ -235,7 +235,7 @@ class Lab:
 
     def configure_notifications(self) -> None:
         """Replication events (and ObjectCreated) from the source; ObjectCreated from the
-        destination, which MinIO does not send for replicas (lab/events.py)."""
+        destination, which MinIO does not send for replicas (lab/event_path.py)."""
         arn = "arn:minio:sqs::REPLMON:webhook"
         for alias, bucket, events in (("src", SOURCE_BUCKET, "put,replica"), ("dst", DEST_BUCKET, "put")):
             if arn not in self.mc("event", "ls", f"{alias}/{bucket}"):

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from replmon.adapters.errors import explain
+from replmon.adapters.explain import explain
 from replmon.core.clock import CancellableClock
 from replmon.core.keys import new_run_id
 from replmon.core.record import ProbeRecord

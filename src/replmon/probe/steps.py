@@ -21,10 +21,10 @@ from replmon.core.ports import LatencyTable, MetricsSink, ObjectStores, RecordSp
 from replmon.core.record import ProbeRecord, ProbeStatus
 from replmon.core.route import Endpoint
 from replmon.core.telemetry import ROUTE
+from replmon.probe.latency_report import ReportRequest, build_report
 from replmon.probe.plan import plan_output
 from replmon.probe.poll import poll_replication, start_polling
 from replmon.probe.polling import earliest_completion
-from replmon.probe.report import ReportRequest, build_report
 from replmon.probe.request import load_request
 from replmon.probe.results import to_record
 from replmon.probe.state import ProbeState

@@ -15,7 +15,7 @@ from replmon.core.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
 from replmon.core.route import Route
 from replmon.core.telemetry import ROUTE
 from replmon.signals.health import RouteHealth, publish_health, route_health
-from replmon.signals.layout import RTC, signal_partition
+from replmon.signals.partitions import RTC, signal_partition
 from replmon.signals.rtc import collect_rtc
 from replmon.signals.slo import SloSpec
 

@@ -37,7 +37,7 @@ def window(req: ReportRequest, now: float) -> tuple[float, float]:
     return end - req.hours * 3600, end
 
 
-def collect(store: LatencyStore, routes: list[str], start: float, end: float) -> list[ProbeRecord]:
+def records_in(store: LatencyStore, routes: list[str], start: float, end: float) -> list[ProbeRecord]:
     """Key-range queries per route: the table is never scanned."""
     return [rec for route in routes for rec in store.query(route, start, end)]
 
@@ -46,7 +46,7 @@ def build_report(store: LatencyStore, req: ReportRequest, now: float) -> dict[st
     if not req.routes:
         raise ValueError("routes: no route given and none configured; pass {\"routes\": [\"<route name>\"]}")
     start, end = window(req, now)
-    records = collect(store, req.routes, start, end)
+    records = records_in(store, req.routes, start, end)
     return {
         "window": {"start": iso_ms(start), "end": iso_ms(end)},
         "probes": len(records),
