@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from functools import cache
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -36,16 +37,12 @@ class ThrottledError(Exception):
     """Raised for throttling answers so the state machine retries them with backoff."""
 
 
-_tracer: Any = None
-
-
+@cache
 def tracer() -> Any:
-    global _tracer
-    if _tracer is None:
-        from aws_lambda_powertools import Tracer
+    """One Tracer per execution environment, made on first use (the X-Ray SDK's import is costly)."""
+    from aws_lambda_powertools import Tracer
 
-        _tracer = Tracer(service=SERVICE, patch_modules=("botocore",))
-    return _tracer
+    return Tracer(service=SERVICE, patch_modules=("botocore",))
 
 
 #: A step: the event and the function's dependencies in, the next state out.

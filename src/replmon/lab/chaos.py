@@ -75,14 +75,28 @@ def wait_for_replication(lab: Lab, prefix: str, limit: float = 90.0) -> float | 
     try:
         return _canary(lab, prefix, limit)
     finally:  # the canaries leave nothing behind, on either side (every version, as Cleanup deletes)
-        from replmon.adapters.s3 import S3Stores
-        from replmon.core.route import Route
+        remove_canaries(lab, f"{prefix}canary/")
 
-        r = Route.model_validate(lab.route())
-        stores = S3Stores(lab.keys)
+
+def remove_canaries(lab: Lab, prefix: str, settle: float = 15.0) -> None:
+    """Delete every canary version on both sides until both sides stay empty for a second: a canary
+    whose replication failed while the target was offline can still be replicated by MinIO's
+    retry queue moments after the first deletion."""
+    from replmon.adapters.s3 import S3Stores
+    from replmon.core.route import Route
+
+    r = Route.model_validate(lab.route())
+    stores = S3Stores(lab.keys)
+    deadline, quiet = time.time() + settle, 0
+    while quiet < 2 and time.time() < deadline:  # two empty listings a second apart
+        found = 0
         for endpoint in (r.source, *r.destinations):
             store = stores(endpoint)
-            store.delete_versions(endpoint.bucket, store.list_versions(endpoint.bucket, f"{prefix}canary/"))
+            versions = store.list_versions(endpoint.bucket, prefix)
+            found += len(versions)
+            store.delete_versions(endpoint.bucket, versions)
+        quiet = 0 if found else quiet + 1
+        time.sleep(1.0)
 
 
 def _canary(lab: Lab, prefix: str, limit: float) -> float | None:

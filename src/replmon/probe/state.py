@@ -63,8 +63,8 @@ class ProbeState(BaseModel):
     started_at: float | None = None  # when UploadProbe began: the probe's deadline counts from here
     upload: Upload | None = None
     poll: Poll | None = None
-    error: dict[str, Any] | None = None  # set by the state machine's Catch (Error, Cause)
-    record_error: dict[str, Any] | None = None  # RecordResult's Catch: neither stored nor spooled
+    error: dict[str, str] | None = None  # set by the state machine's Catch (Error, Cause)
+    record_error: dict[str, str] | None = None  # RecordResult's Catch: neither stored nor spooled
     recorded: str | None = None  # "stored" | "duplicate" | "spooled"
     cleaned: dict[str, int] | None = None
 

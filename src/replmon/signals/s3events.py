@@ -186,7 +186,7 @@ def _pydantic_reason(exc: ValidationError) -> str:
     return f"{'.'.join(str(p) for p in e['loc'])}: {e['msg'].lower()}"
 
 
-def parse_record(raw: Any) -> Signal:
+def parse_record(raw: object) -> Signal:
     """One S3 event record -> a signal; ValueError says which field is wrong."""
     if not isinstance(raw, dict):
         raise ValueError(f"a record must be a JSON object, got {type(raw).__name__}")
@@ -226,7 +226,7 @@ def parse_record(raw: Any) -> Signal:
     )
 
 
-def _is_test_event(body: Any) -> bool:
+def _is_test_event(body: object) -> bool:
     return isinstance(body, dict) and body.get("Event") == "s3:TestEvent"
 
 
@@ -247,7 +247,7 @@ def _eventbridge(raw: dict[str, Any]) -> Signal:
                          version, size, via="eventbridge")
 
 
-def _records_of(body: Any, position: str, message_id: str | None) -> list[Parsed]:
+def _records_of(body: object, position: str, message_id: str | None) -> list[Parsed]:
     """The records one delivery unit (an SQS body, or the whole payload) carries."""
     if _is_test_event(body):
         return [Parsed(position, message_id, acknowledged="s3:TestEvent (sent when a notification is configured)")]
@@ -277,7 +277,7 @@ def _records_of(body: Any, position: str, message_id: str | None) -> list[Parsed
     return [Parsed(position, message_id, error="not an S3 notification, S3 test event or EventBridge S3 event")]
 
 
-def is_sqs_batch(payload: Any) -> bool:
+def is_sqs_batch(payload: object) -> bool:
     recs = payload.get("Records") if isinstance(payload, dict) else None
     return bool(recs) and isinstance(recs, list) and isinstance(recs[0], dict) and recs[0].get("eventSource") == "aws:sqs"
 
@@ -294,9 +294,9 @@ def parse_sqs_message(message: dict[str, Any], position: str) -> list[Parsed]:
     return _records_of(body, position, mid)
 
 
-def parse_payload(payload: Any) -> list[Parsed]:
+def parse_payload(payload: object) -> list[Parsed]:
     """Every record of any accepted payload shape (see the module's docstring)."""
-    if is_sqs_batch(payload):
+    if isinstance(payload, dict) and is_sqs_batch(payload):
         out: list[Parsed] = []
         for i, msg in enumerate(payload["Records"], 1):
             out += parse_sqs_message(msg, f"message {i}")
