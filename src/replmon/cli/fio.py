@@ -11,7 +11,7 @@ import typer
 from replmon.cli.common import OK, USAGE, fail
 from replmon.cli.render import FORMAT_HELP, Format, emit
 
-fio_app = typer.Typer(no_args_is_help=True, help="Mount throughput baselines: fio results, presets and knees.")
+fio_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Mount throughput baselines: fio results, presets and knees.")
 
 
 def _read(path: Path) -> str:
