@@ -17,9 +17,9 @@ import sys
 import typer
 
 from replmon import __version__
-from replmon.cli import cost, events, fio, labcmd, probe, report, routes
+from replmon.cli import cost, events, fio, labcmd, probe, report, routes, uninstall
 from replmon.cli.common import EXIT_CODES_HELP, OK, USAGE, CliError, plain, report_error
-from replmon.cli.exitcodes import help_for
+from replmon.cli.exitcodes import COMMANDS, help_for
 from replmon.cli.render import err
 
 
@@ -41,7 +41,7 @@ def _help_keeps_flags_whole() -> None:
             kwargs["break_on_hyphens"] = False
             super().__init__(*args, **kwargs)
 
-    textwrap_module.TextWrapper = WholeFlags
+    textwrap_module.TextWrapper = WholeFlags  # type: ignore[misc]
 
 
 _help_keeps_flags_whole()
@@ -71,6 +71,22 @@ app.add_typer(fio.fio_app, name="fio")
 app.command(epilog=help_for("probe"))(probe.probe)
 app.add_typer(events.events_app, name="events")
 app.command("routes", epilog=help_for("routes"))(routes.routes_cmd)
+app.command(epilog=help_for("uninstall"))(uninstall.uninstall)
+
+
+def _exit_codes_in_every_help(typer_app: typer.Typer, prefix: str = "") -> None:
+    """Each command's --help ends with its exit codes (cli/exitcodes.py COMMANDS), also for the
+    commands a group module registers itself (tests/test_operator_cli.py checks every one)."""
+    for info in typer_app.registered_commands:
+        name = prefix + (info.name or (info.callback.__name__ if info.callback else "").lower().replace("_", "-"))
+        if info.epilog is None and name in COMMANDS:
+            info.epilog = help_for(name)
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None and group.name:
+            _exit_codes_in_every_help(group.typer_instance, f"{prefix}{group.name} ")
+
+
+_exit_codes_in_every_help(app)
 
 
 def _click_exceptions() -> tuple[type[Exception], ...]:
