@@ -123,7 +123,7 @@ class LatencyStore(Protocol):
 
 class SignalStore(Protocol):
     """Passive-signal items (events, replica arrivals, RTC collections, in-flight markers) in
-    partitions beside the records (:mod:`replmon.signals.partitions`)."""
+    partitions beside the records (:mod:`replmon.core.partitions`)."""
 
     def put_item_once(self, item: Item) -> bool:
         """Conditional put; False if an item with its key was there (a redelivery)."""
