@@ -1,6 +1,6 @@
 """entry: one thin module per Lambda function (functions/*.py re-export them), sharing runtime.py
 (logging, tracing, batch failures); each gets its dependencies from replmon.wiring.
-May import: core, probe, signals, mounts, wiring.
+May import: core, probe, signals, fleet, mounts, wiring.
 
 ``FUNCTIONS`` maps each function's name in the state machine (``${NameFunctionArn}``
 placeholders) and template.yaml (``<Name>Function``) to its entry module: the local runner
