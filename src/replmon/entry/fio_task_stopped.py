@@ -1,0 +1,65 @@
+"""Lambda entry point of FioTaskStopped: each STOPPED runner task's ECS event (EventBridge) is
+judged (replmon.mounts.taskevents) and a task that never reported counts once in FioRunFailed.
+
+Invoked asynchronously by EventBridge (retries, then its dead-letter queue, alarmed): an error
+here (the store or S3 unreachable) raises, so the event is retried rather than lost.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from functools import cache
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from replmon.lambda_entry import lambda_handler, logger
+from replmon.mounts.document import task_key
+from replmon.mounts.taskevents import NotAStoppedTask, family, judge, task_of
+from replmon.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
+from replmon.service import Deps
+
+S3_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=3, read_timeout=20)
+MARKER_DAYS = 30
+
+
+@cache
+def s3_client() -> Any:
+    return boto3.client("s3", config=S3_CONFIG)
+
+
+def summary_exists(bucket: str, key: str) -> bool:
+    try:
+        s3_client().head_object(Bucket=bucket, Key=key)
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            return False
+        raise
+    return True
+
+
+def task_stopped(event: dict[str, Any], d: Deps) -> dict[str, Any]:
+    try:
+        task_id, _ = task_of(event)
+    except NotAStoppedTask as exc:
+        logger.info("ignored", extra={"reason": str(exc)})
+        return {"counted": 0, "reason": str(exc)}
+    bucket = os.environ["REPLMON_FIO_RESULTS_BUCKET"]
+    key = task_key(os.environ.get("REPLMON_FIO_RESULTS_PREFIX", "fio-results/"), task_id)
+    verdict = judge(event, summary_exists(bucket, key))
+    first = d.latency_store.put_item_once({  # type: ignore[attr-defined]
+        PARTITION_KEY: f"fio-task#{task_id}", SORT_KEY: "stopped", TTL_ATTRIBUTE: int(time.time() + MARKER_DAYS * 86_400),
+        "failed": verdict.failed, "reason": verdict.reason, "exit_code": verdict.exit_code})
+    if not first:
+        logger.info("already judged", extra={"task_id": task_id})
+        return {"counted": 0, "reason": "already judged"}
+    if verdict.failed:
+        d.metrics.count("FioRunFailed", 1, {"Target": f"task:{family(event)}", "Preset": "-"})
+    logger.info("fio task stopped", extra={"task_id": task_id, "failed": verdict.failed, "reason": verdict.reason})
+    return {"counted": int(verdict.failed), "reason": verdict.reason}
+
+
+handler = lambda_handler(task_stopped)
