@@ -14,7 +14,6 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import ClientError
 
 from replmon.lambda_entry import lambda_handler, logger
 from replmon.mounts.document import task_key
@@ -32,13 +31,11 @@ def s3_client() -> Any:
 
 
 def summary_exists(bucket: str, key: str) -> bool:
-    try:
-        s3_client().head_object(Bucket=bucket, Key=key)
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
-            return False
-        raise
-    return True
+    """A listing of the key itself: allowed by s3:ListBucket on the tasks/ prefix alone, and
+    unambiguous (a HEAD of a missing key answers 403, not 404, unless the caller may list the
+    whole bucket: S3 HeadObject API reference, "Permissions")."""
+    got = s3_client().list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1)
+    return any(o["Key"] == key for o in got.get("Contents", []))
 
 
 def task_stopped(event: dict[str, Any], d: Deps) -> dict[str, Any]:

@@ -124,10 +124,13 @@ def _verdict_json(v: bl.Verdict) -> dict[str, Any]:
 
 
 def _service_summary(run: dict[str, Any]) -> dict[str, Any]:
-    """Each file-system metric of the run window: its mean and peak (bytes/s or count/s) while fio ran."""
+    """Each file-system metric of the run window: its mean and peak (bytes/s) over the periods that
+    overlap the run (a datapoint stamped T covers [T, T + period))."""
     out = {}
-    for name, series in (run.get("service_metrics") or {}).get("series", {}).items():
-        inside = [v for t, v in series if run["start"] <= t <= run["end"]]
+    svc = run.get("service_metrics") or {}
+    period = float(svc.get("period_s", 60))
+    for name, series in svc.get("series", {}).items():
+        inside = [v for t, v in series if t + period > run["start"] and t <= run["end"]]
         if inside:
             out[name] = {"mean": sum(inside) / len(inside), "max": max(inside), "points": len(inside)}
     return out
