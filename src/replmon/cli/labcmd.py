@@ -252,6 +252,7 @@ def lab_fio(
     throttle_mibps: Annotated[int, typer.Option(min=1, help="mountpoint-credits: the cap per connection, MiB/s (Toxiproxy bandwidth).")] = 8,
     lab_dir: Annotated[Path, typer.Option("--dir", help="The lab's directory.")] = Path("lab-data/fio"),
     chart: Annotated[Path | None, typer.Option(help="PNG chart (default: <dir>/<preset>.png).")] = None,
+    markdown: Annotated[Path | None, typer.Option(help="Write this preset's report into a generated Markdown file (e.g. docs/LAB-MOUNTS.md).")] = None,
     fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table,
 ) -> int:
     """A preset through the real fio runner on Mountpoint's own file-system code, s3fs and a local
@@ -260,7 +261,7 @@ def lab_fio(
     Exit 0 when every target's run succeeded and left nothing mounted."""
     from replmon.lab.lab import Lab
     from replmon.cli.fio import print_report
-    from replmon.lab.mounts import LAB_TARGETS, charts, default_targets, report, run_lab_fio, summary
+    from replmon.lab.mounts import LAB_TARGETS, charts, default_targets, markdown_section, report, run_lab_fio, summary, write_markdown
     from replmon.lab.servers import LabError
     from replmon.mounts import presets as p
 
@@ -291,4 +292,8 @@ def lab_fio(
                       "(study R2: ~70 % lower, Ohio -> Tokyo vs Tokyo -> Tokyo; qualitative: loopback has no bandwidth limit)",
                       highlight=False)
         out.print(f"chart: {png}", highlight=False)
+    if markdown:
+        command = f"replmon lab fio --preset {preset} --scale {scale}" + "".join(f" --target {t}" for t in targets) + \
+            (f" --rtt-ms {rtt_ms}" if "mountpoint-xregion" in targets else "")
+        err.print(f"wrote {write_markdown(markdown, preset, markdown_section(preset, scale, rep, runs, command))}", highlight=False)
     return 0 if all(r.result.exit_code == 0 for r in runs) else 1

@@ -45,6 +45,7 @@ KERNEL_KINDS = frozenset({"nfs", "lustre"})
 PREMOUNTED_KINDS = frozenset({"efs", "local"})
 #: What a kernel mount gets when the target names no options: the studies' own (R5, R4).
 DEFAULT_OPTIONS: dict[str, tuple[str, ...]] = {"nfs": ("nconnect=16",), "lustre": ("noatime", "flock")}
+DEFAULT_MOUNT_ROOT = "/mnt/replmon"  # a target the runner mounts goes to <root>/<name> unless it says otherwise
 MOUNT_TIMEOUT_S = 30.0
 UNMOUNT_TIMEOUT_S = 30.0
 
@@ -87,7 +88,9 @@ class Target:
         if unknown:
             raise TargetError(f"target {name}: unknown field(s) {sorted(unknown)}; known: {sorted(known)}")
         if not raw.get("mount_point"):
-            raise TargetError(f"target {name}: \"mount_point\" is required (the directory fio runs in)")
+            if kind in PREMOUNTED_KINDS:
+                raise TargetError(f"target {name}: \"mount_point\" is required for {kind} (the directory fio runs in)")
+            raw = {**raw, "mount_point": f"{DEFAULT_MOUNT_ROOT}/{name}"}
         if kind in ("mountpoint", "s3fs") and not raw.get("bucket"):
             raise TargetError(f'target {name}: {kind} needs "bucket"')
         if kind in KERNEL_KINDS and not raw.get("source"):
