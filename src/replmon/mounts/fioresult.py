@@ -118,11 +118,18 @@ def _pct(lat: Any, which: str) -> float | None:
     return float(table[PERCENTILES[which]]) / 1e9
 
 
-def _rw(job: dict[str, Any], doc: dict[str, Any], where: str) -> str:
-    rw = (job.get("job options") or {}).get("rw") or (doc.get("global options") or {}).get("rw") or "read"  # fio's default
+def _directions(job: dict[str, Any], doc: dict[str, Any], where: str) -> tuple[str, ...]:
+    """The directions a job does I/O in, from its rw. fio --client leaves "job options" out of
+    every client entry but the first job's (seen with fio 3.33): without an rw anywhere, the
+    directions that moved bytes are the job's (read if none did, fio's default rw)."""
+    rw = (job.get("job options") or {}).get("rw") or (doc.get("global options") or {}).get("rw")
+    if rw is None and "job options" not in job:
+        moved = tuple(d for d in DIRECTIONS if isinstance(job.get(d), dict) and job[d].get("io_bytes"))
+        return moved or ("read",)
+    rw = rw or "read"  # fio's default
     if rw not in RW_DIRECTIONS:
         raise FioResultError(f"{where}['job options'].rw: {rw!r} is not one of fio's rw values")
-    return str(rw)
+    return RW_DIRECTIONS[str(rw)]
 
 
 ALL_CLIENTS = "All clients"
@@ -141,7 +148,7 @@ def parse(doc: dict[str, Any]) -> list[JobResult]:
         if key == "client_stats" and job["jobname"] == ALL_CLIENTS:
             continue  # fio's sum over every client *and* every group: not one job's figure
         client = f"{job.get('hostname')}:{job.get('port')}" if key == "client_stats" else None
-        for direction in RW_DIRECTIONS[_rw(job, doc, where)]:
+        for direction in _directions(job, doc, where):
             d = job.get(direction)
             w = f"{where}.{direction}"
             if not isinstance(d, dict):
