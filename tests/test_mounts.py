@@ -560,22 +560,36 @@ def test_a_flat_real_fio_log_has_no_knee(tmp_path: Path) -> None:
 
 
 @needs_fio
-def test_runner_runs_dd_as_the_study_did_and_keeps_the_layout(tmp_path: Path) -> None:
+def test_dd_runs_as_the_study_did_on_one_path_per_test(tmp_path: Path) -> None:
+    """The study's loop, with 1 MiB instead of 100 MiB to keep CI short: every write from
+    /dev/urandom to the one path, every read of it, in order, each repetition's figures kept."""
+    from dataclasses import replace
+
+    from replmon.mounts.runner import run_dd
+
+    plan = p.expand("express-vs-standard", "local", "tiny")
+    small = replace(plan, dd=tuple(replace(d, count=1) if d.bs == "1M" else d for d in plan.dd))
+    dd = run_dd(small, tmp_path)
+    assert [d["name"] for d in dd[::10]] == ["write-100MiB", "read-100MiB", "write-4KiB", "read-4KiB"]
+    assert [d["repetition"] for d in dd[:10]] == list(range(1, 11)) and not [d for d in dd if d.get("error")]
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["100M_data", "4k_data"]  # one path per test, reused ten times
+    assert {d["bytes"] for d in dd} == {2**20, 4096}
+    rows = dd_rows(dd)
+    assert [r.job for r in rows][:2] == ["dd-write-100MiB-first", "dd-write-100MiB"] and len(rows[1].repetitions) == 10
+
+
+@needs_fio
+def test_runner_keeps_the_layout_between_runs_and_removes_its_own_files(tmp_path: Path) -> None:
     target = Target.from_json({"name": "dir", "kind": "local", "mount_point": str(tmp_path / "m")})
     (tmp_path / "m").mkdir()
-    got = run(target, "express-vs-standard", "tiny", DirSink(str(tmp_path / "out")), workdir=str(tmp_path))
-    assert got.exit_code == 0, got.run["errors"]
-    dd = got.run["dd"]
-    assert len(dd) == 40 and [d["name"] for d in dd[::10]] == ["write-100MiB", "read-100MiB", "write-4KiB", "read-4KiB"]
-    assert {d["path"] for d in dd[:20]} == {"100M_data"} and all(d["bytes"] in (100 * 2**20, 4096) for d in dd)
-    base = tmp_path / "out" / "dir" / "express-vs-standard" / got.run["run_id"]
-    stored = json.loads((base / RUN_FILE).read_text())
-    assert stored["dd"] == dd and stored["memory"]["limit_bytes"] > 0
-    # read files persist under replmon-fio/layout/ and the next run reuses them
-    first = run(target, "burst-read", "tiny", DirSink(str(tmp_path / "out")), workdir=str(tmp_path))
-    second = run(target, "burst-read", "tiny", DirSink(str(tmp_path / "out")), workdir=str(tmp_path))
+    first = run(target, "mountpoint-xregion", "tiny", DirSink(str(tmp_path / "out")), workdir=str(tmp_path))
+    second = run(target, "mountpoint-xregion", "tiny", DirSink(str(tmp_path / "out")), workdir=str(tmp_path))
     assert first.exit_code == second.exit_code == 0, (first.run["errors"], second.run["errors"])
-    assert (first.run["layout"]["written"], second.run["layout"]["reused"]) == (32, 32)
+    assert (first.run["layout"]["written"], second.run["layout"]["reused"], second.run["layout"]["written"]) == (75, 75, 0)
+    assert {r.io_bytes for r in second.rows if r.job.startswith("SEQ8M-Q128T8-")} == {8 * 8 * 2**20}  # 8 threads, 8 files
+    base = tmp_path / "out" / "dir" / "mountpoint-xregion" / second.run["run_id"]
+    stored = json.loads((base / RUN_FILE).read_text())
+    assert stored["memory"]["limit_bytes"] > 0 and stored["fio_version"].startswith("fio-") and stored["task"]["cpus"] == os.cpu_count()
     assert sorted(x.name for x in (tmp_path / "m" / "replmon-fio").iterdir()) == ["layout"]  # the run directories are gone
     assert not [f for f in tmp_path.iterdir() if f.name.startswith("replmon-fio-")]
 
@@ -598,8 +612,8 @@ def test_the_entrypoint_runs_its_targets_in_order_and_writes_the_task_summary(tm
                                                                            capsys: pytest.CaptureFixture[str]) -> None:
     for d in ("a", "b"):
         (tmp_path / d).mkdir()
-    targets = [{"name": "a", "kind": "local", "mount_point": str(tmp_path / "a"), "preset": "burst-write", "scale": "tiny"},
-               {"name": "b", "kind": "local", "mount_point": str(tmp_path / "b"), "preset": "mountpoint-parity"}]
+    targets = [{"name": "a", "kind": "local", "mount_point": str(tmp_path / "a"), "preset": "mountpoint-xregion", "scale": "tiny"},
+               {"name": "b", "kind": "local", "mount_point": str(tmp_path / "b"), "preset": "mountpoint-xregion"}]
     monkeypatch.setenv("REPLMON_FIO_TARGETS", json.dumps(targets))
     monkeypatch.setenv("REPLMON_FIO_SCALE", "tiny")
     monkeypatch.setenv("REPLMON_FIO_RESULTS", str(tmp_path / "out"))
