@@ -285,7 +285,7 @@ def report(
             out.print(f"cross-region drop ({drop['cross_region']} vs {drop['same_region']}): mean {drop['mean']:.0%} "
                       f"(published ~{drop['published']:.0%})", highlight=False)
         cost = rep.comparisons.get("cross_region_cost")
-        if cost:
+        if cost and drop:
             out.print(f"{drop['cross_region']}'s reads: {cost['read_gib']:.1f} GB across regions, ${cost['dollars']:.2f} at the "
                       f"{bucket_region} rate (modelled)", highlight=False)
         if doc.get("chart"):

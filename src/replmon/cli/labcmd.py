@@ -259,8 +259,8 @@ def lab_fio(
     directory (and Mountpoint behind Toxiproxy's added round trip); stores the results in the lab's
     DynamoDB Local as IngestFioResults does, prints the study-shaped table, writes a chart.
     Exit 0 when every target's run succeeded and left nothing mounted."""
-    from replmon.lab.lab import Lab
     from replmon.cli.fio import print_report
+    from replmon.lab.lab import Lab
     from replmon.lab.mounts import LAB_TARGETS, charts, default_targets, markdown_section, report, run_lab_fio, summary, write_markdown
     from replmon.lab.servers import LabError
     from replmon.mounts import presets as p

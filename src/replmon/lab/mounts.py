@@ -195,7 +195,7 @@ def markdown_section(preset: str, scale: str, rep: StudyReport, runs: list[Targe
         cols = list(dict.fromkeys(k for row in t.rows for k in row))
         lines += [f"**{t.title}**", "", "| " + " | ".join(cols) + " |", "| " + " | ".join("---" for _ in cols) + " |"]
         lines += ["| " + " | ".join(str(row.get(c, "")).replace("|", "/") for c in cols) + " |" for row in t.rows]
-        lines += ([f"", f"{t.note}"] if t.note else []) + [""]
+        lines += (["", f"{t.note}"] if t.note else []) + [""]
     drop = rep.comparisons.get("cross_region_drop")
     if drop and drop.get("mean") is not None:
         lines += [f"Mean drop of {drop['cross_region']} against {drop['same_region']}: **{drop['mean']:.0%}** (the study: ~70 %; "

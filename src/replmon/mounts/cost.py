@@ -78,7 +78,7 @@ def estimate(preset: str, scale: str = "full", *, bucket_region: str, nat: bool 
     plan = expand(preset, "mountpoint", scale)
     layout = sum(f.size for f in plan.layout)
     gib, lay_gib = nbytes / GiB, layout / GiB
-    lines = [{"item": f"S3 transfer to another region ({bucket_region} rate)", "quantity": f"{gib:,.1f} GB", "$ per run": gib * rate}]
+    lines: list[dict[str, Any]] = [{"item": f"S3 transfer to another region ({bucket_region} rate)", "quantity": f"{gib:,.1f} GB", "$ per run": gib * rate}]
     if nat:
         lines.append({"item": "NAT gateway processing", "quantity": f"{gib:,.1f} GB", "$ per run": gib * p["nat_gateway_processing_per_gb"]})
     gets = nbytes / p["mountpoint_read_part_bytes"]

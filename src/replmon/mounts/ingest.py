@@ -161,8 +161,8 @@ def ingest_run(run: dict[str, Any], rows: list[Row], store: FioStore, metrics: M
         if row.error:
             counts["FioJobErrors"] += 1
         for name, value in values.items():
-            earlier = [v for _, v in sorted(history.get((row.key, name), []))]
-            judged[name] = bl.judge(value, bl.baseline(earlier, policy.window), drop=policy.drop, k=policy.k,
+            past = [v for _, v in sorted(history.get((row.key, name), []))]
+            judged[name] = bl.judge(value, bl.baseline(past, policy.window), drop=policy.drop, k=policy.k,
                                     min_runs=policy.min_runs, higher_is_better=MEASURES[name])
         verdict = worst(judged)
         item: dict[str, Any] = {

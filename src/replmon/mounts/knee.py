@@ -46,6 +46,7 @@ True
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections.abc import Sequence
@@ -124,7 +125,7 @@ def per_second(samples: Sequence[Sample], direction: str) -> tuple[list[float], 
 def noise_sigma(values: Sequence[float]) -> float:
     """sigma = median(|dx|) / (0.6745 sqrt 2), floored so a perfectly flat series still gets a
     penalty (0.1 % of its median level)."""
-    diffs = [abs(b - a) for a, b in zip(values, values[1:], strict=False)]
+    diffs = [abs(b - a) for a, b in itertools.pairwise(values)]
     sigma = statistics.median(diffs) * SIGMA_FROM_MEDIAN_ABS_DIFF if diffs else 0.0
     return max(sigma, 1e-3 * abs(statistics.median(values)), 1e-9)
 

@@ -153,7 +153,7 @@ def _express(spec: dict[str, Any], results: list[TargetResult], report: StudyRep
         for t in tests:
             key = next((k for k in r.rows if k.startswith(f"dd-{t}/")), None)
             first = next((k for k in r.rows if k.startswith(f"dd-{t}-first/")), None)
-            reps = (r.rows.get(key) or {}).get("repetitions") or []
+            reps = (r.rows.get(key) or {}).get("repetitions") or [] if key else []
             rows.append({"target": r.target, "test": t, "1st MiB/s": _fmt(r.bw(first) if first else None, 2),
                          "2nd-10th median MiB/s": _fmt(r.bw(key) if key else None, 2),
                          "every repetition MiB/s": " ".join(f"{x / MiB:.1f}" for x in reps) or "-"})

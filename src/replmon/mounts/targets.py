@@ -191,7 +191,10 @@ def mounted_options(path: str, mounts: str = "/proc/self/mounts") -> tuple[str, 
 
 def nfs_negotiated(options: str) -> dict[str, Any]:
     """vers= and nconnect= from an NFS mount's options (nconnect is absent when it is 1)."""
-    opts = dict(o.split("=", 1) if "=" in o else (o, "") for o in options.split(","))
+    opts: dict[str, str] = {}
+    for o in options.split(","):
+        k, _, v = o.partition("=")
+        opts[k] = v
     return {"vers": opts.get("vers"), "nconnect": int(opts.get("nconnect", "1"))}
 
 
