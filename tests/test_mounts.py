@@ -234,7 +234,7 @@ def test_layout_on_s3_is_checked_by_size_and_etag() -> None:
     import boto3
     from moto import mock_aws
 
-    from replmon.mounts.layout import S3Stat
+    from replmon.mounts.runner import S3Stat
 
     with mock_aws():
         s3 = boto3.client("s3", region_name="us-east-1")
@@ -398,12 +398,12 @@ def test_report_rebuilds_r3_with_express_standard_ratios_and_r4_against_the_per_
 
 def test_cost_of_a_cross_region_run_is_the_studys_bill() -> None:
     """R2: 112 GB read from a Tokyo bucket in Ohio cost $10 at $0.09/GB."""
-    from replmon.mounts.cost import estimate
+    from replmon.mounts.read_cost import estimate
 
     got = estimate("mountpoint-xregion", "full", bucket_region="ap-northeast-1")
     assert got.read_gib == pytest.approx(112.1, abs=0.1) and got.per_run == pytest.approx(10.1, abs=0.05)
     assert estimate("mountpoint-xregion", "full", bucket_region="us-east-1").per_run == pytest.approx(2.25, abs=0.05)
-    with pytest.raises(p.PresetError, match=r"pricing\.json"):
+    with pytest.raises(p.PresetError, match=r"read_prices\.json"):
         estimate("mountpoint-xregion", bucket_region="mars-1")
 
 

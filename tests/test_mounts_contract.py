@@ -288,6 +288,18 @@ def test_every_replmon_alarm_of_the_mount_stack_watches_an_emitted_metric(mount_
     assert by == {"Runner", "FioTaskStopped"}
 
 
+def test_every_mount_metric_telemetry_names_is_emitted_with_its_dimension_sets(mount_run: MountRun) -> None:
+    from replmon import telemetry
+    from tests.test_alarm_contract import emitted
+
+    seen = {(m, frozenset(d for d, _ in dims)) for _, m, dims in emitted(mount_run)}  # type: ignore[arg-type]
+    fio = [s for s in telemetry.METRICS.values() if s.name.startswith("Fio")]
+    assert len(fio) >= 6
+    for spec in fio:
+        for ds in spec.dimension_sets:
+            assert (spec.name, frozenset(ds)) in seen, f"{spec.name} {ds} never emitted"
+
+
 def test_dead_letter_alarms_watch_the_queues_the_schedules_the_rule_and_the_function_send_to() -> None:
     """EventBridge Scheduler sends a target it could not invoke to the schedule's DeadLetterConfig
     queue; an EventBridge rule target's undeliverable events go to its DeadLetterConfig; an

@@ -29,7 +29,7 @@ def cost(
     """Monthly cost of a schedule: Step Functions, Lambda, S3 requests, the RTC fee and transfer,
     DynamoDB, CloudWatch. Modelled from the same plan and polling policy the probes use; prices
     from pricing.json (list prices, us-east-1, dated; free tiers not applied)."""
-    if mount_preset:  # mount baselines price their own reads (replmon.mounts.cost)
+    if mount_preset:  # mount baselines price their own reads (replmon.mounts.read_cost)
         from replmon.cli.fio import print_cost
 
         return print_cost(mount_preset, bucket_region, "full", False, 30 * 24 * 60 / rate_minutes, fmt)

@@ -265,7 +265,7 @@ def report(
     rep = study_report(preset, results, xregion_pair=pair)
     drop = rep.comparisons.get("cross_region_drop")
     if drop and bucket_region:
-        from replmon.mounts.cost import estimate
+        from replmon.mounts.read_cost import estimate
 
         far = by[drop["cross_region"]]
         measured = sum(int(i.get("io_bytes") or 0) for i in far.rows.values())
@@ -307,8 +307,8 @@ def cost(
 
 
 def print_cost(preset: str, bucket_region: str, scale: str, nat: bool, runs_per_month: float, fmt: Format) -> int:
-    from replmon.mounts.cost import estimate
     from replmon.mounts.presets import PresetError
+    from replmon.mounts.read_cost import estimate
 
     try:
         est = estimate(preset, scale, bucket_region=bucket_region, nat=nat, runs_per_month=runs_per_month)

@@ -4,7 +4,7 @@ Full-scale ``mountpoint-xregion`` reads 25 files per size, 112.5 GiB in all; wri
 every run would cost a run's time and, cross-region, its transfer. So the runner lays them out
 under ``replmon-fio/layout/<preset>/<scale>/`` on the target and records each file in that
 directory's ``manifest.json``: its size and, on an S3 mount, its object's ETag (on a file
-system, its size and modification time). The next run reuses a file whose size and ETag (or
+system, its size and modification time; replmon.mounts.runner.S3Stat). The next run reuses a file whose size and ETag (or
 mtime) still match the manifest; anything else - missing, another size, an object someone
 replaced - is deleted and written again, sequentially from offset 0 by one writer (what every
 target, Mountpoint included, can hold).
@@ -51,25 +51,6 @@ class FileStat:
         except FileNotFoundError:
             return None
         return st.st_size, f"mtime:{st.st_mtime_ns}"
-
-
-class S3Stat:
-    """An S3 mount's view: HeadObject of the file's key (size and ETag), ``key_prefix`` being the
-    key of the layout directory (the mount's --prefix plus the path under the mount)."""
-
-    def __init__(self, client: Any, bucket: str, key_prefix: str) -> None:
-        self.client, self.bucket, self.key_prefix = client, bucket, key_prefix
-
-    def __call__(self, path: str) -> tuple[int, str] | None:
-        from botocore.exceptions import ClientError
-
-        try:
-            head = self.client.head_object(Bucket=self.bucket, Key=self.key_prefix + path)
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
-                return None
-            raise
-        return int(head["ContentLength"]), f"etag:{head['ETag']}"
 
 
 @dataclass(frozen=True)

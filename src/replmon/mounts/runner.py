@@ -129,6 +129,25 @@ def task_id(info: dict[str, Any]) -> str:
     return str(arn).rsplit("/", 1)[-1] if arn else f"{info['host']}-{os.getpid()}"
 
 
+class S3Stat:
+    """An S3 mount's view: HeadObject of the file's key (size and ETag), ``key_prefix`` being the
+    key of the layout directory (the mount's --prefix plus the path under the mount)."""
+
+    def __init__(self, client: Any, bucket: str, key_prefix: str) -> None:
+        self.client, self.bucket, self.key_prefix = client, bucket, key_prefix
+
+    def __call__(self, path: str) -> tuple[int, str] | None:
+        from botocore.exceptions import ClientError
+
+        try:
+            head = self.client.head_object(Bucket=self.bucket, Key=self.key_prefix + path)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise
+        return int(head["ContentLength"]), f"etag:{head['ETag']}"
+
+
 def layout_stat(target: Target, plan: Plan, layout_dir: Path) -> layout_mod.Stat:
     """On an S3 mount, a layout file is its object (size and ETag); elsewhere a file (size and mtime)."""
     if target.kind in ("mountpoint", "s3fs") and target.bucket:
@@ -141,7 +160,7 @@ def layout_stat(target: Target, plan: Plan, layout_dir: Path) -> layout_mod.Stat
                             config=Config(s3={"addressing_style": "path"} if target.endpoint_url else {},
                                           retries={"mode": "standard", "total_max_attempts": 5}, connect_timeout=5, read_timeout=30))
         key = f"{target.prefix}{RUN_DIR}/{LAYOUT_DIR}/{plan.layout_set}/"
-        return layout_mod.S3Stat(s3, str(target.bucket), key)
+        return S3Stat(s3, str(target.bucket), key)
     return layout_mod.FileStat(layout_dir)
 
 

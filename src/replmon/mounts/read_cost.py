@@ -3,7 +3,7 @@
 
 Modelled from the plan (bytes the read jobs read; the layout written once and kept, see
 replmon.mounts.layout) or from a run's stored rows (the bytes fio reported). Rates in
-``pricing.json`` of this package, by the bucket's region; a region without a listed rate is an
+``read_prices.json`` of this package, by the bucket's region; a region without a listed rate is an
 error naming the file, never a guess.
 
 >>> got = estimate("mountpoint-xregion", "full", bucket_region="ap-northeast-1")
@@ -26,13 +26,13 @@ GiB = 2**30
 
 @cache
 def prices() -> dict[str, Any]:
-    return dict(json.loads(resources.files("replmon.mounts").joinpath("pricing.json").read_text()))
+    return dict(json.loads(resources.files("replmon.mounts").joinpath("read_prices.json").read_text()))
 
 
 def transfer_rate(region: str) -> float:
     rates = prices()["s3_transfer_to_other_region_per_gb"]
     if region not in rates:
-        raise PresetError(f"--bucket-region {region}: no transfer rate for it in replmon/mounts/pricing.json "
+        raise PresetError(f"--bucket-region {region}: no transfer rate for it in replmon/mounts/read_prices.json "
                           f"(listed: {', '.join(sorted(rates))}); add the S3 pricing page's rate there")
     return float(rates[region])
 
@@ -56,7 +56,7 @@ def read_bytes(preset: str, scale: str, kind: str = "mountpoint") -> tuple[int, 
 
 
 @dataclass
-class Estimate:
+class ReadCost:
     preset: str
     bucket_region: str
     read_gib: float
@@ -67,7 +67,7 @@ class Estimate:
 
 
 def estimate(preset: str, scale: str = "full", *, bucket_region: str, nat: bool = False, runs_per_month: float = 30,
-             read: int | None = None) -> Estimate:
+             read: int | None = None) -> ReadCost:
     """Per run (and per month): transfer of what is read, NAT processing if the client reaches S3
     through a NAT gateway, GET requests (Mountpoint reads in parts), and the kept layout's storage
     and first write. ``read`` overrides the modelled bytes with a run's measured ones."""
@@ -88,9 +88,9 @@ def estimate(preset: str, scale: str = "full", *, bucket_region: str, nat: bool 
              "$ once": lay_gib * p["ec2_transfer_to_other_region_per_gb"] + layout / p["mountpoint_read_part_bytes"] / 1000 * p["s3_put_per_1000"]},
             {"item": "layout kept (S3 Standard, us-east-1 rate)", "quantity": f"{lay_gib:,.1f} GB-month",
              "$ per month": lay_gib * p["s3_standard_per_gb_month"]}]
-    notes = [f"modelled; prices as of {p['as_of']} (replmon/mounts/pricing.json); {runs_per_month:g} runs a month: "
+    notes = [f"modelled; prices as of {p['as_of']} (replmon/mounts/read_prices.json); {runs_per_month:g} runs a month: "
              f"${per_run * runs_per_month:,.2f} a month in reads"]
     if timed:
         notes.append(f"time-based jobs read what their run time allows and are not counted: {', '.join(timed)}")
     money = ("$ per run", "$ once", "$ per month")
-    return Estimate(preset, bucket_region, gib, lay_gib, per_run, [{"item": x["item"], "quantity": x["quantity"], **{m: x.get(m, 0.0) for m in money}} for x in lines + once], notes)
+    return ReadCost(preset, bucket_region, gib, lay_gib, per_run, [{"item": x["item"], "quantity": x["quantity"], **{m: x.get(m, 0.0) for m in money}} for x in lines + once], notes)
