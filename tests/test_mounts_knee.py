@@ -106,3 +106,22 @@ def test_a_two_hour_log_at_one_second() -> None:
     t, v = series(np.where(np.arange(7200) < 1800, B, S), 1)
     got = k.find_knee(t, v)
     assert got is not None and got.at_s == got.decline_end_s == pytest.approx(1800, abs=1)
+
+
+def test_any_shape_gives_a_knee_or_none_never_an_error() -> None:
+    """Random piecewise series (plateaus, steps, ramps, drops in the last few samples, spikes):
+    the detector answers with times inside the series, in order, or no knee."""
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        n = int(rng.integers(6, 400))
+        level = np.full(n, B)
+        for _ in range(int(rng.integers(0, 4))):
+            at = int(rng.integers(0, n))
+            level[at:] = level[at:] * rng.uniform(0.1, 1.3)
+        if rng.random() < 0.3:  # a fall inside the last few samples
+            level[-3:] = S
+        t, v = series(level, int(rng.integers(0, 10**6)), sigma=float(rng.uniform(0, 0.1)) * B)
+        got = k.find_knee(t, v)
+        if got is not None:
+            assert 0 <= got.decline_start_s <= got.decline_end_s <= t[-1] and 0 <= got.at_s <= t[-1]
+            assert got.sustained <= got.burst * (1 - k.MIN_DROP)

@@ -160,8 +160,8 @@ def find_knee(times: Sequence[float], values: Sequence[float], *, min_drop: floa
     if burst <= 0 or sustained > burst * (1 - min_drop):
         return None
     band = MERGE_SIGMAS * sigma
-    plateau = 1  # segments from the start within noise of the burst level
-    while plateau < len(segs) and levels[plateau] > burst - band:
+    plateau = 1  # segments from the start within noise of the burst level (the fall may begin inside the last one)
+    while plateau < len(segs) - 1 and levels[plateau] > burst - band:
         plateau += 1
     tail = len(segs) - 1  # segments to the end within noise of the sustained level
     while tail > 0 and levels[tail - 1] < sustained + band:

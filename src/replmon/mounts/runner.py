@@ -304,6 +304,8 @@ def run(target: Target, preset: str, scale: str, sink: ResultSink, *, workdir: s
             run_doc["knees"] = knees(work)
         except FioResultError as exc:
             errors.append(str(exc))
+        except Exception as exc:  # a knee that cannot be found is recorded, never the end of the run's results
+            errors.append(f"knee: {type(exc).__name__}: {exc}")
         run_doc["end"] = time.time()
         namespace = target.metrics_namespace()
         if namespace and target.file_system_id:
