@@ -496,13 +496,17 @@ def test_fio_client_output_from_two_servers_parses_to_one_row_per_job(tmp_path: 
         (tmp_path / "hosts").write_text("\n".join(hosts) + "\n")
         (tmp_path / "j.fio").write_text(f"[global]\ndirectory={tmp_path}\nsize=1M\nbs=64k\n[a]\nrw=read\nnumjobs=2\ngroup_reporting=1\n"
                                         "[b]\nstonewall\nrw=write\n")
-        deadline = time.monotonic() + 20
-        while True:
-            out = subprocess.run([FIO, f"--client={tmp_path / 'hosts'}", "--output-format=json", str(tmp_path / "j.fio")],
-                                 capture_output=True, text=True, timeout=60)
-            if out.returncode == 0 or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)  # the servers are still starting
+        deadline = time.monotonic() + 30
+        for h in hosts:  # fio --client goes on with the clients it reaches: wait until both servers listen
+            port = int(h.rsplit(",", 1)[1])
+            while True:
+                with socket.socket() as probe:
+                    if probe.connect_ex(("127.0.0.1", port)) == 0:
+                        break
+                assert time.monotonic() < deadline, f"fio --server on {port} did not listen"
+                time.sleep(0.2)
+        out = subprocess.run([FIO, f"--client={tmp_path / 'hosts'}", "--output-format=json", str(tmp_path / "j.fio")],
+                             capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
     finally:
         for s in servers:

@@ -49,9 +49,10 @@ def test_a_preset_on_mountpoint_s3fs_and_local_completes_stores_and_unmounts(lab
         [run_item] = [i for i in items if "row" not in i]
         assert run_item["run_status"] == "ok" and run_item["rows"] == len(r.rows) and run_item["errors"] == []
         assert {v.verdict for _, v in r.ingested.verdicts if v} == {"no-baseline"}
-    # The S3 targets share the one bucket: the layout the first wrote, the others reuse (size and ETag match).
+    # The Mountpoint targets share the bucket's replmon-fio/ prefix: the layout the first wrote, the second reuses
+    # (size and ETag match); s3fs mounts the bucket's root, so it keeps its own.
     assert runs[0].result.run["layout"]["written"] == 75 and runs[1].result.run["layout"]["reused"] == 75
-    assert runs[2].result.run["layout"]["reused"] == 75
+    assert runs[0].result.run["target"]["prefix"] == "replmon-fio/" and runs[2].result.run["layout"]["written"] == 75
     assert runs[0].result.run["mount_version"] and runs[2].result.run["mount_version"]
     rep = report("mountpoint-xregion", runs)
     rows = rep.tables[0].rows

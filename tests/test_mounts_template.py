@@ -170,6 +170,8 @@ def test_each_task_definition_gives_the_runner_targets_it_accepts() -> None:
             assert argv["nfs"] == ["mount", "-t", "nfs", "-o", "nconnect=16", "10.0.0.5:/export", "/mnt/replmon/nfs"]
             assert argv["lustre"][:5] == ["mount", "-t", "lustre", "-o", "noatime,flock"]
             assert argv["mp-cross-region"][argv["mp-cross-region"].index("--region") + 1] == "ap-northeast-1"
+            # every Mountpoint target mounts the prefix its role covers (replmon-fio/): its listings and lookups stay inside
+            assert all(a[a.index("--prefix") + 1] == "replmon-fio/" for t, a in argv.items() if t.startswith("mp-"))
     bad = {**container_env(cfn, "FioEc2TaskDefinition", r), "REPLMON_FIO_BUCKETS": "bench-std"}
     with pytest.raises(ValueError, match="MountpointBuckets"):
         load_targets(bad)

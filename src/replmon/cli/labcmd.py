@@ -294,6 +294,7 @@ def lab_fio(
         out.print(f"chart: {png}", highlight=False)
     if markdown:
         command = f"replmon lab fio --preset {preset} --scale {scale}" + "".join(f" --target {t}" for t in targets) + \
-            (f" --rtt-ms {rtt_ms}" if "mountpoint-xregion" in targets else "")
+            (f" --rtt-ms {rtt_ms}" if "mountpoint-xregion" in targets else "") + \
+            (f" --throttle-after {throttle_after:g} --throttle-mibps {throttle_mibps}" if "mountpoint-credits" in targets else "")
         err.print(f"wrote {write_markdown(markdown, preset, markdown_section(preset, scale, rep, runs, command))}", highlight=False)
     return 0 if all(r.result.exit_code == 0 for r in runs) else 1

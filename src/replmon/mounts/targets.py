@@ -22,7 +22,7 @@ per-unit baseline a burst is compared with (FSx for Lustre: PerUnitStorageThroug
 >>> t = Target.from_json({"name": "std", "kind": "mountpoint", "bucket": "b", "region": "us-east-1",
 ...                       "mount_point": "/mnt/t", "cache": "/tmp/c"})
 >>> t.mount_argv()
-['mount-s3', 'b', '/mnt/t', '--foreground', '--allow-delete', '--region', 'us-east-1', '--cache', '/tmp/c']
+['mount-s3', 'b', '/mnt/t', '--foreground', '--allow-delete', '--region', 'us-east-1', '--prefix', 'replmon-fio/', '--cache', '/tmp/c']
 >>> Target.from_json({"name": "x", "kind": "nfs", "mount_point": "/mnt/n"})
 Traceback (most recent call last):
 ...
@@ -45,6 +45,9 @@ KERNEL_KINDS = frozenset({"nfs", "lustre"})
 PREMOUNTED_KINDS = frozenset({"efs", "local"})
 #: What a kernel mount gets when the target names no options: the studies' own (R5, R4).
 DEFAULT_OPTIONS: dict[str, tuple[str, ...]] = {"nfs": ("nconnect=16",), "lustre": ("noatime", "flock")}
+#: Mountpoint mounts the bucket's replmon-fio/ prefix unless told otherwise: every request it makes
+#: (its start-up listing, lookups, reads and writes) stays under the prefix the task role may use.
+DEFAULT_MOUNTPOINT_PREFIX = "replmon-fio/"
 DEFAULT_MOUNT_ROOT = "/mnt/replmon"  # a target the runner mounts goes to <root>/<name> unless it says otherwise
 MOUNT_TIMEOUT_S = 30.0
 UNMOUNT_TIMEOUT_S = 30.0
@@ -98,6 +101,8 @@ class Target:
             raise TargetError(f'target {name}: {kind} needs "source" (e.g. "{example}")')
         if (raw.get("cache") or raw.get("cache_xz")) and kind != "mountpoint":
             raise TargetError(f'target {name}: "cache"/"cache_xz" are Mountpoint options; kind is {kind}')
+        if kind == "mountpoint" and "prefix" not in raw:
+            raw = {**raw, "prefix": DEFAULT_MOUNTPOINT_PREFIX}
         options = raw.get("options")
         if isinstance(options, str):
             options = [o for o in options.split(",") if o]
