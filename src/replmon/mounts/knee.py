@@ -24,13 +24,15 @@ The detector:
    sigma are one segment: the closest pair first, until none is left. PELT splits a ramp into
    steps; steps within noise of each other are not separate levels.
 4. **Read the shape.** ``burst`` is the level of the segment the series starts on (the plateau
-   from the start); the plateau lasts as long as the following segments stay within noise of it
-   (``decline_start_s``, also ``burst_duration_s``). ``sustained`` is the level of the later half
-   of the last segment (an exponential decay is still settling at its start); the decline ends where the segments from there on stay within noise of it
-   (``decline_end_s``). The **knee** (``at_s``) is the first sample, from the plateau's end on,
-   where the running median of the ``2 * MIN_SEGMENT + 1`` samples around it is below
-   ``burst * (1 - min_drop)`` (a segment's level would be early on a decay: a segment spanning
-   the fall has its median below the line before the series crosses it). A step drop has
+   from the start). The plateau lasts until the last segment, before the first one below the knee
+   line ``burst * (1 - min_drop)``, that is still within noise of the burst level
+   (``decline_start_s``, also ``burst_duration_s``: a noisy burst may dip and recover before it
+   falls for good). ``sustained`` is the level of the later half of the last segment (an
+   exponential decay is still settling at its start); the decline ends where the segments from
+   there on stay within noise of it (``decline_end_s``). The **knee** (``at_s``) is the first
+   sample, from the plateau's end on, where the running median of the ``2 * MIN_SEGMENT + 1``
+   samples around it is below the line (a segment's level would be early on a decay: a segment
+   spanning the fall has its median below the line before the series crosses it). A step drop has
    decline_start = at = decline_end; a ramp or an exponential decay has them apart.
 
 There is no knee unless ``sustained <= burst * (1 - min_drop)`` (25 % by default): a flat log,
@@ -160,14 +162,16 @@ def find_knee(times: Sequence[float], values: Sequence[float], *, min_drop: floa
     if burst <= 0 or sustained > burst * (1 - min_drop):
         return None
     band = MERGE_SIGMAS * sigma
-    plateau = 1  # segments from the start within noise of the burst level (the fall may begin inside the last one)
-    while plateau < len(segs) - 1 and levels[plateau] > burst - band:
-        plateau += 1
+    line = burst * (1 - min_drop)
+    first_low = next((i for i, level in enumerate(levels) if level < line), len(segs) - 1)
+    # The plateau ends after the last segment, before the first one below the line, still within noise
+    # of the burst level (a noisy burst may dip and recover before it falls for good).
+    plateau = 1 + max(i for i in range(max(1, first_low)) if i == 0 or levels[i] > burst - band)
     tail = len(segs) - 1  # segments to the end within noise of the sustained level
     while tail > 0 and levels[tail - 1] < sustained + band:
         tail -= 1
-    line, w = burst * (1 - min_drop), MIN_SEGMENT
-    start = segs[plateau - 1][0] if plateau > 0 else 0
+    w = MIN_SEGMENT
+    start = segs[plateau - 1][0]
     crossing = next((i for i in range(start, len(values))
                      if statistics.median(values[max(0, i - w): i + w + 1]) < line), segs[-1][0])
 
