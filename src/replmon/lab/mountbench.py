@@ -126,7 +126,7 @@ def m2_m3(report: Report, lab: Lab, rtt_ms: int, console: Console) -> None:
     plain, far = _by_job(runs["mountpoint"]), _by_job(runs["mountpoint-xregion"])
     report.table(f"M3 Mountpoint with +{rtt_ms} ms round trip (Toxiproxy, half each way) vs the plain mount (MiB/s)",
                  ["job/direction", "plain", f"+{rtt_ms} ms", "drop"],
-                 [[k, f"{plain[k] / 2**20:.1f}", f"{far[k] / 2**20:.1f}", f"{d:.0%}"] for k, d in drop["per_job"].items()]
+                 [[f"{k}/read", f"{plain[k + '/read'] / 2**20:.1f}", f"{far[k + '/read'] / 2**20:.1f}", f"{d:.0%}"] for k, d in drop["per_job"].items()]
                  + [["mean", "", "", f"{drop['mean']:.0%}"]])
     report.text(f"Study (R2): Ohio -> Tokyo about 70 % below Tokyo -> Tokyo on the same jobs; the lab's mean drop at "
                 f"+{rtt_ms} ms is {drop['mean']:.0%}. Loopback has no bandwidth limit, so only the round trip differs.")
