@@ -63,7 +63,9 @@ def test_toxiproxy_round_trip_lowers_mountpoint_throughput_and_the_report_reads_
     runs = run_lab_fio(lab, "mountpoint-xregion", "tiny", ["mountpoint", "mountpoint-xregion"], rtt_ms=40)
     drop = xregion_drop(runs)
     assert drop is not None and drop["mean"] is not None
-    assert all(d > 0 for d in drop["per_job"].values()), drop  # 40 ms per request against loopback: every job slower
+    # 40 ms per request against loopback: one thread waits for every round trip (T1 always slower); with
+    # 8 or 16 threads the files are so small at tiny scale that the 2-core machine's noise can win a job.
+    assert all(d > 0.3 for j, d in drop["per_job"].items() if "Q128T1-" in j) and drop["mean"] > 0.2, drop
     assert "fio-xregion" not in (lab.toxiproxy._call("GET", "/proxies") or {})  # the proxy is gone after the run
     keys = [o["Key"] for o in lab.s3("destination").list_objects_v2(Bucket=RESULTS_BUCKET)["Contents"]]
     assert sum(k.endswith("/run.json") for k in keys) >= 2
