@@ -9,9 +9,9 @@ import boto3
 import pytest
 
 from replmon.adapters.dynamodb import DynamoLatencyStore
-from replmon.clock import ManualClock
+from replmon.core.clock import ManualClock
 from replmon.local.tables import ensure_table
-from replmon.service import Deps
+from replmon.wiring import Deps
 from tests.fakes import FakeReplication
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,7 +50,8 @@ def all_versions(s3: Any, bucket: str, prefix: str = "replmon-probes/") -> list[
 
 
 class Env:
-    """Everything a state machine test needs, inside one mock_aws."""
+    """Everything a state machine test needs, inside one mock_aws. Handlers get ``deps`` the one
+    way tests replace dependencies: ``with wiring.injected(env.deps): ...``."""
 
     def __init__(self, clock: ManualClock) -> None:
         self.clock = clock
@@ -66,7 +67,7 @@ class Env:
             def publish(self, record: Any) -> None:
                 outer.published.append(record)
 
-        self.deps = Deps(stores=self.fake.stores(), latency_store=self.store, metrics=Capture(), clock=clock)
+        self.deps = Deps(stores=self.fake.stores(), store=self.store, metrics=Capture(), clock=clock)
 
 
 @pytest.fixture
@@ -75,9 +76,6 @@ def env() -> Iterator[Env]:
 
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}):
         yield Env(ManualClock(start=1_790_000_000.0, tick=0.001))
-    from replmon import lambda_entry
-
-    lambda_entry.set_deps(None)
     os.environ.pop("REPLMON_TABLE", None)
 
 
@@ -87,7 +85,6 @@ def contract() -> Any:
     The mock is closed before the results (plain data) are handed to the tests."""
     from moto import mock_aws
 
-    from replmon import lambda_entry
     from tests.contract import run_contract_scenarios
 
     with pytest.MonkeyPatch.context() as mp:
@@ -95,5 +92,4 @@ def contract() -> Any:
             mp.setenv(k, v)
         with mock_aws(config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}):
             run = run_contract_scenarios()
-    lambda_entry.set_deps(None)
     return run

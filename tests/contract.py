@@ -21,16 +21,19 @@ from unittest import mock
 
 import boto3
 
+from replmon import wiring
+from replmon.adapters.cloudwatch import CloudWatchReader
 from replmon.adapters.dynamodb import DynamoLatencyStore
 from replmon.adapters.metrics import EmfMetrics
 from replmon.adapters.spool import SqsSpool
-from replmon.clock import ManualClock
+from replmon.core.clock import ManualClock
+from replmon.core.record import ProbeRecord
 from replmon.local.aslrun import FUNCTIONS as STATE_MACHINE_FUNCTIONS
-from replmon.local.aslrun import LambdaContext, LocalStateMachine, handlers_for, load_handler
+from replmon.local.aslrun import LambdaContext, LocalStateMachine, load_handler, state_machine_handlers
 from replmon.local.tables import ensure_table
-from replmon.record import ProbeRecord
-from replmon.service import SWEEP_AGE_SECONDS, Deps
-from replmon.upload import UploadSettings
+from replmon.probe.housekeeping import SWEEP_AGE_SECONDS
+from replmon.probe.upload import UploadSettings
+from replmon.wiring import Deps
 from tests.cfnutil import (
     ACCOUNT,
     REGION,
@@ -122,7 +125,7 @@ def run_contract_scenarios() -> ContractRun:
     fake = FakeReplication(clock, SRC, DST)
     store = DynamoLatencyStore(TABLE, ddb)
     outage = StoreOutage(ddb)
-    deps = Deps(stores=fake.stores(), latency_store=store, metrics=EmfMetrics(), clock=clock, upload=SMALL,
+    deps = Deps(stores=fake.stores(), store=store, metrics=EmfMetrics(), clock=clock, upload=SMALL,
                 spool=SqsSpool(queue_url, sqs))
 
     lock = threading.Lock()
@@ -138,10 +141,10 @@ def run_contract_scenarios() -> ContractRun:
 
         return run_one
 
-    handlers = {name: wrap(name, h) for name, h in handlers_for(deps).items()}
+    handlers = {name: wrap(name, h) for name, h in state_machine_handlers().items()}
     base = {"routes": [route()], "poll": {"use_history": False}, "max_concurrency": 1}
 
-    with recorder.recording(), LocalStateMachine(handlers, clock=clock) as sm:
+    with wiring.injected(deps), recorder.recording(), LocalStateMachine(handlers, clock=clock) as sm:
         def play(name: str, payload: dict[str, Any]) -> None:
             result = sm.run({**base, **payload}, timeout=120)
             assert result.status == "SUCCEEDED", (name, result.error, result.cause)
@@ -205,10 +208,10 @@ def play_passive(run: ContractRun, deps: Deps, clock: ManualClock, wrap: Any, st
                  outage: StoreOutage) -> None:
     """S3 events through IngestEvents (a batch with a poison message; a replica's ObjectCreated for
     a stored probe), then CollectSignals with RTC metrics in (moto's) CloudWatch."""
-    from replmon.keys import iso_ms, new_run_id, probe_object_key
+    from replmon.core.keys import iso_ms, new_run_id, probe_object_key
 
     deps.defaults = {"routes": [route(destinations=[{"bucket": DST, "rule_id": "replmon-probes"}])]}
-    deps.cloudwatch = boto3.client("cloudwatch", region_name=REGION)
+    deps.metric_reader = reader = CloudWatchReader(boto3.client("cloudwatch", region_name=REGION))
 
     # A replica's event before its probe's record: RecordResult narrows the record as it stores it;
     # when the store is down then, Housekeeping does it as it replays the spooled record.
@@ -271,5 +274,5 @@ def play_passive(run: ContractRun, deps: Deps, clock: ManualClock, wrap: Any, st
 
         raise ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "emulated outage"}}, "GetMetricData")
 
-    deps.cloudwatch.meta.events.register("before-call.cloudwatch.GetMetricData", down)
+    reader.client.meta.events.register("before-call.cloudwatch.GetMetricData", down)
     run.health_without_rtc = collect({}, LambdaContext("CollectSignals"))

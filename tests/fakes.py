@@ -11,8 +11,8 @@ from typing import Any
 import boto3
 
 from replmon.adapters.s3 import S3ObjectStore
-from replmon.clock import ManualClock
-from replmon.config import Endpoint
+from replmon.core.clock import ManualClock
+from replmon.core.route import Endpoint
 
 
 @dataclass

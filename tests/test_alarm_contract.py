@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from replmon import telemetry
+from replmon.core import telemetry
 from replmon.local.template import load_template
 from tests.cfnutil import ACCOUNT, REGION, default_transformed, resolver, transformed
 from tests.conftest import TEMPLATE

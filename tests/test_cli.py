@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from replmon.cli.probe import exit_code
-from replmon.record import ProbeRecord, ProbeStatus
+from replmon.cli.common import exit_code
+from replmon.core.record import ProbeRecord, ProbeStatus
 from tests.conftest import ROOT
 
 REPLMON = [sys.executable, "-m", "replmon.cli"]

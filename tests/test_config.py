@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from replmon import presets
-from replmon.config import ConfigError, load_request
-from replmon.sizes import SizeError, format_size, parse_size
+from replmon.core.errors import ConfigError
+from replmon.core.sizes import SizeError, format_size, parse_size
+from replmon.probe import ladders
+from replmon.probe.request import load_request
 
 GOOD_ROUTE = {"name": "primary", "source": {"bucket": "src-bucket"}, "destinations": [{"bucket": "dst-bucket"}]}
 
@@ -62,8 +63,8 @@ def test_defaults_fill_what_the_input_omits() -> None:
 
 def test_a_preset_brings_its_trials_unless_the_input_gives_them() -> None:
     deployed = {"routes": [GOOD_ROUTE], "trials": 1}
-    assert load_request({"sizes": "crr-ladder"}, deployed).trials == presets.preset("crr-ladder").trials == 10
-    assert load_request({"sizes": "crr-ladder"}, deployed).sizes == list(presets.preset("crr-ladder").sizes)
+    assert load_request({"sizes": "crr-ladder"}, deployed).trials == ladders.ladder("crr-ladder").trials == 10
+    assert load_request({"sizes": "crr-ladder"}, deployed).sizes == list(ladders.ladder("crr-ladder").sizes)
     assert load_request({"sizes": "crr-ladder", "trials": 2}, deployed).trials == 2
     # A preset named in the deployment's own defaults keeps the deployment's trials.
     assert load_request({}, {**deployed, "sizes": "crr-ladder"}).trials == 1
@@ -93,7 +94,7 @@ def test_template_style_inputs_are_accepted() -> None:
 
 def test_crr_ladder_is_the_published_experiment() -> None:
     """docs/REFERENCES.md R1: 10M doubling to 80G, 14 sizes, 10 trials."""
-    p = presets.preset("crr-ladder")
+    p = ladders.ladder("crr-ladder")
     assert len(p.sizes) == 14 and p.trials == 10
     assert [format_size(s) for s in (p.sizes[0], p.sizes[7], p.sizes[-1])] == ["10MiB", "1280MiB", "80GiB"]
     assert all(b == 2 * a for a, b in zip(p.sizes, p.sizes[1:], strict=False))
@@ -110,7 +111,7 @@ def test_parse_size_rejects_bools() -> None:
 
 
 def test_a_plan_too_large_for_one_execution_is_refused_with_the_fix() -> None:
-    from replmon.plan import plan_output
+    from replmon.probe.plan import plan_output
 
     ok = plan_output(load_request({"routes": [GOOD_ROUTE], "sizes": "crr-ladder", "trials": 10}), "run", 0.0)
     assert len(ok["probes"]) == 140  # the published experiment fits in one run

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from replmon import telemetry
-from replmon.config import ProbeRequest, load_request
-from replmon.defaults import DEFAULTS
+from replmon.core import telemetry
+from replmon.core.defaults import DEFAULTS
 from replmon.local.template import load_template
+from replmon.probe.request import ProbeRequest, load_request
 from tests.conftest import TEMPLATE
 
 ROUTE = {"name": "r", "source": {"bucket": "src-bucket"}, "destinations": [{"bucket": "dst-bucket"}]}
@@ -56,5 +56,5 @@ def test_telemetry_names_are_the_templates() -> None:
 def test_defaults_file_is_plain_json_with_a_comment() -> None:
     from importlib import resources
 
-    raw = json.loads(resources.files("replmon").joinpath("defaults.json").read_text())
+    raw = json.loads(resources.files("replmon.core").joinpath("defaults.json").read_text())
     assert "_comment" in raw and raw["timeout_seconds"] == DEFAULTS.timeout_seconds

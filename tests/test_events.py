@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from replmon.config import load_request
-from replmon.lambda_entry import set_deps
 from replmon.local.aslrun import LambdaContext, load_handler
-from replmon.report import ReportRequest
-from replmon.state import ProbeState
+from replmon.probe.latency_report import ReportRequest
+from replmon.probe.request import load_request
+from replmon.probe.state import ProbeState
+from replmon.wiring import injected
 from tests.conftest import ROOT, Env
 
 EVENTS = ROOT / "events"
@@ -37,24 +37,24 @@ def test_probe_state_events_validate(name: str) -> None:
 
 def test_report_event_runs_the_report_handler(env: Env) -> None:
     ReportRequest.model_validate(load("report.json"))
-    set_deps(env.deps)
-    out = load_handler("Report")(load("report.json"), LambdaContext("Report"))
+    with injected(env.deps):
+        out = load_handler("Report")(load("report.json"), LambdaContext("Report"))
     assert out["probes"] == 0 and out["summaries"] == []
 
 
 def test_record_result_event_runs_its_handler_once(env: Env) -> None:
-    set_deps(env.deps)
     handler = load_handler("RecordResult")
-    assert handler(load("record_result.json"), LambdaContext("RecordResult"))["recorded"] == "stored"
-    assert handler(load("record_result.json"), LambdaContext("RecordResult"))["recorded"] == "duplicate"
+    with injected(env.deps):
+        assert handler(load("record_result.json"), LambdaContext("RecordResult"))["recorded"] == "stored"
+        assert handler(load("record_result.json"), LambdaContext("RecordResult"))["recorded"] == "duplicate"
 
 
 def test_housekeeping_event_runs_its_handler(env: Env) -> None:
-    set_deps(env.deps)
     event = load("housekeeping.json")
     for r in event["routes"]:  # the lab's buckets, so the sweep lists real (moto) buckets
         r["source"]["bucket"], r["destinations"][0]["bucket"] = "probe-source", "probe-replica"
-    out = load_handler("Housekeeping")(event, LambdaContext("Housekeeping"))
+    with injected(env.deps):
+        out = load_handler("Housekeeping")(event, LambdaContext("Housekeeping"))
     assert out == {"spool": {"replayed": 0, "duplicates": 0, "left": 0}, "swept": 0}
 
 
@@ -68,7 +68,7 @@ def test_every_optional_state_field_survives_a_round_trip() -> None:
     field without a default would make the next step fail (and lose the record)."""
     from pydantic import BaseModel
 
-    from replmon.state import DestinationCheck, Poll, Upload
+    from replmon.probe.state import DestinationCheck, Poll, Upload
 
     for model in (ProbeState, Upload, DestinationCheck, Poll):
         for name, f in model.model_fields.items():

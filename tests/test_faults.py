@@ -18,10 +18,12 @@ from typing import Any
 
 import pytest
 
+from replmon.adapters import clients
 from replmon.adapters.dynamodb import DynamoLatencyStore
+from replmon.core.record import ProbeStatus
 from replmon.lab.lab import PREFIX, TABLE, Lab
-from replmon.local.runner import run_request
-from replmon.record import ProbeStatus
+from replmon.local.execution import run_request
+from replmon.probe.request import ProbeRequest, load_request
 from tests.conftest import ROOT
 from tests.netfaults import BlackHole, LosingProxy
 
@@ -36,9 +38,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     assert all(not s.running for s in running.servers.values())
 
 
-def payload(lab: Lab, route: str, sizes: str, trials: int = 1, timeout: int = 120) -> dict[str, Any]:
-    return {"routes": [lab.route(route)], "sizes": sizes, "trials": trials, "max_concurrency": 1, "timeout_seconds": timeout,
-            "poll": {"floor_seconds": 0.1, "use_history": False}}
+def payload(lab: Lab, route: str, sizes: str, trials: int = 1, timeout: int = 120) -> ProbeRequest:
+    return load_request({"routes": [lab.route(route)], "sizes": sizes, "trials": trials, "max_concurrency": 1, "timeout_seconds": timeout,
+                         "poll": {"floor_seconds": 0.1, "use_history": False}})
 
 
 def test_a_store_outage_mid_run_loses_nothing_doubles_nothing_leaves_nothing(lab: Lab) -> None:
@@ -73,7 +75,7 @@ def test_a_lost_putitem_answer_makes_one_record(lab: Lab) -> None:
     """A loopback proxy lets DynamoDB Local write the first record, then drops its answer."""
     with LosingProxy(lab.servers["dynamodb"].port, lambda req: b"DynamoDB_20120810.PutItem" in req) as proxy:
         deps = lab.deps()
-        deps.latency_store = DynamoLatencyStore(TABLE, endpoint_url=proxy.url, keys=("lab", "lab"))
+        deps.store = DynamoLatencyStore(TABLE, clients.dynamodb(endpoint_url=proxy.url, keys=("lab", "lab")))
         res = run_request(payload(lab, "lost-answer", "1MiB", trials=2), deps)
     assert proxy.lost == 1
     assert [r.status for r in res.records] == [ProbeStatus.COMPLETED] * 2
@@ -167,15 +169,14 @@ def test_a_hung_destination_costs_bounded_time_and_the_probe_is_stuck(lab: Lab) 
     # Bounded by the documented worst case (timeout + record + cleanup bounds + Housekeeping), and
     # in practice ~1.5 minutes: each call to a hung side times out in 2 x 10 s. (MinIO's source
     # also blocks deletes while its target hangs, so the source side times out too: S3 would not.)
-    from replmon.config import load_request
-    from replmon.plan import worst_case_seconds
+    from replmon.probe.plan import worst_case_seconds
 
-    assert elapsed < min(worst_case_seconds(load_request(payload(lab, route, "256MiB", timeout=6))), 120), elapsed
+    assert elapsed < min(worst_case_seconds(payload(lab, route, "256MiB", timeout=6)), 120), elapsed
     cleanup = next(i.result for i in res.execution.invocations if i.function == "Cleanup" and i.result)
     assert any("destination" in f for f in cleanup["cleanup_failures"])
     # Once the destination answers again, the leftovers are swept (here: by hand, as the next day's sweep would).
-    from replmon.config import Route
-    from replmon.service import sweep
+    from replmon.core.route import Route
+    from replmon.probe.housekeeping import sweep
 
     time.sleep(2)
     sweep([Route.model_validate(lab.route(route))], lab.deps(), age_seconds=0)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from replmon.record import ProbeStatus
+from replmon.core.record import ProbeStatus
 from tests.cfnutil import ACCOUNT, MODES, default_transformed, function_role_policies, resolver, transformed
 from tests.contract import FUNCTIONS, ContractRun
 from tests.iam import evaluate

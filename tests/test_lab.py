@@ -17,10 +17,11 @@ from typing import Any
 
 import pytest
 
-from replmon.keys import probe_object_key
+from replmon.core.keys import probe_object_key
+from replmon.core.record import ProbeStatus
 from replmon.lab.lab import PREFIX, Lab, ReplicaObserver
-from replmon.local.runner import run_request
-from replmon.record import ProbeStatus
+from replmon.local.execution import run_request
+from replmon.probe.request import load_request
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.lab
@@ -45,8 +46,8 @@ def _nothing_left(request: pytest.FixtureRequest) -> Iterator[None]:
 
 def test_real_replication_pending_then_completed_interval_holds_the_observer(lab: Lab) -> None:
     with ReplicaObserver(lab, PREFIX, period=0.01) as truth:
-        res = run_request({"routes": [lab.route()], "sizes": ["64MiB", "256MiB"], "trials": 1, "max_concurrency": 1,
-                           "timeout_seconds": 120, "poll": {"floor_seconds": 0.1, "use_history": False}}, lab.deps(),
+        res = run_request(load_request({"routes": [lab.route()], "sizes": ["64MiB", "256MiB"], "trials": 1, "max_concurrency": 1,
+                           "timeout_seconds": 120, "poll": {"floor_seconds": 0.1, "use_history": False}}), lab.deps(),
                           function_deps=lab.function_deps())
     assert res.execution.status == "SUCCEEDED" and res.failed_iterations == 0
     assert [r.status for r in res.records] == [ProbeStatus.COMPLETED] * 2
@@ -91,8 +92,8 @@ def test_destination_down_mid_run_is_recorded_not_lost(lab: Lab, fault: str, sta
     helper = threading.Thread(target=recover_after_record, daemon=True)
     helper.start()
     try:
-        res = run_request({"routes": [lab.route(route_name)], "sizes": ["1MiB"], "timeout_seconds": 5,
-                           "poll": {"floor_seconds": 0.5, "use_history": False}}, lab.deps(), function_deps=lab.function_deps())
+        res = run_request(load_request({"routes": [lab.route(route_name)], "sizes": ["1MiB"], "timeout_seconds": 5,
+                           "poll": {"floor_seconds": 0.5, "use_history": False}}), lab.deps(), function_deps=lab.function_deps())
     finally:
         helper.join(150)
         if not recovered.is_set():

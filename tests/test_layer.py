@@ -37,10 +37,27 @@ def layer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 def test_the_layer_holds_the_domain_adapters_and_entry_points_only(layer: Path) -> None:
     pkg = layer / "replmon"
-    assert (pkg / "service.py").exists() and (pkg / "adapters" / "s3.py").exists() and (pkg / "entry" / "poll_replication.py").exists()
-    assert (pkg / "defaults.json").exists() and (pkg / "presets.json").exists()
-    for local_only in ("cli", "local", "lab"):
+    assert (pkg / "probe" / "steps.py").exists() and (pkg / "adapters" / "s3.py").exists() and (pkg / "entry" / "poll_replication.py").exists()
+    assert (pkg / "core" / "defaults.json").exists() and (pkg / "probe" / "ladders.json").exists()
+    for local_only in ("cli", "local", "lab", "cost"):
         assert not (pkg / local_only).exists(), f"replmon/{local_only} is not something Lambda runs"
+
+
+def test_the_layer_ships_exactly_what_the_handlers_import(layer: Path) -> None:
+    """Every module replmon.entry reaches through its imports (tests/test_layering.py reads them
+    independently of the layer's ship.py), and no other."""
+    from tests.test_layering import graph
+
+    edges = graph()
+    needed: set[str] = set()
+    todo = [m for m in edges if m == "replmon.entry" or m.startswith("replmon.entry.")]
+    while todo:
+        m = todo.pop()
+        if m not in needed:
+            needed.add(m)
+            todo += [*edges[m], *(".".join(m.split(".")[:i]) for i in range(1, m.count(".") + 1))]
+    shipped = {".".join(p.relative_to(layer).with_suffix("").parts).removesuffix(".__init__") for p in (layer / "replmon").rglob("*.py")}
+    assert shipped == needed
 
 
 @pytest.mark.parametrize("trace", ["false", "true"])

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from replmon.core.record import TTL_ATTRIBUTE
 from replmon.entry import FUNCTIONS, MOUNT_FUNCTIONS
 from replmon.local.aslrun import DEFINITION, load_handler
 from replmon.local.template import load_template
-from replmon.record import TTL_ATTRIBUTE
 from tests.conftest import ROOT, TEMPLATE
 
 ASL_VALIDATOR = ROOT / "node_modules" / ".bin" / "asl-validator"
@@ -105,7 +105,7 @@ def test_sam_build_without_docker(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     layer = build / "ReplmonLayer" / "python"
     assert list(layer.glob("pydantic_core/_pydantic_core.cpython-313-aarch64-linux-gnu.so"))
-    assert (layer / "replmon" / "service.py").exists() and (layer / "replmon" / "presets.json").exists()
+    assert (layer / "replmon" / "probe" / "steps.py").exists() and (layer / "replmon" / "probe" / "ladders.json").exists()
     assert not (layer / "replmon" / "lab").exists()
     fn = build / "PollReplicationFunction"
     assert (fn / "poll_replication.py").exists() and not (fn / "replmon").exists()

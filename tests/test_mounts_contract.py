@@ -85,8 +85,8 @@ def sqs_message(n: int, body: Any) -> dict[str, Any]:
 def play(tmp: str) -> MountRun:
     import boto3
 
-    from replmon import lambda_entry
-    from replmon.keys import new_run_id
+    from replmon import wiring
+    from replmon.core.keys import new_run_id
     from replmon.local.aslrun import LambdaContext, load_handler
     from replmon.mounts import runner
 
@@ -107,15 +107,16 @@ def play(tmp: str) -> MountRun:
     now = time.time()
     cw.put_metric_data(Namespace="AWS/EFS", MetricData=[
         {"MetricName": m, "Dimensions": [{"Name": "FileSystemId", "Value": EFS_ID}], "Timestamp": datetime.fromtimestamp(now + 60 * i, UTC),
-         "Value": 600e6 * 60, "Unit": "Bytes"} for m in ("DataReadIOBytes", "DataWriteIOBytes") for i in range(-2, 1)])
+         "Value": 600e6 * 60, "Unit": "Bytes"} for m in ("DataReadIOBytes", "DataWriteIOBytes") for i in range(-2, 4)])
     env_base = {"AWS_REGION": REGION, "AWS_DEFAULT_REGION": REGION, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                 "POWERTOOLS_TRACE_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "WARNING"}
 
     @contextlib.contextmanager
     def as_function(name: str, env: dict[str, str]) -> Iterator[io.StringIO]:
         out = io.StringIO()
-        with mock.patch.dict(os.environ, {**env_base, **env, "AWS_LAMBDA_FUNCTION_NAME": name}, clear=True), \
-                contextlib.redirect_stdout(out), run.recorder.function(name):
+        full = {**env_base, **env, "AWS_LAMBDA_FUNCTION_NAME": name}
+        with mock.patch.dict(os.environ, full, clear=True), contextlib.redirect_stdout(out), run.recorder.function(name), \
+                wiring.injected({name: wiring.from_env(full)} if "REPLMON_TABLE" in env else {}):  # a function's wiring from its template environment
             try:
                 yield out
             finally:
@@ -138,7 +139,6 @@ def play(tmp: str) -> MountRun:
         run.run_doc = first
         assert summary.get("status") == "ok", summary
         # IngestFioResults: five more runs of those outputs a day apart (the last one halved), a truncated run.json, a failed run.
-        lambda_entry.set_deps(None)
         msgs = [base + "run.json"]
         for n in range(1, 6):
             doc = dict(first, run_id=new_run_id(first["start"] + n * 86_400), start=first["start"] + n * 86_400, end=first["end"] + n * 86_400)
@@ -178,11 +178,9 @@ def play(tmp: str) -> MountRun:
                   "oom-killed-again": ecs_event("t-oom", "EssentialContainerExited", 137),
                   "stopped-by-user": ecs_event("t-user", "UserInitiated", None, "Task stopped by user"),
                   "reported-ok": ecs_event(run.task_id, "EssentialContainerExited", 0)}
-        lambda_entry.set_deps(None)
         for name, ev in events.items():
             with as_function("FioTaskStopped", function_env(cfn, "FioTaskStopped", r)):
                 run.stopped[name] = load_handler("FioTaskStopped")(ev, LambdaContext("FioTaskStopped"))
-        lambda_entry.set_deps(None)
     from replmon.adapters.dynamodb import DynamoLatencyStore
 
     run.items = DynamoLatencyStore(TABLE, ddb).partition_items("fio#efs#burst-write#tiny")
@@ -253,7 +251,7 @@ def test_ingestion_judges_sustained_level_and_burst_duration_and_rejects_a_trunc
     # A burst preset is judged on its sustained level (and burst duration when a knee was found), never on the run's average.
     assert "bw_bytes" not in judged and "sustained_bytes" in judged and ("burst_s" in judged) == bool(knee)
     assert ordered[-1]["verdicts"]["sustained_bytes"]["verdict"] == "regression"
-    assert json.loads(runs[ordered[0]["run_id"]]["service"])["summary"]
+    assert json.loads(runs[ordered[0]["run_id"]]["service"])["summary"], (mount_run.run_doc.get("service_metrics"), mount_run.run_doc.get("service_metrics_error"), mount_run.run_doc["start"], mount_run.run_doc["end"])
     assert [f["itemIdentifier"] for f in mount_run.ingest["batchItemFailures"]] == ["m6"]
 
 
@@ -289,7 +287,7 @@ def test_every_replmon_alarm_of_the_mount_stack_watches_an_emitted_metric(mount_
 
 
 def test_every_mount_metric_telemetry_names_is_emitted_with_its_dimension_sets(mount_run: MountRun) -> None:
-    from replmon import telemetry
+    from replmon.core import telemetry
     from tests.test_alarm_contract import emitted
 
     seen = {(m, frozenset(d for d, _ in dims)) for _, m, dims in emitted(mount_run)}  # type: ignore[arg-type]

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from replmon.core.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
 from replmon.entry import MOUNT_FUNCTIONS
 from replmon.local.template import load_template
 from replmon.mounts import presets as p
@@ -22,7 +23,6 @@ from replmon.mounts.document import RUN_FILE, results_prefix, task_key
 from replmon.mounts.memory import preflight
 from replmon.mounts.runner import load_targets
 from replmon.mounts.targets import Target
-from replmon.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
 from tests.cfnutil import ACCOUNT
 from tests.conftest import ROOT, TEMPLATE
 from tests.iam import IamRequest, evaluate

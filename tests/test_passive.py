@@ -18,12 +18,12 @@ from typing import Any
 import boto3
 import pytest
 
-from replmon.config import Route
-from replmon.record import ProbeRecord, ProbeStatus
-from replmon.routes import discover
-from replmon.s3events import ObjectCreated, ReplicationEvent, parse_payload, parse_record
-from replmon.signals import ClockDisagreement, tighten
-from replmon.slo import BurnPair, SloSpec, slo_status
+from replmon.core.record import ProbeRecord, ProbeStatus
+from replmon.core.route import Route
+from replmon.fleet.discovery import discover
+from replmon.signals.arrivals import ClockDisagreement, tighten
+from replmon.signals.s3events import ObjectCreated, ReplicationEvent, parse_payload, parse_record
+from replmon.signals.slo import BurnPair, SloSpec, slo_status
 from tests.conftest import ROOT
 from tests.contract import ContractRun
 
@@ -116,14 +116,13 @@ def test_a_mixed_batch_fails_exactly_its_poison_messages(monkeypatch: pytest.Mon
     names the malformed message and the unknown event, nothing else; the rest is stored once."""
     from moto import mock_aws
 
-    from replmon import lambda_entry
     from replmon.adapters.dynamodb import DynamoLatencyStore
     from replmon.adapters.metrics import NullMetrics
-    from replmon.clock import ManualClock
+    from replmon.core.clock import ManualClock
     from replmon.entry.ingest_events import handler
     from replmon.local.aslrun import LambdaContext
     from replmon.local.tables import ensure_table
-    from replmon.service import Deps
+    from replmon.wiring import Deps, injected
     from tests.conftest import TABLE, TEMPLATE, route
 
     for k, v in {"AWS_ACCESS_KEY_ID": "t", "AWS_SECRET_ACCESS_KEY": "t", "AWS_DEFAULT_REGION": "us-east-1"}.items():
@@ -132,14 +131,11 @@ def test_a_mixed_batch_fails_exactly_its_poison_messages(monkeypatch: pytest.Mon
         ddb = boto3.client("dynamodb", region_name="us-east-1")
         ensure_table(ddb, TABLE, TEMPLATE)
         store = DynamoLatencyStore(TABLE, ddb)
-        lambda_entry.set_deps(Deps(stores=None, latency_store=store, metrics=NullMetrics(), clock=ManualClock(),  # type: ignore[arg-type]
-                                   defaults={"routes": [route()]}))
-        try:
+        with injected(Deps(stores=None, store=store, metrics=NullMetrics(), clock=ManualClock(),  # type: ignore[arg-type]
+                           defaults={"routes": [route()]})):
             batch = load("sqs_batch_mixed.json")
             out = handler(batch, LambdaContext("IngestEvents"))
             again = handler(batch, LambdaContext("IngestEvents"))  # SQS delivers at least once
-        finally:
-            lambda_entry.set_deps(None)
         assert out == again == {"batchItemFailures": [{"itemIdentifier": "msg-2"}, {"itemIdentifier": "msg-5"}]}
         events = store.partition_items("primary#events")
         assert [e["kind"] for e in events] == ["OperationFailedReplication"]  # once, though delivered twice
@@ -192,14 +188,15 @@ def test_the_collector_stores_rtc_metrics_and_an_idle_route_is_missing_not_zero(
 def test_an_idle_route_under_moto_cloudwatch_has_no_values(monkeypatch: pytest.MonkeyPatch) -> None:
     from moto import mock_aws
 
-    from replmon.passive import collect_rtc
+    from replmon.adapters.cloudwatch import CloudWatchReader
+    from replmon.signals.rtc import collect_rtc
 
     for k, v in {"AWS_ACCESS_KEY_ID": "t", "AWS_SECRET_ACCESS_KEY": "t", "AWS_DEFAULT_REGION": "us-east-1"}.items():
         monkeypatch.setenv(k, v)
     with mock_aws():
         cw = boto3.client("cloudwatch", region_name="us-east-1")
         r = Route.model_validate({"name": "idle", "source": {"bucket": "src-a"}, "destinations": [{"bucket": "dst-b", "rule_id": "r1"}, {"bucket": "dst-c"}]})
-        [sample] = collect_rtc(cw, r, datetime.now(UTC).timestamp())
+        [sample] = collect_rtc(CloudWatchReader(cw), r, datetime.now(UTC).timestamp())
     assert (sample.destination, sample.rule_id) == ("dst-b", "r1")  # "dst-c" names no rule: RTC not read for it
     assert sorted(sample.missing) == sorted(["ReplicationLatency", "BytesPendingReplication", "OperationsPendingReplication",
                                              "OperationsFailedReplication"])
@@ -331,7 +328,7 @@ def test_events_parse_exits_0_for_a_clean_payload(tmp_path: Path, capsys: pytest
 
 def test_two_way_replication_a_probe_replica_on_another_routes_source_still_counts() -> None:
     """east -> west and west -> east: west is the second route's source and the first's destination."""
-    from replmon.passive import plan
+    from replmon.signals.event_ingest import plan_ingest
 
     routes = [Route.model_validate({"name": n, "source": {"bucket": s}, "destinations": [{"bucket": d}]})
               for n, s, d in (("e2w", "east-data", "west-data"), ("w2e", "west-data", "east-data"))]
@@ -341,5 +338,5 @@ def test_two_way_replication_a_probe_replica_on_another_routes_source_still_coun
         rec["Records"][0]["s3"]["bucket"]["name"] = bucket
         rec["Records"][0]["s3"]["object"]["key"] = key
         [p] = parse_payload(rec)
-        out = plan(p, routes, ["replmon-probes/"])
+        out = plan_ingest(p, routes, ["replmon-probes/"])
         assert (out.arrival is not None, out.ignored is not None) == (expect == "arrival", expect == "ignored"), (bucket, out)

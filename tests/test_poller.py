@@ -6,12 +6,13 @@ import math
 
 import pytest
 
-from replmon.clock import ManualClock
-from replmon.config import PollSettings, Route
-from replmon.poller import poll_replication, start_polling
-from replmon.polling import PollPolicy, earliest_completion
-from replmon.ports import HeadResult
-from replmon.state import ProbeState, Upload
+from replmon.core.clock import ManualClock
+from replmon.core.ports import HeadResult
+from replmon.core.route import Route
+from replmon.probe.poll import poll_replication, start_polling
+from replmon.probe.polling import PollPolicy, earliest_completion
+from replmon.probe.request import PollSettings
+from replmon.probe.state import ProbeState, Upload
 from tests.conftest import route
 
 

@@ -11,11 +11,12 @@ from moto import mock_aws
 
 from replmon.adapters.dynamodb import DynamoLatencyStore
 from replmon.adapters.metrics import EmfMetrics
-from replmon.clock import ManualClock
+from replmon.core.clock import ManualClock
+from replmon.core.record import ProbeRecord, ProbeStatus
+from replmon.core.stats import percentile, summarize
 from replmon.local.tables import ensure_table
-from replmon.record import ProbeRecord, ProbeStatus
-from replmon.service import Deps, report_step
-from replmon.stats import percentile, summarize
+from replmon.probe.steps import report_step
+from replmon.wiring import Deps
 from tests.conftest import TABLE, TEMPLATE
 
 
@@ -23,7 +24,7 @@ def rec(size: int, lo: float | None, hi: float | None, status: ProbeStatus = Pro
         probe: str = "p", heads: int = 10) -> ProbeRecord:
     import time
 
-    from replmon.keys import RUN_STAMP
+    from replmon.core.keys import RUN_STAMP
 
     return ProbeRecord(route="primary", probe_id=probe, run_id=time.strftime(RUN_STAMP, time.gmtime(at)) + "-r", planned_at=at, size_bytes=size, size_class=f"{size // 2**20}MiB",
                        trial=1, status=status, latency_lo=lo, latency_hi=hi, head_count=heads, target_seconds=60.0)
@@ -59,7 +60,7 @@ def test_report_function_queries_the_window(monkeypatch: pytest.MonkeyPatch) -> 
         now = 1_790_000_000.0
         store.put_once(rec(2**20, 1.0, 2.0, at=now - 3600, probe="in"))
         store.put_once(rec(2**20, 1.0, 2.0, at=now - 3 * 86400, probe="old"))
-        deps = Deps(stores=lambda e: None, latency_store=store, metrics=None, clock=ManualClock(now),  # type: ignore[arg-type,return-value]
+        deps = Deps(stores=lambda e: None, store=store, metrics=None, clock=ManualClock(now),  # type: ignore[arg-type,return-value]
                     defaults={"routes": [{"name": "primary"}]})
         out = report_step({"hours": 24}, deps)
         assert out["probes"] == 1 and out["summaries"][0]["p50"] == 1.5

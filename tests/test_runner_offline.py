@@ -29,9 +29,9 @@ early = {"s3": boto3.client("s3", region_name="us-east-1", config=once)}  # befo
 
 from replmon.adapters.metrics import NullMetrics
 from replmon.local.aslrun import local_state_machine
-from replmon.service import Deps
+from replmon.wiring import Deps
 
-deps = Deps(stores=lambda e: None, latency_store=None, metrics=NullMetrics())
+deps = Deps(stores=lambda e: None, store=None, metrics=NullMetrics())
 out = {}
 with local_state_machine(deps) as sm:
     # A session made now carries moto's hook (a session takes botocore's handlers when it is made).

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from replmon.keys import probe_object_key
+from replmon.core.keys import probe_object_key
+from replmon.core.record import ProbeStatus
 from replmon.lab.chaos import run_chaos
 from replmon.lab.lab import PREFIX, Lab
-from replmon.local.runner import run_request
-from replmon.record import ProbeStatus
+from replmon.local.execution import run_request
+from replmon.probe.request import load_request
 
 pytestmark = pytest.mark.lab
 
@@ -29,8 +30,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 
 
 def test_real_minio_events_are_stored_and_narrow_each_probe_interval(lab: Lab) -> None:
-    res = run_request({"routes": [lab.route("events")], "sizes": "1MiB,32MiB", "trials": 2, "max_concurrency": 1, "timeout_seconds": 60,
-                       "poll": {"floor_seconds": 0.5, "use_history": False}}, lab.deps(), function_deps=lab.function_deps())
+    res = run_request(load_request({"routes": [lab.route("events")], "sizes": "1MiB,32MiB", "trials": 2, "max_concurrency": 1, "timeout_seconds": 60,
+                       "poll": {"floor_seconds": 0.5, "use_history": False}}), lab.deps(), function_deps=lab.function_deps())
     assert lab.event_path.drain(15)
     assert res.execution.status == "SUCCEEDED" and all(r.status is ProbeStatus.COMPLETED for r in res.records)
     store = lab.store()
@@ -57,8 +58,8 @@ def test_a_malformed_notification_goes_to_the_dead_letter_list_and_blocks_nothin
     req = urllib.request.Request(lab.event_path.url, data=b'{"Records": [{"eventName": "s3:Replication:Nope"}]}', method="POST")
     with urllib.request.urlopen(req, timeout=5):
         pass
-    res = run_request({"routes": [lab.route("events2")], "sizes": "1MiB", "trials": 1, "max_concurrency": 1, "timeout_seconds": 60,
-                       "poll": {"floor_seconds": 0.5, "use_history": False}}, lab.deps(), function_deps=lab.function_deps())
+    res = run_request(load_request({"routes": [lab.route("events2")], "sizes": "1MiB", "trials": 1, "max_concurrency": 1, "timeout_seconds": 60,
+                       "poll": {"floor_seconds": 0.5, "use_history": False}}), lab.deps(), function_deps=lab.function_deps())
     deadline = time.time() + 30  # three receives, a 1 s visibility timeout each, then the redrive
     while len(lab.event_path.dead) < before + 1 and time.time() < deadline:
         time.sleep(0.5)

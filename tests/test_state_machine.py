@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from replmon.local.aslrun import LocalStateMachine, handlers_for
-from replmon.record import ProbeStatus
+from replmon.core.record import ProbeStatus
+from replmon.local.aslrun import LocalStateMachine, state_machine_handlers
+from replmon.wiring import injected
 from tests.conftest import DST, SRC, Env, all_versions, route
 from tests.fakes import Scenario
 
@@ -13,7 +14,7 @@ MiB = 2**20
 
 
 def run(env: Env, payload: dict[str, Any]) -> Any:
-    with LocalStateMachine(handlers_for(env.deps), clock=env.clock) as sm:
+    with injected(env.deps), LocalStateMachine(state_machine_handlers(), clock=env.clock) as sm:
         result = sm.run(payload, timeout=120)
     if result.status == "SUCCEEDED":
         # moto's distributed Map reports a failed child as a None result (AWS fails the Map): check each.

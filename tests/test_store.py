@@ -9,14 +9,16 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from replmon.adapters import clients
 from replmon.adapters.dynamodb import DynamoLatencyStore
-from replmon.config import Route
+from replmon.core.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE, ProbeRecord, ProbeStatus
+from replmon.core.route import Route
 from replmon.local.tables import ensure_table
 from replmon.local.template import load_template
-from replmon.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE, ProbeRecord, ProbeStatus
-from replmon.results import to_record
-from replmon.service import Deps, record_step
-from replmon.state import Poll, ProbeState, Upload
+from replmon.probe.results import to_record
+from replmon.probe.state import Poll, ProbeState, Upload
+from replmon.probe.steps import record_step
+from replmon.wiring import Deps, from_env
 from tests.conftest import TABLE, TEMPLATE, route
 
 
@@ -32,7 +34,7 @@ def run_at(at: float) -> str:
     """A run id stamped with ``at`` (record keys sort by the stamp)."""
     import time
 
-    from replmon.keys import RUN_STAMP
+    from replmon.core.keys import RUN_STAMP
 
     return time.strftime(RUN_STAMP, time.gmtime(at)) + "-test"
 
@@ -87,7 +89,7 @@ def completed_state() -> dict[str, Any]:
 def test_retried_record_step_writes_one_record_and_one_metric(ddb: Any) -> None:
     metrics = Capture()
     published = metrics.published
-    deps = Deps(stores=lambda e: None, latency_store=DynamoLatencyStore(TABLE, ddb), metrics=metrics)  # type: ignore[arg-type,return-value]
+    deps = Deps(stores=lambda e: None, store=DynamoLatencyStore(TABLE, ddb), metrics=metrics)  # type: ignore[arg-type,return-value]
     st = completed_state()
     first, second = record_step(json.loads(json.dumps(st)), deps), record_step(st, deps)
     assert first["recorded"] == "stored" and second["recorded"] == "duplicate"
@@ -123,7 +125,7 @@ def test_to_record_maps_each_final_state() -> None:
 
 
 def test_lambda_wiring_reads_what_the_template_sets(ddb: Any) -> None:
-    """Deps.from_env reads the variables template.yaml's Globals define (and nothing else is needed)."""
+    """wiring.from_env reads the variables template.yaml's Globals define (and nothing else is needed)."""
     from replmon.adapters.metrics import EmfMetrics, NullMetrics
     from replmon.adapters.s3 import S3Stores
 
@@ -131,12 +133,12 @@ def test_lambda_wiring_reads_what_the_template_sets(ddb: Any) -> None:
     assert {"REPLMON_TABLE", "REPLMON_DEFAULTS", "REPLMON_RETENTION_DAYS"} <= set(variables)
     env = {"REPLMON_TABLE": TABLE, "REPLMON_RETENTION_DAYS": "30", "REPLMON_COMPOSE_THRESHOLD": "1GiB",
            "REPLMON_DEFAULTS": json.dumps({"routes": [route()], "trials": 2})}
-    deps = Deps.from_env(env)
+    deps = from_env(env)
     assert isinstance(deps.stores, S3Stores) and isinstance(deps.metrics, EmfMetrics)
     assert deps.retention_days == 30 and deps.upload.compose_threshold == 2**30
     assert deps.defaults["trials"] == 2
-    assert deps.latency_store.put_once(rec(1_790_000_000.0)) is True  # reaches the table it names
-    assert isinstance(Deps.from_env({**env, "REPLMON_METRICS": "none"}).metrics, NullMetrics)
+    assert deps.store.put_once(rec(1_790_000_000.0)) is True  # reaches the table it names
+    assert isinstance(from_env({**env, "REPLMON_METRICS": "none"}).metrics, NullMetrics)
 
 
 def test_local_endpoint_without_credentials_gets_placeholder_keys(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
@@ -146,11 +148,11 @@ def test_local_endpoint_without_credentials_gets_placeholder_keys(monkeypatch: p
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    local = DynamoLatencyStore(TABLE, endpoint_url="http://127.0.0.1:8000")
+    local = DynamoLatencyStore(TABLE, clients.dynamodb(endpoint_url="http://127.0.0.1:8000"))
     assert local.client._request_signer._credentials.access_key == "local"
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "mine")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
-    kept = DynamoLatencyStore(TABLE, endpoint_url="http://127.0.0.1:8000")
+    kept = DynamoLatencyStore(TABLE, clients.dynamodb(endpoint_url="http://127.0.0.1:8000"))
     assert kept.client._request_signer._credentials.access_key == "mine"
 
 
@@ -172,7 +174,7 @@ def test_a_lost_answer_is_retried_into_one_record_and_one_metric(ddb: Any) -> No
     ddb.meta.events.register_first("before-send.dynamodb.PutItem", write_then_drop)
     metrics = Capture()
     published = metrics.published
-    deps = Deps(stores=lambda e: None, latency_store=DynamoLatencyStore(TABLE, ddb), metrics=metrics)  # type: ignore[arg-type,return-value]
+    deps = Deps(stores=lambda e: None, store=DynamoLatencyStore(TABLE, ddb), metrics=metrics)  # type: ignore[arg-type,return-value]
     st = completed_state()
     assert record_step(st, deps)["recorded"] == "stored"
     assert dropped == ["answer"] and ddb.scan(TableName=TABLE)["Count"] == 1 and len(published) == 1
@@ -182,9 +184,10 @@ def test_a_lost_answer_is_retried_into_one_record_and_one_metric(ddb: Any) -> No
 
 def test_a_failed_history_lookup_polls_from_the_start_and_changes_nothing(ddb: Any) -> None:
     """The route-history query is optional: a store outage makes the probe poll from 0, never ERROR."""
-    from replmon.clock import ManualClock
-    from replmon.ports import HeadResult, StoreUnavailable
-    from replmon.service import poll_step
+    from replmon.core.clock import ManualClock
+    from replmon.core.errors import StoreUnavailable
+    from replmon.core.ports import HeadResult
+    from replmon.probe.steps import poll_step
 
     class DownStore:
         def query(self, *a: Any, **k: Any) -> list[ProbeRecord]:
@@ -199,7 +202,7 @@ def test_a_failed_history_lookup_polls_from_the_start_and_changes_nothing(ddb: A
         def head(self, bucket: str, key: str, version_id: str | None = None) -> HeadResult:
             return HeadResult("COMPLETED" if bucket == "probe-source" else "REPLICA", 2**20, '"e"', version_id, "CRC32/FULL_OBJECT:x")
 
-    deps = Deps(stores=lambda e: Source(), latency_store=DownStore(), metrics=None, clock=clock)  # type: ignore[arg-type,return-value]
+    deps = Deps(stores=lambda e: Source(), store=DownStore(), metrics=None, clock=clock)  # type: ignore[arg-type,return-value]
     st = ProbeState(probe_id="p1", run_id="19700101T000139Z-r1", planned_at=99.0, route=Route(**route()), size_bytes=2**20, size_class="1MiB", trial=1,
                     timeout_seconds=60, target_seconds=900,
                     upload=Upload(key="k", version_id="v", etag='"e"', method="put", put_start=199.0, put_end=200.0)).dump()
@@ -213,7 +216,7 @@ def test_spooled_records_are_private_files_replayed_once(tmp_path: Any, ddb: Any
     import stat
 
     from replmon.adapters.spool import DirectorySpool
-    from replmon.service import replay_spool
+    from replmon.probe.housekeeping import replay_spool
 
     spool = DirectorySpool(tmp_path / "spool")
     spool.spool(rec(1_790_000_000.0, probe="s1"))
@@ -228,7 +231,7 @@ def test_spooled_records_are_private_files_replayed_once(tmp_path: Any, ddb: Any
         def count(self, metric: str, value: float = 1, dimensions: Any = None) -> None:
             counted.append(metric)
 
-    deps = Deps(stores=lambda e: None, latency_store=DynamoLatencyStore(TABLE, ddb), metrics=Metrics(), spool=spool)  # type: ignore[arg-type,return-value]
+    deps = Deps(stores=lambda e: None, store=DynamoLatencyStore(TABLE, ddb), metrics=Metrics(), spool=spool)  # type: ignore[arg-type,return-value]
     assert replay_spool(deps) == {"replayed": 1, "duplicates": 0, "left": 0}
     spool.spool(rec(1_790_000_000.0, probe="s1"))  # the same probe spooled twice (a retried RecordResult)
     assert replay_spool(deps) == {"replayed": 0, "duplicates": 1, "left": 0}

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from samtranslator.translator.transform import transform
 
-from replmon.config import load_request
 from replmon.local.template import load_template
+from replmon.probe.request import load_request
 from tests.conftest import TEMPLATE
 
 

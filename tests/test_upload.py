@@ -10,10 +10,10 @@ import pytest
 from moto import mock_aws
 
 from replmon.adapters.s3 import S3ObjectStore
-from replmon.clock import ManualClock
-from replmon.config import Route
-from replmon.state import ProbeState
-from replmon.upload import MiB, UploadSettings, plan_upload, upload_probe
+from replmon.core.clock import ManualClock
+from replmon.core.route import Route
+from replmon.probe.state import ProbeState
+from replmon.probe.upload import MiB, UploadSettings, plan_upload, upload_probe
 from tests.conftest import DST, SRC, make_buckets, route
 
 SMALL = UploadSettings(multipart_threshold=8 * MiB, compose_threshold=32 * MiB, part_size=5 * MiB, seed_part_size=8 * MiB, workers=4)
@@ -117,10 +117,11 @@ def test_head_of_a_missing_version_is_none(s3: Any) -> None:
 
 def test_destination_role_is_assumed_and_refreshable(s3: Any) -> None:
     """Cross-account replicas are read through ``role_arn``; the credentials refresh themselves."""
-    from replmon.adapters.s3 import S3Stores, _store
-    from replmon.config import Destination
+    from replmon.adapters.clients import cached
+    from replmon.adapters.s3 import S3Stores
+    from replmon.core.route import Destination
 
-    _store.cache_clear()
+    cached.cache_clear()
     dest = Destination(bucket=DST, region="us-east-1", role_arn="arn:aws:iam::210987654321:role/replmon-reader")
     store = S3Stores()(dest)
     creds = store.client._request_signer._credentials
@@ -128,4 +129,4 @@ def test_destination_role_is_assumed_and_refreshable(s3: Any) -> None:
     s3.put_object(Bucket=DST, Key="replmon-probes/x", Body=b"1")
     assert store.head(DST, "replmon-probes/x") is not None  # moto's STS answered the AssumeRole
     assert creds.get_frozen_credentials().access_key != "testing"
-    _store.cache_clear()
+    cached.cache_clear()

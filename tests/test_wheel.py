@@ -28,8 +28,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     assert r.returncode == 0, r.stderr[-2000:]
     [wheel] = (work / "dist").glob("replmon-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    for needed in ("replmon/local/statemachines/replication_probe.asl.json", "replmon/local/template.yaml", "replmon/defaults.json",
-                   "replmon/presets.json", "replmon/entry/poll_replication.py", "replmon/lab/LoopbackDynamoDB.java"):
+    for needed in ("replmon/local/statemachines/replication_probe.asl.json", "replmon/local/template.yaml", "replmon/core/defaults.json",
+                   "replmon/probe/ladders.json", "replmon/cost/pricing.json", "replmon/entry/poll_replication.py", "replmon/lab/LoopbackDynamoDB.java"):
         assert needed in names, needed
     venv = work / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)

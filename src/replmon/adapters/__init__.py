@@ -1,1 +1,3 @@
-"""Adapters: boto3 S3 and DynamoDB (AWS or any compatible endpoint), Powertools Metrics."""
+"""adapters: the outside world behind core/ports.py - S3, DynamoDB, SQS, CloudWatch, EMF - and
+clients.py, the one place AWS clients are built under one retry and timeout policy.
+May import: core (and boto3, botocore, Powertools); nothing imports adapters but wiring and entry points."""

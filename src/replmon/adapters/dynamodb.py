@@ -6,21 +6,15 @@ import uuid
 from decimal import Decimal
 from typing import Any
 
-import boto3
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from replmon.ports import StoreUnavailable
-from replmon.record import PARTITION_KEY, SORT_KEY, ProbeRecord, iso_ms
+from replmon.core.errors import StoreUnavailable
+from replmon.core.keys import iso_ms
+from replmon.core.record import PARTITION_KEY, SORT_KEY, ProbeRecord
 
 #: The attribute that tells which put_once call wrote an item (see put_once).
 WRITE_ID = "write_id"
-#: A store that does not answer costs seconds, not minutes: RecordResult then spools the record.
-DYNAMODB_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=3, read_timeout=10)
-#: Reading for a report: a person waits; a store that does not answer is reported in ~10 s.
-READ_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 2}, connect_timeout=3, read_timeout=5)
-
 _ser = TypeSerializer()
 _de = TypeDeserializer()
 
@@ -46,17 +40,12 @@ def _from_ddb(value: Any) -> Any:
 
 
 class DynamoLatencyStore:
-    def __init__(self, table: str, client: Any = None, *, endpoint_url: str | None = None, region: str | None = None,
-                 keys: tuple[str, str] | None = None, profile: str | None = None, config: Config = DYNAMODB_CONFIG) -> None:
+    """The latency table: probe records, passive-signal items and mount results
+    (:class:`~replmon.core.ports.LatencyTable`). ``client`` comes from adapters/clients.py
+    (``clients.dynamodb``): AWS, or DynamoDB Local with an ``endpoint_url``."""
+
+    def __init__(self, table: str, client: Any) -> None:
         self.table = table
-        if client is None:
-            session = boto3.session.Session(*keys) if keys else boto3.session.Session(profile_name=profile)
-            if endpoint_url and session.get_credentials() is None:
-                # DynamoDB Local signs nothing it checks: any key will do, but boto3 needs one.
-                session = boto3.session.Session("local", "local")
-            client = session.client(
-                "dynamodb", endpoint_url=endpoint_url, region_name=region or ("us-east-1" if endpoint_url else None), config=config,
-            )
         self.client = client
 
     def put_once(self, record: ProbeRecord) -> bool:

@@ -1,6 +1,6 @@
 """CloudWatch metrics through Powertools Metrics (EMF on stdout; no API calls from Lambda).
 
-Every metric and its dimension sets come from :mod:`replmon.telemetry`; Powertools adds the
+Every metric and its dimension sets come from :mod:`replmon.core.telemetry`; Powertools adds the
 ``service`` dimension itself (POWERTOOLS_SERVICE_NAME), which telemetry lists too.
 """
 
@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from aws_lambda_powertools import single_metric
 from aws_lambda_powertools.metrics import MetricUnit
 
-from replmon.record import ProbeRecord, ProbeStatus
-from replmon.telemetry import LATENCY_METRIC, METRICS, NAMESPACE, ROUTE, SERVICE_DIM, SIZE_CLASS, STATUS_METRICS
+from replmon.core.record import ProbeRecord, ProbeStatus
+from replmon.core.telemetry import LATENCY_METRIC, METRICS, NAMESPACE, ROUTE, SERVICE_DIM, SIZE_CLASS, STATUS_METRICS
 
 
 class EmfMetrics:

@@ -12,18 +12,15 @@ Two S3 behaviours shape this adapter (tests/test_iam_contract.py encodes both):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from functools import cache
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-import boto3
-import botocore.session
-from botocore.config import Config
-from botocore.credentials import AssumeRoleCredentialFetcher, DeferredRefreshableCredentials
 from botocore.exceptions import ClientError
 
-from replmon.config import Destination, Endpoint
-from replmon.ports import HeadResult, PutResult, UploadInfo, VersionInfo
+from replmon.adapters import clients
+from replmon.adapters.clients import CONTROL, DATA, CallClass
+from replmon.core.ports import HeadResult, PutResult, UploadInfo, VersionInfo
+from replmon.core.route import Destination, Endpoint
 
 _CHECKSUM_FIELDS = ("ChecksumCRC64NVME", "ChecksumCRC32C", "ChecksumCRC32", "ChecksumSHA256", "ChecksumSHA1")
 _MISSING = ("404", "NoSuchKey", "NotFound", "NoSuchVersion")
@@ -92,6 +89,9 @@ class S3ObjectStore:
         self.control.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
 
     # ------------------------------------------------------------------ reading
+    def read(self, bucket: str, key: str) -> bytes:
+        return bytes(self.client.get_object(Bucket=bucket, Key=key)["Body"].read())
+
     def check_bucket(self, bucket: str) -> None:
         """Raises if the bucket cannot be reached with these credentials (versioning must be on)."""
         state = self.control.get_bucket_versioning(Bucket=bucket).get("Status")
@@ -175,54 +175,10 @@ class S3ObjectStore:
         return len(uploads)
 
 
-#: Data path (PUT, parts): parts take a while on a slow link. Control path (HEAD, list, delete):
-#: short timeouts, so a hung endpoint costs seconds, not minutes; the state machine retries.
-#: ``total_max_attempts`` counts the first attempt (botocore's ``max_attempts`` counts retries):
-#: a hung endpoint costs a control call at most 2 x 10 s.
-DATA_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 4}, connect_timeout=5, read_timeout=60)
-CONTROL_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 2}, connect_timeout=3, read_timeout=10)
-#: Preflight: one attempt, fast: a wrong URL or a dead endpoint is reported within seconds.
-PREFLIGHT_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=3, read_timeout=5)
-_PATH_STYLE = Config(s3={"addressing_style": "path"})
-
-
-def _assumed_role_session(base: boto3.session.Session, role_arn: str, region: str | None) -> boto3.session.Session:
-    """A session whose credentials re-assume ``role_arn`` before they expire (Lambda containers
-    outlive the 1-hour default), the way botocore does for profiles with role_arn."""
-    fetcher = AssumeRoleCredentialFetcher(
-        client_creator=base._session.create_client,
-        source_credentials=base.get_credentials(),
-        role_arn=role_arn,
-        extra_args={"RoleSessionName": "replmon"},
-    )
-    core = botocore.session.Session()
-    core._credentials = DeferredRefreshableCredentials(method="assume-role", refresh_using=fetcher.fetch_credentials)  # type: ignore[attr-defined]
-    return boto3.session.Session(botocore_session=core, region_name=region)
-
-
-def s3_client(
-    endpoint_url: str | None, region: str | None, keys: tuple[str, str] | None = None, role_arn: str | None = None,
-    config: Config = CONTROL_CONFIG, profile: str | None = None,
-) -> Any:
-    # Without keys: the standard chain (Lambda's role, a profile, the environment).
-    session = boto3.session.Session(*keys) if keys else boto3.session.Session(profile_name=profile)
-    if role_arn:  # replicas in another account: read and delete them through a role there
-        session = _assumed_role_session(session, role_arn, region)
-    cfg = config.merge(_PATH_STYLE) if endpoint_url else config
-    return session.client("s3", region_name=region or ("us-east-1" if endpoint_url else None), endpoint_url=endpoint_url, config=cfg)
-
-
-@cache
-def _store(endpoint_url: str | None, region: str | None, role_arn: str | None, keys: tuple[str, str] | None,
-           profile: str | None) -> S3ObjectStore:
-    return S3ObjectStore(
-        s3_client(endpoint_url, region, keys, role_arn, DATA_CONFIG, profile),
-        s3_client(endpoint_url, region, keys, role_arn, CONTROL_CONFIG, profile),
-    )
-
-
 class S3Stores:
-    """The :class:`~replmon.ports.ObjectStores` factory for boto3, clients cached per endpoint.
+    """The :class:`~replmon.core.ports.ObjectStores` factory for boto3: one store per endpoint,
+    its clients made once (adapters/clients.py) with the ``data`` call class for PUTs and parts and
+    the ``control`` class for HEAD, list and delete.
 
     ``keys`` (access key, secret) are for S3-compatible servers such as MinIO, per endpoint URL
     (``by_url``) or for all; without them the standard AWS credential chain (or ``profile``)
@@ -230,14 +186,13 @@ class S3Stores:
     machine's input and history.
     """
 
-    def __init__(self, keys: tuple[str, str] | None = None, by_url: dict[str, tuple[str, str]] | None = None,
-                 profile: str | None = None) -> None:
+    def __init__(self, keys: tuple[str, str] | None = None, by_url: Mapping[str, tuple[str, str]] | None = None,
+                 profile: str | None = None, *, data: CallClass = DATA, control: CallClass = CONTROL) -> None:
         self.keys, self.by_url, self.profile = keys, dict(by_url or {}), profile
+        self.data, self.control = data, control
 
     def __call__(self, endpoint: Endpoint) -> S3ObjectStore:
         role = endpoint.role_arn if isinstance(endpoint, Destination) else None
         keys = self.by_url.get(endpoint.endpoint_url or "", self.keys)
-        return _store(endpoint.endpoint_url, endpoint.region, role, keys, self.profile)
-
-
-s3_stores = S3Stores()
+        where = {"region": endpoint.region, "endpoint_url": endpoint.endpoint_url, "keys": keys, "profile": self.profile, "role_arn": role}
+        return S3ObjectStore(clients.cached("s3", self.data, **where), clients.cached("s3", self.control, **where))

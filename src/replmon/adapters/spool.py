@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from replmon.record import ProbeRecord
+from replmon.core.record import ProbeRecord
 
 
 def _encode(record: ProbeRecord) -> str:
@@ -31,12 +31,9 @@ def _decode(body: str) -> ProbeRecord:
 
 
 class SqsSpool:
-    def __init__(self, queue_url: str, client: Any = None) -> None:
-        if client is None:
-            import boto3
-            from botocore.config import Config
+    """The stack's spool queue; ``client`` is an SQS client from adapters/clients.py."""
 
-            client = boto3.client("sqs", config=Config(retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=3, read_timeout=10))
+    def __init__(self, queue_url: str, client: Any) -> None:
         self.client, self.queue_url = client, queue_url
 
     def spool(self, record: ProbeRecord) -> None:

@@ -4,148 +4,31 @@
     replmon probe --source-bucket a --dest-bucket b --sizes 1MiB,64MiB --stack-name replmon
     replmon report --route primary --hours 24 --format json --stack-name replmon
     replmon cost --sizes 1MiB,64MiB,1GiB --rate-minutes 15
+
+This module assembles the commands (each in its own module, sharing cli/common.py and
+cli/render.py, none importing another command or this module) and runs them (:func:`main`).
 """
 
 from __future__ import annotations
 
 import sys
-import time
-from pathlib import Path
-from typing import Annotated
 
 import typer
 
-from replmon import presets
-from replmon.cli.common import (
-    EXIT_CODES_HELP,
-    FORMAT_HELP,
-    INFRASTRUCTURE,
-    OK,
-    USAGE,
-    CliError,
-    Format,
-    check_output_file,
-    check_url,
-    emit,
-    err,
-    fail,
-    report_error,
-    stack_outputs,
-)
+from replmon.cli import cost, events, fio, labcmd, probe, report, routes
+from replmon.cli.common import EXIT_CODES_HELP, OK, USAGE, CliError, report_error
+from replmon.cli.render import err
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Measure S3 replication latency (RPO) with active probes. " + EXIT_CODES_HELP)
-lab_app = typer.Typer(no_args_is_help=True, help="The local lab: two MinIO servers with real replication, DynamoDB Local.")
-app.add_typer(lab_app, name="lab")
-
-
-# ---------------------------------------------------------------------------------------- report
-@app.command(epilog=EXIT_CODES_HELP)
-def report(
-    route: Annotated[list[str], typer.Option(help="Route name (repeat for several).")],
-    hours: Annotated[float, typer.Option(help="Window: the last N hours.")] = 24.0,
-    table: Annotated[str | None, typer.Option(envvar="REPLMON_TABLE", help="Latency table (or --stack-name).")] = None,
-    stack_name: Annotated[str | None, typer.Option(help="A deployed replmon stack: its table comes from the stack's outputs.")] = None,
-    region: Annotated[str | None, typer.Option(envvar="AWS_REGION", help="AWS region of the table / stack.")] = None,
-    profile: Annotated[str | None, typer.Option(envvar="AWS_PROFILE", help="AWS profile for credentials.")] = None,
-    dynamodb_endpoint: Annotated[str | None, typer.Option(envvar="REPLMON_DYNAMODB_ENDPOINT", help="e.g. the lab's DynamoDB Local")] = None,
-    fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table,
-    chart: Annotated[Path | None, typer.Option(help="Also write a PNG chart here.")] = None,
-    slo_target: Annotated[float, typer.Option(help="SLO: percent of probes within --slo-threshold.", min=50, max=99.999)] = 99.99,
-    slo_threshold: Annotated[float, typer.Option(help="SLO: seconds (RTC's 900).", min=1)] = 900.0,
-    rpo_window: Annotated[float, typer.Option(help="RPO: how far back to look, seconds.", min=60)] = 3600.0,
-) -> int:
-    """The Report function's statistics, from a deployed stack's table or the lab's DynamoDB Local;
-    then each route's RPO, SLO attainment, error budget left and burn rates (docs/SEMANTICS.md)."""
-    from pydantic import ValidationError
-
-    from replmon.adapters.dynamodb import READ_CONFIG, DynamoLatencyStore
-    from replmon.cli.common import aws_region_or_fail
-    from replmon.local.runner import _why
-    from replmon.report import ReportRequest, build_report, collect, window
-
-    check_url(dynamodb_endpoint, "--dynamodb-endpoint")
-    check_output_file(chart, "--chart")
-    try:
-        req = ReportRequest(routes=route, hours=hours)
-    except ValidationError as exc:
-        fail("; ".join(f"--{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
-    aws_region_or_fail(region, dynamodb_endpoint, "--region", profile)
-    if stack_name:
-        table = stack_outputs(stack_name, region, profile).get("LatencyTableName")
-    if not table:
-        if not dynamodb_endpoint:
-            fail("--table or --stack-name: which latency table? (the deployed stack's output LatencyTableName)")
-        table = "replmon-latency"  # the lab's
-    store = DynamoLatencyStore(table, endpoint_url=dynamodb_endpoint, region=region, profile=profile, config=READ_CONFIG)
-    now = time.time()
-    try:
-        rep = build_report(store, req, now)
-    except Exception as exc:
-        fail(f"latency store {table!r}: {_why(exc)}", INFRASTRUCTURE)
-    from replmon.passive import route_health
-    from replmon.service import slo_spec
-
-    spec = slo_spec({"threshold_seconds": slo_threshold, "target_percent": slo_target})
-    try:
-        rep["health"] = [route_health(store, r, now, spec, rpo_window).to_json(spec) for r in route]
-    except Exception as exc:
-        fail(f"latency store {table!r}: {_why(exc)}", INFRASTRUCTURE)
-    rows = rep["summaries"]
-    if fmt is Format.json:
-        emit(rows, fmt, document=rep)
-    else:
-        emit(rows, fmt, f"{rep['probes']} probes, {rep['window']['start']} .. {rep['window']['end']}",
-             columns=["route", "size_class", "probes", "completed", "failed", "stuck", "errors", "p50", "p90", "p99", "max",
-                      "share_within_target", "mib_per_s", "heads_per_probe", "max_width"])
-    if fmt is Format.table:  # CSV stays one table (the size classes); JSON has everything
-        emit([health_row(h) for h in rep["health"]], fmt, f"RPO (last {rpo_window:g} s) and SLO ({slo_target:g} % within {slo_threshold:g} s)",
-             columns=list(health_row(rep["health"][0]).keys()) if rep["health"] else None)
-    if chart:
-        from replmon.local.charts import latency_chart
-
-        start, end = window(req, now)
-        latency_chart(collect(store, req.routes, start, end), chart, f"replmon: {', '.join(route)}, last {hours:g} h")
-        err.print(f"chart: {chart}")
-    return OK
-
-
-def health_row(h: dict[str, object]) -> dict[str, object]:
-    """One route's RPO and SLO as a table row."""
-    rpo, slo = h["rpo"], h["slo"]
-    assert isinstance(rpo, dict) and isinstance(slo, dict)
-    burn = slo["burn_rates"]
-
-    def pct(v: float | None) -> float | None:
-        return None if v is None else round(100 * v, 3)
-
-    return {"route": h["route"], "rpo_s": "unbounded" if rpo["unbounded"] else rpo["seconds"],
-            "why": "; ".join(rpo["reasons"]) or "-", "slo_probes": f"{slo['good']}/{slo['total']}",
-            "attainment_%": pct(slo["attainment"]), "budget_left_%": pct(slo["budget_left"]),
-            **{f"burn_{k}": v for k, v in burn.items()},
-            "alerts": ",".join(k for k, v in slo["alerts"].items() if v) or "-",
-            "pending_bytes": rpo["inputs"].get("rtc_bytes_pending"), "events": sum(h["events"].values()) if isinstance(h["events"], dict) else 0}
-
-
-@app.command("presets")
-def list_presets(fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table) -> int:
-    """The named probe ladders (presets.json): sizes and trials a preset brings."""
-    from replmon.sizes import format_size
-
-    rows = []
-    for name in presets.names():
-        p = presets.preset(name)
-        rows.append({"preset": name, "sizes": ",".join(format_size(s) for s in p.sizes), "trials": p.trials,
-                     "description": p.description})
-    emit(rows, fmt, "presets", columns=["preset", "sizes", "trials", "description"])
-    return OK
-
-
-def _register() -> None:
-    from replmon.cli import cost, fio, labcmd, probe, signals  # noqa: F401 - each adds its commands to the app
-
-
-_register()
+app.add_typer(labcmd.lab_app, name="lab")
+app.command(epilog=EXIT_CODES_HELP)(report.report)
+app.command("presets")(probe.list_presets)
+app.command()(cost.cost)
+app.add_typer(fio.fio_app, name="fio")
+app.command(epilog=EXIT_CODES_HELP)(probe.probe)
+app.add_typer(events.events_app, name="events")
+app.command("routes")(routes.routes_cmd)
 
 
 def _click_exceptions() -> tuple[type[Exception], ...]:
@@ -159,7 +42,7 @@ def _click_exceptions() -> tuple[type[Exception], ...]:
 
 def main(argv: list[str] | None = None) -> None:
     """The console entry: one line and an exit code for every error, never a traceback."""
-    from replmon.local.runner import Interrupted, RunInterrupted, interrupts, salvage_summary
+    from replmon.local.execution import Interrupted, RunInterrupted, interrupts, salvage_summary
 
     try:
         with interrupts():

@@ -1,4 +1,5 @@
-"""What every command shares: exit codes, output formats, errors that name the flag, credentials.
+"""What every command shares: exit codes, errors that name the flag, flag checks, credentials,
+a deployed stack's outputs (output and rendering: cli/render.py).
 
 Exit codes (documented in `replmon --help` and the README):
 
@@ -11,39 +12,22 @@ Exit codes (documented in `replmon --help` and the README):
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import os
 import re
-import sys
-from collections.abc import Mapping, Sequence
-from enum import StrEnum
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
-from rich.console import Console
-from rich.table import Table
-
-from replmon.config import ConfigError
+from replmon.adapters.explain import explain
+from replmon.cli.render import err
+from replmon.core.errors import ConfigError
+from replmon.core.names import ENDPOINT_URL_RE
+from replmon.core.record import ProbeRecord, ProbeStatus
 
 OK, MEASURED_FAILURE, USAGE, INFRASTRUCTURE = 0, 1, 2, 3
 EXIT_CODES_HELP = ("Exit codes: 0 all probes COMPLETED within target; 1 a probe FAILED, was STUCK or over target; "
                    "2 usage error; 3 infrastructure error (endpoint, credentials, store, a probe not measured); "
                    "130/143 interrupted (SIGINT/SIGTERM).")
-
-out = Console(width=None if sys.stdout.isatty() else 220, soft_wrap=False)
-err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
-
-
-class Format(StrEnum):
-    table = "table"
-    json = "json"
-    csv = "csv"
-
-
-FORMAT_HELP = "table (for people), json (one document on stdout), csv"
-
 
 class CliError(Exception):
     """One line for stderr and an exit code."""
@@ -86,30 +70,8 @@ def config_message(exc: ConfigError, flags: Mapping[str, str] = FLAGS) -> str:
     return "; ".join(parts)
 
 
-def emit(rows: Sequence[Mapping[str, Any]], fmt: Format, title: str = "", columns: Sequence[str] | None = None,
-         document: Mapping[str, Any] | None = None) -> None:
-    """Rows as a table, a CSV, or one JSON document (``document`` if given, else the rows)."""
-    columns = list(columns or (rows[0].keys() if rows else []))
-    if fmt is Format.json:
-        sys.stdout.write(json.dumps(document if document is not None else list(rows), default=str, indent=1) + "\n")
-    elif fmt is Format.csv:
-        buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore")
-        w.writeheader()
-        for r in rows:
-            w.writerow({c: "" if r.get(c) is None else r.get(c) for c in columns})
-        sys.stdout.write(buf.getvalue())
-    else:
-        t = Table(title=title or None, title_justify="left")
-        for c in columns:
-            t.add_column(c, justify="right" if rows and isinstance(rows[0].get(c), int | float) else "left")
-        for r in rows:
-            t.add_row(*("-" if r.get(c) is None else str(r.get(c)) for c in columns))
-        out.print(t)
-
-
 def check_url(value: str | None, flag: str) -> None:
-    if value is not None and not re.match(r"^https?://[^/\s]+/?$", value):
+    if value is not None and not ENDPOINT_URL_RE.match(value):
         fail(f"{flag}: {value!r} is not an http(s) URL with no path; use e.g. http://127.0.0.1:8000")
 
 
@@ -136,10 +98,10 @@ def aws_region_or_fail(region: str | None, endpoint: str | None, flag: str, prof
     """AWS endpoints need a region: say how to set one instead of botocore's NoRegionError."""
     if endpoint or region:
         return
-    import boto3
+    from replmon.adapters import clients
 
     try:
-        found = boto3.session.Session(profile_name=profile).region_name
+        found = clients.session(profile=profile).region_name
     except Exception as exc:  # e.g. an unknown profile
         fail(f"--profile: {exc}")
     if not found:
@@ -148,15 +110,21 @@ def aws_region_or_fail(region: str | None, endpoint: str | None, flag: str, prof
 
 def stack_outputs(stack: str, region: str | None, profile: str | None) -> dict[str, str]:
     """A deployed replmon stack's CloudFormation outputs (LatencyTableName, SourceBucket...)."""
-    import boto3
-    from botocore.config import Config
+    from replmon.adapters import clients
 
     try:
-        cfn = boto3.session.Session(profile_name=profile).client(
-            "cloudformation", region_name=region, config=Config(connect_timeout=3, read_timeout=10, retries={"total_max_attempts": 2}))
+        cfn = clients.client("cloudformation", clients.CONTROL, region=region, profile=profile)
         stacks = cfn.describe_stacks(StackName=stack)["Stacks"]
     except Exception as exc:
-        from replmon.local.runner import _why
-
-        fail(f"--stack-name {stack}: {_why(exc)}", INFRASTRUCTURE)
+        fail(f"--stack-name {stack}: {explain(exc)}", INFRASTRUCTURE)
     return {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
+
+
+def exit_code(records: list[ProbeRecord], planned: int, execution_ok: bool) -> int:
+    """1 if replication was seen failing or late; else 3 if anything could not be measured or recorded; else 0."""
+    if any(r.status in (ProbeStatus.FAILED, ProbeStatus.STUCK) or (r.status is ProbeStatus.COMPLETED and not r.within_target)
+           for r in records):
+        return MEASURED_FAILURE
+    if not execution_ok or len(records) != planned or any(r.status is not ProbeStatus.COMPLETED for r in records):
+        return INFRASTRUCTURE
+    return OK

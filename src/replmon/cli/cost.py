@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from replmon.cli.app import app
-from replmon.cli.common import FORMAT_HELP, OK, Format, config_message, emit, err, fail
-from replmon.config import ConfigError
-from replmon.defaults import DEFAULTS
+from replmon.cli.common import OK, config_message, fail
+from replmon.cli.render import FORMAT_HELP, Format, emit, err
+from replmon.core.defaults import DEFAULTS
+from replmon.core.errors import ConfigError
 
 
-@app.command()
 def cost(
     sizes: Annotated[str, typer.Option(help="Preset name or comma-separated sizes.")] = DEFAULTS.sizes,
     trials: Annotated[int | None, typer.Option(help="Trials per size (default: the preset's, else 1).")] = None,
@@ -33,11 +32,11 @@ def cost(
         from replmon.cli.fio import print_cost
 
         return print_cost(mount_preset, bucket_region, "full", False, 30 * 24 * 60 / rate_minutes, fmt)
-    from replmon.config import load_request
-    from replmon.cost import estimate, pricing
+    from replmon.cost.estimate import estimate, pricing
     from replmon.local.template import TEMPLATE, load_template
+    from replmon.probe.request import load_request
 
-    payload: dict = {"routes": [{"name": "r", "source": {"bucket": "src-bucket"},
+    payload: dict[str, Any] = {"routes": [{"name": "r", "source": {"bucket": "src-bucket"},
                                  "destinations": [{"bucket": f"dst-bucket-{i}"} for i in range(destinations)]}],
                      "sizes": sizes, "poll": {"use_history": history}}
     if trials is not None:

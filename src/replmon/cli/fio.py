@@ -11,14 +11,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from replmon.cli.app import app
-from replmon.cli.common import FORMAT_HELP, INFRASTRUCTURE, OK, USAGE, Format, emit, err, fail, out
+from replmon.cli.common import INFRASTRUCTURE, OK, USAGE, fail
+from replmon.cli.render import FORMAT_HELP, Format, emit, err, out
 
 if TYPE_CHECKING:
     from replmon.mounts.report import StudyReport
 
 fio_app = typer.Typer(no_args_is_help=True, help="Mount throughput baselines: fio results, presets, reports, knees and costs.")
-app.add_typer(fio_app, name="fio")
 
 
 def _read(path: Path) -> str:
@@ -172,17 +171,14 @@ def print_report(rep: StudyReport, fmt: Format, title: str = "", document: Mappi
 
 def _stack(stack: str, region: str | None, profile: str | None) -> tuple[dict[str, str], dict[str, str]]:
     """(parameters, outputs) of a deployed mount stack."""
-    import boto3
-    from botocore.config import Config
+    from replmon.adapters import clients
+    from replmon.adapters.explain import explain
 
     try:
-        cfn = boto3.session.Session(profile_name=profile).client(
-            "cloudformation", region_name=region, config=Config(connect_timeout=3, read_timeout=10, retries={"total_max_attempts": 2}))
+        cfn = clients.client("cloudformation", clients.CONTROL, region=region, profile=profile)
         s = cfn.describe_stacks(StackName=stack)["Stacks"][0]
     except Exception as exc:
-        from replmon.local.runner import _why
-
-        fail(f"--stack-name {stack}: {_why(exc)}", INFRASTRUCTURE)
+        fail(f"--stack-name {stack}: {explain(exc)}", INFRASTRUCTURE)
     return ({p["ParameterKey"]: p.get("ParameterValue", "") for p in s.get("Parameters", [])},
             {o["OutputKey"]: o["OutputValue"] for o in s.get("Outputs", [])})
 
@@ -220,9 +216,8 @@ def report(
     """Rebuild a study's table (and chart) from the stored results of each target's latest run,
     with the published values in the same unit, the cross-region drop, the Express / Standard
     ratios, burst and sustained levels against the per-unit baseline."""
-    from replmon.adapters.dynamodb import READ_CONFIG, DynamoLatencyStore
+    from replmon.adapters.explain import explain
     from replmon.cli.common import check_output_file, check_url
-    from replmon.local.runner import _why
     from replmon.mounts import presets as p
     from replmon.mounts.ingest import partition
     from replmon.mounts.report import latest, study_report
@@ -242,13 +237,15 @@ def report(
         fail("--table or --stack-name: which results table? (the mount stack's output FioTableName)")
     if not wanted:
         fail(f"--target: no target runs {preset} (name them with --target, or check the stack's Ec2Targets)")
-    store = DynamoLatencyStore(table, endpoint_url=dynamodb_endpoint, region=region, profile=profile, config=READ_CONFIG)
+    from replmon.wiring import latency_table
+
+    store = latency_table(table, endpoint_url=dynamodb_endpoint, region=region, profile=profile, call="read")
     results = []
     for name, sc in wanted:
         try:
             items = store.partition_items(partition(name, preset, sc))
         except Exception as exc:
-            fail(f"results table {table!r}: {_why(exc)}", INFRASTRUCTURE)
+            fail(f"results table {table!r}: {explain(exc)}", INFRASTRUCTURE)
         got = latest(items, name)
         if got is None:
             err.print(f"{name}: no {preset} run at scale {sc} in {table}", highlight=False)

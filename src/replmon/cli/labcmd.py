@@ -1,72 +1,24 @@
-"""`replmon lab run` and `replmon lab bench`: the local region pair."""
+"""`replmon lab ...`: the local lab (run, bench, bench-mounts, chaos, fio), its own command group."""
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from replmon.cli.app import lab_app
-from replmon.cli.common import (
-    EXIT_CODES_HELP,
-    FORMAT_HELP,
-    INFRASTRUCTURE,
-    USAGE,
-    Format,
-    config_message,
-    emit,
-    err,
-    fail,
-    out,
-)
-from replmon.config import ConfigError
-from replmon.record import ProbeRecord
-from replmon.stats import SizeSummary
+from replmon.cli.common import EXIT_CODES_HELP, INFRASTRUCTURE, USAGE, check_output_file, config_message, exit_code, fail
+from replmon.cli.render import FORMAT_HELP, Format, emit, err, out, progress_bar, summary_rows, write_data
+from replmon.core.errors import ConfigError
+
+lab_app = typer.Typer(no_args_is_help=True, help="The local lab: two MinIO servers with real replication, DynamoDB Local.")
 
 #: MinIO refuses a replication bandwidth limit below this (mc replicate add --bandwidth).
 MINIO_MIN_BANDWIDTH = 100 * 2**20
 
 
-def _f(x: float | None, spec: str = ".2f") -> str | None:
-    return None if x is None else format(x, spec)
-
-
-def summary_rows(summaries: list[SizeSummary]) -> list[dict[str, Any]]:
-    """The table people read: percentiles of the interval midpoints, the widest interval, the
-    bound the policy promised and how many probes met it."""
-    rows = []
-    for s in summaries:
-        rows.append({
-            "route": s.route, "size": s.size_class, "trials": f"{s.completed}/{s.probes}",
-            "p50 s": _f(s.p50), "p90 s": _f(s.p90), "p99 s": _f(s.p99), "max s": _f(s.max),
-            "MiB/s": _f(s.mib_per_s, ".1f"), "HEADs/probe": _f(s.heads_per_probe, ".1f"),
-            "widest interval s": _f(s.max_width, ".3f"),
-            "bound s": None if s.max_bound is None else (f"{s.min_bound:.3f}" if s.min_bound == s.max_bound
-                                                         else f"{s.min_bound:.3f}-{s.max_bound:.3f}"),
-            "bound met": f"{s.bound_met}/{s.completed}" if s.completed else None,
-            "within target": None if s.share_within_target is None else f"{100 * s.share_within_target:.0f} %",
-            "failed/stuck/error": f"{s.failed}/{s.stuck}/{s.errors}",
-        })
-    return rows
-
-
-def write_data(records: list[ProbeRecord], path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps([r.to_item() for r in records], indent=1, default=str))
-    return path
-
-
-def progress_bar() -> Progress:
-    return Progress(TextColumn("[bold]probes"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err,
-                    disable=not err.is_terminal and os.environ.get("REPLMON_PROGRESS") != "1")
-
-
 def check_bandwidth(value: str) -> str:
-    from replmon.sizes import SizeError, format_size, parse_size
+    from replmon.core.sizes import SizeError, format_size, parse_size
 
     try:
         n = parse_size(value)
@@ -89,34 +41,30 @@ def lab_run(
     fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table,
 ) -> int:
     """Start the lab, run a probe ladder through the real state machine, print the table, draw the chart."""
-    from replmon.cli.probe import exit_code
-    from replmon.config import load_request
-    from replmon.lab.lab import Lab, lab_route
+    from replmon.core.stats import summarize
+    from replmon.lab.lab import Lab, planned_route
     from replmon.lab.servers import LabError
-    from replmon.local.charts import latency_chart
-    from replmon.local.runner import run_request
-    from replmon.plan import plan_output
-    from replmon.stats import summarize
+    from replmon.local.execution import run_request
+    from replmon.local.latency_chart import latency_chart
+    from replmon.probe.plan import check_fits
+    from replmon.probe.request import load_settings
 
     bandwidth = check_bandwidth(bandwidth)
-    payload: dict[str, Any] = {"sizes": sizes, "timeout_seconds": timeout, "max_concurrency": 1,
-                               "poll": {"floor_seconds": resolution, "use_history": history}}
-    if trials is not None:
-        payload["trials"] = trials
-    try:  # bad flags fail before any server starts (the URLs are placeholders until then)
-        request = load_request({**payload, "routes": [lab_route("lab", "http://127.0.0.1:1", "http://127.0.0.1:2")]})
-        plan_output(request, "flag-check", 0.0)
+    flags = {"sizes": sizes, "timeout_seconds": timeout, "max_concurrency": 1, "poll": {"floor_seconds": resolution, "use_history": history},
+             **({"trials": trials} if trials is not None else {})}
+    try:  # bad flags fail before any server starts
+        settings = load_settings(flags)
+        check_fits(settings.for_routes([planned_route("lab")]))
     except ConfigError as exc:
         fail(config_message(exc))
     try:
         with Lab(lab_dir, bandwidth=bandwidth) as lab:
             err.print(f"lab up: source {lab.servers['source'].url}, destination {lab.servers['destination'].url} "
                       f"(replication limit {bandwidth}/s), DynamoDB Local {lab.servers['dynamodb'].url}", highlight=False)
-            payload["routes"] = [lab.route()]
             with progress_bar() as bar:
                 task = bar.add_task("probes", total=None)
-                result = run_request(payload, lab.deps(), on_progress=lambda n, total: bar.update(task, completed=n, total=total),
-                                     function_deps=lab.function_deps())
+                result = run_request(settings.for_routes([lab.route()]), lab.deps(),
+                                     on_progress=lambda n, total: bar.update(task, completed=n, total=total), function_deps=lab.function_deps())
             left = lab.leftovers()
     except LabError as exc:
         fail(str(exc), USAGE if str(exc).startswith("--dir") else INFRASTRUCTURE)
@@ -149,21 +97,18 @@ def lab_bench(
 ) -> int:
     """P1 HEADs per probe at equal error bound, P2 accuracy as containment in [lo, hi], P3 composition
     speed, P4 record delay, P5 cold start and layer size; writes docs/BENCH.md."""
-    from replmon.config import load_request
+    from replmon.core.sizes import SizeError, parse_size
     from replmon.lab.bench import run_bench
-    from replmon.lab.lab import lab_route
-    from replmon.sizes import SizeError, parse_size
+    from replmon.probe.request import load_settings
 
     try:
-        load_request({"sizes": sizes, "trials": trials, "routes": [lab_route("bench", "http://127.0.0.1:1", "http://127.0.0.1:2")]})
+        load_settings({"sizes": sizes, "trials": trials})
     except ConfigError as exc:
         fail(config_message(exc))
     try:
         parse_size(compose_size)
     except SizeError as exc:
         fail(f"--compose-size: {exc}")
-    from replmon.cli.common import check_output_file
-
     check_output_file(output, "--output")
     from replmon.lab.servers import LabError
 
@@ -183,7 +128,6 @@ def lab_bench_mounts(
 ) -> int:
     """M1 runner overhead vs bare fio, M2 lab Mountpoint vs s3fs sequential reads, M3 the drop under
     an added round trip; writes docs/BENCH-MOUNTS.md."""
-    from replmon.cli.common import check_output_file
     from replmon.lab.mountbench import run_mount_bench
     from replmon.lab.servers import LabError
 
@@ -208,16 +152,16 @@ def lab_chaos(
     """Baseline, fault, healed: probes through the real state machine while Toxiproxy breaks the
     replication path; each phase's RPO, SLO burn and alert state with the alarms' thresholds.
     Exit 0 when the fault breached and the healed route recovered, 1 otherwise."""
-    from replmon.config import load_request
     from replmon.lab.chaos import run_chaos
     from replmon.lab.faults import FAULTS
-    from replmon.lab.lab import Lab, lab_route
+    from replmon.lab.lab import Lab
     from replmon.lab.servers import LabError
+    from replmon.probe.request import load_settings
 
     if fault not in FAULTS:
         fail(f"--fault {fault!r}: use one of {', '.join(FAULTS)}")
     try:
-        load_request({"sizes": sizes, "routes": [lab_route("lab", "http://127.0.0.1:1", "http://127.0.0.1:2")]})
+        load_settings({"sizes": sizes})
     except ConfigError as exc:
         fail(config_message(exc))
     try:

@@ -1,33 +1,29 @@
-"""`replmon probe`: one route, now, through the same state machine and handlers that deploy."""
+"""`replmon probe` (one route, now, through the same state machine and handlers that deploy) and
+`replmon presets` (the probe ladders a request's ``sizes`` may name)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from replmon.cli.app import app
 from replmon.cli.common import (
-    EXIT_CODES_HELP,
-    FORMAT_HELP,
     INFRASTRUCTURE,
-    MEASURED_FAILURE,
-    OK,
-    Format,
     aws_region_or_fail,
     check_url,
     config_message,
-    emit,
-    err,
+    exit_code,
     fail,
     keys_from,
     stack_outputs,
 )
-from replmon.config import ConfigError
-from replmon.defaults import DEFAULTS
-from replmon.record import ProbeRecord, ProbeStatus
+from replmon.cli.render import FORMAT_HELP, Format, emit, err, progress_bar, record_rows, summary_rows
+from replmon.core.defaults import DEFAULTS
+from replmon.core.errors import ConfigError
+from replmon.core.names import check_bucket, check_endpoint_url, check_prefix, check_region, check_route_name
 
 
 def default_spool_dir() -> Path:
@@ -37,24 +33,25 @@ def default_spool_dir() -> Path:
 DEFAULT_SPOOL = default_spool_dir()
 
 
-def exit_code(records: list[ProbeRecord], planned: int, execution_ok: bool) -> int:
-    """1 if replication was seen failing or late; else 3 if anything could not be measured or recorded; else 0."""
-    if any(r.status in (ProbeStatus.FAILED, ProbeStatus.STUCK) or (r.status is ProbeStatus.COMPLETED and not r.within_target)
-           for r in records):
-        return MEASURED_FAILURE
-    if not execution_ok or len(records) != planned or any(r.status is not ProbeStatus.COMPLETED for r in records):
-        return INFRASTRUCTURE
-    return OK
+def route_flag_problems(route: str, prefix: str, source_bucket: str | None, dest_bucket: list[str] | None,
+                        source_endpoint: str | None, dest_endpoint: str | None, source_region: str | None,
+                        dest_region: str | None) -> list[str]:
+    """The route's flags, each checked as the route model checks its field (core/names.py), before
+    the buckets are known (--stack-name) or anything is contacted."""
+    checks: list[tuple[str, Callable[[Any], object], str | None]] = [("--route", check_route_name, route), ("--prefix", check_prefix, prefix),
+              ("--source-endpoint", check_endpoint_url, source_endpoint), ("--source-region", check_region, source_region),
+              ("--dest-endpoint", check_endpoint_url, dest_endpoint), ("--dest-region", check_region, dest_region)]
+    checks += [("--source-bucket", check_bucket, source_bucket)] if source_bucket else []
+    checks += [("--dest-bucket", check_bucket, b) for b in dest_bucket or []]
+    problems = []
+    for flag, check, value in checks:
+        try:
+            check(value)
+        except ValueError as exc:
+            problems.append(f"{flag}: {exc}")
+    return problems
 
 
-def record_rows(records: list[ProbeRecord]) -> list[dict[str, Any]]:
-    return [{"probe_id": r.probe_id, "size": r.size_class, "trial": r.trial, "status": str(r.status),
-             "latency_lo": r.latency_lo, "latency_hi": r.latency_hi, "latency_mid": r.latency_mid, "heads": r.head_count,
-             "bound_s": r.bound_seconds, "bound_met": r.bound_met, "within_target": r.within_target,
-             "failure_reason": r.failure_reason} for r in records]
-
-
-@app.command(epilog=EXIT_CODES_HELP)
 def probe(
     source_bucket: Annotated[str | None, typer.Option(help="Replication source bucket (or --stack-name).")] = None,
     dest_bucket: Annotated[list[str] | None, typer.Option(help="Destination bucket (repeat for several; or --stack-name).")] = None,
@@ -92,35 +89,33 @@ def probe(
     REPLMON_SECRET_ACCESS_KEY (or per endpoint: REPLMON_SOURCE_... and REPLMON_DEST_...); AWS
     endpoints use the standard chain or --profile.
     """
-    from replmon.adapters.dynamodb import DynamoLatencyStore
-    from replmon.adapters.metrics import NullMetrics
-    from replmon.adapters.s3 import PREFLIGHT_CONFIG, S3ObjectStore, S3Stores, s3_client
+    """Probe one route now, through the same state machine and handlers that deploy to AWS.
+
+    Credentials for S3-compatible endpoints come from REPLMON_ACCESS_KEY_ID and
+    REPLMON_SECRET_ACCESS_KEY (or per endpoint: REPLMON_SOURCE_... and REPLMON_DEST_...); AWS
+    endpoints use the standard chain or --profile.
+    """
+    from replmon import wiring
     from replmon.adapters.spool import DirectorySpool
-    from replmon.config import Destination, Endpoint, load_request
-    from replmon.local.runner import PreflightError, preflight, run_request
-    from replmon.plan import plan_output, worst_case_seconds
-    from replmon.service import Deps
+    from replmon.core.stats import summarize
+    from replmon.local.execution import PreflightError, preflight, run_request
+    from replmon.probe.plan import check_fits, worst_case_seconds
+    from replmon.probe.request import load_settings
 
     # ---- flags first: one line naming the flag, before anything is contacted
     check_url(dynamodb_endpoint, "--dynamodb-endpoint")
     shared = keys_from(access_key, secret_key, "--access-key/--secret-key")
     src_keys = keys_from(source_access_key, source_secret_key, "REPLMON_SOURCE_ACCESS_KEY_ID/REPLMON_SOURCE_SECRET_ACCESS_KEY") or shared
     dst_keys = keys_from(dest_access_key, dest_secret_key, "REPLMON_DEST_ACCESS_KEY_ID/REPLMON_DEST_SECRET_ACCESS_KEY") or shared
-    payload: dict[str, Any] = {
-        "routes": [{"name": route, "prefix": prefix,
-                    "source": {"bucket": source_bucket or "placeholder-bucket", "endpoint_url": source_endpoint, "region": source_region},
-                    "destinations": [{"bucket": b, "endpoint_url": dest_endpoint, "region": dest_region or source_region}
-                                     for b in (dest_bucket or ["placeholder-bucket"])]}],
-        "sizes": sizes, "timeout_seconds": timeout, "target_seconds": target, "max_concurrency": concurrency,
-        "poll": {"floor_seconds": resolution, "use_history": history},
-    }
-    if trials is not None:
-        payload["trials"] = trials
+    flags = {"sizes": sizes, "timeout_seconds": timeout, "target_seconds": target, "max_concurrency": concurrency,
+             "poll": {"floor_seconds": resolution, "use_history": history}, **({"trials": trials} if trials is not None else {})}
+    problems = route_flag_problems(route, prefix, source_bucket, dest_bucket, source_endpoint, dest_endpoint, source_region, dest_region)
     try:
-        request = load_request(payload)
-        plan_output(request, "flag-check", 0.0)  # a plan too large for one run is refused here
+        settings = load_settings(flags)
     except ConfigError as exc:
-        fail(config_message(exc))
+        problems.append(config_message(exc))
+    if problems:
+        fail("; ".join(problems))
     aws_region_or_fail(source_region, source_endpoint, "--source-region", profile)
     if stack_name:
         outputs = stack_outputs(stack_name, source_region, profile)
@@ -133,44 +128,47 @@ def probe(
         if not dynamodb_endpoint:
             fail("--table or --stack-name: which latency table? (the deployed stack's output LatencyTableName)")
         table = "replmon-latency"  # the lab's
-    payload["routes"][0]["source"]["bucket"] = source_bucket
-    payload["routes"][0]["destinations"] = [{"bucket": b, "endpoint_url": dest_endpoint, "region": dest_region or source_region}
-                                            for b in dest_bucket]
-    by_url = {u: k for u, k in ((source_endpoint, src_keys), (dest_endpoint, dst_keys)) if u and k}
-    stores = S3Stores(shared, by_url=by_url, profile=profile)
-    deps = Deps(stores=stores, latency_store=DynamoLatencyStore(table, endpoint_url=dynamodb_endpoint, region=source_region, profile=profile),
-                metrics=NullMetrics(), spool=DirectorySpool(spool_dir))
-
-    def preflight_store(ep: Endpoint) -> S3ObjectStore:
-        keys = by_url.get(ep.endpoint_url or "", shared)
-        role = ep.role_arn if isinstance(ep, Destination) else None
-        return S3ObjectStore(s3_client(ep.endpoint_url, ep.region, keys, role, PREFLIGHT_CONFIG, profile))
-
     try:
-        preflight(payload, Deps(stores=preflight_store, latency_store=DynamoLatencyStore(
-            table, endpoint_url=dynamodb_endpoint, region=source_region, profile=profile, config=PREFLIGHT_CONFIG), metrics=NullMetrics()))
-    except PreflightError as exc:
-        fail(str(exc), INFRASTRUCTURE)
+        request = settings.for_routes([{
+            "name": route, "prefix": prefix, "source": {"bucket": source_bucket, "endpoint_url": source_endpoint, "region": source_region},
+            "destinations": [{"bucket": b, "endpoint_url": dest_endpoint, "region": dest_region or source_region} for b in dest_bucket]}])
+        check_fits(request)  # a plan too large for one run is refused here
     except ConfigError as exc:
         fail(config_message(exc))
-    err.print(f"probing {len(request.sizes) * request.trials} probe(s); at most {worst_case_seconds(request):.0f} s "
+    by_url = {u: k for u, k in ((source_endpoint, src_keys), (dest_endpoint, dst_keys)) if u and k}
+    deps = wiring.local_deps(table=table, dynamodb_endpoint=dynamodb_endpoint, region=source_region, profile=profile, keys=shared,
+                             by_url=by_url, spool_dir=spool_dir)
+    try:
+        preflight(request, wiring.preflight_deps(table=table, dynamodb_endpoint=dynamodb_endpoint, region=source_region, profile=profile,
+                                                 keys=shared, by_url=by_url))
+    except PreflightError as exc:
+        fail(str(exc), INFRASTRUCTURE)
+    err.print(f"probing {request.probes} probe(s); at most {worst_case_seconds(request):.0f} s "
               f"(timeout {timeout} s per probe, {concurrency} at a time, plus record and cleanup bounds)", highlight=False)
-    from replmon.cli.labcmd import progress_bar
-
     with progress_bar() as bar:
         task = bar.add_task("probes", total=None)
-        result = run_request(payload, deps, on_progress=lambda n, total: bar.update(task, completed=n, total=total))
+        result = run_request(request, deps, on_progress=lambda n, total: bar.update(task, completed=n, total=total))
     spooled = deps.spool.pending() if isinstance(deps.spool, DirectorySpool) else 0
     code = exit_code(result.records, result.planned, result.execution.status == "SUCCEEDED" and not result.failed_iterations)
     if spooled:
         err.print(f"{spooled} record(s) wait in {spool_dir}: the store was unavailable; the next run replays them", highlight=False)
-    from replmon.stats import summarize
-
     if fmt is Format.table:
-        from replmon.cli.labcmd import summary_rows
-
         emit(summary_rows(summarize(result.records)), fmt, f"run {result.run_id}")
     else:
         emit(record_rows(result.records), fmt, document={"run_id": result.run_id, "exit_code": code,
                                                          "records": [r.to_item() for r in result.records]})
     return code
+
+
+def list_presets(fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table) -> int:
+    """The named probe ladders (probe/ladders.json): sizes and trials a preset brings."""
+    from replmon.core.sizes import format_size
+    from replmon.probe import ladders
+
+    rows = []
+    for name in ladders.names():
+        p = ladders.ladder(name)
+        rows.append({"preset": name, "sizes": ",".join(format_size(s) for s in p.sizes), "trials": p.trials,
+                     "description": p.description})
+    emit(rows, fmt, "presets", columns=["preset", "sizes", "trials", "description"])
+    return 0

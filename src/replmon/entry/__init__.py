@@ -1,11 +1,12 @@
-"""One module per Lambda function, each importing only what its handler needs.
+"""entry: one thin module per Lambda function (functions/*.py re-export them), sharing runtime.py
+(logging, tracing, batch failures); each gets its dependencies from replmon.wiring.
+May import: core, probe, signals, mounts, wiring.
 
 ``FUNCTIONS`` maps each function's name in the state machine (``${NameFunctionArn}``
 placeholders) and its template (``<Name>Function``; MOUNT_FUNCTIONS are in
 templates/mount-baselines.yaml, the rest in template.yaml) to its entry module: the local runner
 loads handlers through it, so it works from an installed wheel as well as from a checkout.
 """
-
 FUNCTIONS = {
     "PlanProbes": "replmon.entry.plan_probes",
     "Housekeeping": "replmon.entry.housekeeping",

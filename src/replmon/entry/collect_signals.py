@@ -1,6 +1,6 @@
-"""Lambda entry point of CollectSignals: collect_step of replmon.service (scheduled)."""
+"""Lambda entry point of CollectSignals: collect_step of replmon.signals.collector (scheduled)."""
 
-from replmon.lambda_entry import lambda_handler
-from replmon.service import collect_step
+from replmon.entry.runtime import lambda_handler
+from replmon.signals.collector import collect_step
 
 handler = lambda_handler(collect_step)

@@ -3,39 +3,27 @@ judged (replmon.mounts.taskevents) and a task that never reported counts once in
 
 Invoked asynchronously by EventBridge (retries, then its dead-letter queue, alarmed): an error
 here (the store or S3 unreachable) raises, so the event is retried rather than lost.
+
+Whether the task wrote its summary is a listing of that one key (``ObjectStore.object_size``):
+allowed by s3:ListBucket on the tasks/ prefix alone, and unambiguous (a HEAD of a missing key
+answers 403, not 404, unless the caller may list the whole bucket: S3 HeadObject API reference,
+"Permissions").
 """
 
 from __future__ import annotations
 
 import os
 import time
-from functools import cache
 from typing import Any
 
-import boto3
-from botocore.config import Config
-
-from replmon.lambda_entry import lambda_handler, logger
+from replmon.core.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
+from replmon.core.route import Endpoint
+from replmon.entry.runtime import lambda_handler, logger
 from replmon.mounts.document import task_key
 from replmon.mounts.taskevents import NotAStoppedTask, family, judge, task_of
-from replmon.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
-from replmon.service import Deps
+from replmon.wiring import Deps
 
-S3_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=3, read_timeout=20)
 MARKER_DAYS = 30
-
-
-@cache
-def s3_client() -> Any:
-    return boto3.client("s3", config=S3_CONFIG)
-
-
-def summary_exists(bucket: str, key: str) -> bool:
-    """A listing of the key itself: allowed by s3:ListBucket on the tasks/ prefix alone, and
-    unambiguous (a HEAD of a missing key answers 403, not 404, unless the caller may list the
-    whole bucket: S3 HeadObject API reference, "Permissions")."""
-    got = s3_client().list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1)
-    return any(o["Key"] == key for o in got.get("Contents", []))
 
 
 def task_stopped(event: dict[str, Any], d: Deps) -> dict[str, Any]:
@@ -46,8 +34,9 @@ def task_stopped(event: dict[str, Any], d: Deps) -> dict[str, Any]:
         return {"counted": 0, "reason": str(exc)}
     bucket = os.environ["REPLMON_FIO_RESULTS_BUCKET"]
     key = task_key(os.environ.get("REPLMON_FIO_RESULTS_PREFIX", "fio-results/"), task_id)
-    verdict = judge(event, summary_exists(bucket, key))
-    first = d.latency_store.put_item_once({  # type: ignore[attr-defined]
+    reported = d.results(Endpoint(bucket=bucket)).object_size(bucket, key) is not None
+    verdict = judge(event, reported)
+    first = d.store.put_item_once({
         PARTITION_KEY: f"fio-task#{task_id}", SORT_KEY: "stopped", TTL_ATTRIBUTE: int(time.time() + MARKER_DAYS * 86_400),
         "failed": verdict.failed, "reason": verdict.reason, "exit_code": verdict.exit_code})
     if not first:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from replmon.lambda_entry import deps, logger, sqs_batch_handler
-from replmon.passive import IngestDeps, ingest, plan
-from replmon.s3events import parse_sqs_message
+from replmon import wiring
+from replmon.entry.runtime import logger, sqs_batch_handler
+from replmon.signals.event_ingest import IngestDeps, ingest, plan_ingest
+from replmon.signals.s3events import parse_sqs_message
 
 
 class RejectedRecord(ValueError):
@@ -19,8 +20,8 @@ class RejectedRecord(ValueError):
 
 
 def ingest_deps(function_name: str) -> IngestDeps:
-    d = deps(function_name)
-    return IngestDeps(d.latency_store, d.metrics, d.routes, d.retention_days, d.event_skew)
+    d = wiring.for_function(function_name)
+    return IngestDeps(d.store, d.metrics, d.routes, d.retention_days, d.event_skew)
 
 
 def handle_message(record: SQSRecord, function_name: str = "") -> list[str]:
@@ -33,7 +34,7 @@ def handle_message(record: SQSRecord, function_name: str = "") -> list[str]:
         logger.warning("event record rejected", extra={"message_id": record.message_id, "reason": reason})
         raise RejectedRecord(reason)
     try:
-        notes = ingest([plan(p, d.routes, d.prefixes) for p in parsed], d)
+        notes = ingest([plan_ingest(p, d.routes, d.prefixes) for p in parsed], d)
         logger.info("event records taken", extra={"message_id": record.message_id, "results": notes})
         return notes
     except Exception as exc:  # the store is down: the message is retried, then waits in the DLQ

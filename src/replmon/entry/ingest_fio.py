@@ -9,26 +9,17 @@ queue's maxReceiveCount); nothing of it is stored as zero.
 from __future__ import annotations
 
 import os
-from functools import cache
-from typing import Any
 
-import boto3
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from botocore.config import Config
 
-from replmon.lambda_entry import deps, logger, sqs_batch_handler
+from replmon import wiring
+from replmon.core.ports import ObjectStore
+from replmon.core.route import Endpoint
+from replmon.entry.runtime import logger, sqs_batch_handler
 from replmon.mounts.document import RUN_FILE
 from replmon.mounts.fioresult import FioResultError
 from replmon.mounts.ingest import Policy, ingest_run, load_run, rows_of
-from replmon.s3events import ObjectCreated, parse_sqs_message
-
-S3_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=3, read_timeout=20)
-
-
-@cache
-def s3_client() -> Any:
-    """One client per execution environment, not per message (clients are costly to build)."""
-    return boto3.client("s3", config=S3_CONFIG)
+from replmon.signals.s3events import ObjectCreated, parse_sqs_message
 
 
 def policy() -> Policy:
@@ -38,8 +29,7 @@ def policy() -> Policy:
 
 def handle_message(record: SQSRecord, function_name: str = "") -> list[str]:
     parsed = parse_sqs_message(record.raw_event, f"message {record.message_id}")
-    d = deps(function_name)
-    s3 = s3_client()
+    d = wiring.for_function(function_name)
     notes = []
     try:
         for p in parsed:
@@ -54,11 +44,13 @@ def handle_message(record: SQSRecord, function_name: str = "") -> list[str]:
             bucket, key = p.signal.bucket, p.signal.key
             base = key[: -len(RUN_FILE)]
 
-            def read(name: str, bucket: str = bucket, base: str = base) -> str:
-                return str(s3.get_object(Bucket=bucket, Key=base + name)["Body"].read().decode())
+            results = d.results(Endpoint(bucket=bucket))  # its clients are made once per execution environment
+
+            def read(name: str, bucket: str = bucket, base: str = base, results: ObjectStore = results) -> str:
+                return results.read(bucket, base + name).decode()
 
             run = load_run(read(RUN_FILE), f"s3://{bucket}/{key}")
-            got = ingest_run(run, rows_of(run, read), d.latency_store, d.metrics, policy())  # type: ignore[arg-type]
+            got = ingest_run(run, rows_of(run, read), d.store, d.metrics, policy())
             notes.append(f"{key}: {got.stored} rows stored")
             logger.info("fio result ingested", extra={"run_id": got.run_id, "partition": got.partition, "stored": got.stored,
                                                       "verdicts": {r.key: v.verdict if v else "error" for r, v in got.verdicts}})

@@ -1,6 +1,6 @@
-"""Lambda entry point of report: report_step of replmon.service (template.yaml's functions/report.py re-exports it)."""
+"""Lambda entry point of report: report_step of replmon.probe.steps (template.yaml's functions/report.py re-exports it)."""
 
-from replmon.lambda_entry import lambda_handler
-from replmon.service import report_step
+from replmon.entry.runtime import lambda_handler
+from replmon.probe.steps import report_step
 
 handler = lambda_handler(report_step)

@@ -1,6 +1,6 @@
-"""Lambda entry point of upload_probe: upload_step of replmon.service (template.yaml's functions/upload_probe.py re-exports it)."""
+"""Lambda entry point of upload_probe: upload_step of replmon.probe.steps (template.yaml's functions/upload_probe.py re-exports it)."""
 
-from replmon.lambda_entry import lambda_handler
-from replmon.service import upload_step
+from replmon.entry.runtime import lambda_handler
+from replmon.probe.steps import upload_step
 
 handler = lambda_handler(upload_step)

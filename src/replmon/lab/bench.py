@@ -16,6 +16,7 @@ P5  Cold start: each handler's import time from the Lambda layer, and the layer'
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 import subprocess
@@ -33,16 +34,18 @@ from typing import Any
 
 from rich.console import Console
 
-from replmon.config import Endpoint, Route
-from replmon.keys import probe_object_key
+from replmon.core.keys import probe_object_key
+from replmon.core.record import ProbeRecord, ProbeStatus
+from replmon.core.route import Endpoint, Route
+from replmon.core.sizes import format_size, parse_size
+from replmon.core.stats import percentile
 from replmon.lab.lab import DEST_BUCKET, PREFIX, SOURCE_BUCKET, Lab, ReplicaObserver
 from replmon.lab.servers import cache_dir
-from replmon.local.runner import run_request
-from replmon.polling import PollPolicy
-from replmon.record import ProbeRecord, ProbeStatus
-from replmon.sizes import format_size, parse_size
-from replmon.stats import percentile
-from replmon.upload import UploadSettings, upload_probe
+from replmon.local.execution import run_request
+from replmon.probe.polling import PollPolicy
+from replmon.probe.request import load_settings
+from replmon.probe.upload import UploadSettings, upload_probe
+from replmon.wiring import Deps
 
 ROOT = Path(__file__).resolve().parents[3]  # the checkout (the bench runs from one: `make bench`)
 
@@ -194,27 +197,24 @@ def measure(lab: Lab, label: str, floor: float, sizes: str, trials: int) -> Poli
     loops = FixedLoops()
     base = lab.function_deps()
     route = Route.model_validate(lab.route("bench"))
-    poller = base("PollReplication").stores(route.source)
+    poller = base["PollReplication"].stores(route.source)
 
-    def wired(fn: str) -> Any:
-        import dataclasses
-
-        d = base(fn)
+    def wired(fn: str, d: Deps) -> Deps:
         role = {"UploadProbe": "upload", "Cleanup": "cleanup"}.get(fn)
         if role is None:
             return d
         inner = d.stores
 
-        def stores(ep: Endpoint) -> Any:
+        def stores(ep: Endpoint) -> Any:  # HookedStore forwards the rest of ObjectStore
             store = inner(ep)
             return HookedStore(store, loops, role, poller) if ep.bucket == SOURCE_BUCKET else store
 
         return dataclasses.replace(d, stores=stores)
 
+    request = load_settings({"sizes": sizes, "trials": trials, "max_concurrency": 1, "timeout_seconds": 600,
+                             "poll": {"floor_seconds": floor, "use_history": False}}).for_routes([lab.route("bench")])
     with ReplicaObserver(lab, PREFIX) as truth, StoreWatcher(lab, "bench") as watch:
-        res = run_request({"routes": [lab.route("bench")], "sizes": sizes, "trials": trials, "max_concurrency": 1,
-                           "timeout_seconds": 600, "poll": {"floor_seconds": floor, "use_history": False}}, lab.deps(),
-                          function_deps=wired)
+        res = run_request(request, lab.deps(), function_deps={fn: wired(fn, d) for fn, d in base.items()})
         time.sleep(0.5)
     return PolicyRun(label, floor, res.records, dict(truth.seen), loops, dict(watch.seen))
 
@@ -352,8 +352,8 @@ def p3(report: Report, lab: Lab, compose_size: str, lab_dir: Path) -> None:
         "source": {"bucket": SOURCE_BUCKET, "endpoint_url": lab.servers["source"].url},
         "destinations": [{"bucket": DEST_BUCKET, "endpoint_url": lab.servers["destination"].url}],
     })
-    from replmon.clock import WallClock
-    from replmon.state import ProbeState
+    from replmon.core.clock import WallClock
+    from replmon.probe.state import ProbeState
 
     store = lab.deps().stores(route.source)
     state = ProbeState(probe_id="p3-compose", run_id="bench", planned_at=time.time(), route=route, size_bytes=size,

@@ -2,7 +2,7 @@
 
 Three phases, each a probe run through the real state machine: **baseline**, **fault** (a
 Toxiproxy toxic on the source's replication target, lab/faults.py) and **healed**. After each,
-the route's RPO and SLO are evaluated by the same code CollectSignals runs (passive.py) with the
+the route's RPO and SLO are evaluated by the same code CollectSignals runs (signals/health.py) with the
 thresholds template.yaml's alarms use: the RPO alarm's threshold is the latency target, the
 burn-rate alarms' factors (14.4x page, 6x ticket) are read from template.yaml. Only the
 windows are scaled: the SRE workbook's 5-minute short window becomes one phase, and the others
@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from replmon.lab.lab import REPLICATION_PROXY, Lab
-from replmon.local.runner import run_request
+from replmon.local.execution import run_request
 from replmon.local.template import TEMPLATE, load_template
-from replmon.passive import route_health
-from replmon.slo import BurnPair, SloSpec
+from replmon.probe.request import load_settings
+from replmon.signals.health import route_health
+from replmon.signals.slo import BurnPair, SloSpec
 
 
 def alarm_factors() -> dict[str, float]:
@@ -74,14 +75,28 @@ def wait_for_replication(lab: Lab, prefix: str, limit: float = 90.0) -> float | 
     try:
         return _canary(lab, prefix, limit)
     finally:  # the canaries leave nothing behind, on either side (every version, as Cleanup deletes)
-        from replmon.adapters.s3 import S3Stores
-        from replmon.config import Route
+        remove_canaries(lab, f"{prefix}canary/")
 
-        r = Route.model_validate(lab.route())
-        stores = S3Stores(lab.keys)
+
+def remove_canaries(lab: Lab, prefix: str, settle: float = 15.0) -> None:
+    """Delete every canary version on both sides until both sides stay empty for a second: a canary
+    whose replication failed while the target was offline can still be replicated by MinIO's
+    retry queue moments after the first deletion."""
+    from replmon.adapters.s3 import S3Stores
+    from replmon.core.route import Route
+
+    r = Route.model_validate(lab.route())
+    stores = S3Stores(lab.keys)
+    deadline, quiet = time.time() + settle, 0
+    while quiet < 2 and time.time() < deadline:  # two empty listings a second apart
+        found = 0
         for endpoint in (r.source, *r.destinations):
             store = stores(endpoint)
-            store.delete_versions(endpoint.bucket, store.list_versions(endpoint.bucket, f"{prefix}canary/"))
+            versions = store.list_versions(endpoint.bucket, prefix)
+            found += len(versions)
+            store.delete_versions(endpoint.bucket, versions)
+        quiet = 0 if found else quiet + 1
+        time.sleep(1.0)
 
 
 def _canary(lab: Lab, prefix: str, limit: float) -> float | None:
@@ -110,11 +125,9 @@ def run_chaos(lab: Lab, fault: str, *, target_seconds: float = 2.0, probes: int 
     # A route of its own: the lab's store keeps earlier runs, and this run's windows must hold only its probes.
     route = lab.route(f"chaos-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}")
     if lab.event_path is not None:
-        from dataclasses import replace
-
-        from replmon import lambda_entry
-
-        lambda_entry.pin_deps("IngestEvents", replace(lab.deps(), defaults={"routes": [route]}))
+        lab.events_to([route])
+    settings = load_settings({"sizes": sizes, "trials": probes, "max_concurrency": 1, "timeout_seconds": timeout,
+                              "target_seconds": target_seconds, "poll": {"floor_seconds": 0.2, "use_history": False}})
     phases: list[Phase] = []
     for name, toxic in (("baseline", None), ("fault", fault), ("healed", None)):
         start = time.time()
@@ -122,9 +135,7 @@ def run_chaos(lab: Lab, fault: str, *, target_seconds: float = 2.0, probes: int 
             lab.toxiproxy.add(REPLICATION_PROXY, toxic, **(attributes or {}))
         notes = []
         try:
-            res = run_request({"routes": [route], "sizes": sizes, "trials": probes, "max_concurrency": 1, "timeout_seconds": timeout,
-                               "target_seconds": target_seconds, "poll": {"floor_seconds": 0.2, "use_history": False}},
-                              lab.deps(), function_deps=lab.function_deps())
+            res = run_request(settings.for_routes([route]), lab.deps(), function_deps=lab.function_deps())
         finally:
             if toxic:
                 lab.toxiproxy.heal(REPLICATION_PROXY)

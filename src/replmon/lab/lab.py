@@ -20,26 +20,24 @@ import shutil
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
-import boto3
-from botocore.config import Config
-
+from replmon import wiring
+from replmon.adapters import clients
 from replmon.adapters.dynamodb import DynamoLatencyStore
-from replmon.adapters.metrics import NullMetrics
-from replmon.adapters.s3 import S3Stores
 from replmon.adapters.spool import DirectorySpool
-from replmon.clock import WallClock
+from replmon.core.clock import WallClock
+from replmon.core.route import Route
 from replmon.lab import servers
 from replmon.lab.servers import LabError, Pidfile, Server
 from replmon.local.aslrun import FUNCTIONS
 from replmon.local.cfn import Resolver, function_statements
 from replmon.local.tables import ensure_table
 from replmon.local.template import TEMPLATE, load_template
-from replmon.service import Deps
-from replmon.upload import UploadSettings
+from replmon.probe.upload import UploadSettings
 
 SOURCE_BUCKET, DEST_BUCKET, TABLE = "probe-source", "probe-replica", "replmon-latency"
 PREFIX = "replmon-probes/"
@@ -56,6 +54,12 @@ def lab_route(name: str, source_url: str, destination_url: str) -> dict[str, Any
         "destinations": [{"bucket": DEST_BUCKET, "endpoint_url": destination_url}],
         "prefix": PREFIX,
     }
+
+
+def planned_route(name: str) -> dict[str, Any]:
+    """The lab's route before its servers pick their ports: loopback URLs at their longest, so a
+    plan can be sized (probe.plan.check_fits) before anything starts."""
+    return lab_route(name, "http://127.0.0.1:65535", "http://127.0.0.1:65535")
 
 
 def function_policy(function: str) -> dict[str, Any] | None:
@@ -104,13 +108,15 @@ class Lab:
     bandwidth: str = "100MiB"  # MinIO's minimum replication bandwidth limit
     fresh_buckets: bool = True
     least_privilege: bool = True  # each function as a MinIO user with its role's S3 statements
-    events: bool = True  # MinIO's notifications -> IngestEvents (lab/events.py)
+    events: bool = True  # MinIO's notifications -> IngestEvents (lab/event_path.py)
     event_skew: float = 0.01  # one host, one clock: the allowance covers ms rounding and scheduling
     servers: dict[str, Server] = field(default_factory=dict)
     root_password: str = field(default_factory=lambda: secrets.token_urlsafe(24), repr=False)
     users: dict[str, tuple[str, str]] = field(default_factory=dict, repr=False)  # function -> (access key, secret)
     _lock: IO[str] | None = field(default=None, repr=False)
     event_path: Any = field(default=None, repr=False)
+    _events_deps: dict[str, wiring.Deps] = field(default_factory=dict, repr=False)  # what IngestEvents runs with
+    _injection: ExitStack = field(default_factory=ExitStack, repr=False)
     replication_proxy_port: int = 0
     toxiproxy: Any = field(default=None, repr=False)
 
@@ -145,7 +151,7 @@ class Lab:
         hook: dict[str, str] = {}
         if self.events:
             from replmon.entry.ingest_events import handler
-            from replmon.lab.events import EventPath
+            from replmon.lab.event_path import EventPath
             from replmon.local.aslrun import LambdaContext
 
             self.servers["sqs"] = servers.sqs_server(logs)  # first: the event path's queues live there
@@ -176,16 +182,13 @@ class Lab:
         if self.least_privilege:
             self.create_function_users()
         ensure_table(self.dynamodb_client(), TABLE, TEMPLATE)
-        if self.events:
-            from replmon import lambda_entry
-
-            lambda_entry.pin_deps("IngestEvents", self.deps())
+        if self.events:  # the event path outlives runs: IngestEvents keeps the lab's wiring whatever a run injects
+            self._events_deps["IngestEvents"] = self.deps()
+            self._injection.enter_context(wiring.injected(self._events_deps))
 
     def stop(self) -> None:
+        self._injection.close()
         if self.event_path is not None:
-            from replmon import lambda_entry
-
-            lambda_entry.pin_deps("IngestEvents", None)
             self.event_path.__exit__(None, None, None)
             self.event_path = None
         for s in self.servers.values():
@@ -232,7 +235,7 @@ class Lab:
 
     def configure_notifications(self) -> None:
         """Replication events (and ObjectCreated) from the source; ObjectCreated from the
-        destination, which MinIO does not send for replicas (lab/events.py)."""
+        destination, which MinIO does not send for replicas (lab/event_path.py)."""
         arn = "arn:minio:sqs::REPLMON:webhook"
         for alias, bucket, events in (("src", SOURCE_BUCKET, "put,replica"), ("dst", DEST_BUCKET, "put")):
             if arn not in self.mc("event", "ls", f"{alias}/{bucket}"):
@@ -273,16 +276,11 @@ class Lab:
         return (ROOT_USER, self.root_password)
 
     def s3(self, which: str) -> Any:
-        return boto3.session.Session(aws_access_key_id=ROOT_USER, aws_secret_access_key=self.root_password).client(
-            "s3", endpoint_url=self.servers[which].url, region_name="us-east-1",
-            config=Config(s3={"addressing_style": "path"}, retries={"mode": "standard"}, connect_timeout=3, read_timeout=20),
-        )
+        """An administrator's S3 client for one of the lab's servers (setup, observers, leftovers)."""
+        return clients.client("s3", clients.RESULTS, endpoint_url=self.servers[which].url, keys=self.keys)
 
     def dynamodb_client(self) -> Any:
-        return boto3.session.Session(aws_access_key_id="lab", aws_secret_access_key="lab").client(
-            "dynamodb", endpoint_url=self.servers["dynamodb"].url, region_name="us-east-1",
-            config=Config(connect_timeout=3, read_timeout=10, retries={"mode": "standard", "total_max_attempts": 3}),
-        )
+        return clients.dynamodb(clients.STORE, endpoint_url=self.servers["dynamodb"].url, keys=("lab", "lab"))
 
     def store(self) -> DynamoLatencyStore:
         return DynamoLatencyStore(TABLE, self.dynamodb_client())
@@ -290,25 +288,27 @@ class Lab:
     def spool(self) -> DirectorySpool:
         return DirectorySpool(Path(self.root) / "spool")
 
-    def deps(self, upload: UploadSettings | None = None, keys: tuple[str, str] | None = None) -> Deps:
-        return Deps(stores=S3Stores(keys or self.keys), latency_store=self.store(), metrics=NullMetrics(), clock=WallClock(),
-                    upload=upload or UploadSettings(), spool=self.spool(), defaults={"routes": [self.route()]},
-                    event_skew=self.event_skew)
+    def deps(self, upload: UploadSettings | None = None, keys: tuple[str, str] | None = None) -> wiring.Deps:
+        return wiring.local_deps(keys=keys or self.keys, table=TABLE, dynamodb_endpoint=self.servers["dynamodb"].url, table_keys=("lab", "lab"),
+                                 spool_dir=Path(self.root) / "spool", clock=WallClock(), upload=upload or UploadSettings(),
+                                 defaults={"routes": [self.route()]}, event_skew=self.event_skew)
 
-    def function_deps(self, upload: UploadSettings | None = None) -> Any:
-        """Deps per function name: each function's own MinIO user (least privilege)."""
+    def events_to(self, routes: list[dict[str, Any]]) -> None:
+        """IngestEvents maps events onto these routes from now on (a chaos run's own route)."""
+        self._events_deps["IngestEvents"] = replace(self.deps(), defaults={"routes": routes})
+
+    def function_deps(self, upload: UploadSettings | None = None) -> dict[str, wiring.Deps]:
+        """Deps per state machine function: each function's own MinIO user (least privilege)."""
         if not self.least_privilege:
-            return self.deps(upload)
+            return dict.fromkeys(FUNCTIONS, self.deps(upload))
         built = {fn: self.deps(upload, self.users[fn]) for fn in FUNCTIONS}
         # Each function's S3 clients are made now, as a warm Lambda container has them: making
         # them inside the first PollReplication call would delay its first HEAD by ~0.5 s.
-        from replmon.config import Route
-
         route = Route.model_validate(self.route())
         for d in built.values():
             for endpoint in (route.source, *route.destinations):
                 d.stores(endpoint)
-        return lambda fn: built.get(fn) or self.deps(upload)
+        return built
 
     def leftovers(self) -> dict[str, list[str]]:
         """Probe objects or versions (and incomplete uploads) still on either side (a run must leave none)."""

@@ -1,2 +1,3 @@
-"""Running replmon off Lambda: the real state machine under moto's interpreter, the template
-reader, charts. Used by the CLI and the lab; not shipped in the Lambda layer."""
+"""local: replmon off Lambda - the real state machine under moto's interpreter (aslrun.py), a
+typed request run through it (execution.py), the template reader, tables, charts. Not in the layer.
+May import: core, probe, signals, adapters, wiring, entry (the very handlers that deploy)."""

@@ -31,9 +31,11 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from replmon.clock import ManualClock
+from replmon import wiring
+from replmon.core.clock import ManualClock
 from replmon.entry import FUNCTIONS as ENTRY_MODULES
 from replmon.local.template import DEFINITION
+from replmon.wiring import DepsSource
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -128,7 +130,7 @@ class LocalStateMachine:
         with self._env_lock, mock.patch.dict(os.environ, env, clear=True):
             return handler(event, LambdaContext(name))
 
-    def _invoke(self, backend: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: dict) -> bytes:
+    def _invoke(self, backend: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: dict[str, str]) -> bytes:
         name = function_name.rsplit(":", 1)[-1] if ":function:" in function_name else function_name
         event = json.loads(body or "{}")
         with self._active_lock:
@@ -155,7 +157,7 @@ class LocalStateMachine:
         check_patch_points()
         runner = self
 
-        def invoke(backend: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: dict) -> bytes:
+        def invoke(backend: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: dict[str, str]) -> bytes:
             return runner._invoke(backend, function_name, qualifier, body, headers, response_headers)
 
         self._stack.enter_context(mock.patch("moto.awslambda_simple.models.LambdaSimpleBackend.invoke", invoke))
@@ -177,11 +179,11 @@ class LocalStateMachine:
                 time = staticmethod(clock.now)
 
             self._stack.enter_context(mock.patch("moto.stepfunctions.parser.asl.component.common.retry.retrier_decl.time", BackoffTime))
-        import boto3
+        from replmon.adapters import clients
 
         # Explicit placeholder keys: the emulated services check none, and the caller's real
         # credentials (for S3, DynamoDB...) are never handed to the emulator.
-        self.sfn = boto3.session.Session("local", "local").client("stepfunctions", region_name=REGION)
+        self.sfn = clients.client("stepfunctions", clients.CONTROL, region=REGION, keys=("local", "local"))
         self.arn = self.sfn.create_state_machine(
             name=f"replication-probe-{uuid.uuid4().hex[:8]}",
             definition=load_definition(self.definition),
@@ -235,11 +237,9 @@ def load_handler(name: str) -> Handler:
     return importlib.import_module(ENTRY_MODULES[name]).handler  # type: ignore[no-any-return]
 
 
-def handlers_for(deps: Any) -> dict[str, Handler]:
-    """The real Lambda handlers, with ``deps`` (one Deps, or a function name -> Deps callable) plugged in."""
-    from replmon import lambda_entry
-
-    lambda_entry.set_deps(deps)
+def state_machine_handlers() -> dict[str, Handler]:
+    """The real Lambda handlers of the state machine's functions; each gets its dependencies from
+    the composition root (``with wiring.injected(deps)`` around a run replaces them)."""
     return {name: load_handler(name) for name in FUNCTIONS}
 
 
@@ -254,9 +254,9 @@ def local_config() -> dict[str, Any]:
 
 
 @contextmanager
-def local_state_machine(deps: Any, clock: ManualClock | None = None) -> Iterator[LocalStateMachine]:
-    """The real definition and handlers; only Step Functions and Lambda are emulated."""
+def local_state_machine(deps: DepsSource, clock: ManualClock | None = None) -> Iterator[LocalStateMachine]:
+    """The real definition and handlers, with ``deps`` injected; only Step Functions and Lambda are emulated."""
     from moto import mock_aws
 
-    with mock_aws(config=local_config()), LocalStateMachine(handlers_for(deps), clock=clock) as sm:  # type: ignore[call-overload]
+    with mock_aws(config=local_config()), wiring.injected(deps), LocalStateMachine(state_machine_handlers(), clock=clock) as sm:  # type: ignore[call-overload]
         yield sm

@@ -34,4 +34,5 @@ DEFINITION = Path(str(_HERE.joinpath("statemachines", "replication_probe.asl.jso
 
 
 def load_template(path: Path = TEMPLATE) -> dict[str, Any]:
-    return yaml.load(path.read_text(), Loader=_CfnLoader)
+    template: dict[str, Any] = yaml.load(path.read_text(), Loader=_CfnLoader)
+    return template

@@ -22,25 +22,20 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from replmon.keys import iso_ms
+from replmon.core.keys import iso_ms
+from replmon.core.ports import FioStore, MetricsSink
+from replmon.core.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
 from replmon.mounts import baseline as bl
 from replmon.mounts import presets as presets_mod
 from replmon.mounts.document import RUN_FILE, Row, check_run, dd_rows, fio_rows
 from replmon.mounts.fioresult import FioResultError, json_object, parse_text
-from replmon.ports import MetricsSink
-from replmon.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
 
 HISTORY_DAYS = 90
 #: measure -> higher is better
 MEASURES: dict[str, bool] = {"bw_bytes": True, "sustained_bytes": True, "burst_s": True, "lat_p50_s": False, "lat_p99_s": False}
 VERDICT_ORDER = ("regression", "no-baseline", "ok")
-
-
-class FioStore(Protocol):
-    def put_item_once(self, item: dict[str, Any]) -> bool: ...
-    def items(self, pk: str, start: float, end: float) -> list[dict[str, Any]]: ...
 
 
 @dataclass(frozen=True)

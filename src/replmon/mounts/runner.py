@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from replmon.keys import new_run_id
+from replmon.core.keys import new_run_id
+from replmon.core.ports import MetricReader
 from replmon.mounts import knee as knee_mod
 from replmon.mounts import layout as layout_mod
 from replmon.mounts import service as service_mod
@@ -65,12 +66,10 @@ class S3Sink:
         self.bucket, _, self.prefix = url[5:].partition("/")
         if self.prefix and not self.prefix.endswith("/"):
             self.prefix += "/"
-        if client is None:
-            import boto3
-            from botocore.config import Config
+        if client is None:  # the runner is the container's entry point: its client comes from the composition root's policy
+            from replmon.adapters import clients
 
-            client = boto3.client("s3", endpoint_url=os.environ.get("REPLMON_FIO_RESULTS_ENDPOINT"),
-                                  config=Config(retries={"mode": "standard", "total_max_attempts": 5}, connect_timeout=5, read_timeout=60))
+            client = clients.client("s3", clients.UPLOADS, endpoint_url=os.environ.get("REPLMON_FIO_RESULTS_ENDPOINT"))
         self.client = client
 
     def put(self, key: str, body: bytes) -> None:
@@ -151,14 +150,11 @@ class S3Stat:
 def layout_stat(target: Target, plan: Plan, layout_dir: Path) -> layout_mod.Stat:
     """On an S3 mount, a layout file is its object (size and ETag); elsewhere a file (size and mtime)."""
     if target.kind in ("mountpoint", "s3fs") and target.bucket:
-        import boto3
-        from botocore.config import Config
+        from replmon.adapters import clients
 
-        session = boto3.session.Session(aws_access_key_id=target.env.get("AWS_ACCESS_KEY_ID"),
-                                        aws_secret_access_key=target.env.get("AWS_SECRET_ACCESS_KEY"), region_name=target.region)
-        s3 = session.client("s3", endpoint_url=target.endpoint_url,
-                            config=Config(s3={"addressing_style": "path"} if target.endpoint_url else {},
-                                          retries={"mode": "standard", "total_max_attempts": 5}, connect_timeout=5, read_timeout=30))
+        access, secret = target.env.get("AWS_ACCESS_KEY_ID"), target.env.get("AWS_SECRET_ACCESS_KEY")
+        s3 = clients.client("s3", clients.CONTROL, region=target.region, endpoint_url=target.endpoint_url,
+                            keys=(access, secret) if access and secret else None)
         key = f"{target.prefix}{RUN_DIR}/{LAYOUT_DIR}/{plan.layout_set}/"
         return S3Stat(s3, str(target.bucket), key)
     return layout_mod.FileStat(layout_dir)
@@ -222,19 +218,20 @@ def knees(work: Path) -> dict[str, Any]:
     return knee_mod.by_direction(samples)
 
 
-def _cloudwatch() -> Any:
-    import boto3
-    from botocore.config import Config
+def _metric_reader() -> MetricReader:
+    """The task's Region's CloudWatch (the file systems it measures publish there)."""
+    from replmon.adapters import clients
+    from replmon.adapters.cloudwatch import CloudWatchReader
 
-    return boto3.client("cloudwatch", config=Config(retries={"mode": "standard", "total_max_attempts": 5}, connect_timeout=5, read_timeout=30))
+    return CloudWatchReader(clients.client("cloudwatch", clients.STORE))
 
 
 def run(target: Target, preset: str, scale: str, sink: ResultSink, *, workdir: str | None = None,
         emit: Callable[[str, float, dict[str, str]], None] | None = None, run_id: str | None = None,
-        memory: tuple[int, str] | None = None, cloudwatch: Any = None, settle_s: float | None = None) -> RunResult:
+        memory: tuple[int, str] | None = None, metric_reader: MetricReader | None = None, settle_s: float | None = None) -> RunResult:
     """One preset on one target; never raises for a failed step (it is recorded and exit code 1).
     ``memory`` is (bytes, source) for the preflight (the container's cgroup by default);
-    ``cloudwatch`` a client for the file system's metrics (built when the target has a file system id)."""
+    ``metric_reader`` reads the file system's metrics (CloudWatch, built when the target has a file system id)."""
     plan = expand(preset, target.kind, scale)
     limit, source = memory or memory_limit()
     plan = preflight(plan, limit, source)
@@ -311,7 +308,7 @@ def run(target: Target, preset: str, scale: str, sink: ResultSink, *, workdir: s
         if namespace and target.file_system_id:
             try:
                 time.sleep(METRICS_SETTLE_S if settle_s is None else settle_s)
-                collected = service_mod.collect(cloudwatch or _cloudwatch(), namespace, target.file_system_id,
+                collected = service_mod.collect(metric_reader or _metric_reader(), namespace, target.file_system_id,
                                                 run_doc.get("fio_start", start), run_doc["end"])
                 run_doc["service_metrics"] = collected
                 run_doc["service_knees"] = service_mod.knees(collected, run_doc.get("fio_start", start), run_doc["end"])

@@ -9,10 +9,10 @@ series (R4). The runner asks for one-minute sums from an hour before the run (wh
 did then spent or earned its burst credits: FSx for Lustre publishes no credit balance) to the
 run's end, after waiting for the last minutes to be published.
 
+>>> from replmon.core.ports import MetricSeries
 >>> class Fake:
-...     def get_metric_data(self, **kw):
-...         q = kw["MetricDataQueries"]
-...         return {"MetricDataResults": [{"Id": x["Id"], "Timestamps": [kw["StartTime"]], "Values": [600.0 * 60]} for x in q]}
+...     def read(self, queries, start, end):
+...         return [MetricSeries(q.id, ((start, 600.0 * 60),)) for q in queries]
 >>> got = collect(Fake(), "AWS/FSx", "fs-1", 7200.0, 7260.0)
 >>> got["series"]["DataWriteBytes"], got["before"]["DataWriteBytes"]
 ([[3600.0, 600.0]], 600.0)
@@ -20,8 +20,9 @@ run's end, after waiting for the last minutes to be published.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
+
+from replmon.core.ports import MetricQuery, MetricReader
 
 PERIOD_S = 60
 BEFORE_S = 3600
@@ -31,34 +32,23 @@ SERIES: dict[str, dict[str, str]] = {
 }
 
 
-def collect(client: Any, namespace: str, file_system_id: str, start: float, end: float, *,
+def collect(reader: MetricReader, namespace: str, file_system_id: str, start: float, end: float, *,
             period: int = PERIOD_S, before_s: int = BEFORE_S) -> dict[str, Any]:
     """Per metric: [[epoch s, bytes/s], ...] from ``start - before_s`` to ``end``, and the mean
     rate of the hour before the run (``before``)."""
     metrics = SERIES[namespace]
-    queries = [{"Id": f"m{i}", "ReturnData": True,
-                "MetricStat": {"Metric": {"Namespace": namespace, "MetricName": name,
-                                          "Dimensions": [{"Name": "FileSystemId", "Value": file_system_id}]},
-                               "Period": period, "Stat": "Sum"}} for i, name in enumerate(metrics)]
-    first = datetime.fromtimestamp(start - before_s, UTC)
-    last = datetime.fromtimestamp(end + period, UTC)
+    queries = [MetricQuery(f"m{i}", namespace, name, (("FileSystemId", file_system_id),), period, "Sum")
+               for i, name in enumerate(metrics)]
+    names = {q.id: q.metric for q in queries}
     series: dict[str, list[list[float]]] = {name: [] for name in metrics}
-    names = dict(zip((q["Id"] for q in queries), metrics, strict=True))
-    token = None
-    while True:
-        kw: dict[str, Any] = {"MetricDataQueries": queries, "StartTime": first, "EndTime": last, "ScanBy": "TimestampAscending"}
-        if token:
-            kw["NextToken"] = token
-        page = client.get_metric_data(**kw)
-        for r in page["MetricDataResults"]:
-            series[names[r["Id"]]] += [[ts.timestamp(), v / period] for ts, v in zip(r["Timestamps"], r["Values"], strict=True)]
-        token = page.get("NextToken")
-        if not token:
-            break
+    for got in reader.read(queries, start - before_s, end + period):
+        series[names[got.id]] += [[t, v / period] for t, v in got.points]
     for points in series.values():
         points.sort()
-    before = {name: (sum(v for t, v in pts if t < start) / max(1, sum(1 for t, _ in pts if t < start))) if pts else None
-              for name, pts in series.items()}
+    before: dict[str, float | None] = {}
+    for name, pts in series.items():
+        earlier = [v for t, v in pts if t < start]
+        before[name] = sum(earlier) / len(earlier) if earlier else None
     return {"namespace": namespace, "file_system_id": file_system_id, "period_s": period, "series": series, "before": before,
             "directions": metrics}
 

@@ -1,0 +1,67 @@
+"""`replmon events parse`: what IngestEvents would store for a payload, and which records fail and why."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from replmon.cli.common import MEASURED_FAILURE, OK, fail
+from replmon.cli.render import FORMAT_HELP, Format, emit
+from replmon.core.route import Route
+
+events_app = typer.Typer(no_args_is_help=True, help="S3 event notifications: what IngestEvents would store.")
+
+
+def _routes_from(path: Path | None) -> list[Route]:
+    from pydantic import ValidationError
+
+    if path is None:
+        return []
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        fail(f"--routes {path}: {exc}")
+    items = raw.get("routes", raw) if isinstance(raw, dict) else raw
+    try:
+        return [Route.model_validate(r) for r in items]
+    except ValidationError as exc:
+        fail(f"--routes {path}: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
+
+
+@events_app.command("parse")
+def parse(
+    file: Annotated[Path, typer.Argument(help="A payload as delivered: an SQS batch, a bare S3 notification, an EventBridge event, or one record ('-' reads stdin).")],
+    routes: Annotated[Path | None, typer.Option(help="JSON routes (a probe request, or its routes list): events map onto them.")] = None,
+    fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table,
+) -> int:
+    """Print what would be stored for each record, and which records fail and why (exit 1 if any)."""
+    import sys
+
+    from replmon.signals.event_ingest import plan_ingest, probe_prefixes
+    from replmon.signals.s3events import parse_payload
+
+    try:
+        text = sys.stdin.read() if str(file) == "-" else file.read_text()
+    except OSError as exc:
+        fail(f"{file}: {exc.strerror}")
+    try:
+        payload = json.loads(text)
+    except json.JSONDecodeError as exc:
+        fail(f"{file}: not JSON ({exc.msg}, line {exc.lineno} column {exc.colno})", MEASURED_FAILURE)
+    rs = _routes_from(routes)
+    plans = [plan_ingest(p, rs, probe_prefixes(rs)) for p in parse_payload(payload)]
+    docs = [p.to_json() for p in plans]
+    failed = [d for d in docs if d.get("error")]
+    rows = []
+    for d in docs:
+        sig = d.get("signal", {})
+        what = ("fail" if d.get("error") else "store" if d.get("store") else "ack" if d.get("acknowledged") else "ignore")
+        rows.append({"position": d["position"], "outcome": what, "type": sig.get("kind") or sig.get("event_name") or "",
+                     "route": (d.get("store") or {}).get("route", ""), "key": sig.get("key", ""),
+                     "why": d.get("error") or d.get("acknowledged") or d.get("ignored") or ""})
+    emit(rows, fmt, f"{len(docs)} records, {len(failed)} failing", columns=["position", "outcome", "type", "route", "key", "why"],
+         document={"records": docs, "failures": [{"position": d["position"], "message_id": d["message_id"], "error": d["error"]} for d in failed]})
+    return MEASURED_FAILURE if failed else OK

@@ -1,0 +1,64 @@
+"""Names AWS and replmon accept, checked in one place: each check returns the value or raises
+:class:`ValueError` whose message gives the accepted form (the route model and the CLI use them).
+
+>>> check_bucket("dr-source-bucket")
+'dr-source-bucket'
+>>> check_endpoint_url("127.0.0.1:9000")
+Traceback (most recent call last):
+...
+ValueError: must be an http(s) URL with no path, e.g. 'http://127.0.0.1:9000'
+"""
+
+from __future__ import annotations
+
+import re
+
+BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](--[a-z0-9-]+--x-s3)?$")
+REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
+#: Route names: a route never contains '#', which separates a route from its signal partitions.
+ROUTE_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+ENDPOINT_URL_RE = re.compile(r"^https?://[^/\s]+/?$")
+ACCOUNT_RE = re.compile(r"^\d{12}$")
+ROLE_ARN_RE = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$")
+
+
+def check_bucket(value: str) -> str:
+    if not isinstance(value, str) or not BUCKET_RE.match(value) or ".." in value:
+        raise ValueError("must be an S3 bucket name: 3-63 lowercase letters, digits, dots or hyphens, e.g. 'dr-source-bucket'")
+    return value
+
+
+def check_region(value: str | None) -> str | None:
+    if value is not None and not REGION_RE.match(value):
+        raise ValueError("must be an AWS region code such as 'us-east-1' or 'ap-southeast-1'")
+    return value
+
+
+def check_route_name(value: str) -> str:
+    if not ROUTE_NAME_RE.match(value):
+        raise ValueError("must be 1-64 letters, digits, '.', '_' or '-', e.g. 'use1-to-usw2'")
+    return value
+
+
+def check_prefix(value: str) -> str:
+    if not value or value.startswith("/") or not value.endswith("/"):
+        raise ValueError("must be a key prefix ending in '/', without a leading '/', e.g. 'replmon-probes/'")
+    return value
+
+
+def check_endpoint_url(value: str | None) -> str | None:
+    if value is not None and not ENDPOINT_URL_RE.match(value):
+        raise ValueError("must be an http(s) URL with no path, e.g. 'http://127.0.0.1:9000'")
+    return value
+
+
+def check_account(value: str | None) -> str | None:
+    if value is not None and not ACCOUNT_RE.match(value):
+        raise ValueError("must be a 12-digit AWS account id")
+    return value
+
+
+def check_role_arn(value: str | None) -> str | None:
+    if value is not None and not ROLE_ARN_RE.match(value):
+        raise ValueError("must be an IAM role ARN, e.g. 'arn:aws:iam::123456789012:role/replmon-reader'")
+    return value

@@ -1,0 +1,3 @@
+"""cost: what a probe schedule costs per month, modelled before anyone deploys it (estimate.py,
+with its list prices in pricing.json).
+May import: core, probe (it plays the real plan and poller against modelled latencies)."""

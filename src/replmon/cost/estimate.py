@@ -1,0 +1,196 @@
+"""What a probe schedule costs per month, before anyone deploys it (`replmon cost`).
+
+The estimate is *modelled*: it expands the request with the same plan the state machine uses
+(:func:`replmon.plan.plan_probes`), plays each probe's polling with the same policy and poller
+(:func:`replmon.poller.poll_replication`) against a modelled latency, and counts what a run
+makes AWS do: state transitions, Lambda invocations and GB-seconds, S3 requests, replicated
+bytes (the RTC fee and inter-region transfer), DynamoDB writes and reads, CloudWatch metrics,
+alarms and log bytes. Prices come from ``pricing.json`` (one file, with its sources and date);
+free tiers are not applied.
+
+>>> from replmon.probe.request import load_request
+>>> req = load_request({"routes": [{"name": "p", "source": {"bucket": "src"}, "destinations": [{"bucket": "dst"}]}],
+...                     "sizes": "1GiB", "trials": 1})
+>>> est = estimate(req, runs_per_month=2880, cross_region=False, rtc=True)
+>>> round(est.line("S3 RTC fee").dollars, 2)
+43.2
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from replmon.core.clock import ManualClock
+from replmon.core.ports import HeadResult
+from replmon.core.record import ProbeStatus
+from replmon.probe.plan import plan_probes
+from replmon.probe.poll import poll_replication, start_polling
+from replmon.probe.request import ProbeRequest
+from replmon.probe.state import ProbeState, Upload
+from replmon.probe.upload import UploadSettings, plan_upload
+
+GiB = 2**30
+MiB = 2**20
+
+
+def pricing() -> dict[str, Any]:
+    prices: dict[str, Any] = json.loads(Path(__file__).with_name("pricing.json").read_text())
+    return prices
+
+
+@dataclass
+class Line:
+    item: str
+    quantity: float
+    unit: str
+    dollars: float
+
+
+@dataclass
+class Estimate:
+    runs_per_month: float
+    probes_per_run: int
+    lines: list[Line] = field(default_factory=list)
+    assumptions: dict[str, Any] = field(default_factory=dict)
+    as_of: str = ""
+    region: str = ""
+
+    @property
+    def total(self) -> float:
+        return sum(x.dollars for x in self.lines)
+
+    def line(self, item: str) -> Line:
+        return next(x for x in self.lines if x.item == item)
+
+    def add(self, item: str, quantity: float, unit: str, dollars: float) -> None:
+        self.lines.append(Line(item, quantity, unit, dollars))
+
+
+class _ModelledSource:
+    """A source bucket whose HEAD answers PENDING until the modelled latency has passed."""
+
+    def __init__(self, clock: ManualClock, put_end: float, latency: float, head_seconds: float) -> None:
+        self.clock, self.put_end, self.latency, self.head_seconds = clock, put_end, latency, head_seconds
+
+    def head(self, bucket: str, key: str, version_id: str | None = None) -> HeadResult:
+        self.clock.advance(self.head_seconds)
+        done = self.clock.now() - self.put_end >= self.latency
+        return HeadResult("COMPLETED" if done else "PENDING", 0, '"m"', version_id, "CRC64NVME/FULL_OBJECT:m")
+
+
+@dataclass
+class PollingModel:
+    heads: int
+    invocations: int
+    waits: int
+    lambda_seconds: float  # time spent inside PollReplication invocations (inline sleeps + HEADs)
+
+
+def model_polling(probe: ProbeState, latency: float, head_seconds: float) -> PollingModel:
+    """Play the real poller against a source that completes after ``latency`` seconds."""
+    clock = ManualClock(0.0)
+    state = probe.model_copy(deep=True)
+    state.upload = Upload(key="k", version_id="v", etag='"m"', method="put", put_start=0.0, put_end=0.0)
+    state.started_at = 0.0
+    source = _ModelledSource(clock, 0.0, latency, head_seconds)
+    state = start_polling(state, 0.0)
+    invocations = waits = 0
+    inside = 0.0
+    while True:
+        invocations += 1
+        t0 = clock.now()
+        # Destination HEADs on COMPLETED (replica verification) are counted with the source's.
+        state = poll_replication(state, lambda e: source, clock)  # type: ignore[arg-type,return-value]
+        inside += clock.now() - t0
+        assert state.poll is not None
+        if state.poll.status is not ProbeStatus.PENDING:
+            break
+        if state.poll.wait_seconds:
+            waits += 1
+        clock.advance(state.poll.wait_seconds)
+    return PollingModel(state.poll.head_count, invocations, waits, inside)
+
+
+def estimate(request: ProbeRequest, runs_per_month: float, cross_region: bool, rtc: bool,
+             assumptions: dict[str, Any] | None = None, alarms: int | None = None, settings: UploadSettings | None = None) -> Estimate:
+    data = pricing()
+    settings = settings or UploadSettings()
+    p, a = data["prices"], {**data["assumptions"], **(assumptions or {})}
+    probes = plan_probes(request, "cost-model", 0.0)
+    est = Estimate(runs_per_month, len(probes), assumptions={k: v for k, v in a.items() if not k.startswith("_")},
+                   as_of=data["as_of"], region=data["region"])
+    dests = sum(len(r.destinations) for r in request.routes) / len(request.routes)
+
+    transitions = 4.0  # PlanProbes, Probes (Map), Housekeeping, Done
+    invocations = {"small": 2.0}  # PlanProbes and Housekeeping, at 256 MB
+    gb_seconds = 2 * 0.25 * a["other_step_seconds"]
+    put_class = get_class = 0.0
+    list_class = 4.0 * len(request.routes)  # Housekeeping's sweep: versions and uploads, both sides
+    replicated_bytes = 0.0
+    write_units = read_units = 0.0
+    for probe in probes:
+        size = probe.size_bytes
+        latency = a["replication_base_seconds"] + size / (a["replication_mib_per_s"] * MiB)
+        polling = model_polling(probe, latency, a["head_seconds"])
+        up = plan_upload(size, settings)
+        if up.method == "put":
+            put_class += 1
+            upload_s = size / (a["upload_mib_per_s"] * MiB)
+        elif up.method == "multipart":
+            put_class += 2 + len(up.part_sizes)
+            upload_s = size / (a["upload_mib_per_s"] * MiB)
+        else:  # one part through the function, the rest copied server-side from the seed
+            put_class += 2 + len(up.part_sizes) + 1  # + the seed listing
+            upload_s = up.part_sizes[0] / (a["upload_mib_per_s"] * MiB) + (size - up.part_sizes[0]) / (a["compose_copy_mib_per_s"] * MiB)
+        get_class += polling.heads + dests  # source HEADs, then one HEAD per replica
+        list_class += 2 * (1 + dests)  # Cleanup: versions and uploads on every side
+        put_class += dests  # the replication PUT on each destination
+        replicated_bytes += size * dests
+        transitions += 1 + 2 * polling.invocations + polling.waits + 2  # Upload; Poll+Choice each; Waits; Record; Cleanup
+        invocations["small"] = invocations.get("small", 0) + polling.invocations + 2
+        invocations["upload"] = invocations.get("upload", 0) + 1
+        gb_seconds += 1.0 * (upload_s + a["other_step_seconds"]) + 0.25 * (polling.lambda_seconds + polling.invocations * a["other_step_seconds"])
+        gb_seconds += 2 * 0.25 * a["other_step_seconds"]  # RecordResult, Cleanup
+        write_units += math.ceil(a["record_bytes"] / 1024) + a["in_flight_marker_write_units"]  # the record; marker put + delete
+        if probe.poll_settings.use_history:  # the history Query: up to 50 records, eventually consistent
+            read_units += math.ceil(50 * a["record_bytes"] / 4096) / 2
+
+    runs = runs_per_month
+    n_inv = sum(invocations.values()) * runs
+    gb = replicated_bytes * runs / GiB
+    est.add("Step Functions transitions", transitions * runs, "transitions", transitions * runs / 1000 * p["sfn_per_1000_transitions"])
+    est.add("Lambda duration (arm64)", gb_seconds * runs, "GB-seconds", gb_seconds * runs * p["lambda_arm_per_gb_second"])
+    est.add("Lambda requests", n_inv, "invocations", n_inv / 1e6 * p["lambda_per_million_requests"])
+    est.add("S3 PUT/COPY/LIST requests", (put_class + list_class) * runs, "requests",
+            (put_class + list_class) * runs / 1000 * p["s3_put_copy_post_list_per_1000"])
+    est.add("S3 GET/HEAD requests", get_class * runs, "requests", get_class * runs / 1000 * p["s3_get_head_per_1000"])
+    est.add("S3 RTC fee", gb if rtc else 0.0, "GiB replicated", (gb * p["s3_rtc_per_gb"]) if rtc else 0.0)
+    est.add("S3 inter-region transfer", gb if cross_region else 0.0, "GiB replicated",
+            gb * p["s3_inter_region_transfer_per_gb"] if cross_region else 0.0)
+    sizes = {pr.size_class for pr in probes}
+    # The passive side (CollectSignals on its schedule; IngestEvents scales with your traffic's events, not modelled).
+    collector_runs = a["days_per_month"] * 24 * 60 / a["collector_rate_minutes"]
+    n_inv += collector_runs
+    est.add("CollectSignals (RPO, SLO, RTC metrics)", collector_runs, "runs",
+            collector_runs * (0.25 * a["collector_seconds"] * p["lambda_arm_per_gb_second"] + p["lambda_per_million_requests"] / 1e6)
+            + (collector_runs * a["s3_replication_metrics_per_rule"] * len(request.routes) / 1000 * p["cloudwatch_getmetricdata_per_1000_metrics"] if rtc else 0.0)
+            # one 30-day Query of the route's records per run, eventually consistent
+            + collector_runs * len(request.routes) * math.ceil(len(probes) * runs * a["record_bytes"] / 4096) / 2 / 1e6 * p["dynamodb_per_million_read_units"])
+    metrics = len(request.routes) * (2 + len(sizes) + a["passive_metrics_per_route"]) + (a["s3_replication_metrics_per_rule"] * len(request.routes) if rtc else 0)
+    est.add("CloudWatch metrics", metrics, "metrics", metrics * p["cloudwatch_per_metric_month"])
+    n_alarms = a["alarms"] if alarms is None else alarms
+    est.assumptions["alarms"] = n_alarms
+    est.add("CloudWatch alarms", n_alarms, "alarms", n_alarms * p["cloudwatch_per_standard_alarm_month"])
+    log_gb = n_inv * a["log_bytes_per_invocation"] / 1e9
+    est.add("CloudWatch Logs ingestion", log_gb, "GB", log_gb * p["cloudwatch_logs_per_gb_ingested"])
+    est.add("DynamoDB writes and reads", write_units * runs + read_units * runs, "request units",
+            write_units * runs / 1e6 * p["dynamodb_per_million_write_units"] + read_units * runs / 1e6 * p["dynamodb_per_million_read_units"])
+    est.add("CloudWatch composite alarms and dashboard", a["composite_alarms"] + 1, "resources",
+            a["composite_alarms"] * p["cloudwatch_per_composite_alarm_month"] + p["cloudwatch_per_dashboard_month"])
+    est.add("KMS key (alarm topic)", 1, "keys", p["kms_per_key_month"])
+    est.add("X-Ray traces", n_inv, "traces (every invocation sampled)", n_inv / 1e6 * p["xray_per_million_traces"])
+    return est

@@ -1,0 +1,98 @@
+"""What every Lambda handler shares: logging with the probe id, tracing, error names, and its
+dependencies from the composition root (:func:`replmon.wiring.for_function`).
+
+Each entry module (``replmon/entry/*.py``, re-exported by ``functions/*.py``) is one line:
+``handler = lambda_handler(upload_step)``. Import cost is a cold start: a handler builds only
+what it uses.
+
+Tracing: every function has Lambda's Active tracing (template.yaml), which records each
+invocation's segment without any SDK. The X-Ray SDK adds a subsegment per AWS call, and costs
+~130 ms of every cold start to import (docs/BENCH.md, P5), so it is opt-in: with
+REPLMON_TRACE_AWS_CALLS=true (template parameter TraceAwsCalls) handlers that call AWS build a
+Powertools Tracer that patches botocore only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from botocore.exceptions import ClientError
+
+from replmon import wiring
+from replmon.core.telemetry import SERVICE
+
+logger = Logger(service=SERVICE)
+
+THROTTLE_CODES = frozenset(
+    {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException",
+     "ProvisionedThroughputExceededException", "RequestThrottled", "503"}
+)
+
+
+class ThrottledError(Exception):
+    """Raised for throttling answers so the state machine retries them with backoff."""
+
+
+@cache
+def tracer() -> Any:
+    """One Tracer per execution environment, made on first use (the X-Ray SDK's import is costly)."""
+    from aws_lambda_powertools import Tracer
+
+    return Tracer(service=SERVICE, patch_modules=("botocore",))
+
+
+#: A step: the event and the function's dependencies in, the next state out.
+Step = Callable[[dict[str, Any], wiring.Deps], Any]
+
+
+def trace_aws_calls() -> bool:
+    return os.environ.get("REPLMON_TRACE_AWS_CALLS", "false").lower() == "true"
+
+
+def lambda_handler(step: Step, *, traced: bool = True) -> Callable[[dict[str, Any], Any], Any]:
+    """Wrap ``step`` as a Lambda handler; ``traced=False`` for steps that make no AWS call."""
+
+    def run(event: dict[str, Any], context: Any) -> Any:
+        if isinstance(event, dict) and "probe_id" in event:
+            logger.append_keys(probe_id=event["probe_id"], route=event.get("route", {}).get("name"))
+        try:
+            result = step(event, wiring.for_function(getattr(context, "function_name", "")))
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in THROTTLE_CODES:
+                raise ThrottledError(str(exc)) from exc
+            raise
+        if isinstance(result, dict):  # one structured line per step: status, HEADs, interval so far
+            logger.info(step.__name__, extra={k: result[k] for k in ("poll", "upload", "recorded", "cleaned", "status") if k in result})
+        return result
+
+    handler = run
+    if traced and trace_aws_calls():
+        handler = tracer().capture_lambda_handler(capture_response=False)(handler)
+    handler = logger.inject_lambda_context(clear_state=True)(handler)
+    handler.__name__ = step.__name__
+    return handler
+
+
+def sqs_batch_handler(handle_message: Callable[[Any, str], list[str]]) -> Callable[[dict[str, Any], Any], Any]:
+    """An SQS-triggered handler with partial batch failures: Powertools' BatchProcessor runs
+    ``handle_message(record, function_name)`` per message and reports the ones that raised
+    (``ReportBatchItemFailures``), so one bad message never fails the batch."""
+    from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+
+    def record_handler(record: Any, lambda_context: Any = None) -> list[str]:
+        """Powertools passes ``lambda_context`` to a handler that names it."""
+        return handle_message(record, getattr(lambda_context, "function_name", ""))
+
+    def run(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        return dict(process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context))
+
+    handler: Callable[[dict[str, Any], Any], Any] = run
+    if trace_aws_calls():
+        handler = tracer().capture_lambda_handler(capture_response=False)(handler)
+    return logger.inject_lambda_context(clear_state=True)(handler)

@@ -1,0 +1,76 @@
+"""Housekeeping (once per run, before its probes): replay records the spool holds into the store,
+and sweep probe objects and uploads older than any probe in flight off every side of the run's
+routes. The state machine catches a failure and goes on: both only tidy up after earlier runs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from replmon.core.errors import StoreUnavailable
+from replmon.core.route import Route
+from replmon.probe.steps import ProbeDeps, after_record
+from replmon.probe.upload import run_started
+
+#: Records Housekeeping replays per run (each a conditional put).
+REPLAY_LIMIT = 200
+#: Probe objects older than the longest a probe can live (the largest timeout_seconds, 1 day,
+#: plus an hour) belong to no run in flight: the sweep removes them (a STUCK probe's late replica).
+SWEEP_AGE_SECONDS = 86_400 + 3600
+
+
+def replay_spool(deps: ProbeDeps, limit: int = REPLAY_LIMIT) -> dict[str, int]:
+    """Write spooled records to the store (same key, conditional put); ack each that is held."""
+    out = {"replayed": 0, "duplicates": 0, "left": 0}
+    if deps.spool is None:
+        return out
+    for handle, record in deps.spool.drain(limit):
+        try:
+            wrote = deps.store.put_once(record)
+        except StoreUnavailable:
+            out["left"] += 1  # still down: it stays spooled for the next run
+            continue
+        out["replayed" if wrote else "duplicates"] += 1
+        deps.spool.ack(handle)
+        after_record(record, deps)  # as RecordResult would have: replica events, the in-flight marker
+    if out["replayed"]:
+        deps.metrics.count("SpoolReplayed", out["replayed"])
+    return out
+
+
+def sweep(routes: list[Route], deps: ProbeDeps, age_seconds: float = SWEEP_AGE_SECONDS,
+          failures: list[str] | None = None) -> int:
+    """Remove probe objects (every version) and multipart uploads older than ``age_seconds`` on
+    every side of the given routes: leftovers of failed cleanups and late replicas of STUCK probes.
+    A side that does not answer is skipped (and named in ``failures``); the others are swept."""
+    now = deps.clock.now()
+    removed = 0
+    for route in routes:
+        for endpoint in [route.source, *route.destinations]:
+            store = deps.stores(endpoint)
+            try:
+                old = [v for v in store.list_versions(endpoint.bucket, route.prefix)
+                       if (t := run_started(v.key, route.prefix)) is not None and now - t > age_seconds]
+                removed += store.delete_versions(endpoint.bucket, old)
+                for u in store.list_uploads(endpoint.bucket, route.prefix):
+                    if now - u.initiated > age_seconds:
+                        store.abort_multipart(endpoint.bucket, u.key, u.upload_id)
+                        removed += 1
+            except Exception as exc:
+                if failures is None:
+                    raise
+                failures.append(f"{endpoint.bucket}: {type(exc).__name__}: {str(exc)[:200]}")
+    if removed:
+        deps.metrics.count("ProbeObjectsSwept", removed)
+    return removed
+
+
+def housekeeping_step(event: Mapping[str, Any], deps: ProbeDeps) -> dict[str, Any]:
+    """Before a run's probes: replay the spool, sweep expired probe objects of the run's routes
+    (``{"routes": [...]}``, from PlanProbes)."""
+    routes = [Route.model_validate(r) for r in event.get("routes", [])]
+    failures: list[str] = []
+    out: dict[str, Any] = {"spool": replay_spool(deps), "swept": sweep(routes, deps, failures=failures)}
+    if failures:
+        out["sweep_failures"] = failures
+    return out

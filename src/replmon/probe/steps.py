@@ -1,0 +1,182 @@
+"""The probe's steps, each what one Lambda function does: the state machine's JSON in, the next
+state's JSON out, with its dependencies (:class:`ProbeDeps`) passed in, e.g.
+``upload_step(event, deps)`` where the handler's ``deps`` comes from the composition root
+(:mod:`replmon.wiring`: from the environment in Lambda, the lab's or a test's otherwise).
+
+replmon's own state is validated with pydantic directly: Powertools Parser would add nothing for
+a JSON document without an envelope, and its import costs ~50 ms of every cold start. Parser
+does the envelope work where AWS's event shapes arrive (S3 and SQS events).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from replmon.core.clock import Clock
+from replmon.core.errors import StoreUnavailable
+from replmon.core.keys import new_run_id, record_sort_key
+from replmon.core.ports import LatencyTable, MetricsSink, ObjectStores, RecordSpool
+from replmon.core.record import ProbeRecord, ProbeStatus
+from replmon.core.route import Endpoint
+from replmon.core.telemetry import ROUTE
+from replmon.probe.latency_report import ReportRequest, build_report
+from replmon.probe.plan import plan_output
+from replmon.probe.poll import poll_replication, start_polling
+from replmon.probe.polling import earliest_completion
+from replmon.probe.request import load_request
+from replmon.probe.results import to_record
+from replmon.probe.state import ProbeState
+from replmon.probe.upload import UploadSettings, probe_key, upload_probe
+from replmon.signals.arrivals import apply_arrivals
+from replmon.signals.health import route_health
+from replmon.signals.inflight import clear_in_flight, mark_in_flight
+from replmon.signals.slo import SloSpec
+
+log = logging.getLogger("replmon")
+
+HISTORY_DAYS = 7
+HISTORY_LIMIT = 50
+
+
+class ProbeDeps(Protocol):
+    """What the probe's steps need from outside (the composition root's ``Deps`` has it)."""
+
+    stores: ObjectStores
+    store: LatencyTable
+    metrics: MetricsSink
+    clock: Clock
+    upload: UploadSettings
+    retention_days: int
+    defaults: dict[str, Any]  # REPLMON_DEFAULTS: the deployment's request defaults (routes, sizes...)
+    spool: RecordSpool | None
+    poll_function_timeout: float
+    event_skew: float
+    slo: SloSpec
+    rpo_window: float
+
+
+def plan_step(event: Mapping[str, Any], deps: ProbeDeps) -> dict[str, Any]:
+    """PlanProbes: the Lambda edge of a request: validate the input (over the deployment's
+    defaults) and expand it into one state per probe."""
+    request = load_request(event, deps.defaults, poll_function_timeout=deps.poll_function_timeout)
+    now = deps.clock.now()
+    return plan_output(request, request.run_id or new_run_id(now), now)
+
+
+def upload_step(event: Mapping[str, Any], deps: ProbeDeps) -> dict[str, Any]:
+    state = ProbeState.model_validate(event)
+    out = upload_probe(state, deps.stores(state.route.source), deps.clock, deps.upload)
+    if out.upload is not None:
+        # The RPO counts the age of probes in flight; RecordResult removes the marker (TTL: the timeout).
+        try:
+            mark_in_flight(deps.store, state.route.name, record_sort_key(state.run_id, state.probe_id),
+                           out.upload.put_end, out.upload.put_end + state.timeout_seconds + 3600)
+        except Exception as exc:  # the probe still measures; the RPO misses this probe while it flies
+            log.warning("in-flight marker not written", extra={"error": f"{type(exc).__name__}: {exc}", "probe_id": state.probe_id})
+    return out.dump()
+
+
+def history_start(state: ProbeState, deps: ProbeDeps) -> tuple[float, str | None]:
+    """Seconds after the PUT before which completion is implausible, from the route's history.
+    The lookup is optional: if the store cannot answer, polling starts at 0 (never an ERROR)."""
+    if not state.poll_settings.use_history:
+        return 0.0, None
+    now = deps.clock.now()
+    try:
+        recent = deps.store.query(state.route.name, now - HISTORY_DAYS * 86_400, now, newest_first=True, limit=HISTORY_LIMIT)
+    except Exception as exc:  # the store is down: the probe still measures, from the start
+        log.warning("history lookup failed; polling from the start", extra={"error": f"{type(exc).__name__}: {exc}"})
+        return 0.0, f"history unavailable ({type(exc).__name__}); polled from the start"
+    pairs = [(r.size_bytes, r.latency_lo) for r in recent if r.status is ProbeStatus.COMPLETED and r.latency_lo]
+    return earliest_completion(state.size_bytes, pairs), None
+
+
+def poll_step(event: Mapping[str, Any], deps: ProbeDeps) -> dict[str, Any]:
+    state = ProbeState.model_validate(event)
+    if state.poll is None:
+        not_before, note = history_start(state, deps)
+        state = start_polling(state, not_before)
+        assert state.poll is not None
+        state.poll.history_note = note
+    return poll_replication(state, deps.stores, deps.clock).dump()
+
+
+def record_step(event: Mapping[str, Any], deps: ProbeDeps, interrupted: str | None = None) -> dict[str, Any]:
+    """Store the record once; if the store is unavailable, spool it for a later run to replay.
+
+    Metrics are published by whichever write first holds the record durably (the store, or the
+    spool), so a retry or a replay never counts a probe twice.
+    """
+    deps.clock.check()  # an interrupted local run records its probes itself (local/execution.py)
+    state = ProbeState.model_validate(event)
+    record = to_record(state, deps.retention_days, interrupted)
+    try:
+        wrote = deps.store.put_once(record)
+        state.recorded = "stored" if wrote else "duplicate"
+    except StoreUnavailable as exc:
+        if deps.spool is None:
+            raise
+        deps.spool.spool(record)  # if this fails too, the state machine retries, then Cleanup counts RecordLost
+        log.warning("latency store unavailable; record spooled", extra={"error": str(exc), "probe_id": record.probe_id})
+        state.recorded, wrote = "spooled", True
+        deps.metrics.count("RecordSpooled", dimensions={ROUTE: record.route})
+    if wrote:
+        deps.metrics.publish(record)
+    if state.recorded in ("stored", "duplicate"):
+        after_record(record, deps)
+    return state.dump()
+
+
+def after_record(record: ProbeRecord, deps: ProbeDeps) -> None:
+    """Narrow the interval with replica events that came first; the probe is no longer in flight.
+    Both are refinements: a failure is logged, the record stands."""
+    try:
+        note = apply_arrivals(deps.store, deps.metrics, record, deps.event_skew)
+        if note:
+            log.info("replica events applied", extra={"probe_id": record.probe_id, "result": note})
+        clear_in_flight(deps.store, record.route, record.sort_key)
+    except Exception as exc:
+        log.warning("replica events not applied", extra={"error": f"{type(exc).__name__}: {exc}", "probe_id": record.probe_id})
+
+
+def cleanup_step(event: Mapping[str, Any], deps: ProbeDeps) -> dict[str, Any]:
+    """Delete every version of the probe and abort its incomplete multipart uploads on the
+    source and on each replica. A side that fails is counted (CleanupFailed), never silent;
+    the housekeeping sweep removes what is left once the probe has expired."""
+    deps.clock.check()
+    state = ProbeState.model_validate(event)
+    key = probe_key(state)
+    cleaned: dict[str, int] = {}
+    failures: list[str] = []
+    sides: list[tuple[str, Endpoint]] = [("source", state.route.source), *[(f"destination:{d.bucket}", d) for d in state.route.destinations]]
+    for name, endpoint in sides:
+        store = deps.stores(endpoint)
+        try:
+            cleaned[name] = store.delete_all_versions(endpoint.bucket, key)
+            aborted = store.abort_uploads(endpoint.bucket, key)
+            if aborted:
+                cleaned[f"{name}:uploads"] = aborted
+        except Exception as exc:  # a dead or hung side: count it and move on
+            failures.append(f"{name}: {type(exc).__name__}: {str(exc)[:200]}")
+    if failures:
+        deps.metrics.count("CleanupFailed", len(failures), dimensions={ROUTE: state.route.name})
+        log.warning("cleanup incomplete", extra={"failures": failures, "probe_id": state.probe_id})
+    if state.record_error:
+        deps.metrics.count("RecordLost", dimensions={ROUTE: state.route.name})
+        log.error("record lost: neither stored nor spooled", extra={"error": state.record_error, "probe_id": state.probe_id})
+    # The Map's result per probe stays small: the record holds the details.
+    return {"probe_id": state.probe_id, "status": state.poll.status if state.poll else ProbeStatus.ERROR,
+            "recorded": state.recorded or "lost", "cleaned": cleaned, "cleanup_failures": failures}
+
+
+def report_step(event: Mapping[str, Any] | None, deps: ProbeDeps) -> dict[str, Any]:
+    """Report: latency statistics per route and size class, then each route's RPO and SLO."""
+    req = ReportRequest.model_validate(event or {})
+    if not req.routes:
+        req.routes = [str(r["name"]) for r in deps.defaults.get("routes", [])]
+    now = deps.clock.now()
+    out = build_report(deps.store, req, now)
+    out["health"] = [route_health(deps.store, r, now, deps.slo, deps.rpo_window).to_json(deps.slo) for r in req.routes]
+    return out

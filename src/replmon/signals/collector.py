@@ -1,0 +1,67 @@
+"""CollectSignals (every 5 minutes): per route, read S3's RTC metrics (when the deployment reads
+them) into the store, evaluate the route's RPO and SLO (health.py) and emit them as metrics."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from replmon.core.clock import Clock
+from replmon.core.errors import StoreUnavailable
+from replmon.core.keys import iso_ms
+from replmon.core.ports import LatencyTable, MetricReader, MetricsSink
+from replmon.core.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
+from replmon.core.route import Route
+from replmon.core.telemetry import ROUTE
+from replmon.signals.health import RouteHealth, publish_health, route_health
+from replmon.signals.partitions import RTC, signal_partition
+from replmon.signals.rtc import collect_rtc
+from replmon.signals.slo import SloSpec
+
+log = logging.getLogger("replmon")
+
+
+def collect(routes: Sequence[Route], store: LatencyTable, reader: MetricReader | None, metrics: MetricsSink, now: float,
+            spec: SloSpec, window: float, retention_days: int) -> list[RouteHealth]:
+    """Per route: read and store RTC metrics, evaluate RPO and SLO, emit them. A route whose RTC
+    read fails is still evaluated from probes and events (the failure is named in the result)."""
+    out = []
+    for route in routes:
+        if reader is not None:
+            try:
+                fresh = collect_rtc(reader, route, now)
+                for s in fresh:
+                    store.put_item({PARTITION_KEY: signal_partition(route.name, RTC), SORT_KEY: f"{iso_ms(now)}#{s.destination}#{s.rule_id}",
+                                    **s.to_item(), TTL_ATTRIBUTE: int(now + retention_days * 86_400)})
+            except StoreUnavailable:
+                raise
+            except Exception as exc:  # CloudWatch down or denied: the rest of the evaluation stands
+                log.warning("RTC metrics unavailable", extra={"route": route.name, "error": f"{type(exc).__name__}: {exc}"})
+                metrics.count("RtcReadFailed", dimensions={ROUTE: route.name})
+        h = route_health(store, route.name, now, spec, window)
+        publish_health(metrics, h)
+        out.append(h)
+    return out
+
+
+class CollectorDeps(Protocol):
+    """What CollectSignals needs (the composition root's ``Deps`` has it)."""
+
+    store: LatencyTable
+    metric_reader: MetricReader | None
+    metrics: MetricsSink
+    clock: Clock
+    slo: SloSpec
+    rpo_window: float
+    retention_days: int
+
+    @property
+    def routes(self) -> list[Route]: ...
+
+
+def collect_step(event: Mapping[str, Any], deps: CollectorDeps) -> dict[str, Any]:
+    """Scheduled: RTC metrics in, RPO / SLO / burn rates out, for every route of the deployment."""
+    health = collect(deps.routes, deps.store, deps.metric_reader, deps.metrics, deps.clock.now(), deps.slo,
+                     deps.rpo_window, deps.retention_days)
+    return {"routes": [h.to_json(deps.slo) for h in health]}

@@ -1,0 +1,191 @@
+"""A route's RPO, its SLO attainment, error budget and burn rates: one definition, used by the
+collector (metrics and alarms), the Report function and `replmon report`.
+
+**RPO** (docs/SEMANTICS.md, "RPO"): how far behind the destination may be right now, in seconds,
+the largest of
+
+1. the age of the oldest unfinished probe (``now - put_end`` of a probe in flight);
+2. the largest latency among probes recorded in the last ``window`` (``hi`` of COMPLETED,
+   ``lo`` of STUCK: a lower bound), per size class and overall;
+3. S3's RTC ``ReplicationLatency`` (Maximum) in the last ``window``.
+
+It is **unbounded** when an object is known not to be on the destination: a FAILED probe or an
+``OperationFailedReplication`` event in the window, or RTC ``OperationsFailedReplication`` > 0.
+``BytesPendingReplication`` and ``OperationsPendingReplication`` are reported beside it (S3 gives
+no age for them). Missing inputs are named, never read as zero.
+
+**SLO**: the share of judged probes (COMPLETED, FAILED, STUCK) with ``hi <= threshold`` (900 s,
+RTC's promise) against ``target`` (99.99 %). S3 emits no event for an on-time replication, so
+passive events have no denominator: missed-threshold and failure events page on their own alarms
+and raise the RPO, they do not enter the ratio. **Burn rate** over a window = error rate /
+(1 - target); the SRE workbook's pairs page when both windows burn faster than the factor. A
+short window is widened to the probe interval, so it always holds the latest run.
+
+>>> burn_rate(bad=1, total=10, target=0.99)
+10.0
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from replmon.core.defaults import DEFAULTS
+from replmon.core.record import ProbeRecord, ProbeStatus
+
+
+@dataclass(frozen=True)
+class BurnPair:
+    name: str  # "page" / "ticket"
+    long_seconds: float
+    short_seconds: float
+    factor: float
+    labels: tuple[str, str] | None = None  # (long, short) names; default from the lengths ("1h", "5m")
+
+    @property
+    def long_label(self) -> str:
+        return self.labels[0] if self.labels else window_label(self.long_seconds)
+
+    @property
+    def short_label(self) -> str:
+        return self.labels[1] if self.labels else window_label(self.short_seconds)
+
+
+#: The SRE workbook's multi-window, multi-burn-rate pairs (R12): 2 % of a 30-day budget in 1 h,
+#: 5 % in 6 h.
+DEFAULT_PAIRS = (BurnPair("page", 3600, 300, 14.4), BurnPair("ticket", 6 * 3600, 1800, 6.0))
+
+
+def window_label(seconds: float) -> str:
+    return f"{int(seconds // 3600)}h" if seconds >= 3600 and seconds % 3600 == 0 else f"{int(seconds // 60)}m"
+
+
+@dataclass(frozen=True)
+class SloSpec:
+    threshold_seconds: float = 900.0
+    target: float = 0.9999
+    period_days: int = 30
+    pairs: tuple[BurnPair, ...] = DEFAULT_PAIRS
+    probe_interval_seconds: float = 900.0  # the schedule's rate: the shortest window that holds a run
+
+
+def is_judged(r: ProbeRecord) -> bool:
+    return r.status.judged
+
+
+def is_good(r: ProbeRecord, threshold: float) -> bool:
+    return r.status is ProbeStatus.COMPLETED and r.latency_hi is not None and r.latency_hi <= threshold
+
+
+def burn_rate(bad: int, total: int, target: float) -> float | None:
+    """Error rate / allowed error rate; None when the window holds no judged probe (no data)."""
+    if total == 0:
+        return None
+    return round((bad / total) / (1.0 - target), 6)
+
+
+@dataclass
+class SloStatus:
+    good: int
+    total: int
+    attainment: float | None  # good / total over the period
+    budget_left: float | None  # 1 - (bad / total) / (1 - target); negative when overspent
+    burn: dict[str, float | None]  # window label -> burn rate
+    alerts: dict[str, bool]  # pair name -> both windows above the factor
+
+
+def slo_status(records: Sequence[ProbeRecord], now: float, spec: SloSpec) -> SloStatus:
+    """Records by their PUT end (planned time for those without one), over ``spec.period_days``."""
+    def when(r: ProbeRecord) -> float:
+        return r.put_end if r.put_end is not None else r.planned_at
+
+    judged = [r for r in records if is_judged(r) and now - when(r) <= spec.period_days * 86_400]
+
+    def window(seconds: float) -> tuple[int, int]:
+        w = [r for r in judged if now - when(r) <= seconds]
+        return sum(not is_good(r, spec.threshold_seconds) for r in w), len(w)
+
+    burn: dict[str, float | None] = {}
+    alerts: dict[str, bool] = {}
+    for pair in spec.pairs:
+        rates = []
+        for seconds in (pair.long_seconds, max(pair.short_seconds, spec.probe_interval_seconds)):
+            bad, total = window(seconds)
+            rates.append(burn_rate(bad, total, spec.target))
+        burn[pair.long_label], burn[pair.short_label] = rates
+        alerts[pair.name] = all(r is not None and r > pair.factor for r in rates)
+    good = sum(is_good(r, spec.threshold_seconds) for r in judged)
+    total = len(judged)
+    attainment = good / total if total else None
+    budget = None if not total else 1.0 - ((total - good) / total) / (1.0 - spec.target)
+    return SloStatus(good, total, attainment, budget, burn, alerts)
+
+
+@dataclass
+class RtcLatest:
+    """The latest value of each RTC metric in the window; None = no data (idle, or not enabled)."""
+
+    replication_latency: float | None = None
+    bytes_pending: float | None = None
+    operations_pending: float | None = None
+    operations_failed: float | None = None
+
+
+@dataclass
+class Rpo:
+    seconds: float  # the largest bounded input (0 when there is none)
+    unbounded: bool
+    inputs: dict[str, float | None]  # each input, None when missing
+    by_size_class: dict[str, float] = field(default_factory=dict)
+    reasons: list[str] = field(default_factory=list)  # why unbounded
+    missing: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"seconds": self.seconds, "unbounded": self.unbounded, "inputs": self.inputs,
+                "by_size_class": self.by_size_class, "reasons": self.reasons, "missing": self.missing}
+
+
+def rpo(now: float, window: float, records: Iterable[ProbeRecord], in_flight_put_ends: Iterable[float],
+        rtc: RtcLatest | None, failure_events: int) -> Rpo:
+    recent = [r for r in records if (r.put_end if r.put_end is not None else r.planned_at) >= now - window]
+    by_class: dict[str, float] = {}
+    reasons: list[str] = []
+    for r in recent:
+        value = r.latency_hi if r.status is ProbeStatus.COMPLETED else r.latency_lo if r.status is ProbeStatus.STUCK else None
+        if value is not None:
+            by_class[r.size_class] = max(by_class.get(r.size_class, 0.0), value)
+    failed = sum(r.status is ProbeStatus.FAILED for r in recent)
+    if failed:
+        reasons.append(f"{failed} FAILED probe(s)")
+    if failure_events:
+        reasons.append(f"{failure_events} OperationFailedReplication event(s)")
+    ends = list(in_flight_put_ends)
+    inputs: dict[str, float | None] = {
+        "oldest_unfinished_probe": max((now - t for t in ends), default=None),
+        "recent_probe_latency": max(by_class.values(), default=None),
+        "rtc_replication_latency": rtc.replication_latency if rtc else None,
+    }
+    if rtc and rtc.operations_failed:
+        reasons.append(f"RTC OperationsFailedReplication = {rtc.operations_failed:g}")
+    missing = [k for k, v in inputs.items() if v is None]
+    if rtc is None or rtc.bytes_pending is None:
+        missing.append("rtc_bytes_pending")
+    if rtc is None or rtc.operations_pending is None:
+        missing.append("rtc_operations_pending")
+    inputs["rtc_bytes_pending"] = rtc.bytes_pending if rtc else None
+    inputs["rtc_operations_pending"] = rtc.operations_pending if rtc else None
+    bounded = [v for k, v in inputs.items() if v is not None and not k.endswith("_pending")]
+    seconds = round(max(bounded, default=0.0), 3)
+    assert math.isfinite(seconds)
+    return Rpo(seconds, bool(reasons), inputs, by_class, reasons, missing)
+
+
+def slo_spec(raw: Mapping[str, Any]) -> SloSpec:
+    """The SLO from REPLMON_SLO (the template's parameters) or the CLI's flags; each field defaults
+    to defaults.json (``target_percent`` in percent, or ``target`` as a fraction)."""
+    target = float(raw["target_percent"]) / 100 if "target_percent" in raw else float(raw.get("target", DEFAULTS.slo_target))
+    return SloSpec(threshold_seconds=float(raw.get("threshold_seconds", DEFAULTS.target_seconds)), target=target,
+                   period_days=int(raw.get("period_days", DEFAULTS.slo_period_days)),
+                   probe_interval_seconds=60 * float(raw.get("probe_interval_minutes", DEFAULTS.schedule_rate_minutes)))

@@ -1,0 +1,177 @@
+"""The composition root: where configuration becomes adapters, and adapters reach the domain.
+
+Every handler, command and lab run gets its dependencies as one :class:`Deps`, built here:
+
+- **Lambda**: :func:`from_env` reads the variables template.yaml sets, once per execution
+  environment (:func:`for_function` builds it on first use).
+- **The CLI and the lab**: :func:`local_deps` (S3-compatible keys per endpoint, DynamoDB Local,
+  a spool directory), :func:`preflight_deps` and :func:`latency_table`.
+- **Every AWS client** comes from adapters/clients.py, under its one retry and timeout policy.
+
+**Tests (and the lab) replace what handlers get in one way**: ``with injected(deps): ...`` for
+every function, or ``with injected({"IngestEvents": deps}): ...`` for some; the innermost
+injection that names a function wins, and the environment's wiring is used for the rest::
+
+    with wiring.injected(Deps(stores=fake.stores(), store=table, metrics=NullMetrics(), clock=clock)):
+        load_handler("RecordResult")(event, LambdaContext("RecordResult"))
+
+Each folder's steps declare what they need as a Protocol (``probe.steps.ProbeDeps``,
+``signals.collector.CollectorDeps``); :class:`Deps` has all of it. Adapters are imported only
+when :func:`from_env` or a builder runs: a handler's import stays cheap (a cold start).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from replmon.core.clock import Clock, WallClock
+from replmon.core.defaults import DEFAULTS
+from replmon.core.ports import LatencyTable, MetricReader, MetricsSink, ObjectStores, RecordSpool
+from replmon.core.route import Route
+from replmon.probe.upload import UploadSettings
+from replmon.signals.slo import SloSpec, slo_spec
+
+__all__ = ["Deps", "DepsSource", "for_function", "from_env", "injected", "latency_table", "local_deps", "preflight_deps"]
+
+
+def _results_stores() -> ObjectStores:
+    from replmon.adapters.clients import RESULTS
+    from replmon.adapters.s3 import S3Stores
+
+    return S3Stores(data=RESULTS, control=RESULTS)
+
+
+@dataclass
+class Deps:
+    """Everything a handler or command needs from outside, as ports, plus the deployment's settings."""
+
+    stores: ObjectStores
+    store: LatencyTable
+    metrics: MetricsSink
+    clock: Clock = field(default_factory=WallClock)
+    upload: UploadSettings = field(default_factory=UploadSettings)
+    retention_days: int = DEFAULTS.retention_days
+    defaults: dict[str, Any] = field(default_factory=dict)  # REPLMON_DEFAULTS: the deployment's request defaults
+    spool: RecordSpool | None = None
+    poll_function_timeout: float = DEFAULTS.poll_function_timeout_seconds
+    event_skew: float = DEFAULTS.event_clock_skew_seconds
+    slo: SloSpec = field(default_factory=SloSpec)
+    rpo_window: float = DEFAULTS.rpo_window_seconds
+    metric_reader: MetricReader | None = None  # the collector's GetMetricData (None: RTC metrics not read)
+    results: ObjectStores = field(default_factory=_results_stores)  # IngestFioResults reads result files here
+
+    @property
+    def routes(self) -> list[Route]:
+        """The deployment's routes (REPLMON_DEFAULTS): passive signals map onto them."""
+        return [Route.model_validate(r) for r in self.defaults.get("routes", [])]
+
+
+def from_env(env: Mapping[str, str] = os.environ) -> Deps:
+    """Lambda (and lab) configuration comes from the environment, never from code changes:
+    REPLMON_TABLE, REPLMON_DYNAMODB_ENDPOINT, REPLMON_DEFAULTS (JSON), REPLMON_RETENTION_DAYS,
+    REPLMON_SPOOL_QUEUE_URL, REPLMON_POLL_FUNCTION_TIMEOUT, REPLMON_METRICS (emf|none),
+    REPLMON_COMPOSE_THRESHOLD, REPLMON_SLO (JSON: threshold_seconds, target_percent, period_days,
+    probe_interval_minutes), REPLMON_EVENT_CLOCK_SKEW, REPLMON_READ_RTC (true: a CloudWatch reader)."""
+    from replmon.adapters import clients
+    from replmon.adapters.cloudwatch import CloudWatchReader
+    from replmon.adapters.dynamodb import DynamoLatencyStore
+    from replmon.adapters.metrics import EmfMetrics, NullMetrics
+    from replmon.adapters.s3 import S3Stores
+    from replmon.adapters.spool import SqsSpool
+    from replmon.core.sizes import parse_size
+
+    upload = UploadSettings()
+    if env.get("REPLMON_COMPOSE_THRESHOLD"):
+        upload = UploadSettings(compose_threshold=parse_size(env["REPLMON_COMPOSE_THRESHOLD"]))
+    queue = env.get("REPLMON_SPOOL_QUEUE_URL")
+    return Deps(
+        stores=S3Stores(),
+        store=DynamoLatencyStore(env["REPLMON_TABLE"], clients.dynamodb(clients.STORE, endpoint_url=env.get("REPLMON_DYNAMODB_ENDPOINT") or None)),
+        metrics=NullMetrics() if env.get("REPLMON_METRICS", "emf") == "none" else EmfMetrics(),
+        upload=upload,
+        retention_days=int(env.get("REPLMON_RETENTION_DAYS", str(DEFAULTS.retention_days))),
+        defaults=json.loads(env.get("REPLMON_DEFAULTS") or "{}"),
+        spool=SqsSpool(queue, clients.client("sqs", clients.STORE)) if queue else None,
+        poll_function_timeout=float(env.get("REPLMON_POLL_FUNCTION_TIMEOUT", DEFAULTS.poll_function_timeout_seconds)),
+        event_skew=float(env.get("REPLMON_EVENT_CLOCK_SKEW", DEFAULTS.event_clock_skew_seconds)),
+        slo=slo_spec(json.loads(env.get("REPLMON_SLO") or "{}")),
+        metric_reader=CloudWatchReader(clients.client("cloudwatch", clients.STORE))
+        if env.get("REPLMON_READ_RTC", "false").lower() == "true" else None,
+    )
+
+
+def latency_table(table: str, *, endpoint_url: str | None = None, region: str | None = None, profile: str | None = None,
+                  keys: tuple[str, str] | None = None, call: str = "store") -> LatencyTable:
+    """The latency table under a call class of the policy (``"read"`` for reports, ``"preflight"``)."""
+    from replmon.adapters import clients
+    from replmon.adapters.dynamodb import DynamoLatencyStore
+
+    return DynamoLatencyStore(table, clients.dynamodb(clients.POLICY[call], endpoint_url=endpoint_url, region=region, keys=keys, profile=profile))
+
+
+def local_deps(*, table: str, dynamodb_endpoint: str | None = None, region: str | None = None, profile: str | None = None,
+               keys: tuple[str, str] | None = None, by_url: Mapping[str, tuple[str, str]] | None = None,
+               table_keys: tuple[str, str] | None = None, spool_dir: Path | None = None, **settings: Any) -> Deps:
+    """What `replmon probe` and the lab run with: S3 (``keys`` for all endpoints, ``by_url`` per
+    endpoint URL, else the standard chain or ``profile``), the table (``table_keys`` for DynamoDB
+    Local), no metrics (there is no CloudWatch to read EMF), a spool directory; ``settings`` are
+    further :class:`Deps` fields (clock, upload, defaults, event_skew...)."""
+    from replmon.adapters.metrics import NullMetrics
+    from replmon.adapters.s3 import S3Stores
+    from replmon.adapters.spool import DirectorySpool
+
+    return Deps(stores=S3Stores(keys, by_url=by_url, profile=profile),
+                store=latency_table(table, endpoint_url=dynamodb_endpoint, region=region, profile=profile, keys=table_keys),
+                metrics=NullMetrics(), spool=DirectorySpool(spool_dir) if spool_dir is not None else None, **settings)
+
+
+def preflight_deps(*, table: str, dynamodb_endpoint: str | None = None, region: str | None = None, profile: str | None = None,
+                   keys: tuple[str, str] | None = None, by_url: Mapping[str, tuple[str, str]] | None = None) -> Deps:
+    """The same endpoints as :func:`local_deps`, each call made once with short timeouts: a wrong
+    URL, key or table is reported within seconds, before anything is written."""
+    from replmon.adapters.clients import PREFLIGHT
+    from replmon.adapters.metrics import NullMetrics
+    from replmon.adapters.s3 import S3Stores
+
+    return Deps(stores=S3Stores(keys, by_url=by_url, profile=profile, data=PREFLIGHT, control=PREFLIGHT),
+                store=latency_table(table, endpoint_url=dynamodb_endpoint, region=region, profile=profile, call="preflight"),
+                metrics=NullMetrics())
+
+
+# ---------------------------------------------------------------------------------------- injection
+DepsSource = Deps | Mapping[str, Deps]
+_injected: list[DepsSource] = []
+_from_env: Deps | None = None
+
+
+def for_function(function_name: str) -> Deps:
+    """What the handler of ``function_name`` runs with: the innermost injection that covers it,
+    else the environment's wiring (built once per execution environment, as Lambda reuses it)."""
+    global _from_env
+    for source in reversed(_injected):
+        if isinstance(source, Deps):
+            return source
+        if function_name in source:
+            return source[function_name]
+    if _from_env is None:
+        _from_env = from_env()
+    return _from_env
+
+
+@contextmanager
+def injected(source: DepsSource) -> Iterator[DepsSource]:
+    """Handlers get ``source`` (one :class:`Deps` for every function, or a function name -> Deps
+    mapping for those it names) until the block ends. The one way tests, the local runner and the
+    lab replace dependencies; a mapping may be changed while it is injected (the lab re-points
+    IngestEvents at each chaos route)."""
+    _injected.append(source)
+    try:
+        yield source
+    finally:
+        del _injected[max(i for i, s in enumerate(_injected) if s is source)]
