@@ -67,6 +67,8 @@ COMMANDS: dict[str, tuple[Exit, ...]] = {
     "fio presets": _PLAIN,
     "fio jobfile": _PLAIN,
     "fio knee": _PLAIN,
+    "fio targets": _PLAIN,
+    "fio report": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE),
 }
 
 #: What a code means for one command, where it says more than the table.
