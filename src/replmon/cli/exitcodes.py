@@ -59,6 +59,7 @@ COMMANDS: dict[str, tuple[Exit, ...]] = {
     "lab bench-mounts": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE, Exit.SIGINT, Exit.SIGTERM),
     "lab fio": (Exit.OK, Exit.BREACH, Exit.USAGE, Exit.INFRASTRUCTURE, Exit.SIGINT, Exit.SIGTERM),
     "uninstall": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE),
+    "preflight": (Exit.OK, Exit.BREACH, Exit.USAGE, Exit.INFRASTRUCTURE),
     "presets": _PLAIN,
     "cost": _PLAIN,
     "routes": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE),
@@ -78,6 +79,9 @@ SPECIFIC: dict[tuple[str, Exit], str] = {
     ("lab chaos", Exit.OK): "the fault showed as a breach and the healed route recovered",
     ("lab chaos", Exit.BREACH): "the fault did not show as a breach, or the route did not recover",
     ("lab fio", Exit.BREACH): "a target's fio run failed or left something mounted",
+    ("preflight", Exit.OK): "every check passed (warnings say what the route will lack)",
+    ("preflight", Exit.BREACH): "a check failed: the route is not ready to probe (each failure prints its fix)",
+    ("preflight", Exit.INFRASTRUCTURE): "a configuration could not be read (the check says which permission to grant)",
     ("events parse", Exit.BREACH): "a record failed to parse (IngestEvents would retry it)",
 }
 
