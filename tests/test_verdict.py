@@ -11,7 +11,7 @@ from replmon.cli.exitcodes import COMMANDS, Exit, combine, markdown
 from replmon.core.record import ProbeRecord, ProbeStatus
 from replmon.signals.health import RouteHealth
 from replmon.signals.slo import SloSpec, rpo, slo_status
-from replmon.signals.verdict import FINDING_KINDS, Verdict, judge_health, judge_run, overall
+from replmon.signals.verdict import FINDING_KINDS, RpoVerdict, judge_health, judge_run, overall
 
 NOW = 1_800_000_000.0
 
@@ -26,19 +26,19 @@ def rec(status: ProbeStatus, hi: float | None = 1.0, *, route: str = "r", size: 
 
 def test_a_run_within_target_is_ok_and_its_rpo_is_the_largest_upper_bound() -> None:
     v = judge_run("r", [rec(ProbeStatus.COMPLETED, 2.0), rec(ProbeStatus.COMPLETED, 5.5, n=1)], target_seconds=900, planned=2, now=NOW)
-    assert (v.verdict, v.rpo_seconds, v.rpo_bound, v.within_target, v.judged, v.findings) == (Verdict.OK, 5.5, "upper", 2, 2, ())
+    assert (v.verdict, v.rpo_seconds, v.rpo_bound, v.within_target, v.judged, v.findings) == (RpoVerdict.OK, 5.5, "upper", 2, 2, ())
 
 
 @pytest.mark.parametrize(("records", "planned", "ok", "verdict", "kinds"), [
-    ([rec(ProbeStatus.COMPLETED, 1000.0)], 1, True, Verdict.BREACH, ["rpo_over_target"]),
-    ([rec(ProbeStatus.FAILED, None)], 1, True, Verdict.BREACH, ["probe_failed"]),
-    ([rec(ProbeStatus.STUCK, None, lo=7200.0)], 1, True, Verdict.BREACH, ["probe_stuck"]),
-    ([rec(ProbeStatus.STUCK, None, lo=7200.0), rec(ProbeStatus.ERROR, None, n=1)], 2, True, Verdict.BREACH, ["probe_stuck", "probe_error"]),
-    ([rec(ProbeStatus.ERROR, None)], 1, True, Verdict.NOT_MEASURED, ["probe_error"]),
-    ([rec(ProbeStatus.COMPLETED)], 2, True, Verdict.NOT_MEASURED, ["records_missing"]),
-    ([rec(ProbeStatus.COMPLETED)], 1, False, Verdict.NOT_MEASURED, ["run_failed"]),
+    ([rec(ProbeStatus.COMPLETED, 1000.0)], 1, True, RpoVerdict.BREACH, ["rpo_over_target"]),
+    ([rec(ProbeStatus.FAILED, None)], 1, True, RpoVerdict.BREACH, ["probe_failed"]),
+    ([rec(ProbeStatus.STUCK, None, lo=7200.0)], 1, True, RpoVerdict.BREACH, ["probe_stuck"]),
+    ([rec(ProbeStatus.STUCK, None, lo=7200.0), rec(ProbeStatus.ERROR, None, n=1)], 2, True, RpoVerdict.BREACH, ["probe_stuck", "probe_error"]),
+    ([rec(ProbeStatus.ERROR, None)], 1, True, RpoVerdict.NOT_MEASURED, ["probe_error"]),
+    ([rec(ProbeStatus.COMPLETED)], 2, True, RpoVerdict.NOT_MEASURED, ["records_missing"]),
+    ([rec(ProbeStatus.COMPLETED)], 1, False, RpoVerdict.NOT_MEASURED, ["run_failed"]),
 ])
-def test_a_runs_verdict_names_what_is_failing(records: list[ProbeRecord], planned: int, ok: bool, verdict: Verdict, kinds: list[str]) -> None:
+def test_a_runs_verdict_names_what_is_failing(records: list[ProbeRecord], planned: int, ok: bool, verdict: RpoVerdict, kinds: list[str]) -> None:
     v = judge_run("r", records, target_seconds=900, planned=planned, execution_ok=ok, now=NOW)
     assert v.verdict is verdict and [f.kind for f in v.findings] == kinds
     assert all(FINDING_KINDS[f.kind] == (f.severity, f.effect) for f in v.findings)
@@ -60,31 +60,31 @@ def health(records: list[ProbeRecord], *, window: float = 3600.0, spec: SloSpec 
 def test_a_route_with_nothing_in_the_window_is_no_data_never_rpo_0() -> None:
     """Issue 22.2: `replmon report --route <typo>` showed RPO 0.0 s and exit 0."""
     v = judge_health(health([]), [], target_seconds=900, rpo_window_seconds=3600, now=NOW)
-    assert (v.verdict, v.rpo_seconds, v.rpo_bound) == (Verdict.NO_DATA, None, "none")
+    assert (v.verdict, v.rpo_seconds, v.rpo_bound) == (RpoVerdict.NO_DATA, None, "none")
     old = [rec(ProbeStatus.COMPLETED, 5.0, ago=5 * 3600)]  # a probe 5 h ago: the history exists, "now" does not
     v = judge_health(health(old), old, target_seconds=900, rpo_window_seconds=3600, now=NOW)
-    assert v.verdict is Verdict.NO_DATA and v.judged == 1
+    assert v.verdict is RpoVerdict.NO_DATA and v.judged == 1
 
 
 def test_a_reports_verdict_from_health() -> None:
     late = [rec(ProbeStatus.COMPLETED, 1200.0)]
     v = judge_health(health(late), late, target_seconds=900, rpo_window_seconds=3600, now=NOW)
-    assert v.verdict is Verdict.BREACH and v.rpo_seconds == 1200.0 and [f.kind for f in v.findings][:1] == ["rpo_over_target"]
+    assert v.verdict is RpoVerdict.BREACH and v.rpo_seconds == 1200.0 and [f.kind for f in v.findings][:1] == ["rpo_over_target"]
     # The same probes judged against a looser --target: OK.
     assert judge_health(health(late, spec=SloSpec(threshold_seconds=2000.0)), late, target_seconds=2000, rpo_window_seconds=3600,
-                        now=NOW).verdict is Verdict.OK
+                        now=NOW).verdict is RpoVerdict.OK
     failed = [rec(ProbeStatus.FAILED, None)]
     v = judge_health(health(failed), failed, target_seconds=900, rpo_window_seconds=3600, now=NOW)
-    assert v.verdict is Verdict.BREACH and v.findings[0].kind == "rpo_unbounded" and v.rpo_bound == "unbounded"
+    assert v.verdict is RpoVerdict.BREACH and v.findings[0].kind == "rpo_unbounded" and v.rpo_bound == "unbounded"
     # An in-flight probe alone bounds the RPO: data, not "no data".
     v = judge_health(health([], in_flight=(NOW - 30,)), [], target_seconds=900, rpo_window_seconds=3600, now=NOW)
-    assert v.verdict is Verdict.OK and v.rpo_seconds == 30.0
+    assert v.verdict is RpoVerdict.OK and v.rpo_seconds == 30.0
 
 
 def test_missed_threshold_events_and_the_ticket_burn_are_shown_but_do_not_page() -> None:
     ok = [rec(ProbeStatus.COMPLETED, 2.0)]
     v = judge_health(health(ok, events={"OperationMissedThreshold": 2}), ok, target_seconds=900, rpo_window_seconds=3600, now=NOW)
-    assert v.verdict is Verdict.OK and [(f.kind, f.severity, f.effect) for f in v.findings] == [("missed_threshold_events", "ticket", "none")]
+    assert v.verdict is RpoVerdict.OK and [(f.kind, f.severity, f.effect) for f in v.findings] == [("missed_threshold_events", "ticket", "none")]
 
 
 def test_the_page_burn_alert_is_a_breach() -> None:
@@ -92,13 +92,13 @@ def test_the_page_burn_alert_is_a_breach() -> None:
     bad = [rec(ProbeStatus.COMPLETED, 50.0, ago=a, n=i) for i, a in enumerate((60, 600, 1200))]
     spec = SloSpec(threshold_seconds=10.0)
     v = judge_health(health(bad, spec=spec), bad, target_seconds=100, rpo_window_seconds=3600, now=NOW)
-    assert v.verdict is Verdict.BREACH and "slo_page_burn" in [f.kind for f in v.findings]
+    assert v.verdict is RpoVerdict.BREACH and "slo_page_burn" in [f.kind for f in v.findings]
 
 
 def test_several_routes_give_the_most_urgent_exit_code() -> None:
     assert combine([Exit.OK, Exit.NO_DATA]) == 4 and combine([Exit.NO_DATA, Exit.BREACH, Exit.INFRASTRUCTURE]) == 1
     assert combine([Exit.OK, Exit.INFRASTRUCTURE, Exit.NO_DATA]) == 3 and combine([]) == 0
-    assert overall([]) is Verdict.NO_DATA
+    assert overall([]) is RpoVerdict.NO_DATA
 
 
 def test_the_exit_code_table_covers_every_code_and_the_report_gate() -> None:

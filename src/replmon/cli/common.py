@@ -16,7 +16,7 @@ from replmon.cli.render import err
 from replmon.core.errors import ConfigError
 from replmon.core.names import ENDPOINT_URL_RE
 from replmon.core.record import ProbeRecord
-from replmon.signals.verdict import RouteVerdict, judge_run
+from replmon.signals.verdict import RouteJudgement, judge_run
 
 OK, MEASURED_FAILURE, USAGE, INFRASTRUCTURE, NO_DATA = Exit.OK, Exit.BREACH, Exit.USAGE, Exit.INFRASTRUCTURE, Exit.NO_DATA
 EXIT_CODES_HELP = ("Exit codes: 0 OK; 1 breach (RPO over target or unbounded, a probe FAILED, STUCK or over target, a page "
@@ -162,7 +162,7 @@ def stack_outputs(stack: str, region: str | None, profile: str | None) -> dict[s
 
 
 def run_verdicts(records: list[ProbeRecord], routes: list[str], planned: int, execution_ok: bool, target_seconds: float,
-                 now: float | None = None) -> list[RouteVerdict]:
+                 now: float | None = None) -> list[RouteJudgement]:
     """A probe run's verdict per route (signals/verdict.py); records missing count on the first route."""
     import time
 

@@ -70,6 +70,7 @@ COMMANDS: dict[str, tuple[Exit, ...]] = {
     "fio knee": _PLAIN,
     "fio targets": _PLAIN,
     "fio report": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE),
+    "fio cost": _PLAIN,
 }
 
 #: What a code means for one command, where it says more than the table.

@@ -18,7 +18,7 @@ from replmon import __version__
 from replmon.core.keys import iso_ms
 from replmon.core.record import ProbeRecord
 from replmon.core.stats import SizeSummary
-from replmon.signals.verdict import RouteVerdict, overall, within
+from replmon.signals.verdict import RouteJudgement, overall, within
 
 SCHEMA_VERSION = 1
 #: Summary keys in CSV column order (the CSV of probe, lab run and report).
@@ -106,7 +106,7 @@ def health_json(h: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def envelope(command: str, verdicts: Sequence[RouteVerdict], exit_code: int, target_seconds: float, **fields: Any) -> dict[str, Any]:
+def envelope(command: str, verdicts: Sequence[RouteJudgement], exit_code: int, target_seconds: float, **fields: Any) -> dict[str, Any]:
     """What every measuring command's JSON starts with; ``fields`` are the command's own."""
     return {
         "schema_version": SCHEMA_VERSION, "replmon_version": __version__, "command": command, "generated_at": iso_ms(time.time()),

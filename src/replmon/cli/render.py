@@ -27,7 +27,7 @@ from rich.table import Table
 
 from replmon.core.record import ProbeRecord
 from replmon.core.stats import SizeSummary
-from replmon.signals.verdict import RouteVerdict, Verdict, duration, num
+from replmon.signals.verdict import RouteJudgement, RpoVerdict, duration, num
 
 
 def _width(stream: Any, default: int) -> int | None:
@@ -137,11 +137,11 @@ def progress_bar() -> Progress:
 
 
 # ---------------------------------------------------------------------------------------- the headline
-STYLE = {Verdict.OK: "bold green", Verdict.BREACH: "bold red", Verdict.NOT_MEASURED: "bold yellow", Verdict.NO_DATA: "bold yellow"}
-WORD = {Verdict.OK: "OK", Verdict.BREACH: "BREACH", Verdict.NOT_MEASURED: "NOT MEASURED", Verdict.NO_DATA: "NO DATA"}
+STYLE = {RpoVerdict.OK: "bold green", RpoVerdict.BREACH: "bold red", RpoVerdict.NOT_MEASURED: "bold yellow", RpoVerdict.NO_DATA: "bold yellow"}
+WORD = {RpoVerdict.OK: "OK", RpoVerdict.BREACH: "BREACH", RpoVerdict.NOT_MEASURED: "NOT MEASURED", RpoVerdict.NO_DATA: "NO DATA"}
 
 
-def rpo_text(v: RouteVerdict) -> str:
+def rpo_text(v: RouteJudgement) -> str:
     if v.rpo_bound == "unbounded":
         return "UNBOUNDED"
     if v.rpo_seconds is None:
@@ -149,7 +149,7 @@ def rpo_text(v: RouteVerdict) -> str:
     return ("≥ " if v.rpo_bound == "lower" else "≤ ") + f"{num(v.rpo_seconds)} s"
 
 
-def headline_lines(verdicts: Sequence[RouteVerdict], counted: str = "") -> list[str]:
+def headline_lines(verdicts: Sequence[RouteJudgement], counted: str = "") -> list[str]:
     """The answer first (Rich markup): per route, its RPO now against its target, the probes within
     it (over ``counted``, e.g. "last 24 h") and what is failing, each finding with its severity."""
     lines = []
@@ -163,7 +163,7 @@ def headline_lines(verdicts: Sequence[RouteVerdict], counted: str = "") -> list[
         notes = [f for f in v.findings if f not in failing]
         if failing:
             lines += [f"  failing {escape(f'[{f.severity}]')}: {escape(f.detail)}" for f in failing]
-        elif v.verdict is Verdict.NO_DATA:
+        elif v.verdict is RpoVerdict.NO_DATA:
             lines.append("  nothing to judge: no probe, in-flight probe or RTC metric"
                          + (" in the window; check --route and that the schedule is on" if v.rpo_window_seconds else ""))
         else:
@@ -172,7 +172,7 @@ def headline_lines(verdicts: Sequence[RouteVerdict], counted: str = "") -> list[
     return lines
 
 
-def print_headline(verdicts: Sequence[RouteVerdict], fmt: Format, counted: str = "") -> None:
+def print_headline(verdicts: Sequence[RouteJudgement], fmt: Format, counted: str = "") -> None:
     """Before the table on stdout; to stderr when stdout carries a JSON or CSV document."""
     console = out if fmt is Format.table else err
     for line in headline_lines(verdicts, counted):

@@ -19,7 +19,7 @@ check runs on plain dictionaries as S3's API returns them. The facts each check 
   suffixes are not supported"), and PutBucketNotificationConfiguration replaces the whole
   configuration, so the fix is the merged document.
 
->>> [c.verdict for c in versioning("source", "src", {"Status": "Enabled"}), versioning("source", "src", {})]
+>>> [c.verdict for c in (versioning("source", "src", {"Status": "Enabled"}), versioning("source", "src", {}))]
 ['pass', 'fail']
 """
 

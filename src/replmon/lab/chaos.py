@@ -23,7 +23,7 @@ from replmon.local.template import TEMPLATE, load_template
 from replmon.probe.request import load_settings
 from replmon.signals.health import route_health
 from replmon.signals.slo import BurnPair, SloSpec
-from replmon.signals.verdict import RouteVerdict, judge_health
+from replmon.signals.verdict import RouteJudgement, judge_health
 
 
 def alarm_factors() -> dict[str, float]:
@@ -53,7 +53,7 @@ class Phase:
     records: list[ProbeRecord] = field(default_factory=list)  # this phase's probes
     at: float = 0.0  # when the phase was evaluated (epoch seconds)
 
-    def verdict(self) -> RouteVerdict:
+    def verdict(self) -> RouteJudgement:
         """The phase judged as `replmon report` judges a route (RPO window: the phase)."""
         return judge_health(self.health, self.records, target_seconds=self.target_seconds, rpo_window_seconds=self.seconds, now=self.at)
 

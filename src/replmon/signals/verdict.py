@@ -19,7 +19,7 @@ A route with nothing to judge is ``no_data``, never "RPO 0".
 ...                 status=ProbeStatus.COMPLETED, put_end=0.0, latency_lo=1.0, latency_hi=1.2, target_seconds=900.0)
 >>> v = judge_run("r", [r], target_seconds=900.0, planned=1, now=10.0)
 >>> (v.verdict, v.rpo_seconds, v.within_target, v.judged)
-(<Verdict.OK: 'ok'>, 1.2, 1, 1)
+(<RpoVerdict.OK: 'ok'>, 1.2, 1, 1)
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from replmon.core.sizes import parse_size
 from replmon.signals.slo import rpo
 
 
-class Verdict(StrEnum):
+class RpoVerdict(StrEnum):
     OK = "ok"
     BREACH = "breach"
     NOT_MEASURED = "not_measured"
@@ -48,7 +48,7 @@ class Severity(StrEnum):
 
 
 #: Verdicts from the most to the least urgent: a set of routes takes the first one any route has.
-PRECEDENCE = (Verdict.BREACH, Verdict.NOT_MEASURED, Verdict.NO_DATA, Verdict.OK)
+PRECEDENCE = (RpoVerdict.BREACH, RpoVerdict.NOT_MEASURED, RpoVerdict.NO_DATA, RpoVerdict.OK)
 
 
 @dataclass(frozen=True)
@@ -86,11 +86,11 @@ def finding(kind: str, count: int, detail: str) -> Finding:
 
 
 @dataclass(frozen=True)
-class RouteVerdict:
+class RouteJudgement:
     """What the headline says about one route, and what the JSON document's ``routes`` hold."""
 
     route: str
-    verdict: Verdict
+    verdict: RpoVerdict
     target_seconds: float
     rpo_seconds: float | None  # None: nothing bounded it (no data, or unbounded with no finite input)
     rpo_bound: str  # "upper" | "lower" (a STUCK probe: at least this) | "unbounded" | "none"
@@ -108,19 +108,19 @@ class RouteVerdict:
                 "findings": [f.to_json() for f in self.findings], **self.extra}
 
 
-def overall(verdicts: Iterable[RouteVerdict]) -> Verdict:
+def overall(verdicts: Iterable[RouteJudgement]) -> RpoVerdict:
     """The most urgent verdict among the routes (no route at all: no data)."""
     seen = {v.verdict for v in verdicts}
-    return next((v for v in PRECEDENCE if v in seen), Verdict.NO_DATA)
+    return next((v for v in PRECEDENCE if v in seen), RpoVerdict.NO_DATA)
 
 
-def _decide(findings: Sequence[Finding], has_data: bool) -> Verdict:
+def _decide(findings: Sequence[Finding], has_data: bool) -> RpoVerdict:
     effects = {f.effect for f in findings}
     if "breach" in effects:
-        return Verdict.BREACH
+        return RpoVerdict.BREACH
     if "not_measured" in effects:
-        return Verdict.NOT_MEASURED
-    return Verdict.OK if has_data else Verdict.NO_DATA
+        return RpoVerdict.NOT_MEASURED
+    return RpoVerdict.OK if has_data else RpoVerdict.NO_DATA
 
 
 def _sizes(records: Iterable[ProbeRecord]) -> str:
@@ -186,7 +186,7 @@ def _rpo_bound(records: Sequence[ProbeRecord], seconds: float, unbounded: bool) 
 
 
 def judge_run(route: str, records: Sequence[ProbeRecord], *, target_seconds: float, planned: int | None = None,
-              execution_ok: bool = True, now: float) -> RouteVerdict:
+              execution_ok: bool = True, now: float) -> RouteJudgement:
     """A probe run's verdict for one route: its RPO is the RPO of the run's own probes (the same
     definition as the collector's, signals/slo.py, over exactly these records)."""
     mine = [r for r in records if r.route == route]
@@ -206,14 +206,14 @@ def judge_run(route: str, records: Sequence[ProbeRecord], *, target_seconds: flo
     if not execution_ok:
         findings.append(finding("run_failed", 1, "the run's execution did not succeed"))
     has_rpo = r.unbounded or r.inputs.get("recent_probe_latency") is not None
-    return RouteVerdict(route=route, verdict=_decide(findings, bool(judged)), target_seconds=target_seconds,
+    return RouteJudgement(route=route, verdict=_decide(findings, bool(judged)), target_seconds=target_seconds,
                         rpo_seconds=r.seconds if has_rpo else None, rpo_bound=_rpo_bound(mine, r.seconds, r.unbounded) if has_rpo else "none",
                         probes=len(mine), judged=len(judged), within_target=sum(within(x, target_seconds) for x in judged),
                         findings=tuple(findings))
 
 
 def judge_health(health: Mapping[str, Any], records: Sequence[ProbeRecord], *, target_seconds: float,
-                 rpo_window_seconds: float, now: float) -> RouteVerdict:
+                 rpo_window_seconds: float, now: float) -> RouteJudgement:
     """A route's verdict from its health (signals/health.py ``RouteHealth.to_json``, RPO over the
     last ``rpo_window_seconds``) and the records of the report's window (the counts)."""
     rp, slo = health["rpo"], health["slo"]
@@ -244,7 +244,7 @@ def judge_health(health: Mapping[str, Any], records: Sequence[ProbeRecord], *, t
         findings.append(finding("missed_threshold_events", missed, f"{missed} OperationMissedThreshold event(s) in the last {duration(rpo_window_seconds)}"))
     has_rpo = rp["unbounded"] or bool(bounded)
     bound = _rpo_bound(recent, rp["seconds"], rp["unbounded"]) if has_rpo else "none"
-    return RouteVerdict(route=health["route"], verdict=_decide(findings, has_rpo), target_seconds=target_seconds,
+    return RouteJudgement(route=health["route"], verdict=_decide(findings, has_rpo), target_seconds=target_seconds,
                         rpo_seconds=rp["seconds"] if bounded else None, rpo_bound=bound, probes=len(records), judged=len(judged),
                         within_target=sum(within(r, target_seconds) for r in judged), findings=tuple(findings),
                         rpo_window_seconds=rpo_window_seconds)
