@@ -97,7 +97,7 @@ def verdicts(doc: dict[str, Any]) -> dict[str, str]:
 
 def test_a_ready_route_passes_every_check_and_nothing_is_written(route: dict[str, Any]) -> None:
     calls: list[str] = []
-    code, doc = run("--source-bucket", SRC, "--events-queue-arn", route["queue"], calls=calls)
+    code, doc = run("--source-bucket", SRC, "--events-target", route["queue"], calls=calls)
     assert code == 0 and doc["ready"], doc
     assert verdicts(doc) == {"source versioning": "pass", "replication configuration": "pass", "rule covers the probe prefix": "pass",
                              "RTC on the rule": "pass", "replication metrics on the rule": "pass", "destination versioning": "pass",
@@ -113,7 +113,7 @@ def test_each_broken_precondition_fails_with_its_fix(route: dict[str, Any]) -> N
         {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]}))
     iam.put_role_policy(RoleName=ROLE, PolicyName="deny-tags", PolicyDocument=json.dumps(
         {"Version": "2012-10-17", "Statement": [{"Effect": "Deny", "Action": "s3:ReplicateTags", "Resource": "*"}]}))
-    code, doc = run("--source-bucket", SRC, "--events-queue-arn", route["queue"])
+    code, doc = run("--source-bucket", SRC, "--events-target", route["queue"])
     assert code == 1 and not doc["ready"]
     got = {c["check"]: c for c in doc["checks"]}
     assert got["destination versioning"]["verdict"] == "fail" and "put-bucket-versioning --bucket prod-data-dr" in got["destination versioning"]["fix"]
@@ -140,11 +140,11 @@ def test_a_rule_that_misses_the_probe_prefix_gets_the_whole_configuration_to_app
 def test_a_disabled_rule_fails_and_the_printed_configuration_is_one_s3_accepts(route: dict[str, Any]) -> None:
     s3 = route["s3"]
     s3.put_bucket_replication(Bucket=SRC, ReplicationConfiguration={"Role": route["role"], "Rules": [{**RULE, "Status": "Disabled"}]})
-    code, doc = run("--source-bucket", SRC, "--dest-bucket", DST, "--events-queue-arn", route["queue"])
+    code, doc = run("--source-bucket", SRC, "--dest-bucket", DST, "--events-target", route["queue"])
     got = {c["check"]: c for c in doc["checks"]}
     assert code == 1 and got["rule covers the probe prefix"]["verdict"] == "fail"
     s3.put_bucket_replication(Bucket=SRC, ReplicationConfiguration=got["rule covers the probe prefix"]["document"])
-    code, doc = run("--source-bucket", SRC, "--dest-bucket", DST, "--events-queue-arn", route["queue"])
+    code, doc = run("--source-bucket", SRC, "--dest-bucket", DST, "--events-target", route["queue"])
     assert code == 0 and verdicts(doc)["rule covers the probe prefix"] == "pass"
 
 
@@ -160,7 +160,7 @@ def test_no_replication_configuration_is_a_failed_check_not_an_error(route: dict
 def test_rtc_and_metrics_off_are_warnings_the_route_still_works(route: dict[str, Any]) -> None:
     plain = {**RULE, "Destination": {"Bucket": f"arn:aws:s3:::{DST}"}}
     route["s3"].put_bucket_replication(Bucket=SRC, ReplicationConfiguration={"Role": route["role"], "Rules": [plain]})
-    code, doc = run("--source-bucket", SRC, "--events-queue-arn", route["queue"])
+    code, doc = run("--source-bucket", SRC, "--events-target", route["queue"])
     assert code == 0 and doc["ready"]
     assert verdicts(doc)["RTC on the rule"] == "warn" and verdicts(doc)["replication metrics on the rule"] == "warn"
 
@@ -169,7 +169,7 @@ def test_notifications_merged_or_conflicting(route: dict[str, Any]) -> None:
     s3 = route["s3"]
     audit = {"Id": "audit", "QueueArn": route["queue"].replace("replmon-EventsQueue", "audit"), "Events": ["s3:ObjectCreated:*"]}
     s3.put_bucket_notification_configuration(Bucket=SRC, NotificationConfiguration={"QueueConfigurations": [audit]})
-    code, doc = run("--source-bucket", SRC, "--events-queue-arn", route["queue"])
+    code, doc = run("--source-bucket", SRC, "--events-target", route["queue"])
     check = next(c for c in doc["checks"] if c["check"] == "replication events")
     assert code == 1 and check["verdict"] == "fail"
     assert check["document"] == {"QueueConfigurations": [audit, {"Id": "replmon-events", "QueueArn": route["queue"], "Events": ["s3:Replication:*"]}]}
@@ -184,7 +184,7 @@ def test_sse_kms_by_default_needs_the_rule_to_replicate_kms_objects(route: dict[
     key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
     s3.put_bucket_encryption(Bucket=SRC, ServerSideEncryptionConfiguration={"Rules": [
         {"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": key}}]})
-    code, doc = run("--source-bucket", SRC, "--events-queue-arn", route["queue"])
+    code, doc = run("--source-bucket", SRC, "--events-target", route["queue"])
     check = next(c for c in doc["checks"] if c["check"] == "encryption")
     assert code == 1 and check["verdict"] == "fail" and "SseKmsEncryptedObjects" in check["fix"]
     # the fixed rule, on S3's documented shape (moto drops SourceSelectionCriteria on PutBucketReplication)

@@ -47,8 +47,11 @@ def cost(
         fail(config_message(exc))
     runs = DEFAULTS_MONTH_MINUTES / rate_minutes
     # Mount baselines are their own stack (templates/mount-baselines.yaml): not priced here.
-    alarms = sum(1 for r in load_template(TEMPLATE)["Resources"].values() if r["Type"] == "AWS::CloudWatch::Alarm")
-    extra = {"replication_mib_per_s": replication_mib_per_s} if replication_mib_per_s else None
+    resources = load_template(TEMPLATE)["Resources"].values()
+    alarms = sum(1 for r in resources if r["Type"] == "AWS::CloudWatch::Alarm")
+    extra: dict[str, float] = {"composite_alarms": sum(1 for r in resources if r["Type"] == "AWS::CloudWatch::CompositeAlarm")}
+    if replication_mib_per_s:
+        extra["replication_mib_per_s"] = replication_mib_per_s
     est = estimate(request, runs, cross_region, rtc, extra, alarms=alarms)
     total = round(est.total, 2)
     data = [{"item": x.item, "quantity": round(x.quantity, 3), "unit": x.unit, "usd_per_month": round(x.dollars, 2),

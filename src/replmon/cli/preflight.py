@@ -58,8 +58,8 @@ def preflight(
     dest_bucket: Annotated[list[str] | None, typer.Option(metavar="BUCKET", help="A destination bucket (repeat; default: every "
                                                           "destination of the rules that cover the probe prefix).")] = None,
     prefix: Annotated[str, typer.Option(metavar="PREFIX", help="The probe prefix (ProbePrefix).")] = DEFAULTS.probe_prefix,
-    events_queue_arn: Annotated[str | None, typer.Option(metavar="ARN", help="replmon's events queue (the stack's output "
-                                                         "EventsQueueArn): check the source sends to it.")] = None,
+    events_target: Annotated[str | None, typer.Option(metavar="ARN", help="replmon's events queue (the stack's output "
+                                                      "EventsQueueArn): check the source sends to it.")] = None,
     source_region: Annotated[str | None, typer.Option(envvar="AWS_REGION", metavar="REGION", help="The source bucket's AWS Region.")] = None,
     dest_region: Annotated[str | None, typer.Option(metavar="REGION", help="The destinations' AWS Region, if it differs.")] = None,
     source_endpoint: Annotated[str | None, typer.Option(envvar="REPLMON_SOURCE_ENDPOINT", metavar="URL",
@@ -115,7 +115,7 @@ def preflight(
         report.checks.append(pf.versioning("destination", d, answer, error))
 
     answer, error = _read(src.get_bucket_notification_configuration, Bucket=source_bucket)
-    report.checks.append(pf.notifications(source_bucket, answer, events_queue_arn, error))
+    report.checks.append(pf.notifications(source_bucket, answer, events_target, error))
     answer, error = _read(src.get_bucket_encryption, Bucket=source_bucket)
     report.checks.append(pf.encryption(source_bucket, answer, config, chosen, error))
 

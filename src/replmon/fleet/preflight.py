@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from replmon.fleet.discovery import Discovery, RuleRoute
-from replmon.fleet.offboard import ours
+from replmon.fleet.offboard import TARGETS, ours
 
 PASS, WARN, FAIL, UNKNOWN = "pass", "warn", "fail", "unknown"
 #: The role S3 assumes needs these, per resource (Setting up permissions for live replication).
@@ -152,32 +152,41 @@ def _same_type(a: Iterable[str], b: Iterable[str]) -> bool:
     return any(fnmatch.fnmatchcase(x, y) or fnmatch.fnmatchcase(y, x) for x in a for y in b)
 
 
-def notifications(bucket: str, config: Mapping[str, Any] | None, queue_arn: str | None, error: str | None = None) -> Check:
-    """The source sends ``s3:Replication:*`` to replmon's events queue, or can without a conflict;
-    a failing check prints the merged configuration to apply (S3 replaces the whole of it)."""
+def _target_key(arn: str) -> tuple[str, str]:
+    """Where an entry for ``arn`` lives in a notification configuration, and its ARN field."""
+    key = "TopicConfigurations" if ":sns:" in arn else "LambdaFunctionConfigurations" if ":lambda:" in arn else "QueueConfigurations"
+    return key, TARGETS[key]
+
+
+def notifications(bucket: str, config: Mapping[str, Any] | None, target_arn: str | None, error: str | None = None) -> Check:
+    """The source sends ``s3:Replication:*`` to replmon's events target (the stack's queue), or can
+    without a conflict; a failing check prints the merged configuration to apply (S3 replaces the
+    whole of it)."""
     name = "replication events"
     if error:
         return Check(name, UNKNOWN, f"{bucket}: GetBucketNotificationConfiguration: {error}", "grant s3:GetBucketNotification to the caller")
     cfg = {k: v for k, v in (config or {}).items() if k != "ResponseMetadata"}
-    queues = list(cfg.get("QueueConfigurations", []))
-    if queue_arn and any(q.get("QueueArn") == queue_arn and _same_type(q.get("Events", []), [REPLICATION_EVENTS]) and _prefix(q) == ""
-                         for q in queues):
-        return Check(name, PASS, f"{bucket}: s3:Replication:* -> {queue_arn}")
+    if target_arn:
+        key, field_ = _target_key(target_arn)
+        if any(e.get(field_) == target_arn and _same_type(e.get("Events", []), [REPLICATION_EVENTS]) and _prefix(e) == ""
+               for e in cfg.get(key, [])):
+            return Check(name, PASS, f"{bucket}: s3:Replication:* -> {target_arn}")
     clash = [f"{key} {e.get('Id', '(no id)')} ({', '.join(sorted(_events(e)))}, prefix {_prefix(e)!r})"
-             for key in ("QueueConfigurations", "TopicConfigurations", "LambdaFunctionConfigurations")
+             for key in TARGETS
              # replmon's entry filters nothing, so every other entry of a replication event type overlaps it
              for e in cfg.get(key, []) if not ours(e.get("Id")) and _same_type(_events(e), [REPLICATION_EVENTS])]
     if clash:
         return Check(name, FAIL, f"{bucket}: already sends replication events elsewhere: {'; '.join(clash)}; S3 refuses overlapping "
                      "filters for one event type", "send replmon's events from that destination instead (e.g. an SNS topic that "
                      "fans out to both), or narrow the other entry's prefix so it does not cover the probes")
-    if not queue_arn:
-        return Check(name, WARN, f"{bucket}: no conflicting entry; give --events-queue-arn (the stack's output EventsQueueArn) to "
-                     "check replmon's own entry", "rerun with --events-queue-arn")
+    if not target_arn:
+        return Check(name, WARN, f"{bucket}: no conflicting entry; give --events-target (the stack's output EventsQueueArn) to "
+                     "check replmon's own entry", "rerun with --events-target")
+    key, field_ = _target_key(target_arn)
     merged = dict(cfg)
-    merged["QueueConfigurations"] = [q for q in queues if not ours(q.get("Id"))] + [
-        {"Id": EVENTS_ID, "QueueArn": queue_arn, "Events": [REPLICATION_EVENTS]}]
-    return Check(name, FAIL, f"{bucket}: no s3:Replication:* entry for {queue_arn}: no failure or missed-threshold events reach replmon",
+    merged[key] = [e for e in cfg.get(key, []) if not ours(e.get("Id"))] + [
+        {"Id": EVENTS_ID, field_: target_arn, "Events": [REPLICATION_EVENTS]}]
+    return Check(name, FAIL, f"{bucket}: no s3:Replication:* entry for {target_arn}: no failure or missed-threshold events reach replmon",
                  f"aws s3api put-bucket-notification-configuration --bucket {bucket} --notification-configuration file://notification.json "
                  "(every existing entry kept)", merged)
 
