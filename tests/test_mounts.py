@@ -69,18 +69,110 @@ def test_r3_dd_runs_each_test_ten_times_on_one_path_in_the_studys_order() -> Non
     assert all(j.times for j in e.jobs)  # the fio rows say what they time
 
 
-def test_r4_burst_presets_drive_32_writers_or_readers_each_on_its_own_file_for_two_hours() -> None:
-    for name, rw in (("burst-write", "write"), ("burst-read", "read"), ("burst-cache-read", "randread")):
-        plan = p.expand(name, "lustre", "full")
-        [job] = plan.jobs
-        o = job.options
-        assert (o["rw"], o["bs"], o["direct"], o["ioengine"], o["numjobs"], o["time_based"], o["runtime"]) == (rw, "1M", "1", "psync", "32", "1", "7200")
-        assert o["write_bw_log"] == job.name and o["log_avg_msec"] == "1000" and o["log_unix_epoch"] == "1"
+def test_r4_burst_write_drives_32_writers_each_on_its_own_file_for_two_hours() -> None:
+    """R4's write: ``mpirun --npernode 8 ior --posix.odirect -t 1m -b 1m -s 16384 -w -i 100 -F -D 0``
+    on each of 4 clients, each client its own -o: 32 files of 16 GiB, one writer each."""
+    plan = p.expand("burst-write", "lustre", "full")
+    [job] = plan.jobs
+    o = job.options
+    assert (o["rw"], o["bs"], o["direct"], o["ioengine"], o["numjobs"], o["time_based"], o["runtime"]) == ("write", "1M", "1", "psync", "32", "1", "7200")
+    assert o["write_bw_log"] == job.name and o["log_avg_msec"] == "1000" and o["log_unix_epoch"] == "1"
+    assert o["size"] == str(16 * 2**30)  # IOR -b 1m -s 16384: 16 GiB per task
+    for name in ("burst-write", "burst-read", "burst-cache-read"):
         assert p.raw(name)["burst"] and p.raw(name)["published"]["baseline_mb_s"] == 117
-    assert p.expand("burst-write", "lustre").jobs[0].options["size"] == str(16 * 2**30)  # IOR -b 1m -s 16384: 16 GiB per task
-    assert sum(f.size for f in p.expand("burst-read", "lustre").layout) == 64 * 2**30  # the study's 64 GiB, 12x the cache
-    cache = sum(f.size for f in p.expand("burst-cache-read", "lustre").layout)
-    assert cache <= 5.28 * 2**30 and cache >= 5.2 * 2**30  # fits the 5.28 GiB in-memory cache
+
+
+def _sections(jobfile: str) -> list[dict[str, str]]:
+    """The job file's sections after [global], each as {option: value} (``stonewall`` -> "")."""
+    out: list[dict[str, str]] = []
+    for line in jobfile.splitlines():
+        if line.startswith("[") and line != "[global]":
+            out.append({"[name]": line.strip("[]")})
+        elif out and line and not line.startswith(";"):
+            k, _, v = line.partition("=")
+            out[-1][k] = v
+    return out
+
+
+def test_r4_burst_read_is_iors_read_8_files_of_8_gib_4_readers_each_in_60_s_passes_from_offset_0() -> None:
+    """R4's read, run on each of 4 clients: ``mpirun --npernode 8 ior --posix.odirect -t 1m -b 1m
+    -s 8192 -g -r -i 10000 -F -k -D 60 -o /fsx/ior.bin``. hpc/ior src/ior.c: with -F a task opens
+    ``"%s.%08d"`` of its rank (GetTestFileName), so rank r of every client reads the same file: 8
+    files of 8 GiB, 4 readers each; every repetition opens the file and reads from offset 0
+    (TestIoSys, WriteOrRead) until ``-D 60`` s have passed (the stonewall), then closes it. The
+    generated job file: per pass 8 sections (one file each, numjobs=4: a study client per
+    reader), the first stonewalled (a pass is one group), runtime=60 without time_based (the pass
+    ends at 60 s or at the file's end, as IOR's), 120 passes in 2 h."""
+    plan = p.expand("burst-read", "lustre", "full")
+    [job] = plan.jobs
+    sections = _sections(plan.jobfile("/run", "/layout"))
+    assert len(sections) == 120 * 8 and job.passes == 120 and job.seconds() == 7200
+    files = [f"ior-read.{r:08d}" for r in range(8)]
+    for n, sec in enumerate(sections):
+        assert sec["[name]"] == "ior-read" and sec["filename"] == files[n % 8] and sec["directory"] == "/layout"
+        assert ("stonewall" in sec) == (n % 8 == 0)  # a pass's 8 sections start together; the next pass waits
+        assert (sec["numjobs"], sec["size"], sec["runtime"], sec["bs"], sec["direct"], sec["ioengine"], sec["rw"]) == \
+            ("4", str(8 * 2**30), "60", "1M", "1", "psync", "read")
+        assert "time_based" not in sec and "filename_format" not in sec and "loops" not in sec
+    assert [(f.path, f.size) for f in plan.layout] == [(f, 8 * 2**30) for f in files]  # 64 GiB, 12x the 5.28 GiB cache
+    assert job.threads == 32 and job.buffer_bytes() == 32 * 2**20
+    small = p.expand("burst-read", "lustre", "small").jobs[0]
+    assert (small.passes, small.options["runtime"]) == (2, "60")  # a pass stays 60 s; --scale shortens the run
+    assert (p.expand("burst-read", "lustre", "tiny").jobs[0].passes, p.expand("burst-read", "lustre", "tiny").jobs[0].options["runtime"]) == (1, "7")
+
+
+def test_r4_cache_read_rereads_the_first_mib_of_8_files_4_readers_each_reopening_every_repetition() -> None:
+    """R4's cache read: ``ior --posix.odirect -t 1m -b 1m -g -r -i 2000000 -F -k -D 0 -z`` with
+    no -s: hpc/ior src/ior.c's defaults set ``segmentCount = 1``, so each repetition reads one 1 MiB
+    block (offset 0: GetOffsetArrayRandom of a 1 MiB file has one offset) of the rank's 675 MiB
+    file, opened and closed every repetition. fio: per file one section of 4 readers, size=1M,
+    loops=2000000 (fio reopens a job's file every loop), capped by runtime; no time_based (which
+    would keep the file open and wrap)."""
+    plan = p.expand("burst-cache-read", "lustre", "full")
+    assert len(plan.jobs) == 1 and plan.jobs[0].passes == 1
+    sections = _sections(plan.jobfile("/run", "/layout"))
+    files = [f"ior-cache-read.{r:08d}" for r in range(8)]
+    assert [s["filename"] for s in sections] == files and ["stonewall" in s for s in sections] == [True] + [False] * 7
+    for sec in sections:
+        assert (sec["numjobs"], sec["size"], sec["loops"], sec["runtime"], sec["bs"], sec["direct"], sec["rw"]) == \
+            ("4", str(2**20), "2000000", "7200", "1M", "1", "read")
+        assert "time_based" not in sec
+    assert [(f.path, f.size) for f in plan.layout] == [(f, 675 * 2**20) for f in files]  # the study's 8 x 675 MiB
+    assert len(files) * int(sections[0]["size"]) == 8 * 2**20  # the working set the study read: 8 MiB
+    assert "c6in.8xlarge" in p.raw("burst-cache-read")["differs"]  # 3170 MB/s is 25.4 Gbps: more than an m5n.8xlarge
+
+
+def test_r4_differs_names_what_fio_cannot_do_as_ior_did() -> None:
+    read, cache = p.raw("burst-read")["differs"], p.raw("burst-cache-read")["differs"]
+    assert "same 64 GiB and 32 readers" not in read and "4 readers per file" in read and "barrier" in read
+    assert "barrier" in cache and "a59e98d" in cache
+
+
+@needs_fio
+def test_passes_of_shared_files_run_as_fio_groups_and_add_up_to_one_row(tmp_path: Path) -> None:
+    """fio runs the generated job file: the repeated sections of one name are its passes (one
+    reporting group each, group_reporting), every section's 4 readers read one file, and the
+    passes add up to one row (bytes over the passes' summed runtimes)."""
+    from dataclasses import replace
+
+    from replmon.mounts import layout
+
+    plan = p.expand("burst-read", "local", "tiny")
+    [job] = plan.jobs
+    job = replace(job, passes=2, options={**job.options, "runtime": "1", "size": str(2**20), "write_bw_log": "ior-read"})
+    plan = replace(plan, jobs=(job,), layout=tuple(p.LayoutFile(f.path, 2**20) for f in plan.layout))
+    lay = tmp_path / "layout"
+    layout.ensure(plan.layout, lay, layout.FileStat(lay))
+    (tmp_path / "job.fio").write_text(plan.jobfile(str(tmp_path), str(lay)))
+    out = subprocess.run([str(FIO), "--output-format=json", "--section=ior-read", str(tmp_path / "job.fio")], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    results = parse_text(out.stdout)
+    assert sorted({r.group for r in results}) == [0, 1] and {r.job for r in results} == {"ior-read"}
+    assert all(r.io_bytes == 32 * 2**20 for r in results)  # 8 files x 4 readers x 1 MiB, each pass from offset 0
+    [row] = fio_rows(results)
+    assert row.io_bytes == 64 * 2**20 and row.runtime_s == pytest.approx(sum(r.runtime_s for r in results)) and row.entries == 2
+    assert len(list(tmp_path.glob("ior-read_bw.*.log"))) == 2 * 32  # a log per reader per pass, summed per second by the knee
 
 
 def test_r5_nfs_matrix_options_are_the_studys() -> None:

@@ -72,18 +72,28 @@ class Row:
 
 
 def fio_rows(results: list[JobResult]) -> list[Row]:
-    """One row per job group and direction: what ingestion stores and `replmon fio parse`
-    prints. Entries of one job (threads without group_reporting; clients of ``fio --client``)
-    add up as fio's own group aggregate does: all bytes and I/Os over the longest runtime; their
-    percentiles do not add up, so a row of several entries carries none (the runner's job files
-    set group_reporting=1: one entry per job, fio's own percentiles)."""
-    by: dict[tuple[str, int, str], list[JobResult]] = {}
+    """One row per job and direction: what ingestion stores and `replmon fio parse` prints.
+    Entries of one group (threads without group_reporting; clients of ``fio --client``) add up
+    as fio's own group aggregate does: all bytes and I/Os over the longest runtime. Groups of one
+    job name are its passes (a preset's ``pass_seconds``: stonewalled groups, one after another):
+    their bytes and runtimes add up. Percentiles do not add up, so a row of several entries
+    carries none (the runner's job files set group_reporting=1: one entry per group, fio's own
+    percentiles).
+
+    >>> from replmon.mounts.fioresult import JobResult
+    >>> def r(group, mib, s): return JobResult("p", group, "read", mib * 2**20 / s, 0.0, s, mib * 2**20, *[None] * 7, 0)
+    >>> [row] = fio_rows([r(0, 600, 60.0), r(1, 300, 60.0)])   # two 60 s passes
+    >>> row.runtime_s, row.bw_bytes / 2**20, row.entries
+    (120.0, 7.5, 2)
+    """
+    by: dict[tuple[str, str], dict[int, list[JobResult]]] = {}
     for r in results:
-        by.setdefault((r.job, r.group, r.direction), []).append(r)
+        by.setdefault((r.job, r.direction), {}).setdefault(r.group, []).append(r)
     rows = []
-    for (job, _group, direction), rs in by.items():
+    for (job, direction), groups in by.items():
+        rs = [r for g in groups.values() for r in g]
         one = rs[0] if len(rs) == 1 else None
-        runtime = max(r.runtime_s for r in rs)
+        runtime = sum(max(r.runtime_s for r in g) for g in groups.values())
         bw = one.bw_bytes if one else (sum(r.io_bytes for r in rs) / runtime if runtime else 0.0)
         iops = one.iops if one else (sum(r.iops * r.runtime_s for r in rs) / runtime if runtime else 0.0)
         rows.append(Row(job, direction, bw, iops, runtime,

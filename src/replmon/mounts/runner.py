@@ -44,6 +44,7 @@ from replmon.mounts.document import RUN_FILE, fio_rows, results_prefix, task_key
 from replmon.mounts.fioresult import FioResultError, parse_text
 from replmon.mounts.memory import memory_limit, preflight
 from replmon.mounts.presets import SCALES, FioJob, Plan, PresetError, expand
+from replmon.mounts.presets import raw as raw_spec
 from replmon.mounts.targets import Mounted, Target, TargetError, mounted_options, nfs_negotiated
 
 LAYOUT_CHUNK = layout_mod.CHUNK
@@ -183,7 +184,7 @@ def run_fio(plan: Plan, run_dir: Path, work: Path, layout_dir: Path) -> list[tup
     out = []
     for n, group in enumerate(fio_groups(plan), 1):
         name = f"fio/{n:02d}-{group[0].name}.json"
-        budget = sum(int(j.options.get("runtime", "0")) for j in group) + FIO_TIMEOUT_GRACE_S * len(group)
+        budget = sum(j.seconds() for j in group) + FIO_TIMEOUT_GRACE_S * len(group)
         sections = [f"--section={j.name}" for j in group]
         proc = subprocess.run(["fio", "--output-format=json", f"--output={work / name}", *sections, str(jobfile)],
                               cwd=work, capture_output=True, text=True, timeout=budget)
@@ -312,8 +313,14 @@ def run(target: Target, preset: str, scale: str, sink: ResultSink, *, workdir: s
                                                 run_doc.get("fio_start", start), run_doc["end"])
                 run_doc["service_metrics"] = collected
                 run_doc["service_knees"] = service_mod.knees(collected, run_doc.get("fio_start", start), run_doc["end"])
-            except Exception as exc:  # the file system's metrics are context: a failure to read them is recorded, not fatal
+            except Exception as exc:  # context for most presets: a failure to read them is recorded
                 run_doc["service_metrics_error"] = f"{type(exc).__name__}: {exc}"
+            if raw_spec(preset).get("burst"):  # a burst preset's own measurement (R4 read the file system's series): required
+                missing = service_mod.missing(run_doc.get("service_metrics"), plan, run_doc.get("fio_start", start), run_doc["end"])
+                if missing or "service_metrics_error" in run_doc:
+                    errors.append(f"service metrics of {target.file_system_id} ({namespace}): "
+                                  f"{run_doc.get('service_metrics_error') or 'no ' + ', '.join(missing) + ' in the run window'}; a burst "
+                                  "preset is judged on them: give the task cloudwatch:GetMetricData and its Region (AWS_REGION)")
         run_doc.update(errors=errors, status="failed" if errors else "ok")
         run_doc["wall_s"] = time.time() - start
         prefix = results_prefix("", target.name, preset, run_id)
@@ -400,6 +407,19 @@ def load_targets(env: dict[str, str]) -> list[Target]:
             raise TargetError(f"target {t.name}: scale {scale!r} must be one of {', '.join(SCALES)}")
         expand(t.preset, t.kind, scale)  # a bad preset fails now, not hours into the task
         targets.append(t)
+    burst_on: dict[str, str] = {}
+    for t in targets:
+        if not raw_spec(str(t.preset)).get("burst"):
+            continue
+        if t.kind in ("lustre", "efs") and not t.file_system_id:
+            raise TargetError(f"target {t.name}: preset {t.preset} is judged on the file system's own CloudWatch series: "
+                              "set \"file_system_id\" (fs-...)")
+        fs = t.file_system_id or t.source or t.bucket or t.name
+        if fs in burst_on:  # R4 gave each phase a new file system: the second would start on credits the first spent
+            raise TargetError(f"targets {burst_on[fs]} and {t.name}: two burst presets on {fs} in one schedule; the second "
+                              "would start on the credits the first spent (R4 used a new file system per phase): give each "
+                              "burst preset its own schedule (a day apart) or its own file system")
+        burst_on[fs] = t.name
     names = [t.name for t in targets]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
