@@ -100,17 +100,18 @@ def test_r4_burst_read_is_iors_read_8_files_of_8_gib_4_readers_each_in_60_s_pass
     ``"%s.%08d"`` of its rank (GetTestFileName), so rank r of every client reads the same file: 8
     files of 8 GiB, 4 readers each; every repetition opens the file and reads from offset 0
     (TestIoSys, WriteOrRead) until ``-D 60`` s have passed (the stonewall), then closes it. The
-    generated job file: per pass 8 sections (one file each, numjobs=4: a study client per
-    reader), the first stonewalled (a pass is one group), runtime=60 without time_based (the pass
-    ends at 60 s or at the file's end, as IOR's), 120 passes in 2 h."""
+    generated job file is one pass: 8 sections (one file each, numjobs=4: a study client per
+    reader), one group, runtime=60 without time_based (the pass ends at 60 s or at the file's
+    end, as IOR's); the runner runs it 120 times in 2 h."""
     plan = p.expand("burst-read", "lustre", "full")
     [job] = plan.jobs
-    sections = _sections(plan.jobfile("/run", "/layout"))
-    assert len(sections) == 120 * 8 and job.passes == 120 and job.seconds() == 7200
+    text = plan.jobfile("/run", "/layout")
+    sections = _sections(text)
+    assert len(sections) == 8 and job.passes == 120 and job.seconds() == 7200 and "; ior-read: 120 passes" in text
     files = [f"ior-read.{r:08d}" for r in range(8)]
     for n, sec in enumerate(sections):
-        assert sec["[name]"] == "ior-read" and sec["filename"] == files[n % 8] and sec["directory"] == "/layout"
-        assert ("stonewall" in sec) == (n % 8 == 0)  # a pass's 8 sections start together; the next pass waits
+        assert sec["[name]"] == "ior-read" and sec["filename"] == files[n] and sec["directory"] == "/layout"
+        assert ("stonewall" in sec) == (n == 0)  # a pass's 8 sections start together, after what ran before
         assert (sec["numjobs"], sec["size"], sec["runtime"], sec["bs"], sec["direct"], sec["ioengine"], sec["rw"]) == \
             ("4", str(8 * 2**30), "60", "1M", "1", "psync", "read")
         assert "time_based" not in sec and "filename_format" not in sec and "loops" not in sec
@@ -149,30 +150,32 @@ def test_r4_differs_names_what_fio_cannot_do_as_ior_did() -> None:
 
 
 @needs_fio
-def test_passes_of_shared_files_run_as_fio_groups_and_add_up_to_one_row(tmp_path: Path) -> None:
-    """fio runs the generated job file: the repeated sections of one name are its passes (one
-    reporting group each, group_reporting), every section's 4 readers read one file, and the
-    passes add up to one row (bytes over the passes' summed runtimes)."""
+def test_the_runner_runs_fio_once_per_pass_and_the_passes_add_up_to_one_row(tmp_path: Path) -> None:
+    """The runner runs the generated job file once per pass (each from offset 0: every reader of
+    every file reads its 1 MiB again), every section's 4 readers read one file, the logs of each
+    pass are kept apart, and the passes add up to one row (bytes over the passes' summed runtimes)."""
     from dataclasses import replace
 
     from replmon.mounts import layout
+    from replmon.mounts.document import output_rows
+    from replmon.mounts.runner import fio_groups, run_fio
 
     plan = p.expand("burst-read", "local", "tiny")
-    [job] = plan.jobs
-    job = replace(job, passes=2, options={**job.options, "runtime": "1", "size": str(2**20), "write_bw_log": "ior-read"})
+    job = replace(plan.jobs[0], passes=2, options={**plan.jobs[0].options, "runtime": "1", "size": str(2**20)})
     plan = replace(plan, jobs=(job,), layout=tuple(p.LayoutFile(f.path, 2**20) for f in plan.layout))
-    lay = tmp_path / "layout"
+    assert len(fio_groups(plan)) == 1
+    lay, run_dir = tmp_path / "layout", tmp_path / "run"
+    run_dir.mkdir()
     layout.ensure(plan.layout, lay, layout.FileStat(lay))
-    (tmp_path / "job.fio").write_text(plan.jobfile(str(tmp_path), str(lay)))
-    out = subprocess.run([str(FIO), "--output-format=json", "--section=ior-read", str(tmp_path / "job.fio")], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    results = parse_text(out.stdout)
-    assert sorted({r.group for r in results}) == [0, 1] and {r.job for r in results} == {"ior-read"}
-    assert all(r.io_bytes == 32 * 2**20 for r in results)  # 8 files x 4 readers x 1 MiB, each pass from offset 0
-    [row] = fio_rows(results)
-    assert row.io_bytes == 64 * 2**20 and row.runtime_s == pytest.approx(sum(r.runtime_s for r in results)) and row.entries == 2
-    assert len(list(tmp_path.glob("ior-read_bw.*.log"))) == 2 * 32  # a log per reader per pass, summed per second by the knee
+    runs = run_fio(plan, run_dir, tmp_path, lay)
+    assert [(name, code) for name, code, _ in runs] == [("fio/01-ior-read-p001.json", 0), ("fio/01-ior-read-p002.json", 0)]
+    outputs = [parse_text((tmp_path / name).read_text()) for name, _, _ in runs]
+    assert [[(r.job, r.group, r.io_bytes) for r in out] for out in outputs] == [[("ior-read", 0, 32 * 2**20)]] * 2  # 8 files x 4 readers x 1 MiB
+    [row] = output_rows(outputs)
+    assert row.io_bytes == 64 * 2**20 and row.runtime_s == pytest.approx(sum(o[0].runtime_s for o in outputs)) and row.entries == 2
+    logs = sorted(x.name for x in tmp_path.glob("*_bw.*.log"))
+    assert len(logs) == 2 * 32 and logs[0].startswith("p001-ior-read_bw.") and logs[-1].startswith("p002-")
+    assert "p002-ior-read_bw.1.log" in logs and not list(tmp_path.glob("p00*/*.log"))  # knees() and the upload read work/*_bw.*.log
 
 
 def test_r5_nfs_matrix_options_are_the_studys() -> None:
@@ -278,6 +281,11 @@ def test_runner_configuration_errors_name_the_field(monkeypatch: pytest.MonkeyPa
                      ({"REPLMON_FIO_TARGETS": json.dumps([local])}, '"preset" is required'),
                      ({"REPLMON_FIO_TARGETS": json.dumps([{**local, "preset": "nfs-matrix"}] * 2)}, "unique"),
                      ({"REPLMON_FIO_TARGETS": "{"}, "not JSON"),
+                     ({"REPLMON_FIO_TARGETS": json.dumps([{"name": "l", "kind": "lustre", "source": "fs@tcp:/m", "preset": "burst-read"}])},
+                      '"file_system_id"'),
+                     ({"REPLMON_FIO_TARGETS": json.dumps([{"name": f"l{i}", "kind": "lustre", "source": "fs@tcp:/m", "file_system_id": "fs-1",
+                                                           "preset": name} for i, name in enumerate(("burst-write", "burst-read"))])},
+                      "two burst presets on fs-1 in one schedule"),
                      ({"REPLMON_FIO_TARGETS": json.dumps([{**local, "preset": "nfs-matrix"}])}, "REPLMON_FIO_RESULTS")):
         for k in ("REPLMON_FIO_TARGETS", "REPLMON_FIO_TARGET", "REPLMON_FIO_PRESET", "REPLMON_FIO_RESULTS"):
             monkeypatch.delenv(k, raising=False)
@@ -729,6 +737,103 @@ def test_the_entrypoint_runs_its_targets_in_order_and_writes_the_task_summary(tm
 
 
 @needs_fio
+class _Series:
+    """A MetricReader with the given points per metric name."""
+
+    def __init__(self, points: dict[str, list[tuple[float, float]]]) -> None:
+        self.points = points
+
+    def read(self, queries: Any, start: float, end: float) -> list[Any]:
+        from replmon.core.ports import MetricSeries
+
+        return [MetricSeries(q.id, tuple(self.points.get(q.metric, []))) for q in queries]
+
+
+def test_a_burst_run_without_the_file_systems_series_fails_and_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """R4 read its figures from the file system's own series (AWS/FSx DataReadBytes/DataWriteBytes):
+    for a burst preset a missing series (no Region, no permission, no data) fails the run instead of
+    being recorded as context, so FioRunFailed alarms. Other presets keep them as context."""
+    from replmon.mounts import runner as runner_mod
+
+    monkeypatch.setattr(runner_mod, "run_fio", lambda *a: [])  # the series is what is tested, not fio
+    (tmp_path / "m").mkdir()
+    efs = Target.from_json({"name": "efs", "kind": "efs", "mount_point": str(tmp_path / "m"), "file_system_id": "fs-1"})
+    now = time.time()
+    writes = _Series({"DataWriteIOBytes": [(now - 30, 6e9)]})
+
+    def go(preset: str, reader: Any) -> Any:
+        return run(efs, preset, "tiny", DirSink(str(tmp_path / "out")), workdir=str(tmp_path), metric_reader=reader, settle_s=0)
+
+    ok = go("burst-write", writes)
+    assert ok.exit_code == 0 and ok.run["service_metrics"]["series"]["DataWriteIOBytes"], ok.run["errors"]
+    for preset, reader, missing in (("burst-write", _Series({}), "DataWriteIOBytes"), ("burst-read", writes, "DataReadIOBytes")):
+        got = go(preset, reader)
+        assert got.exit_code == 1 and got.run["status"] == "failed"
+        assert [e for e in got.run["errors"] if f"no {missing} in the run window" in e and "AWS_REGION" in e], got.run["errors"]
+
+    class Broken:
+        def read(self, *a: Any) -> Any:
+            raise RuntimeError("NoRegionError: You must specify a region.")
+
+    got = go("burst-write", Broken())
+    assert got.exit_code == 1 and any("NoRegionError" in e for e in got.run["errors"])
+    assert go("mountpoint-parity", Broken()).run["service_metrics_error"].startswith("RuntimeError")  # context only
+    assert go("mountpoint-parity", Broken()).exit_code == 0
+
+
+def test_the_memory_limit_is_the_tasks_where_ecs_says_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ECS task metadata v4, "Amazon ECS task metadata V4 JSON response": ``Limits`` is "the
+    resource limits specified at the task level" (Memory in MiB). On ECS on EC2 the task-level limit
+    sits on the task's cgroup and the container's memory.max can read "max": the runner takes the
+    smaller of the task's limit and the cgroup's, never the host's MemTotal when ECS gave a limit."""
+    from replmon.mounts import runner as runner_mod
+    from replmon.mounts.memory import TASK_METADATA, memory_limit
+
+    (tmp_path / "max").write_text("max\n")
+    (tmp_path / "small").write_text(str(2**30))
+    (tmp_path / "meminfo").write_text("MemTotal:       131072000 kB\n")
+    assert memory_limit((str(tmp_path / "max"),), str(tmp_path / "meminfo"), task_memory_mib=114688) == (112 * 2**30, TASK_METADATA)
+    assert memory_limit((str(tmp_path / "small"),), str(tmp_path / "meminfo"), task_memory_mib=114688) == (2**30, str(tmp_path / "small"))
+    assert memory_limit((str(tmp_path / "max"),), str(tmp_path / "meminfo"))[1] == str(tmp_path / "meminfo")
+    monkeypatch.setattr(runner_mod, "task_info", lambda: {"host": "h", "cpus": 2, "task_memory_mib": 4096})
+    monkeypatch.setattr(runner_mod, "run_fio", lambda *a: [])
+    (tmp_path / "m").mkdir()
+    local = Target.from_json({"name": "d", "kind": "local", "mount_point": str(tmp_path / "m")})
+    got = run(local, "burst-write", "tiny", DirSink(str(tmp_path / "out")), workdir=str(tmp_path))
+    assert got.run["memory"]["limit_bytes"] <= 4 * 2**30 and got.run["task"]["task_memory_mib"] == 4096
+
+
+def test_mountpoint_is_held_to_the_share_the_preflight_leaves_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mountpoint's doc/CONFIGURATION.md, "Configuring memory usage": "--memory-target defaults to
+    95% of total (or cgroup-limited) memory" (MiB, at least 512; Mountpoint 1.24). The preflight
+    leaves a FUSE client a quarter of the limit, so a binary that lists --memory-target is mounted
+    with that quarter, recorded; one that does not (the lab's build, older mount-s3) gets none."""
+    from replmon.mounts import runner as runner_mod
+
+    seen: list[list[str]] = []
+
+    class NoMount:
+        def __init__(self, target: Target, log: str) -> None:
+            seen.append(target.mount_argv() or [])
+            self.unmount_error = None
+
+        def __enter__(self) -> Any:
+            raise TargetError("not mounting in this test")
+
+        def __exit__(self, *a: Any) -> None:
+            return None
+
+    monkeypatch.setattr(runner_mod, "Mounted", NoMount)
+    for has, expect in ((True, ["--memory-target", "4096"]), (False, [])):
+        binary = tmp_path / f"mount-s3-{has}"
+        binary.write_text("#!/bin/sh\necho '  --cache <DIR>'\n" + ("echo '  --memory-target <MiB>  Target for total memory usage'\n" if has else ""))
+        binary.chmod(0o755)
+        t = Target.from_json({"name": "mp", "kind": "mountpoint", "bucket": "b", "mount_point": str(tmp_path / "mp"), "binary": str(binary)})
+        got = run(t, "mountpoint-parity", "tiny", DirSink(str(tmp_path / "out")), workdir=str(tmp_path), memory=(16 * 2**30, "test"))
+        assert seen[-1][len(seen[-1]) - len(expect):] == expect and ("--memory-target" in seen[-1]) == has
+        assert got.run["memory"]["mountpoint_memory_target_mib"] == (4096 if has else None)
+
+
 def test_runner_failures_exit_non_zero_and_leave_nothing_mounted(tmp_path: Path) -> None:
     bogus = Target.from_json({"name": "mp", "kind": "mountpoint", "bucket": "b", "mount_point": str(tmp_path / "mnt"), "binary": "/bin/false"})
     got = run(bogus, "mountpoint-xregion", "tiny", DirSink(str(tmp_path / "out")), workdir=str(tmp_path))

@@ -19,12 +19,13 @@ the one reading of fio's JSON into rows.
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from replmon.mounts.fioresult import FioResultError, JobResult
 
 RUN_FILE = "run.json"
+GROUPS_PER_OUTPUT = 1_000_000  # output n's group g is n * this + g (fio numbers groups from 0 in every output)
 TASKS_DIR = "tasks/"
 
 
@@ -102,6 +103,13 @@ def fio_rows(results: list[JobResult]) -> list[Row]:
                         lat_p50_s=one.lat_p50_s if one else None, lat_p99_s=one.lat_p99_s if one else None,
                         lat_p999_s=one.lat_p999_s if one else None, io_bytes=sum(r.io_bytes for r in rs), entries=len(rs)))
     return rows
+
+
+def output_rows(outputs: list[list[JobResult]]) -> list[Row]:
+    """The rows of a run's fio outputs (one per fio invocation): groups are numbered per output,
+    so each output's are kept apart, and a job run once per pass (several outputs) adds up to one
+    row (:func:`fio_rows`)."""
+    return fio_rows([replace(r, group=r.group + n * GROUPS_PER_OUTPUT) for n, out in enumerate(outputs) for r in out])
 
 
 def dd_rows(dd: list[dict[str, Any]]) -> list[Row]:
