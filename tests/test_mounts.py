@@ -281,6 +281,8 @@ def test_runner_configuration_errors_name_the_field(monkeypatch: pytest.MonkeyPa
                      ({"REPLMON_FIO_TARGETS": json.dumps([local])}, '"preset" is required'),
                      ({"REPLMON_FIO_TARGETS": json.dumps([{**local, "preset": "nfs-matrix"}] * 2)}, "unique"),
                      ({"REPLMON_FIO_TARGETS": "{"}, "not JSON"),
+                     ({"REPLMON_FIO_TARGETS": json.dumps([{"name": "m", "kind": "mountpoint", "bucket": "b", "prefix": "runs",
+                                                           "preset": "nfs-matrix"}])}, 'must end with "/"'),
                      ({"REPLMON_FIO_TARGETS": json.dumps([{"name": "l", "kind": "lustre", "source": "fs@tcp:/m", "preset": "burst-read"}])},
                       '"file_system_id"'),
                      ({"REPLMON_FIO_TARGETS": json.dumps([{"name": f"l{i}", "kind": "lustre", "source": "fs@tcp:/m", "file_system_id": "fs-1",
