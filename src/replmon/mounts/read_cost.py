@@ -41,18 +41,23 @@ def transfer_rate(region: str) -> float:
 
 def read_bytes(preset: str, scale: str, kind: str = "mountpoint") -> tuple[int, list[str]]:
     """Bytes a run's read jobs read once through: each thread its file (a read stops at the last
-    whole block: a 500 MiB file read in 8 MiB blocks is 496 MiB). Time-based jobs are listed, not counted."""
+    whole block: a 500 MiB file read in 8 MiB blocks is 496 MiB). Jobs bounded by their run time
+    (time based, in passes, in loops) are listed, not counted.
+
+    >>> read_bytes("burst-read", "full")
+    (0, ['ior-read'])
+    """
     plan = expand(preset, kind, scale)
     total, timed = 0, []
     for job in plan.jobs:
         if job.writes:
             continue
-        if job.options.get("time_based") == "1":
+        if job.options.get("time_based") == "1" or job.passes > 1 or "loops" in job.options:  # bounded by run time
             timed.append(job.name)
             continue
         bs = fio_size(job.options.get("bs", "4k"))
         size = int(job.options.get("filesize") or job.options["size"])
-        files = int(job.options.get("numjobs", "1")) * int(job.options.get("nrfiles", "1"))
+        files = job.threads * int(job.options.get("nrfiles", "1"))
         total += files * (size // bs * bs)
     return total, timed
 
