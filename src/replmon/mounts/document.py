@@ -1,8 +1,9 @@
 """A runner's result set in the results bucket, and the rows a baseline is kept on.
 
 ``<prefix><target>/<preset>/<run_id>/`` holds ``fio/NN-<first job>.json`` (fio's own output,
-untouched; one per fio invocation, see runner.fio_groups), ``job.fio``,
-``bw/*.log`` (bandwidth logs, when the preset writes them) and ``run.json`` - written last, so
+untouched; one per fio invocation, see runner.fio_groups; a job in passes has one per pass,
+``fio/NN-<job>-pPPP.json``), ``job.fio``, ``bw/*.log`` (bandwidth logs, when the preset writes
+them; a pass's prefixed ``pPPP-``) and ``run.json`` - written last, so
 its ObjectCreated event means the set is complete. ``run.json`` carries the metadata (target and
 mount options as asked and as the kernel mounted them, fio and mount versions, task size, AZ,
 start/end), the dd repetitions, the knees, the file system's own CloudWatch series for the run
