@@ -7,6 +7,8 @@ Exit codes (documented in `replmon --help` and the README):
     1    a measured failure: a probe FAILED, was STUCK, or replicated over its target
     2    usage: a flag or input is wrong (one line on stderr names it and the fix)
     3    infrastructure: an endpoint, credentials, the store, or a probe that could not be measured
+    5    could not record: a record is not in the latency store (spooled for replay, or lost) or the
+         run file could not be written; one line per cause on stderr (docs/SEMANTICS.md)
     130  interrupted by SIGINT, 143 by SIGTERM (what was recorded and removed is said on stderr)
 """
 
@@ -25,8 +27,10 @@ from replmon.core.names import ENDPOINT_URL_RE
 from replmon.core.record import ProbeRecord, ProbeStatus
 
 OK, MEASURED_FAILURE, USAGE, INFRASTRUCTURE = 0, 1, 2, 3
+NOT_RECORDED = 5  # (4 is left for `report`'s "no data", issue 23)
 EXIT_CODES_HELP = ("Exit codes: 0 all probes COMPLETED within target; 1 a probe FAILED, was STUCK or over target; "
                    "2 usage error; 3 infrastructure error (endpoint, credentials, store, a probe not measured); "
+                   "5 could not record (a record spooled for replay or lost, or the run file not written); "
                    "130/143 interrupted (SIGINT/SIGTERM).")
 
 class CliError(Exception):
@@ -128,3 +132,12 @@ def exit_code(records: list[ProbeRecord], planned: int, execution_ok: bool) -> i
     if not execution_ok or len(records) != planned or any(r.status is not ProbeStatus.COMPLETED for r in records):
         return INFRASTRUCTURE
     return OK
+
+
+def run_exit_code(records: list[ProbeRecord], planned: int, execution_ok: bool, could_not_record: bool) -> int:
+    """:func:`exit_code`, with "could not record" (5) ranked after a measured failure (1): a late or
+    failing replication is the news; a record not in the store comes before an unmeasured probe."""
+    code = exit_code(records, planned, execution_ok)
+    if code == MEASURED_FAILURE or not could_not_record:
+        return code
+    return NOT_RECORDED

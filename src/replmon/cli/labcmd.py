@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from replmon.cli.common import EXIT_CODES_HELP, INFRASTRUCTURE, USAGE, check_output_file, config_message, exit_code, fail
-from replmon.cli.render import FORMAT_HELP, Format, emit, err, out, progress_bar, summary_rows, write_data
+from replmon.cli.common import (
+    EXIT_CODES_HELP,
+    INFRASTRUCTURE,
+    NOT_RECORDED,
+    USAGE,
+    check_output_file,
+    config_message,
+    fail,
+    run_exit_code,
+)
+from replmon.cli.render import FORMAT_HELP, Format, emit, err, out, progress_bar, summary_rows
 from replmon.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from replmon.core.record import ProbeRecord
 
 lab_app = typer.Typer(no_args_is_help=True, help="The local lab: two MinIO servers with real replication, DynamoDB Local.")
 
@@ -41,11 +53,11 @@ def lab_run(
     fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table,
 ) -> int:
     """Start the lab, run a probe ladder through the real state machine, print the table, draw the chart."""
+    from replmon.cli.runend import dead_events, leftover_check, write_run_files
     from replmon.core.stats import summarize
     from replmon.lab.lab import Lab, planned_route
     from replmon.lab.servers import LabError
-    from replmon.local.execution import run_request
-    from replmon.local.latency_chart import latency_chart
+    from replmon.local.execution import RunInterrupted, run_request, salvage_summary
     from replmon.probe.plan import check_fits
     from replmon.probe.request import load_settings
 
@@ -57,34 +69,63 @@ def lab_run(
         check_fits(settings.for_routes([planned_route("lab")]))
     except ConfigError as exc:
         fail(config_message(exc))
+    stopped: RunInterrupted | None = None
     try:
         with Lab(lab_dir, bandwidth=bandwidth) as lab:
             err.print(f"lab up: source {lab.servers['source'].url}, destination {lab.servers['destination'].url} "
                       f"(replication limit {bandwidth}/s), DynamoDB Local {lab.servers['dynamodb'].url}", highlight=False)
-            with progress_bar() as bar:
-                task = bar.add_task("probes", total=None)
-                result = run_request(settings.for_routes([lab.route()]), lab.deps(),
-                                     on_progress=lambda n, total: bar.update(task, completed=n, total=total), function_deps=lab.function_deps())
-            left = lab.leftovers()
+            try:
+                with progress_bar() as bar:
+                    task = bar.add_task("probes", total=None)
+                    result = run_request(settings.for_routes([lab.route()]), lab.deps(),
+                                         on_progress=lambda n, total: bar.update(task, completed=n, total=total), function_deps=lab.function_deps())
+                records, run_id, seconds, faults = result.records, result.run_id, result.seconds, result.account.lines(str(lab_dir / "spool"))
+            except RunInterrupted as exc:  # the started probes are recorded and cleaned: end the run as any other
+                stopped, run_id, seconds = exc, exc.salvage.run_id, 0.0
+                records, faults = interrupted_records(lab, run_id)
+            left, left_faults = leftover_check(lab)
+            faults += left_faults + dead_events(lab)
     except LabError as exc:
         fail(str(exc), USAGE if str(exc).startswith("--dir") else INFRASTRUCTURE)
-    records = result.records
     rows = summary_rows(summarize(records))
-    chart = latency_chart(records, lab_dir / "latency-vs-size.png", f"replmon lab: MinIO -> MinIO at {bandwidth}/s, run {result.run_id}")
-    data = write_data(records, lab_dir / "runs" / f"{result.run_id}.json")
-    leftover = sum(len(v) for v in left.values())
-    code = exit_code(records, result.planned, result.execution.status == "SUCCEEDED" and not result.failed_iterations)
-    if leftover:
-        code = max(code, INFRASTRUCTURE)
-    if fmt is Format.json:
-        emit(rows, fmt, document={"run_id": result.run_id, "seconds": round(result.seconds, 1), "exit_code": code,
-                                  "summaries": rows, "left_behind": left, "records": [r.to_item() for r in records]})
+    data, chart, file_faults = write_run_files(records, lab_dir, run_id, f"replmon lab: MinIO -> MinIO at {bandwidth}/s, run {run_id}")
+    faults += file_faults
+    leftover = sum(len(v) for v in (left or {}).values())
+    if stopped is not None:
+        code = 128 + {"SIGINT": 2, "SIGTERM": 15}.get(stopped.salvage.signame, 0)
     else:
-        emit(rows, fmt, f"run {result.run_id}: {len(records)} probes in {result.seconds:.0f} s")
-    notes = (f"chart: {chart}\nrecords: {data} (and DynamoDB Local under {lab_dir / 'dynamodb'}, kept between runs)\n"
-             f"left behind: {leftover} probe objects/versions/uploads" + ("" if not leftover else f" {left}"))
-    (out if fmt is Format.table else err).print(notes, highlight=False)
+        code = run_exit_code(records, result.planned, result.execution.status == "SUCCEEDED" and not result.failed_iterations,
+                             result.account.could_not_record or data is None)
+        if leftover or left is None:
+            code = max(code, INFRASTRUCTURE) if code != NOT_RECORDED else code
+    if fmt is Format.json:
+        emit(rows, fmt, document={"run_id": run_id, "seconds": round(seconds, 1), "exit_code": code, "summaries": rows,
+                                  "left_behind": left, "faults": faults, "run_file": str(data) if data else None,
+                                  "accounting": result.account.to_json() if stopped is None else None,
+                                  "records": [r.to_item() for r in records]})
+    else:
+        emit(rows, fmt, f"run {run_id}: {len(records)} probes in {seconds:.0f} s")
+    notes = ([f"chart: {chart}"] if chart else []) + \
+        ([f"records: {data} (and DynamoDB Local under {lab_dir / 'dynamodb'}, kept between runs)"] if data else []) + \
+        ([f"left behind: {leftover} probe objects/versions/uploads" + ("" if not leftover else f" {left}")] if left is not None else [])
+    (out if fmt is Format.table else err).print("\n".join(notes), highlight=False)
+    if stopped is not None:
+        for line in salvage_summary(stopped.salvage):
+            err.print(line, highlight=False)
+    for line in faults:  # one line per cause (docs/SEMANTICS.md "Could not record")
+        err.print(line, highlight=False, soft_wrap=True)
     return code
+
+
+def interrupted_records(lab: Any, run_id: str) -> tuple[list[ProbeRecord], list[str]]:
+    """An interrupted run's records as the store holds them (INTERRUPTED, or as they settled)."""
+    from replmon.adapters.explain import explain
+
+    try:
+        recs = [r for r in lab.store().query("lab", 0, 4e9) if r.run_id == run_id]
+    except Exception as exc:
+        return [], [f"store unreachable: the interrupted run's records could not be read back ({explain(exc)})"]
+    return sorted(recs, key=lambda r: (r.size_bytes, r.trial)), []
 
 
 @lab_app.command("bench")

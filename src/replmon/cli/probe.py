@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -15,15 +15,18 @@ from replmon.cli.common import (
     aws_region_or_fail,
     check_url,
     config_message,
-    exit_code,
     fail,
     keys_from,
+    run_exit_code,
     stack_outputs,
 )
 from replmon.cli.render import FORMAT_HELP, Format, emit, err, progress_bar, record_rows, summary_rows
 from replmon.core.defaults import DEFAULTS
 from replmon.core.errors import ConfigError
 from replmon.core.names import check_bucket, check_endpoint_url, check_prefix, check_region, check_route_name
+
+if TYPE_CHECKING:
+    from replmon.local.execution import ProbeRun
 
 
 def default_spool_dir() -> Path:
@@ -89,14 +92,7 @@ def probe(
     REPLMON_SECRET_ACCESS_KEY (or per endpoint: REPLMON_SOURCE_... and REPLMON_DEST_...); AWS
     endpoints use the standard chain or --profile.
     """
-    """Probe one route now, through the same state machine and handlers that deploy to AWS.
-
-    Credentials for S3-compatible endpoints come from REPLMON_ACCESS_KEY_ID and
-    REPLMON_SECRET_ACCESS_KEY (or per endpoint: REPLMON_SOURCE_... and REPLMON_DEST_...); AWS
-    endpoints use the standard chain or --profile.
-    """
     from replmon import wiring
-    from replmon.adapters.spool import DirectorySpool
     from replmon.core.stats import summarize
     from replmon.local.execution import PreflightError, preflight, run_request
     from replmon.probe.plan import check_fits, worst_case_seconds
@@ -148,16 +144,30 @@ def probe(
     with progress_bar() as bar:
         task = bar.add_task("probes", total=None)
         result = run_request(request, deps, on_progress=lambda n, total: bar.update(task, completed=n, total=total))
-    spooled = deps.spool.pending() if isinstance(deps.spool, DirectorySpool) else 0
-    code = exit_code(result.records, result.planned, result.execution.status == "SUCCEEDED" and not result.failed_iterations)
-    if spooled:
-        err.print(f"{spooled} record(s) wait in {spool_dir}: the store was unavailable; the next run replays them", highlight=False)
+    faults = run_end_faults(result, deps.spool, spool_dir)
+    code = run_exit_code(result.records, result.planned, result.execution.status == "SUCCEEDED" and not result.failed_iterations,
+                         result.account.could_not_record)
     if fmt is Format.table:
         emit(summary_rows(summarize(result.records)), fmt, f"run {result.run_id}")
     else:
-        emit(record_rows(result.records), fmt, document={"run_id": result.run_id, "exit_code": code,
+        emit(record_rows(result.records), fmt, document={"run_id": result.run_id, "exit_code": code, "faults": faults,
+                                                         "accounting": result.account.to_json(),
                                                          "records": [r.to_item() for r in result.records]})
+    for line in faults:  # one line per cause, after the table (docs/SEMANTICS.md "Could not record")
+        err.print(line, highlight=False, soft_wrap=True)
     return code
+
+
+def run_end_faults(result: ProbeRun, spool: object, spool_dir: Path) -> list[str]:
+    """One line per cause: this run's lost and spooled records, the store at the end, and records
+    of earlier runs still waiting in the spool."""
+    from replmon.adapters.spool import DirectorySpool
+
+    lines: list[str] = result.account.lines(str(spool_dir))
+    waiting = spool.pending() - result.account.count("spooled") if isinstance(spool, DirectorySpool) else 0
+    if waiting > 0:
+        lines.append(f"{waiting} record(s) of earlier runs still wait in {spool_dir}: the next run with the store up replays them")
+    return lines
 
 
 def list_presets(fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table) -> int:

@@ -42,7 +42,8 @@ def report(
     try:
         req = ReportRequest(routes=route, hours=hours)
     except ValidationError as exc:
-        fail("; ".join(f"--{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
+        fail("; ".join(f"--{'route' if e['loc'][0] == 'routes' else e['loc'][0]}: {e['msg'].removeprefix('Value error, ')}"
+                       for e in exc.errors()))
     aws_region_or_fail(region, dynamodb_endpoint, "--region", profile)
     if stack_name:
         table = stack_outputs(stack_name, region, profile).get("LatencyTableName")

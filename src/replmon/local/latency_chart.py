@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from replmon.core.record import ProbeRecord, ProbeStatus
 from replmon.core.sizes import parse_size
@@ -47,7 +48,19 @@ def latency_chart(records: Sequence[ProbeRecord], path: Path, title: str, publis
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
+    return save_figure(fig, path)
+
+
+def save_figure(fig: Any, path: Path) -> Path:
+    """A PNG written whole or not at all (a full disk leaves no broken chart)."""
+    import io
+
+    import matplotlib.pyplot as plt
+
+    from replmon.core.files import write_atomic
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
     plt.close(fig)
-    return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return write_atomic(path, buf.getvalue(), mode=0o644)
