@@ -94,6 +94,19 @@ class RunAccount:
                 "store_error": self.store_error, "not_written": self.not_written, "faults": self.lines()}
 
 
+def probe_faults(records: list[ProbeRecord]) -> list[str]:
+    """Probes that could not be measured for a cause the summary names (a full disk, the store):
+    their records say so one by one; here, one line per cause."""
+    from replmon.core.record import ProbeStatus
+
+    by_cause: dict[str, list[ProbeRecord]] = {}
+    for r in records:
+        if r.status is ProbeStatus.ERROR and r.failure_reason and cause_of(r.failure_reason) != "other":
+            by_cause.setdefault(cause_of(r.failure_reason), []).append(r)
+    return [f"{cause}: {len(rs)} probe(s) could not be measured ({(rs[0].failure_reason or '')[:160]})"
+            for cause, rs in sorted(by_cause.items())]
+
+
 def planned_probes(invocations: list[Invocation]) -> list[ProbeState]:
     plan = next((i.result for i in reversed(invocations) if i.function == "PlanProbes" and isinstance(i.result, dict)), None)
     return [ProbeState.model_validate(p) for p in (plan or {}).get("probes", [])]

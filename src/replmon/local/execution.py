@@ -27,7 +27,7 @@ from replmon.core.clock import CancellableClock
 from replmon.core.keys import new_run_id
 from replmon.core.record import ProbeRecord
 from replmon.core.route import Route
-from replmon.local.accounting import RunAccount, account, run_records
+from replmon.local.accounting import RunAccount, account, probe_faults, run_records
 from replmon.local.aslrun import FUNCTIONS, ExecutionResult, Invocation, local_state_machine
 from replmon.probe.request import ProbeRequest
 from replmon.probe.state import ProbeState
@@ -173,6 +173,7 @@ def run_request(
     except Exception as exc:  # the store died mid-run: the run's own records still make the table
         stored, acc.store_error = None, explain(exc)
     records = run_records(execution, stored, deps.retention_days)
+    acc.notes += probe_faults(records)
     return ProbeRun(run_id, execution, records, time.time() - started, acc)
 
 
