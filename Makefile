@@ -8,6 +8,10 @@ PY := $(BIN)/python
 export SAM_CLI_TELEMETRY := 0
 export REPLMON_SRC := $(CURDIR)/src
 export PATH := $(CURDIR)/$(BIN):$(PATH)
+MOUNTS_TEMPLATE := templates/mount-baselines.yaml
+# The task definitions run X86_64 (RuntimePlatform); the image must be built for that platform.
+RUNNER_PLATFORM := linux/amd64
+RUNNER_IMAGE ?= replmon-fio:latest
 
 help:  ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -42,10 +46,18 @@ lint: venv node_modules/.installed  ## ruff, mypy, cfn-lint, sam validate --lint
 	$(BIN)/mypy
 	$(BIN)/cfn-lint template.yaml
 	$(BIN)/sam validate --lint
+	$(BIN)/cfn-lint $(MOUNTS_TEMPLATE)
+	$(BIN)/sam validate --lint -t $(MOUNTS_TEMPLATE)
 	node_modules/.bin/asl-validator --json-path statemachines/replication_probe.asl.json
 
 build: venv  ## sam build (makefile build method; no Docker)
 	$(BIN)/sam build
+
+build-mounts: venv  ## sam build of the mount baselines' own stack (templates/mount-baselines.yaml)
+	$(BIN)/sam build -t $(MOUNTS_TEMPLATE) --build-dir .aws-sam/mounts
+
+runner-image:  ## the fio runner's image for ECS (x86_64, as the task definitions say): needs Docker
+	docker build --platform $(RUNNER_PLATFORM) -f runners/fio/Dockerfile -t $(RUNNER_IMAGE) .
 
 test: venv node_modules/.installed lab-deps  ## THE TESTS: lint once, then every test (moto and builds on 2 workers, then the real lab)
 	$(MAKE) --no-print-directory lint
@@ -59,4 +71,4 @@ test-fast: venv node_modules/.installed  ## no lab servers, no builds, no networ
 clean:  ## remove build output and lab data (keeps the caches)
 	rm -rf .aws-sam lab-data
 
-.PHONY: help venv lab-deps demo bench lint build test test-fast clean
+.PHONY: help venv lab-deps demo bench lint build build-mounts runner-image test test-fast clean

@@ -47,7 +47,6 @@ def default_transformed() -> dict[str, Any]:
 
 
 #: Deployments the contract tests check: the demo pair, and existing (SSE-KMS, cross-account) buckets.
-FIO_RESULTS_BUCKET = "replmon-fio-results"
 MODES: dict[str, dict[str, str]] = {
     "create-demo": {"BucketMode": "create-demo"},
     "existing": {"BucketMode": "existing", "SourceBucketName": SRC, "DestinationBucketName": DST,
@@ -61,11 +60,8 @@ def resolver(template: dict[str, Any], mode: str = "create-demo") -> Resolver:
     """Physical names as the tests create them (moto buckets, table and queue)."""
     return Resolver(template, MODES[mode], region=REGION, account=ACCOUNT, stack=STACK,
                     physical={"DemoSourceBucket": SRC, "DemoDestinationBucket": DST, "LatencyTable": TABLE,
-                              "RecordSpoolQueue": f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{SPOOL_QUEUE}",
-                              "FioResultsBucket": FIO_RESULTS_BUCKET},
+                              "RecordSpoolQueue": f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{SPOOL_QUEUE}"},
                     attributes={"RecordSpoolQueue.Arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:{SPOOL_QUEUE}",
-                                "FioResultsBucket.Arn": f"arn:aws:s3:::{FIO_RESULTS_BUCKET}",
-                                "FioResultsQueue.Arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:replmon-fio-results",
                                 "RecordSpoolQueue.QueueName": SPOOL_QUEUE})
 
 

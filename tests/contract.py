@@ -36,7 +36,6 @@ from replmon.probe.upload import UploadSettings
 from replmon.wiring import Deps
 from tests.cfnutil import (
     ACCOUNT,
-    FIO_RESULTS_BUCKET,
     REGION,
     SPOOL_QUEUE,
     default_transformed,
@@ -50,7 +49,7 @@ from tests.iam import CallRecorder, evaluate
 
 MiB = 2**20
 #: Every function of the stack: the state machine's, and the passive side's (SQS- and schedule-driven).
-PASSIVE_FUNCTIONS = ("IngestEvents", "CollectSignals", "IngestFioResults")
+PASSIVE_FUNCTIONS = ("IngestEvents", "CollectSignals")  # the mount stack's: tests/test_mounts_contract.py
 FUNCTIONS = (*STATE_MACHINE_FUNCTIONS, *PASSIVE_FUNCTIONS)
 EVENTS_DIR = __import__("pathlib").Path(__file__).resolve().parents[1] / "events" / "s3"
 SMALL = UploadSettings(multipart_threshold=8 * MiB, compose_threshold=24 * MiB, part_size=5 * MiB, seed_part_size=8 * MiB, workers=2)
@@ -87,8 +86,6 @@ class ContractRun:
     health: dict[str, Any] = field(default_factory=dict)
     health_without_rtc: dict[str, Any] = field(default_factory=dict)
     event_first_run_ids: dict[str, str] = field(default_factory=dict)
-    fio_ingest: dict[str, Any] = field(default_factory=dict)  # IngestFioResults' batch response
-    fio_items: list[dict[str, Any]] = field(default_factory=list)
 
 
 def emf_blobs(text: str) -> list[dict[str, Any]]:
@@ -196,9 +193,6 @@ def run_contract_scenarios() -> ContractRun:
         run.swept_late_replica = not left and not uploads
 
         play_passive(run, deps, clock, wrap, store, sm, fake, outage)
-        runner_env = {e["Name"]: str(e["Value"]) for e in r.resolve(
-            cfn["Resources"]["FioEfsTaskDefinition"]["Properties"]["ContainerDefinitions"][0]["Environment"])}
-        play_fio(run, wrap, runner_env, store)
 
     run.records = store.query("primary", 0, 4e9)
     return run
@@ -292,64 +286,3 @@ def odd_replication_time() -> dict[str, Any]:
     doc["Records"][0]["replicationEventData"]["replicationTime"] = "2026/11/22 10:03:10"
     return dict(doc)
 
-
-def s3_created(bucket: str, key: str) -> dict[str, Any]:
-    """An S3 ObjectCreated notification (the results bucket's run.json event)."""
-    return {"Records": [{"eventVersion": "2.1", "eventSource": "aws:s3", "awsRegion": REGION, "eventTime": "2026-11-22T14:00:00.000Z",
-                         "eventName": "ObjectCreated:Put", "s3": {"s3SchemaVersion": "1.0", "bucket": {"name": bucket, "arn": f"arn:aws:s3:::{bucket}"},
-                                                                  "object": {"key": key, "size": 1, "sequencer": "00"}}}]}
-
-
-def play_fio(run: ContractRun, wrap: Any, runner_env: dict[str, str], store: DynamoLatencyStore) -> None:
-    """The fio runner (real fio on a local directory, tiny scale) with its task definition's
-    environment uploads to the results bucket; IngestFioResults takes six runs: five make the
-    baseline, the sixth (every bandwidth halved) is a regression; a truncated run.json is rejected."""
-    import tempfile
-
-    from replmon.core.keys import new_run_id
-    from replmon.mounts import runner
-    from replmon.mounts.targets import Target
-
-    s3 = boto3.client("s3", region_name=REGION)
-    s3.create_bucket(Bucket=FIO_RESULTS_BUCKET)
-    with tempfile.TemporaryDirectory() as tmp:
-        target = Target.from_json({"name": "contract", "kind": "local", "mount_point": tmp})
-        out = io.StringIO()
-        with mock.patch.dict(os.environ, runner_env), contextlib.redirect_stdout(out):
-            first = runner.run(target, "burst-vs-baseline", "tiny", runner.S3Sink(f"s3://{FIO_RESULTS_BUCKET}/fio-results/", s3),
-                               emit=runner._emf)
-        run.emf += [("FioRunner", b) for b in emf_blobs(out.getvalue())]
-    assert first.exit_code == 0, first.run["errors"]
-    base = f"fio-results/contract/burst-vs-baseline/{first.run['run_id']}/"
-    ingest = wrap("IngestFioResults", load_handler("IngestFioResults"))
-    keys = [base + "run.json"]
-    for n in range(1, 6):  # five more runs of the same outputs, a day apart; the last one halved
-        doc = dict(first.run, run_id=new_run_id(first.run["start"] + n * 86_400), start=first.run["start"] + n * 86_400,
-                   end=first.run["end"] + n * 86_400)
-        prefix = f"fio-results/contract/burst-vs-baseline/{doc['run_id']}/"
-        for name in doc["fio_outputs"]:
-            fio = json.loads(s3.get_object(Bucket=FIO_RESULTS_BUCKET, Key=base + name)["Body"].read())
-            if n == 5:
-                for job in fio["jobs"]:
-                    for d in ("read", "write"):
-                        job[d]["bw_bytes"] //= 2
-                        job[d]["bw"] //= 2
-            s3.put_object(Bucket=FIO_RESULTS_BUCKET, Key=prefix + name, Body=json.dumps(fio).encode())
-        s3.put_object(Bucket=FIO_RESULTS_BUCKET, Key=prefix + "run.json", Body=json.dumps(doc).encode())
-        keys.append(prefix + "run.json")
-    s3.put_object(Bucket=FIO_RESULTS_BUCKET, Key="fio-results/contract/burst-vs-baseline/truncated/run.json", Body=b'{"run_id": "x", "pre')
-    keys.append("fio-results/contract/burst-vs-baseline/truncated/run.json")
-    # A failed run whose first fio output is cut off (the runner listed that among its errors):
-    # its readable row and the run item are stored; the message is not rejected.
-    failed = dict(first.run, run_id=new_run_id(first.run["start"] + 7 * 86_400), start=first.run["start"] + 7 * 86_400,
-                  end=first.run["end"] + 7 * 86_400, status="failed", errors=["fio/01-seq-write.json: not valid JSON: truncated?"])
-    prefix = f"fio-results/contract/burst-vs-baseline/{failed['run_id']}/"
-    for i, name in enumerate(failed["fio_outputs"]):
-        text = s3.get_object(Bucket=FIO_RESULTS_BUCKET, Key=base + name)["Body"].read()
-        s3.put_object(Bucket=FIO_RESULTS_BUCKET, Key=prefix + name, Body=text[: len(text) // 2] if i == 0 else text)
-    s3.put_object(Bucket=FIO_RESULTS_BUCKET, Key=prefix + "run.json", Body=json.dumps(failed).encode())
-    keys.append(prefix + "run.json")
-    # min_runs is FioBaselineRuns (5): runs 1-5 have 0-4 earlier runs, run 6 is judged.
-    batch = {"Records": [sqs_message(i, s3_created(FIO_RESULTS_BUCKET, k)) for i, k in enumerate(keys)]}
-    run.fio_ingest = ingest(batch, LambdaContext("IngestFioResults"))
-    run.fio_items = store.partition_items("fio#contract#burst-vs-baseline#tiny")

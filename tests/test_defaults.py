@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from replmon.core import telemetry
-from replmon.core.defaults import DEFAULTS
+from replmon.core.defaults import DEFAULTS, FLEET_PARAMETERS
 from replmon.local.template import load_template
 from replmon.probe.request import ProbeRequest, load_request
 from tests.conftest import TEMPLATE
@@ -20,7 +20,7 @@ def test_template_parameter_defaults_are_the_defaults() -> None:
         "LatencyTargetSeconds": DEFAULTS.target_seconds, "MaxConcurrency": DEFAULTS.max_concurrency,
         "PollFunctionTimeoutSeconds": DEFAULTS.poll_function_timeout_seconds, "ScheduleRateMinutes": DEFAULTS.schedule_rate_minutes,
         "RetentionDays": DEFAULTS.retention_days, "RouteName": DEFAULTS.route_name, "ProbePrefix": DEFAULTS.probe_prefix,
-        "SeedPrefix": DEFAULTS.seed_prefix,
+        "SeedPrefix": DEFAULTS.seed_prefix, "SloTargetPercent": round(DEFAULTS.slo_target * 100, 6),
     }
     for name, value in pairs.items():
         assert str(p[name]["Default"]) == str(value).removesuffix(".0"), name
@@ -58,3 +58,16 @@ def test_defaults_file_is_plain_json_with_a_comment() -> None:
 
     raw = json.loads(resources.files("replmon.core").joinpath("defaults.json").read_text())
     assert "_comment" in raw and raw["timeout_seconds"] == DEFAULTS.timeout_seconds
+
+
+def test_fleet_parameters_default_to_the_defaults_once_the_template_has_them() -> None:
+    """The fleet packages add these parameters (names agreed in the contracts); each one's default
+    is defaults.json's. ScheduleRateMinutes and SloTargetPercent exist already."""
+    p = load_template(TEMPLATE)["Parameters"]
+    assert {"ScheduleRateMinutes", "SloTargetPercent"} <= set(p)
+    for name, attr in FLEET_PARAMETERS.items():
+        value = getattr(DEFAULTS, attr)
+        if name == "SloTargetPercent":
+            value = round(value * 100, 6)
+        if name in p:
+            assert str(p[name]["Default"]) == str(value).removesuffix(".0"), name

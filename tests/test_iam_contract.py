@@ -75,7 +75,7 @@ def test_no_role_grants_an_action_no_handler_needs(contract: ContractRun) -> Non
     r = resolver(cfn, "existing")
     # Lambda's SQS poller receives and deletes IngestEvents' messages with the function's role
     # (Lambda developer guide, "Lambda execution role permissions" for SQS event sources).
-    used |= {(fn, a) for fn in ("IngestEvents", "IngestFioResults")
+    used |= {(fn, a) for fn in ("IngestEvents",)
              for a in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")}
     unused = []
     for fn in FUNCTIONS:

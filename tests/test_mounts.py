@@ -1,13 +1,19 @@
-"""Mount baselines: fio parsing against real fio runs, preset expansion, baselines, knees from
-real bandwidth logs, the runner's failure paths, and the template's ECS/Scheduler contracts."""
+"""Mount baselines: presets as the studies ran them, the memory preflight, the kept layout, the
+runner (targets in order, a host lock, dd on one path), fio parsing against real fio runs (and
+fio --client), ingestion's measures, the study reports, costs and ECS task events.
+
+Only the tests that run fio need it (``needs_fio``); the rest run anywhere."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,26 +22,411 @@ import pytest
 from replmon.mounts import baseline as bl
 from replmon.mounts import knee as knee_mod
 from replmon.mounts import presets as p
-from replmon.mounts.document import RUN_FILE, fio_rows
+from replmon.mounts.document import RUN_FILE, Row, dd_rows, fio_rows
 from replmon.mounts.fioresult import FioResultError, parse, parse_text
-from replmon.mounts.runner import LAYOUT_CHUNK, DirSink, lay_out, main, run
-from replmon.mounts.targets import Target, TargetError, is_mounted
-from tests.cfnutil import ACCOUNT, default_transformed, resolver
+from replmon.mounts.runner import DirSink, HostBusy, host_lock, load_targets, main, run
+from replmon.mounts.targets import Target, TargetError, is_mounted, mounted_options, nfs_negotiated
 
 ROOT = Path(__file__).resolve().parents[1]
 FIO = shutil.which("fio")
-pytestmark = pytest.mark.skipif(FIO is None, reason="fio is installed by `make lab-deps` (apt); make test installs it")
+needs_fio = pytest.mark.skipif(FIO is None, reason="fio is installed by `make lab-deps` (apt); make test installs it")
 
 
 def fio(tmp: Path, *args: str, fmt: str = "json") -> str:
+    assert FIO is not None
     out = subprocess.run([FIO, f"--directory={tmp}", f"--output-format={fmt}", *args], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     return out.stdout
 
 
-# ------------------------------------------------------------------------------------ the parser
-TERSE = {"read": (6, 7, 8), "write": (47, 48, 49)}  # fio HOWTO "Terse output" v3 fields (0-based): bw KiB/s, IOPS, runtime ms
+# ------------------------------------------------------------------------------------ presets as the studies ran
+def test_r2_every_thread_of_every_job_reads_its_own_file() -> None:
+    """The study's log: "Starting 25 processes" and 25 "Laying out IO file" lines per file size:
+    T1, T8 and T16 each read their own files (T8 never re-reads T1's)."""
+    x = p.expand("mountpoint-xregion", "mountpoint", "full")
+    assert [j.name for j in x.jobs] == [f"SEQ8M-Q128T{t}-{f}-Read" for f in ("500M", "1G", "3G") for t in (1, 8, 16)]
+    for j in x.jobs:
+        assert {k: j.options[k] for k in ("rw", "bs", "iodepth", "ioengine")} == {"rw": "read", "bs": "8M", "iodepth": "128", "ioengine": "libaio"}
+        assert "time_based" not in j.options and "direct" not in j.options  # one pass, buffered: fio 3.28's defaults, as the study
+        assert j.options["filename_format"] == f"{j.name}.$jobnum" and j.reads_layout
+    per_size: dict[int, int] = {}
+    for f in x.layout:
+        per_size[f.size] = per_size.get(f.size, 0) + 1
+    assert per_size == {500 * 2**20: 25, 2**30: 25, 3 * 2**30: 25}
+    assert len({f.path for f in x.layout}) == 75
+    assert sum(f.size for f in x.layout) == 25 * (500 * 2**20 + 2**30 + 3 * 2**30)  # 112.5 GiB
 
+
+def test_r3_dd_runs_each_test_ten_times_on_one_path_in_the_studys_order() -> None:
+    e = p.expand("express-vs-standard", "mountpoint", "full")
+    assert [(d.name, d.repetition) for d in e.dd[:11]] == [("write-100MiB", i) for i in range(1, 11)] + [("read-100MiB", 1)]
+    assert [d.name for d in e.dd[::10]] == ["write-100MiB", "read-100MiB", "write-4KiB", "read-4KiB"]
+    assert {d.path for d in e.dd if "100MiB" in d.name} == {"100M_data"} and {d.path for d in e.dd if "4KiB" in d.name} == {"4k_data"}
+    assert e.dd[0].argv("/m") == ["dd", "if=/dev/urandom", "of=/m/100M_data", "bs=1M", "count=100", "oflag=direct"]
+    assert e.dd[10].argv("/m") == ["dd", "if=/m/100M_data", "of=/dev/null", "bs=1M", "count=100", "iflag=direct"]
+    assert e.dd[20].argv("/m") == ["dd", "if=/dev/urandom", "of=/m/4k_data", "bs=4k", "count=1", "oflag=direct"]
+    assert e.mount_flags == ("--allow-overwrite",) and p.expand("express-vs-standard", "s3fs").mount_flags == ()
+    assert all(j.times for j in e.jobs)  # the fio rows say what they time
+
+
+def test_r4_burst_presets_drive_32_writers_or_readers_each_on_its_own_file_for_two_hours() -> None:
+    for name, rw in (("burst-write", "write"), ("burst-read", "read"), ("burst-cache-read", "randread")):
+        plan = p.expand(name, "lustre", "full")
+        [job] = plan.jobs
+        o = job.options
+        assert (o["rw"], o["bs"], o["direct"], o["ioengine"], o["numjobs"], o["time_based"], o["runtime"]) == (rw, "1M", "1", "psync", "32", "1", "7200")
+        assert o["write_bw_log"] == job.name and o["log_avg_msec"] == "1000" and o["log_unix_epoch"] == "1"
+        assert p.raw(name)["burst"] and p.raw(name)["published"]["baseline_mb_s"] == 117
+    assert p.expand("burst-write", "lustre").jobs[0].options["size"] == str(16 * 2**30)  # IOR -b 1m -s 16384: 16 GiB per task
+    assert sum(f.size for f in p.expand("burst-read", "lustre").layout) == 64 * 2**30  # the study's 64 GiB, 12x the cache
+    cache = sum(f.size for f in p.expand("burst-cache-read", "lustre").layout)
+    assert cache <= 5.28 * 2**30 and cache >= 5.2 * 2**30  # fits the 5.28 GiB in-memory cache
+
+
+def test_r5_nfs_matrix_options_are_the_studys() -> None:
+    n = p.expand("nfs-matrix", "nfs", "full")
+    assert [j.name for j in n.jobs] == [f"{b}-{w}" for b in ("1M", "32K", "4K") for w in ("read", "randread", "write", "randwrite")]
+    for j in n.jobs:
+        assert {k: j.options[k] for k in ("numjobs", "size", "iodepth", "ioengine", "direct", "verify", "time_based", "runtime", "group_reporting")} == \
+            {"numjobs": "32", "size": str(2**30), "iodepth": "64", "ioengine": "libaio", "direct": "1", "verify": "0", "time_based": "1",
+             "runtime": "600", "group_reporting": "1"}
+    pub = p.raw("nfs-matrix")["published"]
+    assert pub["values"]["4K"]["read"] == 186 and pub["iops"]["4K"]["read"] == 47600 and pub["iops"]["32K"]["randwrite"] == 16800
+
+
+@pytest.mark.parametrize("name", p.names())
+def test_every_preset_says_how_it_differs_and_cites_its_study(name: str) -> None:
+    spec = p.raw(name)
+    assert spec["differs"] and spec["description"]
+    assert f"## {spec['reference']}. " in (ROOT / "docs" / "REFERENCES.md").read_text()
+
+
+@pytest.mark.parametrize("name", p.names())
+def test_mountpoint_targets_never_get_random_or_overwriting_writes(name: str) -> None:
+    plan = p.expand(name, "mountpoint", "small")
+    for j in plan.jobs:
+        if j.writes:
+            assert j.options["rw"] == "write", j.name
+            assert (j.options["fallocate"], j.options["create_on_open"], j.options.get("iodepth", "1")) == ("none", "1", "1")
+            assert "time_based" not in j.options
+    assert all(s.reason.startswith("mountpoint:") for s in plan.skipped)
+    for kind in p.TARGET_KINDS:
+        for scale in p.SCALES:
+            assert p.expand(name, kind, scale).jobs
+
+
+def test_scale_shrinks_sizes_and_run_times_with_floors() -> None:
+    small = p.expand("nfs-matrix", "local", "small")
+    assert int(small.jobs[0].options["size"]) == 2**30 // 64 and small.jobs[0].options["runtime"] == "9"
+    assert all(int(j.options.get("runtime", "2")) >= p.MIN_RUNTIME_SECONDS for j in p.expand("mountpoint-parity", "local", "tiny").jobs)
+    with pytest.raises(p.PresetError, match="scale 'huge'"):
+        p.expand("nfs-matrix", "local", "huge")
+    with pytest.raises(p.PresetError, match="unknown preset"):
+        p.expand("nope", "local")
+
+
+def test_one_fio_per_preset_unless_a_job_reads_what_an_earlier_one_wrote() -> None:
+    from replmon.mounts.runner import fio_groups
+
+    express = fio_groups(p.expand("express-vs-standard", "mountpoint", "tiny"))
+    assert [g[0].reads_earlier_writes for g in express] == [False, True, True] and sum(map(len, express)) == 4
+    for name in ("nfs-matrix", "mountpoint-xregion", "mountpoint-parity", "burst-read"):
+        assert len(fio_groups(p.expand(name, "local", "tiny"))) == 1, name
+
+
+# ------------------------------------------------------------------------------------ memory preflight
+def test_memory_preflight_skips_what_would_not_fit_and_says_why(tmp_path: Path) -> None:
+    from replmon.mounts.memory import memory_limit, preflight
+
+    (tmp_path / "v2").write_text("17179869184\n")
+    (tmp_path / "v1").write_text("9223372036854771712\n")  # cgroup v1's "no limit"
+    (tmp_path / "meminfo").write_text("MemTotal:       24000000 kB\n")
+    assert memory_limit((str(tmp_path / "v2"),), str(tmp_path / "meminfo")) == (16 * 2**30, str(tmp_path / "v2"))
+    assert memory_limit((str(tmp_path / "v1"), str(tmp_path / "none")), str(tmp_path / "meminfo"))[0] == 24000000 * 1024
+    plan = preflight(p.expand("mountpoint-xregion", "mountpoint", "full"), 16 * 2**30, "the cgroup")
+    assert [s.job for s in plan.skipped] == ["SEQ8M-Q128T16-1G-Read", "SEQ8M-Q128T16-3G-Read"]
+    assert "16.0 GiB of buffers (16 threads x 1024 MiB in flight)" in plan.skipped[0].reason and "12.0 GiB" in plan.skipped[0].reason
+    assert len(plan.jobs) == 7 and not [f for f in plan.layout if "T16-3G" in f.path]  # nor is its layout written
+    assert p.expand("mountpoint-xregion", "mountpoint", "full").jobs[2].buffer_bytes() == 16 * 63 * 8 * 2**20  # 500 MiB: 63 blocks
+
+
+# ------------------------------------------------------------------------------------ targets
+def test_mount_options_match_the_studies() -> None:
+    nfs = Target.from_json({"name": "n", "kind": "nfs", "source": "h:/e"})
+    assert nfs.mount_argv() == ["mount", "-t", "nfs", "-o", "nconnect=16", "h:/e", "/mnt/replmon/n"]
+    own = Target.from_json({"name": "n", "kind": "nfs", "source": "h:/e", "options": "nfsvers=4.1,nconnect=8"})
+    assert own.mount_argv()[4] == "nfsvers=4.1,nconnect=8"
+    lustre = Target.from_json({"name": "l", "kind": "lustre", "source": "fs.fsx@tcp:/m"})
+    assert lustre.mount_argv()[:5] == ["mount", "-t", "lustre", "-o", "noatime,flock"]
+    with pytest.raises(TargetError, match="NFS options"):
+        Target.from_json({"name": "l", "kind": "lustre", "source": "fs@tcp:/m", "options": ["nconnect=16"]})
+    mp = Target.from_json({"name": "m", "kind": "mountpoint", "bucket": "b"}).with_flags(("--allow-overwrite",))
+    assert mp.mount_argv()[-1] == "--allow-overwrite" and mp.mount_point == "/mnt/replmon/m"
+    assert Target.from_json({"name": "l", "kind": "lustre", "source": "x@tcp:/m", "file_system_id": "fs-1", "per_unit_mb_s": 50,
+                             "storage_gib": 2400}).baseline_mb_s() == pytest.approx(117.1875)
+    with pytest.raises(TargetError, match="mount_point"):
+        Target.from_json({"name": "d", "kind": "local"})
+
+
+def test_the_mounted_options_are_read_back_from_the_kernel(tmp_path: Path) -> None:
+    mounts = tmp_path / "mounts"
+    mounts.write_text("10.0.0.5:/e /mnt/replmon/nfs nfs4 rw,relatime,vers=4.1,rsize=1048576,nconnect=16,proto=tcp 0 0\n"
+                      "fs@tcp:/m /mnt/replmon/l lustre rw,flock,noatime 0 0\n")
+    fstype, opts = mounted_options("/mnt/replmon/nfs", str(mounts)) or ("", "")
+    assert fstype == "nfs4" and nfs_negotiated(opts) == {"vers": "4.1", "nconnect": 16}
+    assert nfs_negotiated("rw,vers=3") == {"vers": "3", "nconnect": 1}  # Linux omits nconnect when it is 1
+    assert mounted_options("/nowhere", str(mounts)) is None
+
+
+def test_runner_configuration_errors_name_the_field(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    local = {"name": "d", "kind": "local", "mount_point": "/m"}
+    for env, msg in (({}, "REPLMON_FIO_TARGETS"),
+                     ({"REPLMON_FIO_TARGETS": json.dumps([{"name": "n", "kind": "nfs"}])}, 'nfs needs "source"'),
+                     ({"REPLMON_FIO_TARGETS": json.dumps([{**local, "preset": "x"}])}, "unknown preset"),
+                     ({"REPLMON_FIO_TARGETS": json.dumps([local])}, '"preset" is required'),
+                     ({"REPLMON_FIO_TARGETS": json.dumps([{**local, "preset": "nfs-matrix"}] * 2)}, "unique"),
+                     ({"REPLMON_FIO_TARGETS": "{"}, "not JSON"),
+                     ({"REPLMON_FIO_TARGETS": json.dumps([{**local, "preset": "nfs-matrix"}])}, "REPLMON_FIO_RESULTS")):
+        for k in ("REPLMON_FIO_TARGETS", "REPLMON_FIO_TARGET", "REPLMON_FIO_PRESET", "REPLMON_FIO_RESULTS"):
+            monkeypatch.delenv(k, raising=False)
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        assert main() == 2
+        assert msg in capsys.readouterr().err
+    with pytest.raises(TargetError, match="unknown field"):
+        Target.from_json({"name": "d", "kind": "local", "mount_point": "/m", "colour": "red"})
+    with pytest.raises(TargetError, match="Mountpoint options"):
+        Target.from_json({"name": "d", "kind": "s3fs", "bucket": "b", "mount_point": "/m", "cache": "/c"})
+    legacy = load_targets({"REPLMON_FIO_TARGET": json.dumps(local), "REPLMON_FIO_PRESET": "nfs-matrix"})
+    assert legacy[0].preset == "nfs-matrix"
+
+
+def test_two_runners_on_one_host_never_measure_at_once(tmp_path: Path) -> None:
+    lock = str(tmp_path / "lock")
+    with host_lock(lock):
+        with pytest.raises(HostBusy, match="another fio runner holds"), host_lock(lock):
+            pass
+        code = subprocess.run([sys.executable, "-c", f"import fcntl; f=open({lock!r}, 'a'); fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)"],
+                              capture_output=True, timeout=30).returncode
+        assert code != 0  # another process is refused too
+    with open(lock, "a") as f:  # released when the holder is done
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+# ------------------------------------------------------------------------------------ the kept layout
+def test_layout_is_reused_while_size_and_fingerprint_match(tmp_path: Path) -> None:
+    from replmon.mounts.layout import MANIFEST, FileStat, ensure
+    from replmon.mounts.presets import LayoutFile
+
+    files = (LayoutFile("a.0", 3 * 2**20), LayoutFile("a.1", 10 * 2**20))  # several chunks for the second
+    d = tmp_path / "set"
+    first = ensure(files, d, FileStat(d))
+    assert (first.written, first.reused, first.bytes_written) == (2, 0, 13 * 2**20)
+    assert ensure(files, d, FileStat(d)).reused == 2
+    (d / "a.1").write_bytes(b"x" * 10)  # replaced by someone: another size
+    os.utime(d / "a.0", ns=(1, 1))  # touched: another fingerprint
+    again = ensure(files, d, FileStat(d))
+    assert (again.written, again.reused) == (2, 0) and (d / "a.1").stat().st_size == 10 * 2**20
+    assert set(json.loads((d / MANIFEST).read_text())) == {"a.0", "a.1"}
+
+
+def test_layout_on_s3_is_checked_by_size_and_etag() -> None:
+    import boto3
+    from moto import mock_aws
+
+    from replmon.mounts.runner import S3Stat
+
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket="layout-bucket")
+        s3.put_object(Bucket="layout-bucket", Key="p/replmon-fio/layout/x/small/f.0", Body=b"a" * 100)
+        stat = S3Stat(s3, "layout-bucket", "p/replmon-fio/layout/x/small/")
+        size, etag = stat("f.0") or (0, "")
+        assert size == 100 and etag.startswith("etag:")
+        s3.put_object(Bucket="layout-bucket", Key="p/replmon-fio/layout/x/small/f.0", Body=b"b" * 100)  # same size, other content
+        replaced = stat("f.0")
+        assert replaced is not None and replaced[0] == 100 and replaced[1] != etag
+        assert stat("missing") is None
+
+
+# ------------------------------------------------------------------------------------ parsing
+def test_json_followed_by_text_is_read_and_a_truncated_object_is_not() -> None:
+    doc = {"jobs": [{"jobname": "r", "job options": {"rw": "read"},
+                     "read": {"bw_bytes": 1024, "iops": 1.0, "runtime": 1000, "io_bytes": 1024}}]}
+    text = "fio: warning\n\n" + json.dumps(doc, indent=1) + "\n\nRun status group 0 (all jobs):\n   READ: bw=1KiB/s\n"
+    assert parse_text(text)[0].bw_bytes == 1024
+    with pytest.raises(FioResultError, match="not valid JSON"):
+        parse_text(json.dumps(doc)[:-10])
+
+
+def test_client_stats_are_read_per_client_and_the_all_clients_sum_left_out() -> None:
+    """fio --client lists each job per client under client_stats, plus an "All clients" entry summing
+    every group (seen from fio 3.33 on loopback: tests below run it)."""
+    def entry(name: str, group: int, host: str, port: int, rbytes: int, wbytes: int) -> dict[str, Any]:
+        d = {"jobname": name, "groupid": group, "error": 0, "hostname": host, "port": port, "job options": {"rw": "read" if rbytes else "write"}}
+        for direction, b in (("read", rbytes), ("write", wbytes)):
+            d[direction] = {"io_bytes": b, "bw_bytes": b, "iops": b / 65536, "runtime": 1000}
+        return d
+
+    doc = {"client_stats": [entry("a", 0, "h1", 1, 2**20, 0), entry("a", 0, "h2", 2, 2**20, 0), entry("b", 1, "h1", 1, 0, 2**19),
+                            entry("All clients", 1, "h1", 1, 2 * 2**20, 2**19)]}
+    rows = fio_rows(parse(doc))
+    assert [(r.job, r.direction, r.bw_bytes, r.entries) for r in rows] == [("a", "read", 2.0 * 2**20, 2), ("b", "write", 2.0**19, 1)]
+
+
+# ------------------------------------------------------------------------------------ ingestion measures
+class MemStore:
+    def __init__(self) -> None:
+        self.stored: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def put_item_once(self, item: dict[str, Any]) -> bool:
+        key = (item["route"], item["at"])
+        if key in self.stored:
+            return False
+        self.stored[key] = json.loads(json.dumps(item))
+        return True
+
+    def items_of(self, pk: str) -> list[dict[str, Any]]:
+        return [v for (k, _), v in sorted(self.stored.items()) if k == pk]
+
+    def items(self, pk: str, start: float, end: float) -> list[dict[str, Any]]:
+        return [v for v in self.items_of(pk) if start <= v["start"] <= end]
+
+
+def _run(preset: str, n: int, **extra: Any) -> dict[str, Any]:
+    return {"run_id": f"r{n}", "preset": preset, "scale": "full", "status": "ok", "start": 1.8e9 + n * 86400, "end": 1.8e9 + n * 86400 + 60,
+            "target": {"name": "t", "kind": "lustre"}, **extra}
+
+
+def test_burst_runs_are_judged_on_sustained_level_and_burst_duration_not_the_average() -> None:
+    from replmon.adapters.metrics import NullMetrics
+    from replmon.mounts.ingest import ingest_run
+
+    store = MemStore()
+    row = Row("ior-write", "write", 300e6, 300.0, 7200.0, None, None, None, 0, "fio")
+    for n in range(6):
+        knee = {"burst": 600e6, "sustained": 150e6, "at_s": 900.0, "decline_start_s": 900.0 if n < 5 else 300.0,
+                "decline_end_s": 950.0, "sigma": 1e6, "segments": 2}
+        # the last run averages far higher (it started with fuller credits): the average is not what is judged
+        got = ingest_run(_run("burst-write", n, knees={"write": {"samples": 7200, "knee": knee}}),
+                         [row if n < 5 else Row(**{**row.__dict__, "bw_bytes": 900e6})], store, NullMetrics())  # type: ignore[arg-type]
+    [(_, judged)] = got.judged
+    assert set(judged) == {"sustained_bytes", "burst_s"}
+    assert judged["sustained_bytes"].verdict == "ok" and judged["burst_s"].verdict == "regression"  # a burst three times shorter
+    last = store.items_of("fio#t#burst-write#full")[-2]
+    assert last["verdict"] == "regression" and last["measures"] == {"sustained_bytes": 150e6, "burst_s": 300.0}
+
+
+def test_latency_rows_are_judged_where_the_preset_is_about_latency() -> None:
+    from replmon.adapters.metrics import NullMetrics
+    from replmon.mounts.ingest import ingest_run, latency_jobs
+
+    assert latency_jobs(p.raw("express-vs-standard")) == {"dd-write-4KiB", "dd-write-4KiB-first", "dd-read-4KiB", "dd-read-4KiB-first",
+                                                          "fio-write-4KiB", "fio-read-4KiB"}
+    assert latency_jobs(p.raw("nfs-matrix")) == set()
+    store = MemStore()
+    for n in range(6):
+        lat = 0.002 if n < 5 else 0.006
+        rows = dd_rows([{"name": "read-4KiB", "direction": "read", "repetition": i, "bytes": 4096, "seconds": lat, "bw_bytes": 4096 / lat}
+                        for i in range(1, 11)])
+        got = ingest_run(_run("express-vs-standard", n), rows, store, NullMetrics())  # type: ignore[arg-type]
+    judged = dict((r.job, j) for r, j in got.judged)
+    assert set(judged["dd-read-4KiB"]) == {"bw_bytes", "lat_p50_s", "lat_p99_s"}
+    assert judged["dd-read-4KiB"]["lat_p99_s"].verdict == "regression" and judged["dd-read-4KiB-first"]["lat_p50_s"].verdict == "regression"
+
+
+def test_dd_rows_keep_the_first_repetition_and_the_median_of_the_rest() -> None:
+    reps = [{"name": "read-100MiB", "direction": "read", "repetition": i, "bytes": 100 * 2**20, "seconds": s, "bw_bytes": 100 * 2**20 / s}
+            for i, s in enumerate([2.0, 0.5, 0.4, 0.5, 0.6, 0.5, 0.5, 0.4, 0.5, 0.5], 1)]
+    first, rest = dd_rows(reps)
+    assert (first.job, first.bw_bytes, first.entries) == ("dd-read-100MiB-first", 50 * 2**20, 1)
+    assert (rest.job, rest.bw_bytes, rest.entries, len(rest.repetitions)) == ("dd-read-100MiB", 200 * 2**20, 9, 10)
+    assert rest.repetitions[0] == 50 * 2**20  # every repetition kept, in order
+
+
+def test_baseline_is_robust_and_judges_both_directions() -> None:
+    steady = [100.0, 101.0, 99.0, 100.5, 99.5, 100.0]
+    assert bl.judge(50.0, bl.baseline(steady[:4])).verdict == "no-baseline"
+    assert bl.judge(70.0, bl.baseline(steady)).verdict == "regression"
+    assert bl.judge(85.0, bl.baseline(steady)).verdict == "ok"
+    assert bl.judge(75.0, bl.baseline([100.0, 150.0, 60.0, 130.0, 70.0, 120.0])).verdict == "ok"
+    assert bl.judge(130.0, bl.baseline(steady), higher_is_better=False).verdict == "regression"
+    assert bl.judge(70.0, bl.baseline(steady), higher_is_better=False).verdict == "ok"
+
+
+# ------------------------------------------------------------------------------------ reports and costs
+def _result(name: str, spec: dict[str, Any], rows: dict[str, float], **run: Any) -> Any:
+    from replmon.mounts.report import TargetResult
+
+    return TargetResult(name, spec, {"run_id": "r", "run_status": "ok", **run},
+                        {k: {"row": k, "direction": k.split("/")[1], "bw_bytes": v, "iops": v / 2**20, "io_bytes": int(v * 10)}
+                         for k, v in rows.items()})
+
+
+def test_report_rebuilds_r2_with_the_published_row_and_the_cross_region_drop() -> None:
+    from replmon.mounts.report import study_report
+
+    jobs = list(p.matrix_cells(p.raw("mountpoint-xregion")))
+    same = _result("near", {"kind": "mountpoint", "region": "us-east-2"}, {f"{j}/read": 1000 * 2**20 for j in jobs},
+                   task=json.dumps({"az": "us-east-2a"}))
+    far = _result("far", {"kind": "mountpoint", "region": "ap-northeast-1"}, {f"{j}/read": 300 * 2**20 for j in jobs},
+                  task=json.dumps({"az": "us-east-2a"}))
+    rep = study_report("mountpoint-xregion", [same, far])
+    drop = rep.comparisons["cross_region_drop"]
+    assert (drop["same_region"], drop["cross_region"]) == ("near", "far") and drop["mean"] == pytest.approx(0.7) and drop["published"] == 0.7
+    table = rep.tables[0].rows
+    assert {"target": "published", "file": "3G", "1": 111, "8": 459, "16": 487} in table
+    assert {"target": "far", "file": "500M", "1": "300.0", "8": "300.0", "16": "300.0"} in table
+
+
+def test_report_rebuilds_r3_with_express_standard_ratios_and_r4_against_the_per_unit_baseline() -> None:
+    from replmon.mounts.report import study_report
+
+    tests = ("write-100MiB", "read-100MiB", "write-4KiB", "read-4KiB")
+    std = _result("std", {"kind": "mountpoint", "bucket": "b"}, {f"dd-{t}/{t.split('-')[0]}": 100.0 * 2**20 for t in tests})
+    xz = _result("xz", {"kind": "mountpoint", "bucket": "b--use1-az4--x-s3"}, {f"dd-{t}/{t.split('-')[0]}": 400.0 * 2**20 for t in tests})
+    rep = study_report("express-vs-standard", [std, xz])
+    ratios = rep.comparisons["express_standard"]
+    assert ratios["read-4KiB"] == {"express": "xz", "standard": "std", "ratio": 4.0, "published": 4}
+    assert ratios["write-4KiB"]["published"] == 10
+    fsx = _result("lustre", {"kind": "lustre"}, {"ior-write/write": 300e6}, baseline_mb_s=117.0)
+    fsx.rows["ior-write/write"].update(burst_bytes=604e6, sustained_bytes=149e6, burst_s=900.0, knee_at_s=905.0, decline_end_s=910.0)
+    rows = study_report("burst-write", [fsx]).tables[0].rows
+    assert rows[0]["burst/baseline"] == "5.16" and rows[0]["sustained/baseline"] == "1.27"  # the study: 5.15x and +27.34 %
+    assert rows[-1]["burst/baseline"] == 5.15
+
+
+def test_cost_of_a_cross_region_run_is_the_studys_bill() -> None:
+    """R2: 112 GB read from a Tokyo bucket in Ohio cost $10 at $0.09/GB."""
+    from replmon.mounts.read_cost import estimate
+
+    got = estimate("mountpoint-xregion", "full", bucket_region="ap-northeast-1")
+    assert got.read_gib == pytest.approx(112.1, abs=0.1) and got.per_run == pytest.approx(10.1, abs=0.05)
+    assert estimate("mountpoint-xregion", "full", bucket_region="us-east-1").per_run == pytest.approx(2.25, abs=0.05)
+    with pytest.raises(p.PresetError, match=r"read_prices\.json"):
+        estimate("mountpoint-xregion", bucket_region="mars-1")
+
+
+# ------------------------------------------------------------------------------------ ECS task events
+def test_stopped_task_events_are_judged_by_stop_code_exit_code_and_summary() -> None:
+    from replmon.mounts.taskevents import NotAStoppedTask, judge
+
+    def ev(code: str, exit_code: int | None) -> dict[str, Any]:
+        return {"detail-type": "ECS Task State Change", "detail": {"lastStatus": "STOPPED", "stopCode": code, "stoppedReason": "why",
+                                                                   "taskArn": "arn:aws:ecs:r:1:task/c/t1",
+                                                                   "containers": [{"name": "fio", **({"exitCode": exit_code} if exit_code is not None else {})}]}}
+
+    assert judge(ev("TaskFailedToStart", None), False).failed
+    assert judge(ev("SpotInterruption", None), True).failed  # stopped before the runner exited
+    assert judge(ev("EssentialContainerExited", 137), False).failed
+    assert not judge(ev("EssentialContainerExited", 1), True).failed  # the runner reported and counted it
+    assert not judge(ev("EssentialContainerExited", 0), True).failed
+    with pytest.raises(NotAStoppedTask):
+        judge({**ev("x", 0), "detail": {**ev("x", 0)["detail"], "lastStatus": "RUNNING"}}, False)
+
+
+# ------------------------------------------------------------------------------------ with fio
+TERSE = {"read": (6, 7, 8), "write": (47, 48, 49)}  # fio HOWTO "Terse output" v3 fields (0-based): bw KiB/s, IOPS, runtime ms
 OPTION_SETS = {
     "read-json": (["--name=r", "--rw=read", "--bs=64k", "--size=8M", "--ioengine=psync"], "json"),
     "write-json+-lat": (["--name=w", "--rw=write", "--bs=16k", "--size=4M", "--lat_percentiles=1"], "json+"),
@@ -45,6 +436,7 @@ OPTION_SETS = {
 }
 
 
+@needs_fio
 @pytest.mark.parametrize("case", sorted(OPTION_SETS))
 def test_parser_agrees_with_fios_own_terse_output(tmp_path: Path, case: str) -> None:
     """One fio run writes JSON and its terse (v3) line; the parser's units match fio's terse fields."""
@@ -55,148 +447,93 @@ def test_parser_agrees_with_fios_own_terse_output(tmp_path: Path, case: str) -> 
     start = next(i for i, line in enumerate(lines) if line.startswith("{"))
     end = max(i for i, line in enumerate(lines) if line.startswith("}"))
     json_part = "\n".join(lines[start:end + 1])
-    rows = parse_text(json_part)
     doc = json.loads(json_part)
     assert len(terse_lines) == len(doc["jobs"])
+    assert parse_text(text) == parse_text(json_part)  # the terse lines after the JSON are left, not an error
     for job, line in zip(doc["jobs"], terse_lines, strict=True):
         fields = line.split(";")
-        for row in parse({**doc, "jobs": [job]}):  # this entry's rows (threads share a jobname)
+        for row in parse({**doc, "jobs": [job]}):
             raw = job[row.direction]
             assert row.bw_bytes == raw["bw_bytes"] and row.iops == raw["iops"] and row.io_bytes == raw["io_bytes"]
-            assert row.runtime_s == raw["runtime"] / 1000
             bw_kib, iops, runtime_ms = (fields[i] for i in TERSE[row.direction])
-            assert abs(row.bw_bytes / 1024 - float(bw_kib)) <= 1, (case, row.direction)
-            assert abs(row.iops - float(iops)) <= 1
+            assert abs(row.bw_bytes / 1024 - float(bw_kib)) <= 1 and abs(row.iops - float(iops)) <= 1
             assert row.runtime_s * 1000 == float(runtime_ms)
             uses_lat = "--lat_percentiles=1" in args
             pct = raw["lat_ns" if uses_lat else "clat_ns"].get("percentile")
             if case == "no-percentiles":
                 assert row.clat_p50_s is None and row.clat_p99_s is None
             else:
-                assert pct is not None
-                got = row.lat_p99_s if uses_lat else row.clat_p99_s
-                assert got == pct["99.000000"] / 1e9
-    directions = {r.direction for r in rows}
-    assert directions == ({"read", "write"} if "randrw" in case else {"read"} if args[1].endswith("read") else {"write"})
+                assert (row.lat_p99_s if uses_lat else row.clat_p99_s) == pct["99.000000"] / 1e9
     if case == "randrw-per-thread":
-        assert len(rows) == 4 and len(fio_rows(rows)) == 2  # two threads add up to one row per direction
+        rows = parse_text(json_part)
         agg = next(r for r in fio_rows(rows) if r.direction == "read")
         threads = [r for r in rows if r.direction == "read"]
-        assert agg.bw_bytes == sum(t.io_bytes for t in threads) / max(t.runtime_s for t in threads)
-        assert agg.clat_p99_s is None  # percentiles of two threads do not combine
+        assert agg.bw_bytes == sum(t.io_bytes for t in threads) / max(t.runtime_s for t in threads) and agg.clat_p99_s is None
+    if case == "write-json+-lat":
+        [row] = fio_rows(parse_text(json_part))
+        assert row.lat_p99_s is not None and row.latency("p99") == row.lat_p99_s  # total latency carried through
 
 
-def test_malformed_or_truncated_results_are_rejected_never_zero(tmp_path: Path) -> None:
-    good = fio(tmp_path, "--name=r", "--rw=read", "--bs=4k", "--size=1M")
-    for text, field in ((good[: len(good) // 2], "not valid JSON"), ("fio: something\n", "no JSON object"),
-                        ('{"jobs": []}', "jobs: missing or empty"),
-                        (json.dumps({"jobs": [{"jobname": "r", "job options": {"rw": "read"}, "read": {"bw_bytes": 1, "runtime": 1, "io_bytes": 1}}]}),
-                         "jobs[0].read.iops"),
-                        (json.dumps({"jobs": [{"jobname": "r", "job options": {"rw": "sideways"}}]}), "rw: 'sideways'")):
-        with pytest.raises(FioResultError, match=field.replace("[", r"\[").replace("]", r"\]")):
-            parse_text(text)
-    # fio's warning lines before the JSON are skipped, not fatal
-    assert parse_text("fio: warning\n" + good)[0].bw_bytes > 0
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
-def test_fio_parse_cli_prints_rows_or_one_error_line(tmp_path: Path) -> None:
-    (tmp_path / "r.json").write_text(fio(tmp_path, "--name=r", "--rw=randrw", "--bs=4k", "--size=1M"))
+@needs_fio
+def test_fio_client_output_from_two_servers_parses_to_one_row_per_job(tmp_path: Path) -> None:
+    """fio --client against two fio servers on loopback: each job per client in client_stats, the
+    per-client rows added up, fio's "All clients" sum over every group left out."""
+    assert FIO is not None
+    servers, hosts = [], []
+    try:
+        for i in range(2):
+            port = _free_port()
+            (tmp_path / f"d{i}").mkdir()
+            servers.append(subprocess.Popen([FIO, f"--server=ip:127.0.0.1,{port}"], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.DEVNULL, start_new_session=True))
+            hosts.append(f"ip:127.0.0.1,{port}")
+        (tmp_path / "hosts").write_text("\n".join(hosts) + "\n")
+        (tmp_path / "j.fio").write_text(f"[global]\ndirectory={tmp_path}\nsize=1M\nbs=64k\n[a]\nrw=read\nnumjobs=2\ngroup_reporting=1\n"
+                                        "[b]\nstonewall\nrw=write\n")
+        deadline = time.monotonic() + 30
+        for h in hosts:  # fio --client goes on with the clients it reaches: wait until both servers listen
+            port = int(h.rsplit(",", 1)[1])
+            while True:
+                with socket.socket() as probe:
+                    if probe.connect_ex(("127.0.0.1", port)) == 0:
+                        break
+                assert time.monotonic() < deadline, f"fio --server on {port} did not listen"
+                time.sleep(0.2)
+        out = subprocess.run([FIO, f"--client={tmp_path / 'hosts'}", "--output-format=json", str(tmp_path / "j.fio")],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+    finally:
+        for s in servers:
+            s.terminate()
+            s.wait(timeout=10)
+    doc = json.loads(out.stdout[out.stdout.index("{"):])
+    assert "jobs" not in doc and any(e["jobname"] == "All clients" for e in doc["client_stats"])
+    rows = fio_rows(parse_text(out.stdout))
+    assert [(r.job, r.direction, r.entries, r.io_bytes) for r in rows] == [("a", "read", 2, 2 * 2 * 2**20), ("b", "write", 2, 2 * 2**20)]
+
+
+@needs_fio
+def test_fio_parse_cli_prints_what_ingestion_stores(tmp_path: Path) -> None:
+    (tmp_path / "r.json").write_text(fio(tmp_path, "--name=r", "--rw=randrw", "--bs=4k", "--size=1M", "--numjobs=2", "--group_reporting=0"))
     r = subprocess.run([sys.executable, "-m", "replmon.cli", "fio", "parse", str(tmp_path / "r.json"), "--format", "json"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    rows = json.loads(r.stdout)
-    assert [x["direction"] for x in rows] == ["read", "write"]
-    assert {"bw_bytes", "iops", "runtime_s", "clat_p50_s", "clat_p99_s", "clat_p999_s", "error"} <= set(rows[0])
+    printed = json.loads(r.stdout)
+    stored = [x.to_json() for x in fio_rows(parse_text((tmp_path / "r.json").read_text()))]
+    assert printed == json.loads(json.dumps(stored)) and [x["direction"] for x in printed] == ["read", "write"]
+    assert {x["entries"] for x in printed} == {2}  # two threads, one row per direction, as stored
     (tmp_path / "bad.json").write_text('{"jobs": [{"jobname": "r"')
     r = subprocess.run([sys.executable, "-m", "replmon.cli", "fio", "parse", str(tmp_path / "bad.json")], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 2 and r.stdout == ""
-    assert len(r.stderr.strip().splitlines()) == 1 and "not valid JSON" in r.stderr
+    assert r.returncode == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1 and "not valid JSON" in r.stderr
 
 
-# ------------------------------------------------------------------------------------ presets
-def test_presets_give_the_studies_job_options() -> None:
-    x = p.expand("mountpoint-xregion", "local", "full")
-    assert [j.name for j in x.jobs] == [f"SEQ8M-Q128T{t}-{f}-Read" for f in ("500M", "1G", "3G") for t in (1, 8, 16)]
-    for j in x.jobs:
-        assert {k: j.options[k] for k in ("rw", "bs", "iodepth", "ioengine")} == {"rw": "read", "bs": "8M", "iodepth": "128", "ioengine": "libaio"}
-    assert {j.options["size"] for j in x.jobs} == {str(500 * 2**20), str(2**30), str(3 * 2**30)}
-    n = p.expand("nfs-matrix", "nfs", "full")
-    assert [j.name for j in n.jobs] == [f"{b}-{w}" for b in ("1M", "32K", "4K") for w in ("read", "randread", "write", "randwrite")]
-    for j in n.jobs:
-        assert {k: j.options[k] for k in ("numjobs", "iodepth", "ioengine", "direct", "time_based", "runtime", "group_reporting")} == \
-            {"numjobs": "32", "iodepth": "64", "ioengine": "libaio", "direct": "1", "time_based": "1", "runtime": "600", "group_reporting": "1"}
-    e = p.expand("express-vs-standard", "mountpoint", "full")
-    assert len(e.dd) == 40 and {(d.bs, d.count, d.flag) for d in e.dd} == {("1M", 100, "oflag=direct"), ("1M", 100, "iflag=direct"),
-                                                                        ("4k", 1, "oflag=direct"), ("4k", 1, "iflag=direct")}
-    assert e.dd[0].argv("/m")[:3] == ["dd", "if=/dev/zero", "of=/m/dd-100MiB.0"]
-    b = p.expand("burst-vs-baseline", "lustre", "full")
-    assert all(j.options["log_avg_msec"] == "1000" and j.options["write_bw_log"] == j.name for j in b.jobs)
-    par = p.expand("mountpoint-parity", "mountpoint", "full")
-    assert all(j.options["bs"] == "256k" or j.name == "small_file_read" for j in par.jobs)
-    assert {j.options["ioengine"] for j in par.jobs} == {"sync"}
-
-
-def test_one_fio_per_preset_unless_a_job_reads_what_an_earlier_one_wrote() -> None:
-    """fio creates every job's files before running any (create_serialize): a read of a file an
-    earlier job writes must start a new fio, or the write would find it made and Mountpoint
-    would refuse the overwrite. Everything else runs in one fio, as bare fio would."""
-    from replmon.mounts.runner import fio_groups
-
-    burst = fio_groups(p.expand("burst-vs-baseline", "mountpoint", "tiny"))
-    assert [[j.name for j in g] for g in burst] == [["seq-write"], ["seq-read"]]
-    express = fio_groups(p.expand("express-vs-standard", "mountpoint", "tiny"))
-    assert [g[0].reads_earlier_writes for g in express] == [False, True, True] and sum(map(len, express)) == 4
-    for name in ("nfs-matrix", "mountpoint-xregion", "mountpoint-parity"):
-        assert len(fio_groups(p.expand(name, "local", "tiny"))) == 1, name
-
-
-@pytest.mark.parametrize("name", p.names())
-def test_mountpoint_targets_never_get_random_or_overwriting_writes(name: str) -> None:
-    plan = p.expand(name, "mountpoint", "small")
-    for j in plan.jobs:
-        if j.writes:
-            assert j.options["rw"] == "write", j.name
-            assert (j.options["fallocate"], j.options["create_on_open"], j.options.get("iodepth", "1")) == ("none", "1", "1")
-            assert "time_based" not in j.options  # it would wrap to offset 0: an overwrite
-    assert all(s.reason.startswith("mountpoint:") for s in plan.skipped)
-    for kind in p.TARGET_KINDS:  # every preset expands for every target kind and scale
-        for scale in p.SCALES:
-            assert p.expand(name, kind, scale).jobs
-
-
-def test_scale_shrinks_sizes_and_run_times_with_floors() -> None:
-    full, small = p.expand("nfs-matrix", "local", "full"), p.expand("nfs-matrix", "local", "small")
-    assert int(small.jobs[0].options["size"]) == 2**30 // 64 and small.jobs[0].options["runtime"] == "9"
-    tiny = p.expand("mountpoint-parity", "local", "tiny")
-    assert all(int(j.options.get("runtime", "2")) >= p.MIN_RUNTIME_SECONDS for j in tiny.jobs)
-    assert full.jobs[0].options["runtime"] == "600"
-    with pytest.raises(p.PresetError, match="scale 'huge'"):
-        p.expand("nfs-matrix", "local", "huge")
-    with pytest.raises(p.PresetError, match="unknown preset"):
-        p.expand("nope", "local")
-
-
-def test_every_preset_cites_its_study_in_the_references() -> None:
-    refs = (ROOT / "docs" / "REFERENCES.md").read_text()
-    for name in p.names():
-        spec = p.raw(name)
-        assert f"## {spec['reference']}. " in refs, name
-
-
-# ------------------------------------------------------------------------------------ baselines
-def test_baseline_needs_runs_is_robust_to_noise_and_catches_a_real_drop() -> None:
-    steady = [100.0, 101.0, 99.0, 100.5, 99.5, 100.0]
-    assert bl.judge(50.0, bl.baseline(steady[:4])).verdict == "no-baseline"  # 4 < 5: never a pass
-    v = bl.judge(70.0, bl.baseline(steady))
-    assert v.verdict == "regression" and v.change == pytest.approx(-0.3)
-    assert bl.judge(85.0, bl.baseline(steady)).verdict == "ok"  # 15 % < 20 % threshold
-    noisy = [100.0, 150.0, 60.0, 130.0, 70.0, 120.0]
-    assert bl.judge(75.0, bl.baseline(noisy)).verdict == "ok"  # 30 % down, but inside 3 spreads
-    assert bl.baseline(list(range(100)), window=10).runs == 10
-
-
-# ------------------------------------------------------------------------------------ knees
-def _bw_logs(tmp: Path, *jobs: list[str]) -> list[tuple[float, float, str]]:
+def _bw_logs(tmp: Path, *jobs: list[str]) -> list[knee_mod.Sample]:
     args = []
     for n, job in enumerate(jobs):
         args += [f"--name=j{n}", "--rw=write", "--bs=64k", "--size=1G", "--time_based", "--runtime=5", "--ioengine=psync",
@@ -204,280 +541,106 @@ def _bw_logs(tmp: Path, *jobs: list[str]) -> list[tuple[float, float, str]]:
         if n:
             args.append("--stonewall")
     fio(tmp, *args)
-    samples = []
+    samples: list[knee_mod.Sample] = []
     for log in sorted(tmp.glob("log*_bw.*.log")):
         samples += knee_mod.read_bw_log(log.read_text(), log.name)
     return samples
 
 
+@needs_fio
 def test_knee_is_found_in_a_real_fio_log_with_a_throttled_phase(tmp_path: Path) -> None:
-    samples = _bw_logs(tmp_path, ["--rate=8m"], ["--rate=2m"])  # burst 8 MiB/s for 5 s, then 2 MiB/s
+    samples = _bw_logs(tmp_path, ["--rate=8m"], ["--rate=2m"])  # 8 MiB/s for 5 s, then 2 MiB/s
     t, v = knee_mod.per_second(samples, "write")
     k = knee_mod.find_knee(t, v)
     assert k is not None, v
     assert k.burst == pytest.approx(8 * 2**20, rel=0.15) and k.sustained == pytest.approx(2 * 2**20, rel=0.15)
-    assert 4 <= k.at_s <= 6
+    assert 4 <= k.at_s <= 6 and 4 <= k.burst_duration_s <= 6
 
 
+@needs_fio
 def test_a_flat_real_fio_log_has_no_knee(tmp_path: Path) -> None:
-    samples = _bw_logs(tmp_path, ["--rate=4m"], ["--rate=4m"])
-    t, v = knee_mod.per_second(samples, "write")
+    t, v = knee_mod.per_second(_bw_logs(tmp_path, ["--rate=4m"], ["--rate=4m"]), "write")
     assert len(v) >= 8 and knee_mod.find_knee(t, v) is None
 
 
-def test_knee_cli_and_bad_log(tmp_path: Path) -> None:
-    (tmp_path / "bad_bw.1.log").write_text("12, x, 1\n")
-    with pytest.raises(FioResultError, match=r"bad_bw\.1\.log:1"):
-        knee_mod.read_bw_log((tmp_path / "bad_bw.1.log").read_text(), "bad_bw.1.log")
+@needs_fio
+def test_dd_runs_as_the_study_did_on_one_path_per_test(tmp_path: Path) -> None:
+    """The study's loop, with 1 MiB instead of 100 MiB to keep CI short: every write from
+    /dev/urandom to the one path, every read of it, in order, each repetition's figures kept."""
+    from dataclasses import replace
+
+    from replmon.mounts.runner import run_dd
+
+    plan = p.expand("express-vs-standard", "local", "tiny")
+    small = replace(plan, dd=tuple(replace(d, count=1) if d.bs == "1M" else d for d in plan.dd))
+    dd = run_dd(small, tmp_path)
+    assert [d["name"] for d in dd[::10]] == ["write-100MiB", "read-100MiB", "write-4KiB", "read-4KiB"]
+    assert [d["repetition"] for d in dd[:10]] == list(range(1, 11)) and not [d for d in dd if d.get("error")]
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["100M_data", "4k_data"]  # one path per test, reused ten times
+    assert {d["bytes"] for d in dd} == {2**20, 4096}
+    rows = dd_rows(dd)
+    assert [r.job for r in rows][:2] == ["dd-write-100MiB-first", "dd-write-100MiB"] and len(rows[1].repetitions) == 10
 
 
-# ------------------------------------------------------------------------------------ the runner
-def test_runner_on_a_directory_uploads_fio_outputs_then_run_json(tmp_path: Path) -> None:
+@needs_fio
+def test_runner_keeps_the_layout_between_runs_and_removes_its_own_files(tmp_path: Path) -> None:
     target = Target.from_json({"name": "dir", "kind": "local", "mount_point": str(tmp_path / "m")})
     (tmp_path / "m").mkdir()
-    got = run(target, "burst-vs-baseline", "tiny", DirSink(str(tmp_path / "out")), workdir=str(tmp_path))
+    first = run(target, "mountpoint-xregion", "tiny", DirSink(str(tmp_path / "out")), workdir=str(tmp_path))
+    second = run(target, "mountpoint-xregion", "tiny", DirSink(str(tmp_path / "out")), workdir=str(tmp_path))
+    assert first.exit_code == second.exit_code == 0, (first.run["errors"], second.run["errors"])
+    assert (first.run["layout"]["written"], second.run["layout"]["reused"], second.run["layout"]["written"]) == (75, 75, 0)
+    assert {r.io_bytes for r in second.rows if r.job.startswith("SEQ8M-Q128T8-")} == {8 * 8 * 2**20}  # 8 threads, 8 files
+    base = tmp_path / "out" / "dir" / "mountpoint-xregion" / second.run["run_id"]
+    stored = json.loads((base / RUN_FILE).read_text())
+    assert stored["memory"]["limit_bytes"] > 0 and stored["fio_version"].startswith("fio-") and stored["task"]["cpus"] == os.cpu_count()
+    assert sorted(x.name for x in (tmp_path / "m" / "replmon-fio").iterdir()) == ["layout"]  # the run directories are gone
+    assert not [f for f in tmp_path.iterdir() if f.name.startswith("replmon-fio-")]
+
+
+@needs_fio
+def test_runner_skips_what_memory_cannot_hold_and_records_why(tmp_path: Path) -> None:
+    target = Target.from_json({"name": "dir", "kind": "local", "mount_point": str(tmp_path / "m")})
+    (tmp_path / "m").mkdir()
+    got = run(target, "mountpoint-xregion", "tiny", DirSink(str(tmp_path / "out")), workdir=str(tmp_path),
+              memory=(100 * 2**20, "a 100 MiB test limit"))  # tiny files: one 8 MiB block in flight per thread
     assert got.exit_code == 0, got.run["errors"]
-    base = tmp_path / "out" / "dir" / "burst-vs-baseline" / got.run["run_id"]
-    written = sorted(str(f.relative_to(base)) for f in base.rglob("*") if f.is_file())
-    assert written == sorted([RUN_FILE, "job.fio", *got.run["fio_outputs"], "bw/seq-write_bw.1.log", "bw/seq-read_bw.1.log"])
-    run_doc = json.loads((base / RUN_FILE).read_text())
-    assert run_doc["fio_version"].startswith("fio-") and run_doc["task"]["cpus"] == os.cpu_count()
-    assert isinstance(run_doc["knees"], dict) and run_doc["end"] >= run_doc["start"]  # tiny runs log < 1 s: no samples
-    assert list((tmp_path / "m").iterdir()) == []  # the run directory and its parent are gone
-    assert not [f for f in tmp_path.iterdir() if f.name.startswith("replmon-fio-")]  # the work dir is gone
+    skipped = {s["job"] for s in got.run["skipped"]}
+    assert skipped == {f"SEQ8M-Q128T16-{f}-Read" for f in ("500M", "1G", "3G")}  # 128 MiB > 90 MiB; T8's 64 MiB fits
+    assert all("a 100 MiB test limit" in s["reason"] for s in got.run["skipped"])
+    assert {r.job for r in got.rows}.isdisjoint(skipped) and got.rows
 
 
+@needs_fio
+def test_the_entrypoint_runs_its_targets_in_order_and_writes_the_task_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+    targets = [{"name": "a", "kind": "local", "mount_point": str(tmp_path / "a"), "preset": "mountpoint-xregion", "scale": "tiny"},
+               {"name": "b", "kind": "local", "mount_point": str(tmp_path / "b"), "preset": "mountpoint-xregion"}]
+    monkeypatch.setenv("REPLMON_FIO_TARGETS", json.dumps(targets))
+    monkeypatch.setenv("REPLMON_FIO_SCALE", "tiny")
+    monkeypatch.setenv("REPLMON_FIO_RESULTS", str(tmp_path / "out"))
+    monkeypatch.setenv("REPLMON_FIO_LOCK", str(tmp_path / "lock"))
+    assert main() == 0
+    [summary_file] = (tmp_path / "out" / "tasks").iterdir()
+    summary = json.loads(summary_file.read_text())
+    assert [x["target"] for x in summary["runs"]] == ["a", "b"] and summary["status"] == "ok"
+    assert summary["runs"][0]["run_id"] < summary["runs"][1]["run_id"] or summary["runs"][0]["run_id"][:16] <= summary["runs"][1]["run_id"][:16]
+    with open(tmp_path / "lock", "a") as held:  # another runner holds this host: nothing measured, recorded, exit 1
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        capsys.readouterr()
+        assert main() == 1
+        assert "another fio runner holds" in capsys.readouterr().err
+    busy = [json.loads(f.read_text()) for f in (tmp_path / "out" / "tasks").iterdir()]
+    assert sum(1 for s in busy if s.get("error") and s["status"] == "failed" and not s["runs"]) == 1
+
+
+@needs_fio
 def test_runner_failures_exit_non_zero_and_leave_nothing_mounted(tmp_path: Path) -> None:
-    bogus = Target.from_json({"name": "mp", "kind": "mountpoint", "bucket": "b", "mount_point": str(tmp_path / "mnt"),
-                              "binary": "/bin/false"})
+    bogus = Target.from_json({"name": "mp", "kind": "mountpoint", "bucket": "b", "mount_point": str(tmp_path / "mnt"), "binary": "/bin/false"})
     got = run(bogus, "mountpoint-xregion", "tiny", DirSink(str(tmp_path / "out")), workdir=str(tmp_path))
-    assert got.exit_code == 1 and got.run["status"] == "failed"
-    assert "exited 1 before mounting" in got.run["errors"][0]
+    assert got.exit_code == 1 and got.run["status"] == "failed" and "exited 1 before mounting" in got.run["errors"][0]
     assert not is_mounted(str(tmp_path / "mnt"))
     stored = json.loads(next((tmp_path / "out").rglob(RUN_FILE)).read_text())
     assert stored["status"] == "failed" and stored["errors"] == got.run["errors"]
-
-
-def test_runner_configuration_errors_name_the_field(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    for env, msg in (({}, "REPLMON_FIO_TARGET"),
-                     ({"REPLMON_FIO_TARGET": '{"name": "n", "kind": "nfs", "mount_point": "/m"}'}, 'nfs needs "source"'),
-                     ({"REPLMON_FIO_TARGET": '{"name": "d", "kind": "local", "mount_point": "/m"}', "REPLMON_FIO_PRESET": "x"}, "unknown preset"),
-                     ({"REPLMON_FIO_TARGET": '{"name": "d", "kind": "local", "mount_point": "/m"}', "REPLMON_FIO_PRESET": "nfs-matrix"},
-                      "REPLMON_FIO_RESULTS")):
-        for k in ("REPLMON_FIO_TARGET", "REPLMON_FIO_PRESET", "REPLMON_FIO_RESULTS"):
-            monkeypatch.delenv(k, raising=False)
-        for k, v in env.items():
-            monkeypatch.setenv(k, v)
-        assert main() == 2
-        assert msg in capsys.readouterr().err
-    with pytest.raises(TargetError, match="unknown field"):
-        Target.from_json({"name": "d", "kind": "local", "mount_point": "/m", "colour": "red"})
-    with pytest.raises(TargetError, match="Mountpoint options"):
-        Target.from_json({"name": "d", "kind": "s3fs", "bucket": "b", "mount_point": "/m", "cache": "/c"})
-
-
-# ------------------------------------------------------------------------------------ ingestion (contract run)
-def test_ingestion_judges_six_runs_and_rejects_a_truncated_result(contract: Any) -> None:
-    rows = [i for i in contract.fio_items if "row" in i]
-    runs = {i["run_id"]: i for i in contract.fio_items if i["at"].endswith("#run")}
-    # six good runs x (seq-write, seq-read) + the failed run's readable seq-read; nothing of the truncated one
-    assert len(rows) == 6 * 2 + 1 and len(runs) == 7
-    failed = [r for r in runs.values() if r["run_status"] == "failed"]
-    assert len(failed) == 1 and failed[0]["errors"] and failed[0]["rows"] == 1
-    assert {(i["job"], i["run_status"], i.get("verdict")) for i in rows if i["run_id"] == failed[0]["run_id"]} == {("seq-read", "failed", "ok")}
-    by_run: dict[str, list[dict[str, Any]]] = {}
-    for it in rows:
-        if it["run_status"] == "ok":
-            by_run.setdefault(it["run_id"], []).append(it)
-    ordered = [by_run[k] for k in sorted(by_run, key=lambda k: by_run[k][0]["start"])]
-    assert [{i["verdict"] for i in r} for r in ordered] == [{"no-baseline"}] * 5 + [{"regression"}]
-    assert all(runs[k]["run_status"] == "ok" and runs[k]["rows"] == 2 for k in by_run)
-    last = ordered[-1][0]
-    assert last["baseline_runs"] == 5 and last["change"] == pytest.approx(-0.5, abs=0.01)
-    assert json.loads(last["target"])["kind"] == "local" and "env" not in json.loads(last["target"])
-    assert [f["itemIdentifier"] for f in contract.fio_ingest["batchItemFailures"]] == ["m6"]
-
-
-def test_fio_metrics_reach_the_fio_alarms(contract: Any) -> None:
-    emitted = {(blob["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"],
-                frozenset(blob["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0])) for fn, blob in contract.emf
-               if fn in ("FioRunner", "IngestFioResults")}
-    assert ("FioRegression", frozenset({"service"})) in emitted
-    assert ("FioRunFailed", frozenset({"service"})) in emitted
-    assert ("FioBandwidth", frozenset({"service", "Target", "Preset", "Job"})) in emitted
-
-
-# ------------------------------------------------------------------------------------ template contracts
-TASK_DEFINITIONS = ("FioEfsTaskDefinition", "FioMountpointTaskDefinition", "FioNfsTaskDefinition")
-
-
-def _fio_template(**params: str) -> tuple[dict[str, Any], Any]:
-    cfn = default_transformed()
-    r = resolver(cfn)
-    r.params.update({"MountBaselines": "ENABLED", "EfsFileSystemId": "fs-0123456789abcdef0", "EfsAccessPointId": "fsap-0123456789abcdef0",
-                     "MountpointBucketName": "bench-bucket", "NfsSource": "fs-1.example:/export", **params})
-    ecs = f"arn:aws:ecs:{r.pseudo['AWS::Region']}:{ACCOUNT}"
-    r.attributes["FioCluster.Arn"] = f"{ecs}:cluster/replmon-FioCluster"
-    # A log group's Arn attribute ends in ":*" (AWS::Logs::LogGroup return values).
-    r.attributes["FioLogGroup.Arn"] = f"arn:aws:logs:{r.pseudo['AWS::Region']}:{ACCOUNT}:log-group:replmon-FioLogGroup:*"
-    for td in TASK_DEFINITIONS:  # Ref of a task definition is its ARN
-        r.physical[td] = f"{ecs}:task-definition/replmon-{td}:1"
-    return cfn, r
-
-
-def test_a_stack_without_mount_baselines_has_none_of_their_resources() -> None:
-    cfn = default_transformed()
-    r = resolver(cfn)
-    fio = [k for k in cfn["Resources"] if k.startswith(("Fio", "IngestFio"))]
-    assert fio and not [k for k in fio if r.exists(k)]
-
-
-def test_fargate_task_needs_no_fuse_and_ec2_task_has_it() -> None:
-    """ECS docs: Fargate tasks may add only SYS_PTRACE and cannot map devices, so FUSE (Mountpoint)
-    and Lustre need the EC2 launch type; EFS with IAM authorization requires transit encryption."""
-    cfn, r = _fio_template()
-    fargate = r.resolve(cfn["Resources"]["FioEfsTaskDefinition"]["Properties"])
-    assert fargate["RequiresCompatibilities"] == ["FARGATE"] and fargate["NetworkMode"] == "awsvpc"
-    for c in fargate["ContainerDefinitions"]:
-        caps = c.get("LinuxParameters", {}).get("Capabilities", {}).get("Add", [])
-        assert set(caps) <= {"SYS_PTRACE"} and not c.get("LinuxParameters", {}).get("Devices")
-    efs = fargate["Volumes"][0]["EFSVolumeConfiguration"]
-    assert efs["AuthorizationConfig"]["IAM"] == "ENABLED" and efs["TransitEncryption"] == "ENABLED"
-    for name in ("FioMountpointTaskDefinition", "FioNfsTaskDefinition"):
-        ec2 = r.resolve(cfn["Resources"][name]["Properties"])
-        assert ec2["RequiresCompatibilities"] == ["EC2"], name
-        lp = ec2["ContainerDefinitions"][0]["LinuxParameters"]
-        assert "SYS_ADMIN" in lp["Capabilities"]["Add"] and lp["Devices"][0]["HostPath"] == "/dev/fuse", name
-
-
-@pytest.mark.parametrize("extra", [{}, {"MountpointBucketRegion": "ap-northeast-1", "MountpointCacheXzBucket": "c--use1-az4--x-s3",
-                                        "NfsKind": "lustre", "NfsSource": "fs-1.fsx.us-east-1.amazonaws.com@tcp:/abcd"}])
-def test_each_task_definition_gives_the_runner_a_target_it_accepts(extra: dict[str, str]) -> None:
-    """What a scheduled task runs with is its task definition's environment (no overrides): each
-    one parses as the runner parses it, names its preset, and mounts what the parameters say."""
-    cfn, r = _fio_template(**extra)
-    argv = {}
-    for name in TASK_DEFINITIONS:
-        [container] = r.resolve(cfn["Resources"][name]["Properties"])["ContainerDefinitions"]
-        env = {e["Name"]: e["Value"] for e in container["Environment"]}
-        target = Target.from_json(json.loads(env["REPLMON_FIO_TARGET"]))
-        assert p.expand(env["REPLMON_FIO_PRESET"], target.kind, env["REPLMON_FIO_SCALE"]).jobs
-        assert env["REPLMON_FIO_RESULTS"] == f"s3://{r.physical['FioResultsBucket']}/fio-results/"
-        # The runner's EMF (FioRunFailed, FioBandwidth) reaches CloudWatch as log lines: awslogs
-        # sends stdout with PutLogEvents, and CloudWatch Logs extracts EMF from it without the
-        # x-amzn-logs-format header (CloudWatch User Guide, "Using the PutLogEvents API to send
-        # manually-created embedded metric format logs"), in the namespace the alarms read.
-        logs = container["LogConfiguration"]
-        assert logs["LogDriver"] == "awslogs" and logs["Options"]["awslogs-group"] == r.ref("FioLogGroup"), name
-        assert env["POWERTOOLS_METRICS_NAMESPACE"] == r.resolve(cfn["Resources"]["FioRunFailedAlarm"]["Properties"])["Namespace"], name
-        argv[target.kind] = target.mount_argv()
-    assert argv["efs"] is None  # Fargate mounts the EFS volume itself
-    mp = argv["mountpoint"]
-    assert mp[:3] == ["mount-s3", "bench-bucket", "/mnt/target"] and mp[mp.index("--prefix") + 1] == "replmon-fio/"
-    assert mp[mp.index("--region") + 1] == extra.get("MountpointBucketRegion", "us-east-1")
-    assert ("--cache-xz" in mp) == bool(extra)
-    kind = extra.get("NfsKind", "nfs")
-    assert argv[kind][:3] == ["mount", "-t", kind] and argv[kind][-2] == extra.get("NfsSource", "fs-1.example:/export")
-
-
-def test_schedules_run_only_replmons_tasks_with_least_privilege() -> None:
-    """EventBridge Scheduler's ECS target needs ecs:RunTask on the task definition and iam:PassRole
-    for the task's roles (Scheduler user guide, "Set up the execution role"); nothing more."""
-    from tests.iam import IamRequest, evaluate
-
-    cfn, r = _fio_template()
-    role = r.resolve(cfn["Resources"]["FioSchedulerRole"]["Properties"])
-    assert role["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": "scheduler.amazonaws.com"}
-    policies = {"Scheduler": [{"name": x["PolicyName"], "policy": x["PolicyDocument"]} for x in role["Policies"]]}
-    cluster = r.get_att("FioCluster", "Arn")
-    taskdefs = [r.ref(td) for td in TASK_DEFINITIONS]
-    roles = [r.get_att("FioExecutionRole", "Arn"), r.get_att("FioTaskRole", "Arn")]
-    ok = [("Scheduler", IamRequest("ecs:RunTask", t, {"ecs:cluster": cluster})) for t in taskdefs]
-    ok += [("Scheduler", IamRequest("iam:PassRole", x, {"iam:PassedToService": "ecs-tasks.amazonaws.com"})) for x in roles]
-    assert evaluate(ok, policies, ACCOUNT) == []
-    bad = [("Scheduler", IamRequest("ecs:RunTask", taskdefs[0], {"ecs:cluster": cluster.replace("FioCluster", "other")})),
-           ("Scheduler", IamRequest("ecs:RunTask", f"arn:aws:ecs:us-east-1:{ACCOUNT}:task-definition/other:1", {"ecs:cluster": cluster})),
-           ("Scheduler", IamRequest("iam:PassRole", roles[0], {"iam:PassedToService": "lambda.amazonaws.com"}))]
-    assert len(evaluate(bad, policies, ACCOUNT)) == 3
-
-
-def test_execution_role_pulls_this_accounts_images_and_logs_only_to_its_group() -> None:
-    """ECS task execution role (ECS developer guide): the agent pulls the image from ECR and writes
-    the awslogs stream with it; ecr:GetAuthorizationToken has no resource type (Service
-    Authorization Reference for Amazon ECR), pulls are per repository."""
-    from tests.iam import IamRequest, evaluate
-
-    cfn, r = _fio_template()
-    role = r.resolve(cfn["Resources"]["FioExecutionRole"]["Properties"])
-    assert "ManagedPolicyArns" not in role
-    policies = {"Exec": [{"name": x["PolicyName"], "policy": x["PolicyDocument"]} for x in role["Policies"]]}
-    group = r.get_att("FioLogGroup", "Arn").removesuffix(":*")
-    repo = f"arn:aws:ecr:us-east-1:{ACCOUNT}:repository/replmon-fio"
-    ok = [("Exec", IamRequest("ecr:GetAuthorizationToken", "*")), ("Exec", IamRequest("ecr:BatchGetImage", repo)),
-          ("Exec", IamRequest("ecr:GetDownloadUrlForLayer", repo)), ("Exec", IamRequest("logs:PutLogEvents", f"{group}:log-stream:fio/x")),
-          ("Exec", IamRequest("logs:CreateLogStream", f"{group}:log-stream:fio/x"))]
-    assert evaluate(ok, policies, ACCOUNT) == []
-    bad = [("Exec", IamRequest("ecr:BatchGetImage", repo.replace(ACCOUNT, "999999999999"))),
-           ("Exec", IamRequest("logs:PutLogEvents", f"arn:aws:logs:us-east-1:{ACCOUNT}:log-group:other:log-stream:x")),
-           ("Exec", IamRequest("s3:GetObject", "arn:aws:s3:::any/x"))]
-    assert len(evaluate(bad, policies, ACCOUNT)) == 3
-
-
-def test_results_flow_matches_the_runner_layout_and_the_task_role() -> None:
-    """The bucket notifies on the key the runner writes last, under the prefix the task's
-    REPLMON_FIO_RESULTS names; the task role may write results and touch only its Mountpoint prefix."""
-    from replmon.mounts.document import results_prefix
-    from tests.iam import IamRequest, evaluate
-
-    cfn, r = _fio_template()
-    bucket = r.resolve(cfn["Resources"]["FioResultsBucket"]["Properties"])
-    rules = {x["Name"]: x["Value"] for x in bucket["NotificationConfiguration"]["QueueConfigurations"][0]["Filter"]["S3Key"]["Rules"]}
-    env = {e["Name"]: e["Value"] for e in r.resolve(cfn["Resources"]["FioNfsTaskDefinition"]["Properties"])["ContainerDefinitions"][0]["Environment"]}
-    prefix = env["REPLMON_FIO_RESULTS"].split("/", 3)[3]
-    key = prefix + results_prefix("", "efs", "nfs-matrix", "20261122T140000Z-ab12cd") + RUN_FILE
-    assert key.startswith(rules["prefix"]) and key.endswith(rules["suffix"])
-    role = r.resolve(cfn["Resources"]["FioTaskRole"]["Properties"])
-    policies = {"Task": [{"name": x["PolicyName"], "policy": x["PolicyDocument"]} for x in role["Policies"]]}
-    results = r.physical["FioResultsBucket"]
-    # Mountpoint's documented needs on a general purpose bucket (doc/CONFIGURATION.md, "IAM
-    # permissions"): ListBucket (scoped with s3:prefix), GetObject to read, PutObject and
-    # AbortMultipartUpload to write, DeleteObject for --allow-delete (the runner removes its files).
-    run_file = "arn:aws:s3:::bench-bucket/replmon-fio/replmon-fio/x/f"
-    ok = [("Task", IamRequest("s3:PutObject", f"arn:aws:s3:::{results}/{key}")),
-          *[("Task", IamRequest(a, run_file)) for a in ("s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:DeleteObject")],
-          ("Task", IamRequest("s3:ListBucket", "arn:aws:s3:::bench-bucket", {"s3:prefix": "replmon-fio/"})),
-          ("Task", IamRequest("s3:ListBucket", "arn:aws:s3:::bench-bucket", {"s3:prefix": "replmon-fio/replmon-fio/x/"}))]
-    assert evaluate(ok, policies, ACCOUNT) == []
-    # A directory bucket target: object calls ride on a CreateSession for that bucket only
-    # (S3 User Guide, "Authenticating and authorizing requests" for S3 Express One Zone).
-    cfn, r = _fio_template(MountpointBucketName="bench--use1-az4--x-s3", MountpointCacheXzBucket="cache--use1-az4--x-s3")
-    role = r.resolve(cfn["Resources"]["FioTaskRole"]["Properties"])
-    express = {"Task": [{"name": x["PolicyName"], "policy": x["PolicyDocument"]} for x in role["Policies"]]}
-    xz = f"arn:aws:s3express:us-east-1:{ACCOUNT}:bucket/"
-    assert evaluate([("Task", IamRequest("s3express:CreateSession", xz + b)) for b in ("bench--use1-az4--x-s3", "cache--use1-az4--x-s3")],
-                    express, ACCOUNT) == []
-    assert len(evaluate([("Task", IamRequest("s3express:CreateSession", xz + "other--use1-az4--x-s3"))], express, ACCOUNT)) == 1
-    bad = [("Task", IamRequest("s3:GetObject", f"arn:aws:s3:::{results}/{key}")),
-           ("Task", IamRequest("s3:PutObject", "arn:aws:s3:::bench-bucket/data/f")),
-           ("Task", IamRequest("s3:ListBucket", "arn:aws:s3:::bench-bucket", {"s3:prefix": ""}))]
-    assert len(evaluate(bad, policies, ACCOUNT)) == 3
-
-
-def test_the_runner_dockerfile_passes_hadolint() -> None:
-    hadolint = Path(sys.executable).parent / "hadolint"
-    r = subprocess.run([str(hadolint), str(ROOT / "runners" / "fio" / "Dockerfile")], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stdout + r.stderr
-    text = (ROOT / "runners" / "fio" / "Dockerfile").read_text()
-    assert "amazonlinux:2023" in text and "mount-s3" in text and "replmon.mounts.runner" in text
-
-
-def test_layout_writes_every_file_at_its_size_and_a_failed_write_fails_the_layout(tmp_path: Path) -> None:
-    plan = p.expand("mountpoint-parity", "local", "tiny")
-    lay_out(plan, tmp_path)
-    assert plan.layout and any(f.size > LAYOUT_CHUNK for f in plan.layout)  # several chunks per file are covered
-    for f in plan.layout:
-        assert (tmp_path / f.path).stat().st_size == f.size, f.path
-    other = tmp_path / "again"
-    (other / plan.layout[-1].path).mkdir(parents=True)  # a directory where a file must go: that writer fails
-    with pytest.raises(IsADirectoryError):
-        lay_out(plan, other)

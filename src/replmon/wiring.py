@@ -32,7 +32,20 @@ from typing import Any
 
 from replmon.core.clock import Clock, WallClock
 from replmon.core.defaults import DEFAULTS
-from replmon.core.ports import LatencyTable, MetricReader, MetricsSink, ObjectStores, RecordSpool
+from replmon.core.fleetconfig import ENV as FLEET_ENV
+from replmon.core.fleetconfig import FleetSettings, load_fleet_settings
+from replmon.core.ports import (
+    LatencyTable,
+    LeaseStore,
+    MetricReader,
+    MetricReaders,
+    MetricsSink,
+    ObjectStores,
+    PlanStore,
+    RecordSpool,
+    RegistryStore,
+    RollupStore,
+)
 from replmon.core.route import Route
 from replmon.probe.upload import UploadSettings
 from replmon.signals.slo import SloSpec, slo_spec
@@ -65,6 +78,14 @@ class Deps:
     rpo_window: float = DEFAULTS.rpo_window_seconds
     metric_reader: MetricReader | None = None  # the collector's GetMetricData (None: RTC metrics not read)
     results: ObjectStores = field(default_factory=_results_stores)  # IngestFioResults reads result files here
+    # The fleet (issues 18/19/21): settings from REPLMON_FLEET; each port is built in from_env by the
+    # package that brings its adapter (A: registry, B: leases and plans, C: rollups and metric_readers).
+    fleet: FleetSettings = field(default_factory=FleetSettings)
+    registry: RegistryStore | None = None
+    leases: LeaseStore | None = None
+    rollups: RollupStore | None = None
+    plans: PlanStore | None = None
+    metric_readers: MetricReaders | None = None
 
     @property
     def routes(self) -> list[Route]:
@@ -77,7 +98,8 @@ def from_env(env: Mapping[str, str] = os.environ) -> Deps:
     REPLMON_TABLE, REPLMON_DYNAMODB_ENDPOINT, REPLMON_DEFAULTS (JSON), REPLMON_RETENTION_DAYS,
     REPLMON_SPOOL_QUEUE_URL, REPLMON_POLL_FUNCTION_TIMEOUT, REPLMON_METRICS (emf|none),
     REPLMON_COMPOSE_THRESHOLD, REPLMON_SLO (JSON: threshold_seconds, target_percent, period_days,
-    probe_interval_minutes), REPLMON_EVENT_CLOCK_SKEW, REPLMON_READ_RTC (true: a CloudWatch reader)."""
+    probe_interval_minutes), REPLMON_EVENT_CLOCK_SKEW, REPLMON_READ_RTC (true: a CloudWatch reader),
+    REPLMON_FLEET (JSON: core/fleetconfig.py FleetSettings)."""
     from replmon.adapters import clients
     from replmon.adapters.cloudwatch import CloudWatchReader
     from replmon.adapters.dynamodb import DynamoLatencyStore
@@ -103,6 +125,7 @@ def from_env(env: Mapping[str, str] = os.environ) -> Deps:
         slo=slo_spec(json.loads(env.get("REPLMON_SLO") or "{}")),
         metric_reader=CloudWatchReader(clients.client("cloudwatch", clients.STORE))
         if env.get("REPLMON_READ_RTC", "false").lower() == "true" else None,
+        fleet=load_fleet_settings(json.loads(env.get(FLEET_ENV) or "{}")),
     )
 
 

@@ -20,7 +20,7 @@ from botocore.exceptions import ClientError
 from replmon.adapters import clients
 from replmon.adapters.clients import CONTROL, DATA, CallClass
 from replmon.core.ports import HeadResult, PutResult, UploadInfo, VersionInfo
-from replmon.core.route import Destination, Endpoint
+from replmon.core.route import Endpoint
 
 _CHECKSUM_FIELDS = ("ChecksumCRC64NVME", "ChecksumCRC32C", "ChecksumCRC32", "ChecksumSHA256", "ChecksumSHA1")
 _MISSING = ("404", "NoSuchKey", "NotFound", "NoSuchVersion")
@@ -192,7 +192,6 @@ class S3Stores:
         self.data, self.control = data, control
 
     def __call__(self, endpoint: Endpoint) -> S3ObjectStore:
-        role = endpoint.role_arn if isinstance(endpoint, Destination) else None
         keys = self.by_url.get(endpoint.endpoint_url or "", self.keys)
-        where = {"region": endpoint.region, "endpoint_url": endpoint.endpoint_url, "keys": keys, "profile": self.profile, "role_arn": role}
+        where = {"region": endpoint.region, "endpoint_url": endpoint.endpoint_url, "keys": keys, "profile": self.profile, "role_arn": endpoint.role_arn}
         return S3ObjectStore(clients.cached("s3", self.data, **where), clients.cached("s3", self.control, **where))

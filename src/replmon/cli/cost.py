@@ -21,11 +21,17 @@ def cost(
     rtc: Annotated[bool, typer.Option(help="The rule has Replication Time Control (the demo pair's does): its fee per GB.")] = True,
     history: Annotated[bool, typer.Option(help="Probes read the route's history (a DynamoDB Query each).")] = True,
     replication_mib_per_s: Annotated[float | None, typer.Option(min=0.001, help="Modelled replication throughput (pricing.json's assumption otherwise).")] = None,
+    mount_preset: Annotated[str | None, typer.Option(help="Instead: one run of this mount preset's cross-region reads (replmon fio cost).")] = None,
+    bucket_region: Annotated[str, typer.Option(help="With --mount-preset: the bucket's region (its transfer rate).")] = "ap-northeast-1",
     fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table,
 ) -> int:
     """Monthly cost of a schedule: Step Functions, Lambda, S3 requests, the RTC fee and transfer,
     DynamoDB, CloudWatch. Modelled from the same plan and polling policy the probes use; prices
     from pricing.json (list prices, us-east-1, dated; free tiers not applied)."""
+    if mount_preset:  # mount baselines price their own reads (replmon.mounts.read_cost)
+        from replmon.cli.fio import print_cost
+
+        return print_cost(mount_preset, bucket_region, "full", False, 30 * 24 * 60 / rate_minutes, fmt)
     from replmon.cost.estimate import estimate, pricing
     from replmon.local.template import TEMPLATE, load_template
     from replmon.probe.request import load_request
@@ -40,9 +46,8 @@ def cost(
     except ConfigError as exc:
         fail(config_message(exc))
     runs = DEFAULTS_MONTH_MINUTES / rate_minutes
-    # Mount baselines are off by default (MountBaselines=DISABLED): their alarms and runner tasks are not priced here.
-    alarms = sum(1 for r in load_template(TEMPLATE)["Resources"].values()
-                 if r["Type"] == "AWS::CloudWatch::Alarm" and r.get("Condition") != "MountBaselinesOn")
+    # Mount baselines are their own stack (templates/mount-baselines.yaml): not priced here.
+    alarms = sum(1 for r in load_template(TEMPLATE)["Resources"].values() if r["Type"] == "AWS::CloudWatch::Alarm")
     extra = {"replication_mib_per_s": replication_mib_per_s} if replication_mib_per_s else None
     est = estimate(request, runs, cross_region, rtc, extra, alarms=alarms)
     rows = [{"item": x.item, "per month": f"{x.quantity:,.1f} {x.unit}", "$ per month": round(x.dollars, 2),

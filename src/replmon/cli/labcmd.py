@@ -163,7 +163,7 @@ def lab_bench(
 @lab_app.command("bench-mounts")
 def lab_bench_mounts(
     reps: Annotated[int, typer.Option(min=1, max=10, help="M1: alternating repetitions of runner and bare fio.")] = 4,
-    rtt_ms: Annotated[int, typer.Option(min=2, max=1000, help="M3: the round trip Toxiproxy adds, ms.")] = 50,
+    rtt_ms: Annotated[int, typer.Option(min=2, max=1000, help="M3: the round trip Toxiproxy adds, ms (145: Ohio - Tokyo).")] = 145,
     lab_dir: Annotated[Path, typer.Option("--dir", help="The bench's directory.")] = Path("lab-data/bench-mounts"),
     output: Annotated[Path, typer.Option(help="Where the generated report goes.")] = Path("docs/BENCH-MOUNTS.md"),
 ) -> int:
@@ -230,20 +230,23 @@ def lab_fio(
     preset: Annotated[str, typer.Option(help="A mount preset (replmon fio presets).")] = "mountpoint-xregion",
     scale: Annotated[str, typer.Option(help="full, small (1/64 of sizes and run times) or tiny (1/1024).")] = "small",
     target: Annotated[list[str] | None, typer.Option(help="mountpoint, mountpoint-cache, mountpoint-xregion, mountpoint-credits, s3fs, local "
-                                                          "(repeat; default: all, mountpoint-credits only for burst-vs-baseline).")] = None,
-    rtt_ms: Annotated[int, typer.Option(min=2, max=1000, help="mountpoint-xregion: the round trip Toxiproxy adds (half each way), ms.")] = 50,
+                                                          "(repeat; default: all, mountpoint-credits only for the burst presets).")] = None,
+    rtt_ms: Annotated[int, typer.Option(min=2, max=1000, help="mountpoint-xregion: the round trip Toxiproxy adds (half each way), ms; "
+                                                              "145 is about Ohio - Tokyo, the study's pair.")] = 145,
     throttle_after: Annotated[float, typer.Option(min=1, help="mountpoint-credits: seconds into the run before the cap (the burst).")] = 5.0,
     throttle_mibps: Annotated[int, typer.Option(min=1, help="mountpoint-credits: the cap per connection, MiB/s (Toxiproxy bandwidth).")] = 8,
     lab_dir: Annotated[Path, typer.Option("--dir", help="The lab's directory.")] = Path("lab-data/fio"),
     chart: Annotated[Path | None, typer.Option(help="PNG chart (default: <dir>/<preset>.png).")] = None,
+    markdown: Annotated[Path | None, typer.Option(help="Write this preset's report into a generated Markdown file (e.g. docs/LAB-MOUNTS.md).")] = None,
     fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table,
 ) -> int:
     """A preset through the real fio runner on Mountpoint's own file-system code, s3fs and a local
     directory (and Mountpoint behind Toxiproxy's added round trip); stores the results in the lab's
     DynamoDB Local as IngestFioResults does, prints the study-shaped table, writes a chart.
     Exit 0 when every target's run succeeded and left nothing mounted."""
+    from replmon.cli.fio import print_report
     from replmon.lab.lab import Lab
-    from replmon.lab.mounts import LAB_TARGETS, charts, default_targets, run_lab_fio, study_table, summary, xregion_drop
+    from replmon.lab.mounts import LAB_TARGETS, charts, default_targets, markdown_section, report, run_lab_fio, summary, write_markdown
     from replmon.lab.servers import LabError
     from replmon.mounts import presets as p
 
@@ -261,19 +264,22 @@ def lab_fio(
                                progress=lambda m: err.print(m, highlight=False))
     except LabError as exc:
         fail(str(exc), USAGE if str(exc).startswith(("--dir", "--target")) else INFRASTRUCTURE)
-    rows, caption = study_table(preset, runs)
-    drop = xregion_drop(runs)
+    rep = report(preset, runs)
     png = charts(preset, runs, chart or lab_dir / f"{preset}.png")
-    emit(rows, fmt, f"lab fio: {preset} at scale {scale}", document={
-        "preset": preset, "scale": scale, "rtt_ms": rtt_ms, "throttle": {"after_s": throttle_after, "mibps_per_connection": throttle_mibps},
-        "table": rows, "caption": caption, "xregion_drop": drop,
+    print_report(rep, fmt, title=f"lab fio: {preset} at scale {scale}", document={
+        "scale": scale, "rtt_ms": rtt_ms, "throttle": {"after_s": throttle_after, "mibps_per_connection": throttle_mibps},
         "runs": summary(runs), "chart": str(png)})
     if fmt is Format.table:
         emit(summary(runs), fmt, "runs (stored in the lab's DynamoDB Local)")
-        out.print(caption, highlight=False)
+        drop = rep.comparisons.get("cross_region_drop")
         if drop and drop["mean"] is not None:
-            study = " (study R2: ~70 % lower, Ohio -> Tokyo vs Tokyo -> Tokyo)" if preset == "mountpoint-xregion" else ""
-            out.print(f"Toxiproxy +{rtt_ms} ms round trip: mean drop {drop['mean']:.0%} over the jobs vs the plain mount{study}",
+            out.print(f"Toxiproxy +{rtt_ms} ms round trip: mean drop {drop['mean']:.0%} over the jobs vs the plain mount "
+                      "(study R2: ~70 % lower, Ohio -> Tokyo vs Tokyo -> Tokyo; qualitative: loopback has no bandwidth limit)",
                       highlight=False)
         out.print(f"chart: {png}", highlight=False)
+    if markdown:
+        command = f"replmon lab fio --preset {preset} --scale {scale}" + "".join(f" --target {t}" for t in targets) + \
+            (f" --rtt-ms {rtt_ms}" if "mountpoint-xregion" in targets else "") + \
+            (f" --throttle-after {throttle_after:g} --throttle-mibps {throttle_mibps}" if "mountpoint-credits" in targets else "")
+        err.print(f"wrote {write_markdown(markdown, preset, markdown_section(preset, scale, rep, runs, command))}", highlight=False)
     return 0 if all(r.result.exit_code == 0 for r in runs) else 1

@@ -12,6 +12,7 @@ import typer
 from replmon.adapters.explain import explain
 from replmon.cli.common import INFRASTRUCTURE, OK, aws_region_or_fail, check_output_file, check_url, fail, stack_outputs
 from replmon.cli.render import FORMAT_HELP, Format, emit, err, health_row
+from replmon.core.defaults import DEFAULTS
 
 
 def report(
@@ -24,7 +25,7 @@ def report(
     dynamodb_endpoint: Annotated[str | None, typer.Option(envvar="REPLMON_DYNAMODB_ENDPOINT", help="e.g. the lab's DynamoDB Local")] = None,
     fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table,
     chart: Annotated[Path | None, typer.Option(help="Also write a PNG chart here.")] = None,
-    slo_target: Annotated[float, typer.Option(help="SLO: percent of probes within --slo-threshold.", min=50, max=99.999)] = 99.99,
+    slo_target: Annotated[float, typer.Option(help="SLO: percent of probes within --slo-threshold.", min=50, max=99.999)] = round(DEFAULTS.slo_target * 100, 6),
     slo_threshold: Annotated[float, typer.Option(help="SLO: seconds (RTC's 900).", min=1)] = 900.0,
     rpo_window: Annotated[float, typer.Option(help="RPO: how far back to look, seconds.", min=60)] = 3600.0,
 ) -> int:

@@ -3,8 +3,8 @@
 template.yaml's parameter defaults, :mod:`replmon.probe.request` and the CLI flags use these values
 (tests/test_defaults.py checks the template against them).
 
->>> DEFAULTS.timeout_seconds, DEFAULTS.target_seconds
-(7200, 900.0)
+>>> DEFAULTS.timeout_seconds, DEFAULTS.target_seconds, DEFAULTS.slo_target
+(7200, 900.0, 0.999)
 """
 
 from __future__ import annotations
@@ -38,12 +38,27 @@ class Defaults:
     probe_prefix: str
     seed_prefix: str
     spool_prefix: str
-    slo_target: float  # the SLO: this share of probes within target_seconds (RTC's 99.99 %)
+    slo_target: float  # the SLO: this share of judged samples within target_seconds (99.9 %: a budget of tens of samples)
     slo_period_days: int  # the error budget's period
     rpo_window_seconds: int  # how far back the RPO looks at probes, events and RTC metrics
     event_clock_skew_seconds: float  # allowance between S3's event clock and Lambda's (signals/arrivals.py)
     collector_rate_minutes: int  # CollectSignals' schedule
     pending_bytes_alarm: int  # the RTC BytesPendingReplication alarm's threshold
+    # The fleet (issues 18/19/21; /work/notes/fleet-contracts.md names each one's template parameter).
+    probe_classes: str  # ProbeClasses: size classes on their own cadence, multiples of the schedule's tick (core/cadence.py)
+    heartbeat_seconds: int  # HeartbeatSeconds: one 1 KiB heartbeat per probed route this often
+    route_groups: int  # RouteGroups: shards of <= 500 routes (one set of Metrics Insights alarms each)
+    route_max_concurrency: int  # a route's probes in flight at once (a registry item's probe.max_concurrency)
+    fleet_max_route_runs: int  # FleetMaxRouteRuns: route-runs in flight at once
+    fleet_max_probes: int  # FleetMaxProbes: probes in flight at once, fleet-wide
+    spread_seconds: int  # SpreadSeconds: route-runs start spread over [0, this) after the tick
+    slo_min_bad_events: int  # SloMinBadEvents: a burn pair alerts only with this many bad samples in its long window
+    member_role_prefix: str  # MemberRolePrefix: member-account roles <prefix>-inventory|prober|reader
+    opt_out_tag: str  # OptOutTag: key=value on a source bucket that stops probes (the route stays passive)
+    events_topic_name: str  # EventsTopicName: each member Region's SNS topic for S3 events
+    events_max_concurrency: int  # EventsMaxConcurrency: IngestEvents' event source mapping MaximumConcurrency
+    inventory_rate_minutes: int  # InventoryRateMinutes: the inventory's schedule
+    inventory_workers: int  # InventoryWorkers: bucket reads in parallel per account
 
 
 def _load() -> Defaults:
@@ -55,3 +70,23 @@ def _load() -> Defaults:
 
 
 DEFAULTS = _load()
+
+#: The fleet's template parameters (agreed names; /work/notes/fleet-contracts.md) -> their default
+#: here. The packages add the parameters; tests/test_defaults.py holds each one to its default.
+FLEET_PARAMETERS: dict[str, str] = {
+    "ScheduleRateMinutes": "schedule_rate_minutes",  # the tick
+    "ProbeClasses": "probe_classes",
+    "HeartbeatSeconds": "heartbeat_seconds",
+    "RouteGroups": "route_groups",
+    "FleetMaxRouteRuns": "fleet_max_route_runs",
+    "FleetMaxProbes": "fleet_max_probes",
+    "SpreadSeconds": "spread_seconds",
+    "SloTargetPercent": "slo_target",  # in percent in the template
+    "SloMinBadEvents": "slo_min_bad_events",
+    "MemberRolePrefix": "member_role_prefix",
+    "OptOutTag": "opt_out_tag",
+    "EventsTopicName": "events_topic_name",
+    "EventsMaxConcurrency": "events_max_concurrency",
+    "InventoryRateMinutes": "inventory_rate_minutes",
+    "InventoryWorkers": "inventory_workers",
+}

@@ -9,8 +9,16 @@
 | :class:`RecordSpool` | where a record waits while the store is down | ``spool.SqsSpool``, ``spool.DirectorySpool`` |
 | :class:`MetricsSink` | the metrics replmon emits (EMF) | ``metrics.EmfMetrics``, ``metrics.NullMetrics`` |
 | :class:`MetricReader` | metrics S3 publishes (GetMetricData) | ``cloudwatch.CloudWatchReader`` |
+| :class:`MetricReaders` | a :class:`MetricReader` per (account, Region) | package C (``cloudwatch.CloudWatchReaders``) |
+| :class:`RegistryStore` | the route registry (``#routes/<group>`` items) | package A |
+| :class:`LeaseStore` | per-route run leases and skip records | package B |
+| :class:`RollupStore` | hourly rollups, the period cache, exactly-once transactions | package C |
+| :class:`PlanStore` | the fleet plan file the state machine's ItemReader reads (S3) | package B |
 
-The three table ports are one DynamoDB table (template.yaml's LatencyTable): :class:`LatencyTable`
+The fleet's ports (issues 18/19/21; fleet-design.md; names in /work/notes/fleet-contracts.md) are
+declared here with their semantics; their adapters come with the packages named above.
+
+The table ports are one DynamoDB table (template.yaml's LatencyTable): :class:`LatencyTable`
 is all three, what the composition root (:mod:`replmon.wiring`) hands out; domain code asks for
 the narrowest one it uses. The domain never imports boto3: only adapters do.
 """
@@ -18,15 +26,18 @@ the narrowest one it uses. The domain never imports boto3: only adapters do.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from replmon.core.record import ProbeRecord
+from replmon.core.registry import InventoryObservation, RouteSpec, RouteVerdict
 from replmon.core.route import Endpoint
 
 __all__ = [
-    "FioStore", "HeadResult", "Item", "LatencyStore", "LatencyTable", "MetricQuery", "MetricReader", "MetricSeries", "MetricsSink",
-    "ObjectStore", "ObjectStores", "PutResult", "RecordSpool", "SignalStore", "UploadInfo", "VersionInfo",
+    "FioStore", "HeadResult", "Item", "LatencyStore", "LatencyTable", "Lease", "LeaseStore", "MetricQuery", "MetricReader",
+    "MetricReaders", "MetricSeries", "MetricsSink", "ObjectStore", "ObjectStores", "PlanRef", "PlanStore", "PutResult",
+    "RaiseTo", "ReaderKey", "RecordSpool", "RegistryStore", "RollupStore", "SignalStore", "TransactAdd", "TransactItem",
+    "TransactOutcome", "TransactPut", "UploadInfo", "VersionInfo",
 ]
 
 #: A table item as plain attributes (str, int, float, bool, list, dict): the stores convert to and from DynamoDB's types.
@@ -123,7 +134,7 @@ class LatencyStore(Protocol):
 
 class SignalStore(Protocol):
     """Passive-signal items (events, replica arrivals, RTC collections, in-flight markers) in
-    partitions beside the records (:mod:`replmon.signals.partitions`)."""
+    partitions beside the records (:mod:`replmon.core.partitions`)."""
 
     def put_item_once(self, item: Item) -> bool:
         """Conditional put; False if an item with its key was there (a redelivery)."""
@@ -203,3 +214,180 @@ class MetricReader(Protocol):
     def read(self, queries: Sequence[MetricQuery], start: float, end: float) -> list[MetricSeries]:
         """Every point of each query in [start, end] (all pages); a series without points is empty."""
         ...
+
+
+
+@dataclass(frozen=True)
+class ReaderKey:
+    """Where a metric is read: the account whose ``<MemberRolePrefix>-reader`` role reads it (None:
+    the hub's own credentials) and the Region AWS publishes it in (fleet-design.md 4.1)."""
+
+    account: str | None
+    region: str | None
+
+
+class MetricReaders(Protocol):
+    """A :class:`MetricReader` per (account, Region): CloudWatch in that Region with the account's
+    reader role, built once per execution environment. Reading a key whose role cannot be assumed
+    raises :class:`~replmon.core.errors.StoreUnavailable` from ``read`` (the collector marks only
+    that key's routes ``RtcReadFailed``)."""
+
+    def __call__(self, key: ReaderKey, /) -> MetricReader: ...
+
+
+# ------------------------------------------------------------------------------ the fleet's table ports
+class RegistryStore(Protocol):
+    """The route registry: :class:`~replmon.core.registry.RouteSpec` items in ``#routes/<group>``
+    (core/partitions.py). Every write is conditional; none is a read-modify-write of the registry."""
+
+    def routes(self, group: str) -> list[RouteSpec]:
+        """Every route of a group (a paged Query of ``#routes/<group>``), in name order."""
+        ...
+
+    def get_route(self, group: str, name: str) -> RouteSpec | None: ...
+
+    def put_explicit(self, spec: RouteSpec, expected_version: int | None) -> bool:
+        """Write an explicit route as ``version = expected_version + 1`` (1 for a new one) if the item
+        is absent or still has ``expected_version`` (``None``: only if absent). False when another
+        edit won (re-read, retry). An explicit route replaces a discovered one of the same name."""
+        ...
+
+    def put_discovered(self, spec: RouteSpec) -> bool:
+        """Write a discovered route if the item is absent or discovered too (ConditionExpression
+        ``attribute_not_exists(at) OR origin = :discovered``). False when an explicit route holds the
+        name: then call :meth:`observe`, which keeps the user's configuration."""
+        ...
+
+    def observe(self, group: str, name: str, inventory: InventoryObservation, verdict: RouteVerdict) -> None:
+        """On an existing item, set only ``inventory`` and ``verdict_observed`` (what the inventory
+        saw of an explicit route: drift is shown, never applied). Idempotent."""
+        ...
+
+    def delete_route(self, group: str, name: str, origin: str | None = None) -> bool:
+        """Delete if present (and, with ``origin``, only if its origin is that: an inventory moving or
+        dropping a discovered route never deletes an explicit one). False if nothing was deleted."""
+        ...
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A route's ``<route>#live`` / ``lease`` item."""
+
+    route: str
+    holder: str | None  # the run id holding it; None when free
+    until: float | None  # epoch seconds after which anyone may take it
+    last_started: Mapping[str, float]  # ls_<class>: the tick start each size class last ran at (core/cadence.py)
+
+
+class LeaseStore(Protocol):
+    """One run per route at a time (fleet-design.md 3.3). Route-runs are named by their run id."""
+
+    def acquire(self, route: str, run_id: str, now: float, until: float, started: Mapping[str, float]) -> Lease | None:
+        """``UpdateItem SET holder = :run, until, acquired = :now, ls_<class> = started[class]`` with
+        ``ConditionExpression attribute_not_exists(holder) OR until < :now OR holder = :run``: the lease
+        if this run holds it now - a retried acquire by the same run succeeds again (idempotent) -,
+        None if another run's unexpired lease stands."""
+        ...
+
+    def release(self, route: str, run_id: str, now: float) -> bool:
+        """``REMOVE holder, until SET finished = :now`` if ``holder = :run``; False if the lease is not
+        this run's (already released, or expired and taken): never frees another run's lease."""
+        ...
+
+    def leases(self, routes: Sequence[str]) -> dict[str, Lease]:
+        """The lease items of ``routes`` (BatchGetItem, <= 100 keys a call, UnprocessedKeys retried);
+        a route that never ran has none."""
+        ...
+
+    def record_skip(self, route: str, tick: str, holder: str, until: float, classes: Sequence[str]) -> bool:
+        """Put ``<route>#runs`` / ``<tick>#skipped`` if absent; True only if this call wrote it (so a
+        retried step counts ``RunSkipped`` once)."""
+        ...
+
+
+@dataclass(frozen=True)
+class TransactPut:
+    """Put ``item`` only if no item has its key (``attribute_not_exists``): a record or a dedupe marker."""
+
+    item: Item
+
+
+@dataclass(frozen=True)
+class TransactAdd:
+    """``UpdateItem ADD`` each counter of ``add`` and ``SET a = if_not_exists(a, v)`` for each of
+    ``set_once`` (creating the item if needed): an hour item's counters."""
+
+    pk: str
+    sk: str
+    add: Mapping[str, int]
+    set_once: Mapping[str, Any] = field(default_factory=dict)
+
+
+TransactItem = TransactPut | TransactAdd
+
+
+@dataclass(frozen=True)
+class RaiseTo:
+    """``SET attribute = :v`` if ``attribute_not_exists(attribute) OR attribute < :v``: a maximum,
+    idempotent by itself, so it is written outside the transaction."""
+
+    pk: str
+    sk: str
+    attribute: str
+    value: float
+
+
+@dataclass(frozen=True)
+class TransactOutcome:
+    applied: bool  # every action applied
+    duplicates: tuple[int, ...] = ()  # indices of TransactPuts whose item existed (nothing was applied)
+
+
+@dataclass(frozen=True)
+class PlanRef:
+    """Where a fleet plan is: the ItemReader's ``Bucket``/``Key`` and its item count."""
+
+    bucket: str
+    key: str
+    items: int
+
+
+class RollupStore(Protocol):
+    """Rollups written exactly once with their record (fleet-design.md 5.2-5.4)."""
+
+    def transact(self, writes: Sequence[TransactItem], token: str | None = None) -> TransactOutcome:
+        """One ``TransactWriteItems`` (<= 100 actions; ``token`` = ClientRequestToken). Cancelled only
+        because TransactPuts' items existed -> ``TransactOutcome(False, those indices)``: nothing was
+        applied, so nothing is counted twice (a record's duplicate is index 0). Any other failure
+        raises :class:`~replmon.core.errors.StoreUnavailable` (the record goes to the spool)."""
+        ...
+
+    def raise_to(self, op: RaiseTo) -> bool:
+        """Apply a :class:`RaiseTo`; False when the stored value was already >= (not an error)."""
+        ...
+
+    def roll_items(self, route: str, first_sk: str, last_sk: str) -> list[Item]:
+        """``<route>#roll`` items with ``first_sk <= at <= last_sk`` (all pages), in key order:
+        ``roll_items(r, hour_sort_key(H - 6h), PERIOD)`` is 7 hour items and the period cache."""
+        ...
+
+    def put_period(self, route: str, item: Item, through_hour: str | None, gen: int | None) -> bool:
+        """Replace ``<route>#roll`` / ``period`` if its ``through_hour`` and ``gen`` are still the ones
+        read (None: only if absent); False when another writer won (re-read)."""
+        ...
+
+    def live_items(self, route: str) -> list[Item]:
+        """The whole ``<route>#live`` partition: lease, heartbeat state, in-flight markers."""
+        ...
+
+
+class PlanStore(Protocol):
+    """The plan bucket (S3): PlanFleet writes each tick's plan as one JSON array (the ItemReader's
+    ``InputType JSON``; moto reads JSON and CSV only)."""
+
+    def put_plan(self, key: str, items: Sequence[Mapping[str, Any]]) -> PlanRef:
+        """Write the plan at ``key`` (core/keys.py ``plan_object_key``); writing the same key again
+        replaces it with the same content (a retried PlanFleet is harmless)."""
+        ...
+
+    def get_plan(self, key: str) -> list[dict[str, Any]]: ...

@@ -34,27 +34,27 @@ Optional = Annotated[str | None, BeforeValidator(_blank_is_none)]
 
 
 class Endpoint(BaseModel):
-    """A bucket and where to reach it (``endpoint_url`` for S3-compatible servers such as MinIO)."""
+    """A bucket and where to reach it (``endpoint_url`` for S3-compatible servers such as MinIO);
+    ``role_arn`` is assumed to reach a bucket in another account (a fleet route's member role)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     bucket: str
     region: Optional = None
     endpoint_url: Optional = None
+    account: Optional = None
+    role_arn: Optional = None
 
     _check_bucket = field_validator("bucket")(check_bucket)
     _check_region = field_validator("region")(check_region)
     _check_url = field_validator("endpoint_url")(check_endpoint_url)
+    _check_account = field_validator("account")(check_account)
+    _check_role = field_validator("role_arn")(check_role_arn)
 
 
 class Destination(Endpoint):
     """A replication destination; ``role_arn`` is assumed to HEAD/delete replicas in another account."""
 
-    account: Optional = None
-    role_arn: Optional = None
     rule_id: Optional = None  # the replication rule to this destination (RTC metrics' RuleId); discovery fills it
-
-    _check_account = field_validator("account")(check_account)
-    _check_role = field_validator("role_arn")(check_role_arn)
 
 
 class Route(BaseModel):

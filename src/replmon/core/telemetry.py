@@ -9,6 +9,19 @@ environment and fails if an alarm watches a (namespace, metric, dimensions) nobo
 
 >>> METRICS["ProbeFailed"].dimension_sets
 (('service', 'Route'),)
+
+**The fleet's metrics** (issues 18/19/21, fleet-design.md 6.1) are :data:`FLEET_METRICS`: every
+per-route series carries ``RouteGroup`` (the Metrics Insights alarms' shard), fleet totals carry
+``RouteGroup`` or nothing. While the packages move the code over, :data:`METRICS` stays what the
+code emits *today* (the alarm contract test holds it to that): a package that switches a metric
+to its fleet dimension sets adds its name to :data:`SWITCHED`, and :data:`METRICS` then holds the
+fleet definition. :data:`RETIRING` are today's metrics the fleet drops (remove them with their
+last emitter and alarm).
+
+>>> FLEET_METRICS["StallSeconds"].dimension_sets
+(('service', 'RouteGroup', 'Route'),)
+>>> sorted(RETIRING)
+['RtcBytesPending', 'RtcOperationsPending', 'SloBurnRate']
 """
 
 from __future__ import annotations
@@ -27,6 +40,7 @@ ROUTE = "Route"
 SIZE_CLASS = "SizeClass"
 EVENT = "Event"  # S3 replication event name (passive signals)
 RULE = "RuleId"
+ROUTE_GROUP = "RouteGroup"  # the fleet's shard: g00..g07 (core/registry.py group_of)
 WINDOW = "Window"  # an SLO burn-rate window: "1h", "5m", "6h", "30m"
 TARGET = "Target"  # a mount baseline's target (its configured name)
 PRESET = "Preset"  # a mount preset (replmon/mounts/presets.json)
@@ -39,6 +53,7 @@ class MetricDef:
     unit: str  # a CloudWatch unit name (Powertools MetricUnit value)
     dimension_sets: tuple[tuple[str, ...], ...]  # each emitted separately; ``service`` first
     description: str
+    cadence: str = ""  # fleet metrics: continuous | sparse (only when non-zero) | per run | per probe
 
     @property
     def own_dimensions(self) -> set[str]:
@@ -50,7 +65,7 @@ def _m(name: str, unit: str, description: str, *sets: tuple[str, ...]) -> Metric
     return MetricDef(name, unit, tuple((SERVICE_DIM, *s) for s in sets), description)
 
 
-METRICS: dict[str, MetricDef] = {
+_TODAY: dict[str, MetricDef] = {
     m.name: m
     for m in (
         # Active probes (RecordResult, or Housekeeping when it replays a spooled record).
@@ -101,3 +116,73 @@ STATUS_METRICS: dict[ProbeStatus, str] = {
     ProbeStatus.INTERRUPTED: "ProbeInterrupted",
 }
 LATENCY_METRIC = "ReplicationLatencySeconds"
+
+
+# ------------------------------------------------------------------------------ the fleet (fleet-design.md 6.1)
+#: Dimension sets of the fleet, without ``service`` (Powertools adds it; every set below starts with it).
+PER_ROUTE = (ROUTE_GROUP, ROUTE)
+PER_ROUTE_CLASS = (ROUTE_GROUP, ROUTE, SIZE_CLASS)
+PER_ROUTE_EVENT = (ROUTE_GROUP, ROUTE, EVENT)
+PER_GROUP = (ROUTE_GROUP,)
+FLEET_WIDE: tuple[str, ...] = ()
+
+CONTINUOUS, SPARSE, PER_RUN, PER_PROBE = "continuous", "sparse", "per run", "per probe"
+
+
+def _f(name: str, unit: str, dims: tuple[str, ...], cadence: str, description: str) -> MetricDef:
+    return MetricDef(name, unit, ((SERVICE_DIM, *dims),), description, cadence)
+
+
+FLEET_METRICS: dict[str, MetricDef] = {
+    m.name: m
+    for m in (
+        # Per route, continuous: a probe-mode route never goes a period without RpoSeconds and StallSeconds
+        # (a vanished series turns its Metrics Insights contributor OK).
+        _f("RpoSeconds", "Seconds", PER_ROUTE, CONTINUOUS, "the route's RPO (signals/slo.py), every collector run"),
+        _f("StallSeconds", "Seconds", PER_ROUTE, CONTINUOUS, "0 when the route is healthy, else seconds since it stalled (heartbeat, every minute)"),
+        _f("SloBurnPage", "None", PER_ROUTE, CONTINUOUS, "min(burn 1h, burn 5m); 0 below SloMinBadEvents bad samples in 1 h"),
+        _f("SloBurnTicket", "None", PER_ROUTE, CONTINUOUS, "min(burn 6h, burn 30m); 0 below SloMinBadEvents bad samples in 6 h"),
+        _f("ErrorBudgetRemaining", "Percent", PER_ROUTE, CONTINUOUS, "SLO budget left over the period; emitted in hours = 0 mod 6 only"),
+        # Per route, sparse: only emitted when non-zero.
+        _f("RpoUnbounded", "Count", PER_ROUTE, SPARSE, "1 when an object is known not to be on the destination"),
+        _f("ProbeFailed", "Count", PER_ROUTE, SPARSE, "probes whose replication FAILED or whose replica did not match"),
+        _f("ProbeStuck", "Count", PER_ROUTE, SPARSE, "probes still PENDING when their timeout ran out"),
+        _f("ProbeError", "Count", PER_ROUTE, SPARSE, "probes that could not be measured (upload or polling error)"),
+        _f("ProbeInterrupted", "Count", PER_ROUTE, SPARSE, "probes abandoned by an operator's interrupt (local runs only)"),
+        _f("RunSkipped", "Count", PER_ROUTE, SPARSE, "route-runs skipped because the route's previous run still held its lease"),
+        _f("RecordLost", "Count", PER_ROUTE, SPARSE, "records neither stored nor spooled"),
+        _f("RecordSpooled", "Count", PER_ROUTE, SPARSE, "records that went to the spool because the store was unavailable"),
+        _f("CleanupFailed", "Count", PER_ROUTE, SPARSE, "probe objects or uploads a cleanup could not remove"),
+        _f("RtcReadFailed", "Count", PER_ROUTE, SPARSE, "collections whose S3 metrics read failed (that account and Region)"),
+        _f("EventClockDisagreement", "Count", PER_ROUTE, SPARSE, "replica events contradicting the poll beyond the skew allowance"),
+        _f("ReplicationLatencySeconds", "Seconds", PER_ROUTE_CLASS, PER_PROBE, "a COMPLETED probe's latency upper bound (hi)"),
+        _f("ReplicationEvents", "Count", PER_ROUTE_EVENT, SPARSE, "S3 replication events counted, by event name"),
+        # Per group, every run.
+        _f("CollectorHeartbeat", "Count", PER_GROUP, PER_RUN, "one per collector run of the group (missing = not running)"),
+        _f("HeartbeatRun", "Count", PER_GROUP, PER_RUN, "one per heartbeat invocation of the group (missing = not running)"),
+        _f("ProbeCompleted", "Count", PER_GROUP, PER_PROBE, "probes that replicated and whose replicas were verified"),
+        _f("ReplicaArrivals", "Count", PER_GROUP, SPARSE, "ObjectCreated events for probe and heartbeat replicas"),
+        _f("IntervalNarrowedByEvent", "Count", PER_GROUP, SPARSE, "probe intervals narrowed by a replica's creation time"),
+        _f("RollupRecomputed", "Count", PER_GROUP, SPARSE, "period caches recomputed because a late write landed in a folded hour"),
+        # Fleet-wide.
+        _f("SpoolReplayed", "Count", FLEET_WIDE, SPARSE, "spooled records written to the store by a later run"),
+        _f("ProbeObjectsSwept", "Count", FLEET_WIDE, SPARSE, "expired probe objects removed by a sweep"),
+        _f("EventsRejected", "Count", FLEET_WIDE, SPARSE, "malformed or unknown event records (batch item failures)"),
+        _f("InventoryIncomplete", "Count", FLEET_WIDE, SPARSE, "inventory runs that stopped at their deadline (the next run resumes)"),
+        _f("RoutesDiscovered", "Count", FLEET_WIDE, PER_RUN, "routes the inventory run wrote or confirmed"),
+        _f("RoutesUnprobeable", "Count", FLEET_WIDE, PER_RUN, "routes the inventory run listed as passive or off"),
+        _f("PlanFailed", "Count", FLEET_WIDE, SPARSE, "PlanFleet runs that could not plan (registry or plan bucket unavailable)"),
+    )
+}
+
+#: Today's metrics the fleet drops: S3 publishes the pending metrics itself (alarmed natively in the
+#: member Region); the two burn metrics replace SloBurnRate and its Window dimension.
+RETIRING = frozenset({"SloBurnRate", "RtcBytesPending", "RtcOperationsPending"})
+
+#: Fleet metrics the code already emits with their fleet dimension sets. A package that moves a
+#: metric's emitter adds its name here (one per line), in the same commit as the emitter and alarm.
+SWITCHED: frozenset[str] = frozenset({
+})
+
+#: What the code emits now: today's definitions, with each switched metric's fleet definition.
+METRICS: dict[str, MetricDef] = {**_TODAY, **{n: FLEET_METRICS[n] for n in SWITCHED}}

@@ -1,9 +1,10 @@
 """entry: one thin module per Lambda function (functions/*.py re-export them), sharing runtime.py
 (logging, tracing, batch failures); each gets its dependencies from replmon.wiring.
-May import: core, probe, signals, mounts, wiring.
+May import: core, probe, signals, fleet, mounts, wiring.
 
 ``FUNCTIONS`` maps each function's name in the state machine (``${NameFunctionArn}``
-placeholders) and template.yaml (``<Name>Function``) to its entry module: the local runner
+placeholders) and its template (``<Name>Function``; MOUNT_FUNCTIONS are in
+templates/mount-baselines.yaml, the rest in template.yaml) to its entry module: the local runner
 loads handlers through it, so it works from an installed wheel as well as from a checkout.
 """
 FUNCTIONS = {
@@ -17,4 +18,7 @@ FUNCTIONS = {
     "IngestEvents": "replmon.entry.ingest_events",
     "CollectSignals": "replmon.entry.collect_signals",
     "IngestFioResults": "replmon.entry.ingest_fio",
+    "FioTaskStopped": "replmon.entry.fio_task_stopped",
 }
+#: The functions of the mount baselines' own stack (templates/mount-baselines.yaml), not template.yaml's.
+MOUNT_FUNCTIONS = ("IngestFioResults", "FioTaskStopped")

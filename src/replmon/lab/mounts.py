@@ -3,14 +3,17 @@
   path-style to MinIO - Mountpoint's real prefetcher, upload path and (``mountpoint-cache``) its
   local disk cache;
 - ``mountpoint-xregion``: the same, through a Toxiproxy listener adding ``rtt_ms`` of round trip
-  (half each way) - the cross-region study's drop, on loopback;
+  (half each way; 145 ms by default, about Ohio - Tokyo, the cross-region study's pair) - the
+  study's drop on loopback: qualitative, since a real inter-region path also differs in bandwidth,
+  loss and S3's own behaviour, and loopback has no bandwidth limit at all;
 - ``mountpoint-credits``: the same through a Toxiproxy listener that, ``throttle_after`` seconds
   into the run, caps every connection to ``throttle_mibps`` (Toxiproxy's bandwidth toxic is per
   connection): burst credits running out, as in the FSx for Lustre study, for the knee;
 - ``s3fs``: s3fs-fuse (Debian) on the same bucket;
 - ``local``: a directory on the lab's disk (the studies' EBS row).
 Results go to a results bucket on the same MinIO, then through the ingest code into the lab's
-DynamoDB Local, exactly as IngestFioResults stores them.
+DynamoDB Local, exactly as IngestFioResults stores them; the study's table and chart are then
+rebuilt from that store by the same code as `replmon fio report` (replmon.mounts.report).
 """
 
 from __future__ import annotations
@@ -27,11 +30,12 @@ from typing import Any
 
 from replmon.adapters.metrics import NullMetrics
 from replmon.lab.servers import LabError, cache_dir
-from replmon.mounts import knee as knee_mod
 from replmon.mounts import presets as presets_mod
+from replmon.mounts.charts import chart
 from replmon.mounts.document import RUN_FILE, Row
 from replmon.mounts.fioresult import FioResultError
-from replmon.mounts.ingest import Ingested, ingest_run, load_run, rows_of
+from replmon.mounts.ingest import Ingested, ingest_run, load_run, partition, rows_of
+from replmon.mounts.report import StudyReport, TargetResult, study_report
 from replmon.mounts.runner import RunResult, S3Sink, run
 from replmon.mounts.targets import Target, is_mounted
 
@@ -41,11 +45,13 @@ RESULTS_BUCKET = "replmon-fio-results"
 RESULTS_PREFIX = "fio-results/"
 XREGION_PROXY = "fio-xregion"
 CREDITS_PROXY = "fio-credits"
+#: The cross-region study's pair, Ohio (us-east-2) - Tokyo (ap-northeast-1): a round trip of about 145 ms.
+STUDY_RTT_MS = 145
 
 
 def default_targets(preset: str) -> list[str]:
     """Every lab target; the throttled one only for the preset that looks for a knee."""
-    return [t for t in LAB_TARGETS if t != "mountpoint-credits" or preset == "burst-vs-baseline"]
+    return [t for t in LAB_TARGETS if t != "mountpoint-credits" or presets_mod.raw(preset).get("burst")]
 
 
 def mountpoint_binary() -> Path:
@@ -62,6 +68,7 @@ class TargetRun:
     ingested: Ingested | None
     rows: list[Row] = field(default_factory=list)
     bw_logs: dict[str, str] = field(default_factory=dict)
+    stored: TargetResult | None = None  # what the store holds for this run (the report's input)
 
 
 def _lab_target(lab: Any, name: str, mnt: Path, endpoint: str) -> Target:
@@ -77,7 +84,7 @@ def _lab_target(lab: Any, name: str, mnt: Path, endpoint: str) -> Target:
                              "env": {"AWS_ACCESS_KEY_ID": access, "AWS_SECRET_ACCESS_KEY": secret}})
 
 
-def run_lab_fio(lab: Any, preset: str, scale: str, targets: list[str], *, rtt_ms: int = 50, throttle_after: float = 5.0,
+def run_lab_fio(lab: Any, preset: str, scale: str, targets: list[str], *, rtt_ms: int = STUDY_RTT_MS, throttle_after: float = 5.0,
                 throttle_mibps: int = 8, progress: Callable[[str], None] = lambda _: None) -> list[TargetRun]:
     unknown = [t for t in targets if t not in LAB_TARGETS]
     if unknown:
@@ -136,105 +143,31 @@ def run_lab_fio(lab: Any, preset: str, scale: str, targets: list[str], *, rtt_ms
         logs = {}
         for obj in s3.list_objects_v2(Bucket=RESULTS_BUCKET, Prefix=base + "bw/").get("Contents", []):
             logs[obj["Key"].rsplit("/", 1)[-1]] = str(s3.get_object(Bucket=RESULTS_BUCKET, Key=obj["Key"])["Body"].read().decode())
-        out.append(TargetRun(name, result, ingested, rows, logs))
+        items = [i for i in store.partition_items(partition(name, preset, scale)) if i.get("run_id") == stored["run_id"]]
+        run_item = next(i for i in items if str(i["at"]).endswith("#run"))
+        stored_result = TargetResult(name, stored["target"], run_item, {i["row"]: i for i in items if i.get("row")})
+        out.append(TargetRun(name, result, ingested, rows, logs, stored_result))
         progress(f"{name}: {result.run['status']} in {result.run['wall_s']:.1f} s"
                  + (f" ({'; '.join(result.run['errors'])[:300]})" if result.run["errors"] else ""))
     return out
 
 
-def study_table(preset: str, runs: list[TargetRun]) -> tuple[list[dict[str, Any]], str]:
-    """Rows in the shape of the study the preset reproduces, MiB/s; its published figures as a row."""
-    spec = presets_mod.raw(preset)
-    pub = spec.get("published", {})
-    if "matrix" in spec:  # rows x columns, e.g. file x threads (section 2) or bs x rw (section 5)
-        row_key, col_key = pub["row"], pub["column"]
-        env = presets_mod.matrix_cells(spec)
-        cols = [str(c) for c in spec["matrix"][col_key]]
-        rows = []
-        for r in runs:
-            for value in spec["matrix"][row_key]:
-                row: dict[str, Any] = {"target": r.target, row_key: value}
-                for c in cols:
-                    hit = [x for x in r.rows if env.get(x.job, {}).get(row_key) == str(value) and env[x.job].get(col_key) == c]
-                    row[c] = f"{sum(x.bw_bytes for x in hit) / 2**20:.1f}" if hit else "skipped"
-                rows.append(row)
-        for value in spec["matrix"][row_key]:
-            rows.append({"target": "published", row_key: value, **{c: pub["values"][str(value)].get(c, "-") for c in cols}})
-        return rows, f"MiB/s; published: {pub['condition']} (docs/REFERENCES.md {spec['reference']})"
-    if preset == "burst-vs-baseline":
-        rows = []
-        for r in runs:
-            for direction, k in (r.result.run.get("knees") or {}).items():
-                rows.append({"target": r.target, **knee_mod.table_row(direction, k)})
-        return rows, f"published (MB/s): {pub['values']} - {pub['condition']}"
-    jobs = list(dict.fromkeys(x.key for r in runs for x in r.rows))
-    rows = [{"target": r.target, **{j: next((f"{x.bw_bytes / 2**20:.2f}" for x in r.rows if x.key == j), "skipped") for j in jobs}}
-            for r in runs]
-    dd = " (dd: median of the repetitions)" if spec.get("dd") else ""
-    return rows, f"MiB/s{dd}; published: {pub.get('values', 'no figures tabulated')} (docs/REFERENCES.md {spec['reference']})"
+def report(preset: str, runs: list[TargetRun]) -> StudyReport:
+    """The study's tables from the lab's store, as `replmon fio report` builds them from AWS."""
+    results = [r.stored for r in runs if r.stored is not None]
+    by = {r.target: r for r in results}
+    pair = (by["mountpoint"], by["mountpoint-xregion"]) if {"mountpoint", "mountpoint-xregion"} <= set(by) else None
+    return study_report(preset, results, xregion_pair=pair)
 
 
 def xregion_drop(runs: list[TargetRun]) -> dict[str, Any] | None:
     """The Toxiproxy run's throughput relative to the plain run, per job: the shape of the study's drop."""
-    by = {r.target: {x.key: x.bw_bytes for x in r.rows} for r in runs}
-    if "mountpoint" not in by or "mountpoint-xregion" not in by:
-        return None
-    drops = {k: 1 - by["mountpoint-xregion"][k] / v for k, v in by["mountpoint"].items() if v and k in by["mountpoint-xregion"]}
-    return {"per_job": drops, "mean": sum(drops.values()) / len(drops) if drops else None}
+    got = report("mountpoint-xregion", runs).comparisons.get("cross_region_drop")
+    return {"per_job": got["per_job"], "mean": got["mean"]} if got else None
 
 
 def charts(preset: str, runs: list[TargetRun], path: Path) -> Path:
-    """§5: a bs x rw heat map per target; §4: bandwidth over time with the knee; §2: MiB/s vs threads."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    spec = presets_mod.raw(preset)
-    env = presets_mod.matrix_cells(spec) if "matrix" in spec else {}
-    fig, axes = plt.subplots(1, max(1, len(runs)), figsize=(5 * max(1, len(runs)), 4), squeeze=False)
-    for ax, r in zip(axes[0], runs, strict=False):
-        ax.set_title(f"{r.target}: {preset}")
-        if preset == "nfs-matrix":
-            bss, rws = spec["matrix"]["bs"], spec["matrix"]["rw"]
-            grid = [[next((x.bw_bytes / 2**20 for x in r.rows if env.get(x.job) == {"bs": b, "rw": w}), float("nan")) for w in rws]
-                    for b in bss]
-            im = ax.imshow(grid, cmap="viridis")
-            ax.set_xticks(range(len(rws)), rws)
-            ax.set_yticks(range(len(bss)), bss)
-            for i, cells in enumerate(grid):
-                for j, mib in enumerate(cells):
-                    skipped = mib != mib  # NaN: the target cannot run the job (e.g. Mountpoint's randwrite)
-                    ax.text(j, i, "skipped" if skipped else f"{mib:.0f}", ha="center", va="center", color="k" if skipped else "w")
-            fig.colorbar(im, ax=ax, label="MiB/s")
-        elif preset == "burst-vs-baseline":
-            samples = [s for name, text in sorted(r.bw_logs.items()) for s in knee_mod.read_bw_log(text, name)]
-            for direction in ("write", "read"):
-                t, v = knee_mod.per_second(samples, direction)
-                if not v:
-                    continue
-                ax.plot(t, [x / 2**20 for x in v], label=direction)
-                k = (r.result.run.get("knees") or {}).get(direction, {}).get("knee")
-                if k:
-                    ax.axvline(k["at_s"], ls="--", color="k")
-            ax.set_xlabel("s")
-            ax.set_ylabel("MiB/s")
-            ax.legend()
-        elif "matrix" in spec and "threads" in spec["matrix"]:
-            for f in spec["matrix"]["file"]:
-                pts = sorted((int(env[x.job]["threads"]), x.bw_bytes / 2**20) for x in r.rows if env.get(x.job, {}).get("file") == f)
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f)
-            ax.set_xlabel("threads")
-            ax.set_ylabel("MiB/s")
-            ax.legend(title="file")
-        else:
-            ax.barh([x.key for x in r.rows], [x.bw_bytes / 2**20 for x in r.rows])
-            ax.set_xlabel("MiB/s")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return chart(preset, [r.stored for r in runs if r.stored is not None], path, {r.target: r.bw_logs for r in runs})
 
 
 def summary(runs: list[TargetRun]) -> list[dict[str, Any]]:
@@ -242,3 +175,45 @@ def summary(runs: list[TargetRun]) -> list[dict[str, Any]]:
              "stored": r.ingested.stored if r.ingested else 0,
              "verdicts": json.dumps(sorted({v.verdict if v else "error" for _, v in r.ingested.verdicts})) if r.ingested else "-"}
             for r in runs]
+
+
+def markdown_section(preset: str, scale: str, rep: StudyReport, runs: list[TargetRun], command: str) -> str:
+    """One preset's lab run as Markdown: what ran it, when, where, and the report's tables."""
+    import subprocess
+    from datetime import UTC, datetime
+
+    from replmon.lab.bench import machine
+
+    fio = subprocess.run(["fio", "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
+    lines = [f"## {preset} at scale {scale} ({rep.reference})", "",
+             f"- date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}; machine: {machine()}",
+             f"- versions: {fio}, mountpoint-s3-fs 0.11.0 (tools/mountpoint-lab), s3fs (Debian); command: `{command}`",
+             "- runs: " + "; ".join(f"{r.target} {r.result.run['status']} in {r.result.run['wall_s']:.0f} s" for r in runs), ""]
+    for t in rep.tables:
+        if not t.rows:
+            continue
+        cols = list(dict.fromkeys(k for row in t.rows for k in row))
+        lines += [f"**{t.title}**", "", "| " + " | ".join(cols) + " |", "| " + " | ".join("---" for _ in cols) + " |"]
+        lines += ["| " + " | ".join(str(row.get(c, "")).replace("|", "/") for c in cols) + " |" for row in t.rows]
+        lines += (["", f"{t.note}"] if t.note else []) + [""]
+    drop = rep.comparisons.get("cross_region_drop")
+    if drop and drop.get("mean") is not None:
+        lines += [f"Mean drop of {drop['cross_region']} against {drop['same_region']}: **{drop['mean']:.0%}** (the study: ~70 %; "
+                  "qualitative - the lab adds only a round trip, on loopback with no bandwidth limit).", ""]
+    return "\n".join(lines)
+
+
+def write_markdown(path: Path, preset: str, section: str) -> Path:
+    """Replace (or add) this preset's section in the generated report; other presets' stay."""
+    start, end = f"<!-- lab-fio:{preset}:start -->", f"<!-- lab-fio:{preset}:end -->"
+    head = ("# `replmon lab fio` runs: each preset at small scale in the lab\n\nGenerated by `replmon lab fio --markdown "
+            f"{path.name}`; do not edit by hand, run it again. Loopback figures on one machine: the shape of each study (threads "
+            "help, a round trip cuts throughput, a cache's first read is slow, a throttle makes a knee), not AWS's numbers.\n")
+    text = path.read_text() if path.exists() else head
+    block = f"{start}\n{section}\n{end}"
+    if start in text:
+        text = text[: text.index(start)] + block + text[text.index(end) + len(end):]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    path.write_text(text)
+    return path

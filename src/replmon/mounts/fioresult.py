@@ -7,8 +7,14 @@ with ``lat_percentiles=1``, total-latency percentiles from ``lat_ns``; ``error``
 error number. A direction is reported when the job's ``rw`` covers it (read for read/randread,
 both for rw/randrw, ...), so a write job that wrote nothing is a row with 0 bytes/s, not absent.
 
+Output from ``fio --client`` (several hosts) lists its entries under ``client_stats``, one per
+job and client (``hostname``, ``port``), plus an ``All clients`` entry that fio sums over every
+group at once; the per-client entries are read (``client`` names the host) and the aggregate is
+left out (document.fio_rows adds clients up per job, as it adds threads).
+
 Malformed or truncated output raises :class:`FioResultError` naming the field; nothing is read
-as zero that fio did not write as zero.
+as zero that fio did not write as zero. Text after a complete JSON object (fio's own warnings or a
+normal-format summary) is not an error: the object is read and the text left.
 
 >>> doc = {"fio version": "fio-3.33", "jobs": [{"jobname": "r", "groupid": 0, "error": 0,
 ...   "job options": {"rw": "read", "bs": "1M"},
@@ -56,6 +62,8 @@ class JobResult:
     lat_p99_s: float | None
     lat_p999_s: float | None
     error: int
+    client: str | None = None  # host:port of a fio --client entry
+
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -66,12 +74,21 @@ class JobResult:
 
 
 def loads(text: str, source: str = "fio output") -> dict[str, Any]:
-    """The JSON document in fio's output. fio prints warnings ("fio: ...") before the JSON on
-    stdout in some versions; text before the first line that starts with '{' is skipped."""
-    start = next((i for i, line in enumerate(text.splitlines(keepends=True)) if line.startswith("{")), None)
+    """The JSON document in fio's output. fio prints warnings ("fio: ...") or a blank line before
+    the JSON in some versions and modes: text before the first line that starts with '{' is
+    skipped; text after the object's closing brace is left (``--output-format=json,normal``)."""
+    lines = text.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if line.startswith("{")), None)
     if start is None:
         raise FioResultError(f"{source}: no JSON object; run fio with --output-format=json (or json+)")
-    return json_object("".join(text.splitlines(keepends=True)[start:]), source, "fio's JSON object")
+    body = "".join(lines[start:])
+    try:
+        doc, _end = json.JSONDecoder().raw_decode(body)
+    except json.JSONDecodeError:
+        return json_object(body, source, "fio's JSON object")  # names the error (a truncated object)
+    if not isinstance(doc, dict):
+        raise FioResultError(f"{source}: the top level must be fio's JSON object")
+    return doc
 
 
 def json_object(text: str, source: str, what: str = "a JSON object") -> dict[str, Any]:
@@ -101,23 +118,37 @@ def _pct(lat: Any, which: str) -> float | None:
     return float(table[PERCENTILES[which]]) / 1e9
 
 
-def _rw(job: dict[str, Any], doc: dict[str, Any], where: str) -> str:
-    rw = (job.get("job options") or {}).get("rw") or (doc.get("global options") or {}).get("rw") or "read"  # fio's default
+def _directions(job: dict[str, Any], doc: dict[str, Any], where: str) -> tuple[str, ...]:
+    """The directions a job does I/O in, from its rw. fio --client leaves "job options" out of
+    every client entry but the first job's (seen with fio 3.33): without an rw anywhere, the
+    directions that moved bytes are the job's (read if none did, fio's default rw)."""
+    rw = (job.get("job options") or {}).get("rw") or (doc.get("global options") or {}).get("rw")
+    if rw is None and "job options" not in job:
+        moved = tuple(d for d in DIRECTIONS if isinstance(job.get(d), dict) and job[d].get("io_bytes"))
+        return moved or ("read",)
+    rw = rw or "read"  # fio's default
     if rw not in RW_DIRECTIONS:
         raise FioResultError(f"{where}['job options'].rw: {rw!r} is not one of fio's rw values")
-    return str(rw)
+    return RW_DIRECTIONS[str(rw)]
+
+
+ALL_CLIENTS = "All clients"
 
 
 def parse(doc: dict[str, Any]) -> list[JobResult]:
-    jobs = doc.get("jobs")
+    key = "jobs" if "jobs" in doc or "client_stats" not in doc else "client_stats"
+    jobs = doc.get(key)
     if not isinstance(jobs, list) or not jobs:
-        raise FioResultError("jobs: missing or empty; a fio JSON result lists its jobs under 'jobs'")
+        raise FioResultError("jobs: missing or empty; a fio JSON result lists its jobs under 'jobs' ('client_stats' with --client)")
     rows: list[JobResult] = []
     for i, job in enumerate(jobs):
-        where = f"jobs[{i}]"
+        where = f"{key}[{i}]"
         if not isinstance(job, dict) or not isinstance(job.get("jobname"), str):
             raise FioResultError(f"{where}.jobname: missing; not a fio job entry")
-        for direction in RW_DIRECTIONS[_rw(job, doc, where)]:
+        if key == "client_stats" and job["jobname"] == ALL_CLIENTS:
+            continue  # fio's sum over every client *and* every group: not one job's figure
+        client = f"{job.get('hostname')}:{job.get('port')}" if key == "client_stats" else None
+        for direction in _directions(job, doc, where):
             d = job.get(direction)
             w = f"{where}.{direction}"
             if not isinstance(d, dict):
@@ -130,7 +161,7 @@ def parse(doc: dict[str, Any]) -> list[JobResult]:
                 clat_mean_s=float(clat["mean"]) / 1e9 if isinstance(clat, dict) and "mean" in clat else None,
                 clat_p50_s=_pct(clat, "p50"), clat_p99_s=_pct(clat, "p99"), clat_p999_s=_pct(clat, "p999"),
                 lat_p50_s=_pct(lat, "p50"), lat_p99_s=_pct(lat, "p99"), lat_p999_s=_pct(lat, "p999"),
-                error=int(job.get("error", 0)),
+                error=int(job.get("error", 0)), client=client,
             ))
     return rows
 

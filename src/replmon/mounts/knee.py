@@ -1,49 +1,92 @@
-"""Burst versus sustained throughput from fio's 1 s bandwidth log: the knee where credits run out.
+"""Burst versus sustained throughput over time: the plateau a burst file system starts on, where
+it first falls, and how long the fall takes.
 
-fio's ``write_bw_log`` lines are ``time (ms), value (KiB/s), direction (0 read, 1 write, 2 trim),
-block size, offset[, priority]`` (fio HOWTO, "Log File Formats"); with ``log_unix_epoch=1`` the
-time is Unix epoch ms, so logs of several jobs line up. Samples are summed per whole second and
-direction.
+Input is a series of (seconds, bytes/s): fio's bandwidth logs (``write_bw_log``; lines ``time
+(ms), value (KiB/s), direction (0 read, 1 write, 2 trim), block size, offset[, priority]``, fio
+HOWTO "Log File Formats"; with ``log_unix_epoch=1`` the times are Unix ms so several jobs' logs
+line up) or a file system's own CloudWatch series (bytes per period / period).
 
-The change points come from ``ruptures`` (PELT, least-squares cost) with a penalty scaled to the
-log's own noise (BIC-like: 2 sigma^2 ln n, sigma from the median absolute first difference), so
-the same code works at 100 MB/s and 3 GB/s. Among the segments it finds, the knee is the boundary
-with the largest drop; it counts only if the level after it is at least ``min_drop`` below the
-level before (25 % by default) - a flat log, however noisy, gives no knee.
+A log is **one job's** bandwidth: its samples are averaged within each whole second (a
+``log_avg_msec=500`` log has two samples a second, both rates; adding them would double it),
+then the jobs' logs are **summed** per second and direction (the aggregate throughput).
+
+The detector:
+
+1. **Noise.** sigma = median(|x[i+1] - x[i]|) / (0.6745 * sqrt 2): for white noise of standard
+   deviation s the first difference has standard deviation s*sqrt 2, and the median of a
+   half-normal is 0.6745 times its scale, so this is s, unmoved by the few large steps a knee
+   adds (a step is one difference among hundreds).
+2. **Segments.** ``ruptures``' penalised change-point search (PELT on the least-squares cost,
+   through its C ``KernelCPD`` with the linear kernel: the same cost, ~300x faster than the
+   pure-Python ``Pelt("l2")``; a 2 h log of 7,200 s takes ~0.3 s) with the penalty
+   2 sigma^2 ln n (BIC for a mean shift in noise sigma), at least ``MIN_SEGMENT`` samples each.
+3. **Merge.** Adjacent segments whose levels (medians) differ by less than ``MERGE_SIGMAS``
+   sigma are one segment: the closest pair first, until none is left. PELT splits a ramp into
+   steps; steps within noise of each other are not separate levels.
+4. **Read the shape.** ``burst`` is the level of the segment the series starts on (the plateau
+   from the start). The plateau lasts until the last segment, before the first one below the knee
+   line ``burst * (1 - min_drop)``, that is still within noise of the burst level
+   (``decline_start_s``, also ``burst_duration_s``: a noisy burst may dip and recover before it
+   falls for good). ``sustained`` is the level of the later half of the last segment (an
+   exponential decay is still settling at its start); the decline ends where the segments from
+   there on stay within noise of it (``decline_end_s``). The **knee** (``at_s``) is the first
+   sample, from the plateau's end on, where the running median of the ``2 * MIN_SEGMENT + 1``
+   samples around it is below the line (a segment's level would be early on a decay: a segment
+   spanning the fall has its median below the line before the series crosses it). A step drop has
+   decline_start = at = decline_end; a ramp or an exponential decay has them apart.
+
+There is no knee unless ``sustained <= burst * (1 - min_drop)`` (25 % by default): a flat log,
+however noisy, or one that rises (a cache warming up), gives none.
 
 >>> flat = [100.0, 102.0, 98.0, 101.0, 99.0, 100.0, 103.0, 97.0, 100.0, 101.0, 99.0, 100.0]
 >>> find_knee(list(range(12)), flat) is None
 True
 >>> k = find_knee(list(range(12)), [600.0] * 6 + [150.0] * 6)
->>> k.burst, k.sustained, k.at_s
-(600.0, 150.0, 6.0)
+>>> k.burst, k.sustained, k.at_s, k.decline_start_s, k.decline_end_s
+(600.0, 150.0, 6.0, 6.0, 6.0)
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from replmon.mounts.fioresult import FioResultError
 
-MIN_SEGMENT = 3  # samples (seconds): a burst shorter than 3 s is not told from a hiccup
+MIN_SEGMENT = 3  # samples: a burst shorter than 3 samples is not told from a hiccup
 MIN_DROP = 0.25
+MERGE_SIGMAS = 3.0
+#: median(|dx|) of white noise N(0, s^2) is 0.6745 * sqrt(2) * s
+SIGMA_FROM_MEDIAN_ABS_DIFF = 1 / (0.6744897501960817 * math.sqrt(2))
 DIRECTION_NAMES = {0: "read", 1: "write", 2: "trim"}
+
+Sample = tuple[float, float, str, str]  # (time s, bytes/s, direction, source log)
 
 
 @dataclass(frozen=True)
 class Knee:
-    burst: float  # bytes/s, median of the segment before the knee
-    sustained: float  # bytes/s, median after it
-    at_s: float  # seconds from the log's first sample to the knee
+    burst: float  # bytes/s, level of the plateau the series starts on
+    sustained: float  # bytes/s, level of the later half of the last segment
+    at_s: float  # seconds from the first sample to the first segment below burst * (1 - min_drop)
+    decline_start_s: float  # where the burst plateau ends (= burst duration)
+    decline_end_s: float  # where the sustained level begins
+    sigma: float  # the noise estimate the segments were judged with (bytes/s)
+    segments: int  # after merging
+
+    @property
+    def burst_duration_s(self) -> float:
+        return self.decline_start_s
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "burst_duration_s": self.burst_duration_s}
 
 
-def read_bw_log(text: str, source: str = "bandwidth log") -> list[tuple[float, float, str]]:
-    """(time s, bytes/s, direction) per line of a fio bandwidth log."""
+def read_bw_log(text: str, source: str = "bandwidth log") -> list[Sample]:
+    """(time s, bytes/s, direction, source) per line of one fio bandwidth log."""
     out = []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -53,54 +96,93 @@ def read_bw_log(text: str, source: str = "bandwidth log") -> list[tuple[float, f
             t_ms, kib_s, direction = int(parts[0]), float(parts[1]), int(parts[2])
         except (IndexError, ValueError):
             raise FioResultError(f"{source}:{n}: {line!r} is not 'time ms, KiB/s, direction, ...' (fio write_bw_log)") from None
-        out.append((t_ms / 1000, kib_s * 1024, DIRECTION_NAMES.get(direction, str(direction))))
+        out.append((t_ms / 1000, kib_s * 1024, DIRECTION_NAMES.get(direction, str(direction)), source))
     return out
 
 
-def per_second(samples: list[tuple[float, float, str]], direction: str) -> tuple[list[float], list[float]]:
-    """Samples of one direction summed per whole second (jobs' logs add up); seconds from the first."""
-    buckets: dict[int, float] = {}
-    for t, v, d in samples:
+def per_second(samples: Sequence[Sample], direction: str) -> tuple[list[float], list[float]]:
+    """One direction as whole seconds from the first: each log's samples averaged within a
+    second, then the logs summed (they are different jobs).
+
+    >>> half = [(0.5, 100.0, "read", "a"), (1.0, 100.0, "read", "a"), (1.5, 120.0, "read", "a")]
+    >>> per_second(half, "read")   # two 500 ms samples of 100 are 100, not 200
+    ([0.0, 1.0], [100.0, 110.0])
+    >>> per_second(half + [(0.5, 50.0, "read", "b")], "read")[1][0]   # a second job adds
+    150.0
+    """
+    per_log: dict[tuple[str, int], list[float]] = {}
+    for t, v, d, source in samples:
         if d == direction:
-            buckets[int(t)] = buckets.get(int(t), 0.0) + v
-    if not buckets:
+            per_log.setdefault((source, int(t)), []).append(v)
+    if not per_log:
         return [], []
-    first = min(buckets)
-    secs = sorted(buckets)
-    return [float(s - first) for s in secs], [buckets[s] for s in secs]
+    seconds: dict[int, float] = {}
+    for (_source, s), values in per_log.items():
+        seconds[s] = seconds.get(s, 0.0) + statistics.fmean(values)
+    first = min(seconds)
+    secs = sorted(seconds)
+    return [float(s - first) for s in secs], [seconds[s] for s in secs]
 
 
-def find_knee(times: list[float], values: list[float], *, min_drop: float = MIN_DROP) -> Knee | None:
-    if len(values) < 2 * MIN_SEGMENT:
-        return None
+def noise_sigma(values: Sequence[float]) -> float:
+    """sigma = median(|dx|) / (0.6745 sqrt 2), floored so a perfectly flat series still gets a
+    penalty (0.1 % of its median level)."""
+    diffs = [abs(b - a) for a, b in itertools.pairwise(values)]
+    sigma = statistics.median(diffs) * SIGMA_FROM_MEDIAN_ABS_DIFF if diffs else 0.0
+    return max(sigma, 1e-3 * abs(statistics.median(values)), 1e-9)
+
+
+def segments(values: Sequence[float], sigma: float) -> list[tuple[int, int]]:
+    """[start, end) index pairs: PELT's change points, then adjacent levels within noise merged."""
     import numpy as np
     import ruptures as rpt
 
     x = np.asarray(values, dtype=float)
-    diffs = np.abs(np.diff(x))
-    sigma = float(np.median(np.abs(diffs - np.median(diffs)))) * 1.4826 / np.sqrt(2)
-    sigma = max(sigma, 1e-3 * float(np.median(np.abs(x))), 1e-9)  # a perfectly flat log still gets a penalty
-    penalty = 2 * sigma**2 * np.log(len(x))
-    ends = rpt.Pelt(model="l2", min_size=MIN_SEGMENT, jump=1).fit(x.reshape(-1, 1)).predict(pen=penalty)
-    starts = [0, *ends[:-1]]
-    levels = [statistics.median(values[a:b]) for a, b in zip(starts, ends, strict=True)]
-    best = None
-    for i in range(len(levels) - 1):
-        drop = levels[i] - levels[i + 1]
-        if best is None or drop > best[0]:
-            best = (drop, i)
-    if best is None:
+    algo = rpt.KernelCPD(kernel="linear", min_size=MIN_SEGMENT, jump=1).fit(x.reshape(-1, 1))
+    ends = [int(e) for e in algo.predict(pen=2 * sigma**2 * math.log(len(x)))]
+    segs = list(zip([0, *ends[:-1]], ends, strict=True))
+    while len(segs) > 1:  # merge the closest adjacent pair within noise, until none is
+        levels = [statistics.median(values[a:b]) for a, b in segs]
+        gaps = [abs(levels[i + 1] - levels[i]) for i in range(len(segs) - 1)]
+        i = min(range(len(gaps)), key=gaps.__getitem__)
+        if gaps[i] >= MERGE_SIGMAS * sigma:
+            break
+        segs[i : i + 2] = [(segs[i][0], segs[i + 1][1])]
+    return segs
+
+
+def find_knee(times: Sequence[float], values: Sequence[float], *, min_drop: float = MIN_DROP) -> Knee | None:
+    if len(values) < 2 * MIN_SEGMENT:
         return None
-    i = best[1]
-    boundary = ends[i]
-    burst = levels[i]
-    sustained = statistics.median(values[boundary:])
+    sigma = noise_sigma(values)
+    segs = segments(values, sigma)
+    levels = [statistics.median(values[a:b]) for a, b in segs]
+    a, b = segs[-1]
+    burst, sustained = levels[0], statistics.median(values[(a + b) // 2 : b])  # the later half: a decay's tail settles
     if burst <= 0 or sustained > burst * (1 - min_drop):
         return None
-    return Knee(burst=burst, sustained=sustained, at_s=float(times[boundary] - times[0]))
+    band = MERGE_SIGMAS * sigma
+    line = burst * (1 - min_drop)
+    first_low = next((i for i, level in enumerate(levels) if level < line), len(segs) - 1)
+    # The plateau ends after the last segment, before the first one below the line, still within noise
+    # of the burst level (a noisy burst may dip and recover before it falls for good).
+    plateau = 1 + max(i for i in range(max(1, first_low)) if i == 0 or levels[i] > burst - band)
+    tail = len(segs) - 1  # segments to the end within noise of the sustained level
+    while tail > 0 and levels[tail - 1] < sustained + band:
+        tail -= 1
+    w = MIN_SEGMENT
+    start = segs[plateau - 1][0]
+    crossing = next((i for i in range(start, len(values))
+                     if statistics.median(values[max(0, i - w): i + w + 1]) < line), segs[-1][0])
+
+    def at(i: int) -> float:
+        return float(times[segs[i][0]] - times[0])
+
+    return Knee(burst=burst, sustained=sustained, at_s=float(times[crossing] - times[0]), decline_start_s=at(plateau),
+                decline_end_s=at(max(tail, plateau)), sigma=sigma, segments=len(segs))
 
 
-def by_direction(samples: list[tuple[float, float, str]]) -> dict[str, dict[str, Any]]:
+def by_direction(samples: Sequence[Sample]) -> dict[str, dict[str, Any]]:
     """Each direction the logs have: its seconds of samples and its knee (None: no knee), as stored in run.json."""
     out: dict[str, dict[str, Any]] = {}
     for direction in ("write", "read"):
@@ -116,5 +198,7 @@ def table_row(direction: str, entry: dict[str, Any]) -> dict[str, Any]:
     k = entry.get("knee")
     return {"direction": direction, "seconds": entry["samples"],
             "burst MiB/s": f"{k['burst'] / 2**20:.1f}" if k else "-",
-            "sustained MiB/s": f"{k['sustained'] / 2**20:.1f}" if k else "-",
-            "knee at s": f"{k['at_s']:.0f}" if k else "no knee"}
+            "burst s": f"{k['decline_start_s']:.0f}" if k else "-",
+            "knee at s": f"{k['at_s']:.0f}" if k else "no knee",
+            "decline ends s": f"{k['decline_end_s']:.0f}" if k else "-",
+            "sustained MiB/s": f"{k['sustained'] / 2**20:.1f}" if k else "-"}

@@ -7,6 +7,11 @@ mixed write (the job is skipped, with the reason) and its writes get ``fallocate
 ``create_on_open=1`` and one pass instead of ``time_based`` (a time-based write wraps to offset 0,
 an overwrite).
 
+Read jobs' files are laid out by the runner under ``replmon-fio/layout/<preset>/<scale>/`` on
+the target and kept there between runs (``Plan.layout_set``): ``per_job`` gives every thread of
+every job its own file (``<job>.<thread>``), ``shared`` one file per thread shared by the read
+jobs of one size (``f-<size>.<thread>``).
+
 >>> plan = expand("nfs-matrix", "mountpoint", "small")
 >>> [s.job for s in plan.skipped]
 ['1M-randwrite', '32K-randwrite', '4K-randwrite']
@@ -15,6 +20,9 @@ an overwrite).
 ('none', '1', False)
 >>> next(j for j in plan.jobs if j.name == "4K-read").options["runtime"]   # 600 s / 64
 '9'
+>>> x = expand("mountpoint-xregion", "mountpoint", "full")
+>>> len(x.layout), x.layout[1].path, x.layout_set
+(75, 'SEQ8M-Q128T8-500M-Read.0', 'mountpoint-xregion/full')
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -33,6 +41,7 @@ MIN_RUNTIME_SECONDS = 2
 #: Target kinds a runner can mount (replmon.mounts.targets) and whether they take random/overwriting writes.
 TARGET_KINDS = ("mountpoint", "s3fs", "efs", "nfs", "lustre", "local")
 SEQUENTIAL_WRITE_ONLY = frozenset({"mountpoint"})
+LAYOUT_MODES = ("per_job", "shared")
 
 
 class PresetError(ValueError):
@@ -45,11 +54,24 @@ class FioJob:
     options: dict[str, str]
     writes: bool
     reads_earlier_writes: bool = False  # reads files an earlier job wrote (no layout): needs its own fio
+    reads_layout: bool = False  # reads files the runner laid out (fio's directory= is the layout set)
+    times: str = ""  # what fio's figure for this job covers, when it is not plain I/O
+
+    def buffer_bytes(self) -> int:
+        """The I/O buffers fio fills for this job: per thread, one block per request in flight,
+        no more requests than the file has blocks (a 500 MiB file read in 8 MiB blocks never has
+        more than 63 in flight), times the threads. Time-based jobs wrap around: iodepth."""
+        bs = fio_size(self.options.get("bs", "4k"))
+        depth = int(self.options.get("iodepth", "1"))
+        size = self.options.get("filesize") or self.options.get("size")
+        if size and self.options.get("time_based") != "1":
+            depth = min(depth, max(1, -(-int(size) // bs)))
+        return int(self.options.get("numjobs", "1")) * depth * bs
 
 
 @dataclass(frozen=True)
 class LayoutFile:
-    path: str  # relative to the run directory
+    path: str  # relative to the layout set's directory
     size: int
 
 
@@ -60,11 +82,14 @@ class DdStep:
     bs: str
     count: int
     flag: str  # oflag=direct | iflag=direct
-    repetition: int
+    repetition: int  # 1-based
+    path: str  # the one file every repetition of the test uses
 
     def argv(self, directory: str) -> list[str]:
-        path = f"{directory}/dd-{self.name.split('-', 1)[1]}.{self.repetition}"
-        io = ["if=/dev/zero", f"of={path}"] if self.direction == "write" else [f"if={path}", "of=/dev/null"]
+        """dd exactly as the study typed it: writes from /dev/urandom (nothing a cache or a
+        compressor can shorten), reads to /dev/null."""
+        target = f"{directory}/{self.path}"
+        io = ["if=/dev/urandom", f"of={target}"] if self.direction == "write" else [f"if={target}", "of=/dev/null"]
         return ["dd", *io, f"bs={self.bs}", f"count={self.count}", self.flag]
 
 
@@ -84,16 +109,45 @@ class Plan:
     dd: tuple[DdStep, ...] = ()
     skipped: tuple[Skipped, ...] = ()
     adjusted: tuple[Skipped, ...] = field(default=())  # jobs changed for the target, with why
+    mount_flags: tuple[str, ...] = ()  # this preset's extra flags for the target (e.g. --allow-overwrite)
 
-    def jobfile(self, directory: str) -> str:
+    @property
+    def layout_set(self) -> str:
+        """The layout's directory under replmon-fio/layout/: one per preset and scale."""
+        return f"{self.preset}/{self.scale}"
+
+    def jobfile(self, directory: str, layout_dir: str | None = None) -> str:
         """fio's job file: one section per job, each stonewalled (jobs run one after another; a
         stonewall also starts a new reporting group, so with group_reporting each job's threads
-        are reported as one entry, aggregated by fio itself)."""
+        are reported as one entry, aggregated by fio itself). Jobs that read the layout read it
+        in ``layout_dir``; everything else happens in ``directory`` (the run's own)."""
         lines = ["; replmon preset " + self.preset + f" for a {self.target_kind} target at scale {self.scale}",
                  "[global]", f"directory={directory}", "group_reporting=1"]
         for job in self.jobs:
-            lines += ["", f"[{job.name}]", "stonewall", *(f"{k}={v}" for k, v in job.options.items())]
+            lines += ["", f"[{job.name}]", "stonewall"]
+            if job.reads_layout:
+                lines.append(f"directory={layout_dir or directory + '/layout'}")
+            lines += [f"{k}={v}" for k, v in job.options.items()]
         return "\n".join(lines) + "\n"
+
+    def without(self, skipped: list[Skipped]) -> Plan:
+        """The plan with ``skipped`` jobs removed (and their layout files, unless another job reads them)."""
+        names = {s.job for s in skipped}
+        jobs = tuple(j for j in self.jobs if j.name not in names)
+        keep = {f.path for j in jobs for f in layout_of(j)} if jobs else set()
+        return replace(self, jobs=jobs, layout=tuple(f for f in self.layout if f.path in keep),
+                       skipped=(*self.skipped, *skipped))
+
+
+def layout_of(job: FioJob) -> list[LayoutFile]:
+    """The layout files one job reads (from its options: filename_format, numjobs, nrfiles)."""
+    if not job.reads_layout:
+        return []
+    fmt = job.options["filename_format"]
+    size = int(job.options.get("filesize") or job.options["size"])
+    threads, files = int(job.options.get("numjobs", "1")), int(job.options.get("nrfiles", "1"))
+    return [LayoutFile(fmt.replace("$jobnum", str(t)).replace("$filenum", str(f)), size)
+            for t in range(threads) for f in range(files)]
 
 
 @cache
@@ -175,9 +229,7 @@ def expand(name: str, target_kind: str, scale: str = "full") -> Plan:
         fixed = bool(spec.get("fixed_sizes") or job.get("fixed_sizes"))
         for key in ("size", "filesize"):
             if key in opts:
-                opts[key] = str(opts[key] if fixed else _scaled_size(opts[key], factor, bs))
-                if fixed:
-                    opts[key] = str(fio_size(opts[key]))
+                opts[key] = str(fio_size(opts[key]) if fixed else _scaled_size(opts[key], factor, bs))
         if "runtime" in opts and factor != 1.0:
             opts["runtime"] = str(max(MIN_RUNTIME_SECONDS, round(int(opts["runtime"]) * factor)))
         if "write_bw_log" in opts:  # one log name per job: fio names a log after it, not after the section
@@ -198,24 +250,22 @@ def expand(name: str, target_kind: str, scale: str = "full") -> Plan:
                                                      "to offset 0 (an overwrite Mountpoint refuses)"))
         if opts.get("time_based") == "0":
             opts.pop("time_based")
-        if job.get("layout") and not writes:
+        mode = job.get("layout")
+        if mode is not None and mode not in LAYOUT_MODES:
+            raise PresetError(f"{name}: job {job['name']}: layout {mode!r} must be one of {', '.join(LAYOUT_MODES)}")
+        if mode and not writes:
             size = opts.get("filesize") or opts["size"]
-            if opts.get("nrfiles") not in (None, "1"):  # many small files: lay out each
-                stem = f"layout/{job['name']}"
-                opts["filename_format"] = stem + ".$filenum"
-                for n in range(int(opts["nrfiles"])):
-                    layout[f"{stem}.{n}"] = LayoutFile(f"{stem}.{n}", int(size))
-            elif job.get("shared_file"):  # every thread reads the one file
-                path = f"layout/f-{size}"
-                opts["filename"] = path
-                layout[path] = LayoutFile(path, int(size))
-            else:  # one file per thread (fio's default), shared by jobs of the same size
-                opts["filename_format"] = f"layout/f-{size}.$jobnum"
-                for n in range(int(opts.get("numjobs", "1"))):
-                    layout[f"layout/f-{size}.{n}"] = LayoutFile(f"layout/f-{size}.{n}", int(size))
+            many = opts.get("nrfiles") not in (None, "1")
+            stem = job["name"] if mode == "per_job" else f"f-{size}"
+            opts["filename_format"] = stem + (".$jobnum.$filenum" if many else ".$jobnum")
         elif writes and "filename_format" not in opts:
             opts["filename_format"] = f"w-{job['name']}.$jobnum.$filenum"  # a file per writer
-        jobs.append(FioJob(job["name"], opts, writes, reads_earlier_writes=not writes and not job.get("layout")))
-    dd = tuple(DdStep(d["name"], d["direction"], d["bs"], int(d["count"]), d["flag"], rep)
-               for rep in range(int(spec.get("repetitions", 1))) for d in spec.get("dd", []))
-    return Plan(name, target_kind, scale, tuple(jobs), tuple(layout.values()), dd, tuple(skipped), tuple(adjusted))
+        fio_job = FioJob(job["name"], opts, writes, reads_earlier_writes=not writes and not mode,
+                         reads_layout=bool(mode) and not writes, times=job.get("times", ""))
+        for f in layout_of(fio_job):
+            layout[f.path] = f
+        jobs.append(fio_job)
+    dd = tuple(DdStep(d["name"], d["direction"], d["bs"], int(d["count"]), d["flag"], rep, d["path"])
+               for d in spec.get("dd", []) for rep in range(1, int(spec.get("repetitions", 1)) + 1))
+    flags = tuple(spec.get("mount_flags", {}).get(target_kind, ()))
+    return Plan(name, target_kind, scale, tuple(jobs), tuple(layout.values()), dd, tuple(skipped), tuple(adjusted), flags)

@@ -1,18 +1,25 @@
-"""The fio runner: mount the target, lay out the files, run the preset (fio, and dd where the study
-used it), upload everything to the results bucket, print EMF, always unmount, exit non-zero on
-any failure. The container's entrypoint (runners/fio/Dockerfile) and the lab run this same code:
+"""The fio runner: for each target of its list, in order, mount it, lay out (or reuse) the read
+files, run the preset (fio, and dd where the study used it), collect the file system's own
+metrics for the run window, upload everything to the results bucket, print EMF, always unmount;
+exit non-zero on any failure. The container's entrypoint (runners/fio/Dockerfile) and the lab
+run this same code:
 
-    REPLMON_FIO_TARGET='{"name": "std", "kind": "mountpoint", "bucket": "b", "mount_point": "/mnt/t"}' \\
-    REPLMON_FIO_PRESET=mountpoint-xregion REPLMON_FIO_RESULTS=s3://results-bucket/fio-results/ \\
-    python -m replmon.mounts.runner
+    REPLMON_FIO_TARGETS='[{"name": "std", "kind": "mountpoint", "bucket": "b", "mount_point": "/mnt/t",
+                           "preset": "mountpoint-xregion"}]' \\
+    REPLMON_FIO_RESULTS=s3://results-bucket/fio-results/ python -m replmon.mounts.runner
 
-Exit codes: 0 every step succeeded; 1 a step failed (results and run.json still uploaded when the
-results bucket answers); 2 bad configuration (named in one line).
+Targets run one after another, never two at once: a task measures one thing at a time, and with
+``REPLMON_FIO_LOCK`` (a file on the host, bind-mounted) a second task on the same instance finds
+the lock held and fails at once, recorded, instead of measuring next to the first.
+
+Exit codes: 0 every run succeeded; 1 a run failed (its results and run.json still uploaded when
+the results bucket answers); 2 bad configuration (named in one line).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import platform
@@ -22,24 +29,28 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from replmon.core.keys import new_run_id
+from replmon.core.ports import MetricReader
 from replmon.mounts import knee as knee_mod
+from replmon.mounts import layout as layout_mod
+from replmon.mounts import service as service_mod
 from replmon.mounts.dd import parse_dd
-from replmon.mounts.document import RUN_FILE, fio_rows, results_prefix
+from replmon.mounts.document import RUN_FILE, fio_rows, results_prefix, task_key
 from replmon.mounts.fioresult import FioResultError, parse_text
-from replmon.mounts.presets import FioJob, LayoutFile, Plan, PresetError, expand
-from replmon.mounts.targets import Mounted, Target, TargetError
+from replmon.mounts.memory import memory_limit, preflight
+from replmon.mounts.presets import SCALES, FioJob, Plan, PresetError, expand
+from replmon.mounts.targets import Mounted, Target, TargetError, mounted_options, nfs_negotiated
 
-LAYOUT_CHUNK = 8 * 1024 * 1024
-LAYOUT_WRITERS = 4  # files written at once while laying out (each file keeps one writer)
+LAYOUT_CHUNK = layout_mod.CHUNK
 FIO_TIMEOUT_GRACE_S = 600  # beyond the preset's own run times: a hung mount ends the run, not the task's lifetime
 RUN_DIR = "replmon-fio"
+LAYOUT_DIR = "layout"
+METRICS_SETTLE_S = 300  # CloudWatch publishes a minute's sum a few minutes later
 
 
 class ResultSink(Protocol):
@@ -98,7 +109,7 @@ def task_info() -> dict[str, Any]:
     """Where this ran: the ECS task's size and AZ from the task metadata endpoint (v4) inside ECS,
     else the host. Fargate does not document per-task network bandwidth: the size is the proxy."""
     uri = os.environ.get("ECS_CONTAINER_METADATA_URI_V4")
-    info: dict[str, Any] = {"host": platform.node(), "cpus": os.cpu_count(), "kernel": platform.release()}
+    info: dict[str, Any] = {"host": platform.node(), "cpus": os.cpu_count(), "kernel": platform.release(), "arch": platform.machine()}
     if uri:
         try:
             with urllib.request.urlopen(uri + "/task", timeout=2) as r:  # link-local, inside the task only
@@ -111,24 +122,42 @@ def task_info() -> dict[str, Any]:
     return info
 
 
-def lay_out(plan: Plan, run_dir: Path) -> None:
-    """Write the files read jobs need, each sequentially from offset 0 by one writer (every target,
-    Mountpoint included, can hold such a file), several files at once: on S3 mounts one file's
-    upload is bounded per object, and the layout is time the task pays without measuring anything."""
-    block = memoryview(os.urandom(1024 * 1024) * (LAYOUT_CHUNK // (1024 * 1024)))
+def task_id(info: dict[str, Any]) -> str:
+    """The ECS task's id (the last part of its ARN: what its STOPPED event names), else host-pid."""
+    arn = info.get("task_arn")
+    return str(arn).rsplit("/", 1)[-1] if arn else f"{info['host']}-{os.getpid()}"
 
-    def write(f: LayoutFile) -> None:
-        with open(run_dir / f.path, "wb") as out:
-            left = f.size
-            while left > 0:
-                n = min(left, len(block))
-                out.write(block[:n])
-                left -= n
 
-    for parent in {(run_dir / f.path).parent for f in plan.layout}:
-        parent.mkdir(parents=True, exist_ok=True)
-    with ThreadPoolExecutor(max_workers=LAYOUT_WRITERS) as pool:
-        list(pool.map(write, plan.layout))  # list(): the first writer's error is raised here
+class S3Stat:
+    """An S3 mount's view: HeadObject of the file's key (size and ETag), ``key_prefix`` being the
+    key of the layout directory (the mount's --prefix plus the path under the mount)."""
+
+    def __init__(self, client: Any, bucket: str, key_prefix: str) -> None:
+        self.client, self.bucket, self.key_prefix = client, bucket, key_prefix
+
+    def __call__(self, path: str) -> tuple[int, str] | None:
+        from botocore.exceptions import ClientError
+
+        try:
+            head = self.client.head_object(Bucket=self.bucket, Key=self.key_prefix + path)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise
+        return int(head["ContentLength"]), f"etag:{head['ETag']}"
+
+
+def layout_stat(target: Target, plan: Plan, layout_dir: Path) -> layout_mod.Stat:
+    """On an S3 mount, a layout file is its object (size and ETag); elsewhere a file (size and mtime)."""
+    if target.kind in ("mountpoint", "s3fs") and target.bucket:
+        from replmon.adapters import clients
+
+        access, secret = target.env.get("AWS_ACCESS_KEY_ID"), target.env.get("AWS_SECRET_ACCESS_KEY")
+        s3 = clients.client("s3", clients.CONTROL, region=target.region, endpoint_url=target.endpoint_url,
+                            keys=(access, secret) if access and secret else None)
+        key = f"{target.prefix}{RUN_DIR}/{LAYOUT_DIR}/{plan.layout_set}/"
+        return S3Stat(s3, str(target.bucket), key)
+    return layout_mod.FileStat(layout_dir)
 
 
 def fio_groups(plan: Plan) -> list[list[FioJob]]:
@@ -145,11 +174,11 @@ def fio_groups(plan: Plan) -> list[list[FioJob]]:
     return groups
 
 
-def run_fio(plan: Plan, run_dir: Path, work: Path) -> list[tuple[str, int, str]]:
+def run_fio(plan: Plan, run_dir: Path, work: Path, layout_dir: Path) -> list[tuple[str, int, str]]:
     """fio once per group (``--section`` for each job in it), in order, each writing its JSON to
     work/fio/NN-firstjob.json and its bandwidth logs to work/. Returns (file, exit code, stderr tail)."""
     jobfile = work / "job.fio"
-    jobfile.write_text(plan.jobfile(str(run_dir)))
+    jobfile.write_text(plan.jobfile(str(run_dir), str(layout_dir)))
     (work / "fio").mkdir(exist_ok=True)
     out = []
     for n, group in enumerate(fio_groups(plan), 1):
@@ -163,10 +192,13 @@ def run_fio(plan: Plan, run_dir: Path, work: Path) -> list[tuple[str, int, str]]
 
 
 def run_dd(plan: Plan, run_dir: Path) -> list[dict[str, Any]]:
+    """Each dd test's repetitions, in the study's order, on its one path."""
     out = []
     for step in plan.dd:
+        t0 = time.time()
         proc = subprocess.run(step.argv(str(run_dir)), capture_output=True, text=True, timeout=FIO_TIMEOUT_GRACE_S)
-        row: dict[str, Any] = {"name": step.name, "direction": step.direction, "repetition": step.repetition}
+        row: dict[str, Any] = {"name": step.name, "direction": step.direction, "repetition": step.repetition, "path": step.path,
+                               "at": t0}
         try:
             if proc.returncode:
                 raise FioResultError(f"dd exited {proc.returncode}: {proc.stderr.strip()[-300:]}")
@@ -179,26 +211,43 @@ def run_dd(plan: Plan, run_dir: Path) -> list[dict[str, Any]]:
 
 
 def knees(work: Path) -> dict[str, Any]:
-    """Knee per bandwidth log direction, all jobs' logs summed (log_unix_epoch lines them up)."""
-    samples = []
+    """Knee per bandwidth log direction: each job's log averaged per second, the logs summed."""
+    samples: list[knee_mod.Sample] = []
     for log in sorted(work.glob("*_bw.*.log")):
         samples += knee_mod.read_bw_log(log.read_text(), log.name)
     return knee_mod.by_direction(samples)
 
 
+def _metric_reader() -> MetricReader:
+    """The task's Region's CloudWatch (the file systems it measures publish there)."""
+    from replmon.adapters import clients
+    from replmon.adapters.cloudwatch import CloudWatchReader
+
+    return CloudWatchReader(clients.client("cloudwatch", clients.STORE))
+
+
 def run(target: Target, preset: str, scale: str, sink: ResultSink, *, workdir: str | None = None,
-        emit: Callable[[str, float, dict[str, str]], None] | None = None, run_id: str | None = None) -> RunResult:
-    """One preset on one target; never raises for a failed step (it is recorded and exit code 1)."""
+        emit: Callable[[str, float, dict[str, str]], None] | None = None, run_id: str | None = None,
+        memory: tuple[int, str] | None = None, metric_reader: MetricReader | None = None, settle_s: float | None = None) -> RunResult:
+    """One preset on one target; never raises for a failed step (it is recorded and exit code 1).
+    ``memory`` is (bytes, source) for the preflight (the container's cgroup by default);
+    ``metric_reader`` reads the file system's metrics (CloudWatch, built when the target has a file system id)."""
     plan = expand(preset, target.kind, scale)
+    limit, source = memory or memory_limit()
+    plan = preflight(plan, limit, source)
+    target = target.with_flags(plan.mount_flags)
     run_id = run_id or new_run_id()
     errors: list[str] = []
     start = time.time()
     work = Path(tempfile.mkdtemp(prefix="replmon-fio-", dir=workdir)).resolve()
+    argv0 = target.mount_argv()
     run_doc: dict[str, Any] = {
         "run_id": run_id, "preset": preset, "scale": scale, "target": target.describe(), "start": start,
         "fio_version": _version(["fio", "--version"]),
-        "mount_version": _version([target.mount_argv()[0], "--version"]) if target.kind in ("mountpoint", "s3fs") else None,  # type: ignore[index]
-        "task": task_info(), "skipped": [s.__dict__ for s in plan.skipped], "adjusted": [s.__dict__ for s in plan.adjusted],
+        "mount_version": _version([argv0[0], "--version"]) if argv0 and target.kind in ("mountpoint", "s3fs") else None,
+        "task": task_info(), "memory": {"limit_bytes": limit, "source": source},
+        "skipped": [s.__dict__ for s in plan.skipped], "adjusted": [s.__dict__ for s in plan.adjusted],
+        "baseline_mb_s": target.baseline_mb_s(),
     }
     fio_texts: dict[str, str] = {}
     rows = []
@@ -206,15 +255,22 @@ def run(target: Target, preset: str, scale: str, sink: ResultSink, *, workdir: s
         mount = Mounted(target, str(work / "mount.log"))
         try:
             with mount:
-                run_dir = Path(target.mount_point) / RUN_DIR / run_id
+                got = mounted_options(target.mount_point)
+                if got:
+                    run_doc["mount_options"] = f"{got[0]} {got[1]}"
+                    if got[0].startswith("nfs"):
+                        run_doc["nfs"] = nfs_negotiated(got[1])
+                root = Path(target.mount_point) / RUN_DIR
+                run_dir = root / run_id
+                layout_dir = root / LAYOUT_DIR / plan.layout_set
                 try:
                     run_dir.mkdir(parents=True)
-                    t0 = time.time()
-                    lay_out(plan, run_dir)
-                    run_doc["layout_s"] = time.time() - t0
-                    t0 = time.time()
-                    fio_runs = run_fio(plan, run_dir, work)
-                    run_doc["fio_s"] = time.time() - t0
+                    if plan.layout:
+                        run_doc["layout"] = layout_mod.ensure(plan.layout, layout_dir, layout_stat(target, plan, layout_dir)).to_json()
+                    run_doc["layout_s"] = run_doc.get("layout", {}).get("seconds", 0.0)
+                    run_doc["fio_start"] = time.time()
+                    fio_runs = run_fio(plan, run_dir, work, layout_dir) if plan.jobs else []
+                    run_doc["fio_s"] = time.time() - run_doc["fio_start"]
                     for name, code, stderr in fio_runs:
                         if (work / name).exists():
                             fio_texts[name] = (work / name).read_text()
@@ -226,11 +282,9 @@ def run(target: Target, preset: str, scale: str, sink: ResultSink, *, workdir: s
                         run_doc["dd"] = run_dd(plan, run_dir)
                         errors += [f"dd {d['name']} #{d['repetition']}: {d['error']}" for d in run_doc["dd"] if d.get("error")]
                 finally:
-                    shutil.rmtree(run_dir, ignore_errors=True)  # Mountpoint: needs --allow-delete (set by Target)
+                    shutil.rmtree(run_dir, ignore_errors=True)  # Mountpoint: needs --allow-delete (set by Target); the layout stays
                     if run_dir.exists():
                         errors.append(f"could not remove {run_dir}")
-                    with contextlib.suppress(OSError):  # leave the target as found; another run may still hold it
-                        run_dir.parent.rmdir()
         except (TargetError, OSError, subprocess.SubprocessError) as exc:
             errors.append(f"{type(exc).__name__}: {exc}")
         if mount.unmount_error:
@@ -247,8 +301,21 @@ def run(target: Target, preset: str, scale: str, sink: ResultSink, *, workdir: s
             run_doc["knees"] = knees(work)
         except FioResultError as exc:
             errors.append(str(exc))
-        run_doc.update(end=time.time(), errors=errors, status="failed" if errors else "ok")
-        run_doc["wall_s"] = run_doc["end"] - start
+        except Exception as exc:  # a knee that cannot be found is recorded, never the end of the run's results
+            errors.append(f"knee: {type(exc).__name__}: {exc}")
+        run_doc["end"] = time.time()
+        namespace = target.metrics_namespace()
+        if namespace and target.file_system_id:
+            try:
+                time.sleep(METRICS_SETTLE_S if settle_s is None else settle_s)
+                collected = service_mod.collect(metric_reader or _metric_reader(), namespace, target.file_system_id,
+                                                run_doc.get("fio_start", start), run_doc["end"])
+                run_doc["service_metrics"] = collected
+                run_doc["service_knees"] = service_mod.knees(collected, run_doc.get("fio_start", start), run_doc["end"])
+            except Exception as exc:  # the file system's metrics are context: a failure to read them is recorded, not fatal
+                run_doc["service_metrics_error"] = f"{type(exc).__name__}: {exc}"
+        run_doc.update(errors=errors, status="failed" if errors else "ok")
+        run_doc["wall_s"] = time.time() - start
         prefix = results_prefix("", target.name, preset, run_id)
         try:
             for name, text in fio_texts.items():
@@ -271,24 +338,86 @@ def run(target: Target, preset: str, scale: str, sink: ResultSink, *, workdir: s
     return RunResult(run_doc, 1 if errors else 0, rows)
 
 
+class HostBusy(Exception):
+    """Another runner holds this host's lock."""
+
+
+@contextlib.contextmanager
+def host_lock(path: str | None) -> Iterator[None]:
+    """An exclusive, non-blocking flock on ``path`` for the task's whole life (released when the
+    process ends, however it ends). Two EC2 targets never measure at once on one instance."""
+    if not path:
+        yield
+        return
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            raise HostBusy(f"another fio runner holds {path} on this host ({f.read().strip() or 'no owner recorded'}); "
+                           "this task measured nothing: runs overlap, so lengthen the schedule's period") from None
+        f.truncate(0)
+        f.write(f"pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")
+        f.flush()
+        yield
+
+
 def _emf(metric: str, value: float, dims: dict[str, str]) -> None:
     from replmon.adapters.metrics import EmfMetrics
 
     EmfMetrics(os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "Replmon")).count(metric, value, dims)
 
 
-def main(argv: list[str] | None = None) -> int:
-    env = os.environ
+def load_targets(env: dict[str, str]) -> list[Target]:
+    """REPLMON_FIO_TARGETS (a JSON list, or @file), each naming its preset; or one
+    REPLMON_FIO_TARGET with REPLMON_FIO_PRESET. Every entry is checked before anything runs."""
+    raw = env.get("REPLMON_FIO_TARGETS") or ""
+    single = env.get("REPLMON_FIO_TARGET") or ""
+    if raw.startswith("@"):
+        raw = Path(raw[1:]).read_text()
+    if single.startswith("@"):
+        single = Path(single[1:]).read_text()
+    if not raw and not single:
+        raise TargetError("REPLMON_FIO_TARGETS: set it to a JSON list of targets (or REPLMON_FIO_TARGET to one)")
     try:
-        raw = env.get("REPLMON_FIO_TARGET") or ""
-        if raw.startswith("@"):
-            raw = Path(raw[1:]).read_text()
-        if not raw:
-            raise TargetError("REPLMON_FIO_TARGET: set it to the target's JSON (or @file)")
-        target = Target.from_json(json.loads(raw))
-        preset = env.get("REPLMON_FIO_PRESET") or ""
-        scale = env.get("REPLMON_FIO_SCALE", "full")
-        expand(preset, target.kind, scale)  # fail fast on a bad name
+        entries = json.loads(raw) if raw else [json.loads(single)]
+    except ValueError as exc:
+        raise TargetError(f"REPLMON_FIO_TARGETS: not JSON ({exc})") from None
+    if not isinstance(entries, list) or not entries:
+        raise TargetError("REPLMON_FIO_TARGETS: must be a non-empty JSON list of target objects")
+    targets = []
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise TargetError(f"REPLMON_FIO_TARGETS[{i}]: must be a JSON object")
+        if not entry.get("preset") and env.get("REPLMON_FIO_PRESET"):
+            entry = {**entry, "preset": env["REPLMON_FIO_PRESET"]}
+        t = Target.from_json(entry)
+        if not t.preset:
+            raise TargetError(f"target {t.name}: \"preset\" is required (replmon fio presets lists them)")
+        scale = t.scale or env.get("REPLMON_FIO_SCALE", "full")
+        if scale not in SCALES:
+            raise TargetError(f"target {t.name}: scale {scale!r} must be one of {', '.join(SCALES)}")
+        expand(t.preset, t.kind, scale)  # a bad preset fails now, not hours into the task
+        targets.append(t)
+    names = [t.name for t in targets]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise TargetError(f"REPLMON_FIO_TARGETS: target names must be unique (they key the results): {', '.join(dup)}")
+    allowed = {b for b in env.get("REPLMON_FIO_BUCKETS", "").split(",") if b}
+    if allowed:
+        for t in targets:
+            for b in (t.bucket, t.cache_xz):
+                if t.kind == "mountpoint" and b and b not in allowed:
+                    raise TargetError(f"target {t.name}: bucket {b} is not in the stack's MountpointBuckets parameter "
+                                      f"({', '.join(sorted(allowed))}); the task role may use only those: add it there")
+    return targets
+
+
+def main(argv: list[str] | None = None) -> int:
+    env = dict(os.environ)
+    try:
+        targets = load_targets(env)
         results = env.get("REPLMON_FIO_RESULTS") or ""
         if not results:
             raise TargetError("REPLMON_FIO_RESULTS: set it to s3://bucket/prefix/ (the stack's results bucket)")
@@ -296,11 +425,33 @@ def main(argv: list[str] | None = None) -> int:
     except (TargetError, PresetError, ValueError, OSError) as exc:
         print(f"replmon fio runner: {exc}", file=sys.stderr)
         return 2
-    result = run(target, preset, scale, sink, emit=_emf)
-    status = result.run["status"]
-    print(json.dumps({"run_id": result.run["run_id"], "status": status, "errors": result.run["errors"],
-                      "jobs": [{"job": r.key, "MiB/s": round(r.bw_bytes / 2**20, 2)} for r in result.rows]}))
-    return result.exit_code
+    info = task_info()
+    summary: dict[str, Any] = {"task": info, "task_id": task_id(info), "start": time.time(), "runs": []}
+    code = 0
+    try:
+        with host_lock(env.get("REPLMON_FIO_LOCK")):
+            for t in targets:
+                scale = t.scale or env.get("REPLMON_FIO_SCALE", "full")
+                result = run(t, str(t.preset), scale, sink, emit=_emf)
+                summary["runs"].append({"target": t.name, "preset": t.preset, "scale": scale, "run_id": result.run["run_id"],
+                                        "status": result.run["status"], "errors": result.run["errors"][:5]})
+                print(json.dumps({"target": t.name, "run_id": result.run["run_id"], "status": result.run["status"],
+                                  "errors": result.run["errors"],
+                                  "jobs": [{"job": r.key, "MiB/s": round(r.bw_bytes / 2**20, 2)} for r in result.rows]}))
+                code = max(code, result.exit_code)
+    except HostBusy as exc:
+        summary["error"] = str(exc)
+        for t in targets:
+            _emf("FioRunFailed", 1.0, {"Target": t.name, "Preset": str(t.preset)})
+        print(f"replmon fio runner: {exc}", file=sys.stderr)
+        code = 1
+    summary.update(end=time.time(), status="failed" if code else "ok")
+    try:  # the task's own record, last: a STOPPED task without it never got this far (FioTaskStopped counts it)
+        sink.put(task_key("", summary["task_id"]), json.dumps(summary, indent=1).encode())
+    except Exception as exc:
+        print(f"replmon fio runner: upload of the task summary failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        code = 1
+    return code
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from typing import Annotated, Any, TypeVar
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 from replmon.core.defaults import DEFAULTS
-from replmon.core.errors import ConfigError
+from replmon.core.errors import ConfigError, config_error
 from replmon.core.keys import RUN_ID_PATTERN
 from replmon.core.route import Route
 from replmon.core.sizes import ACCEPTED_FORM, parse_size
@@ -109,16 +109,6 @@ class ProbeRequest(ProbeSettings):
         return self.model_dump(mode="json", exclude_none=True)
 
 
-def _describe(err: Mapping[str, Any]) -> str:
-    loc = ".".join(str(p) for p in err["loc"]) or "(input)"
-    msg = str(err["msg"]).removeprefix("Value error, ")
-    if err["type"] == "extra_forbidden":
-        msg = "unknown field; remove it or check its spelling"
-    elif err["type"] == "missing":
-        msg = "is required"
-    return f"  {loc}: {msg}"
-
-
 M = TypeVar("M", bound="ProbeSettings")
 
 
@@ -126,8 +116,7 @@ def _validated(model: type[M], data: Mapping[str, Any]) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        lines = "\n".join(_describe(e) for e in exc.errors())
-        raise ConfigError(f"invalid probe configuration:\n{lines}") from None
+        raise config_error("probe configuration", exc) from None
 
 
 def _ladder_trials(data: Mapping[str, Any]) -> dict[str, Any]:

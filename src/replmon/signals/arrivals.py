@@ -20,10 +20,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from replmon.core.keys import parse_probe_object_key, record_sort_key
+from replmon.core.partitions import ARRIVAL_ATTR, ARRIVALS, signal_partition
 from replmon.core.ports import LatencyTable, MetricsSink
 from replmon.core.record import ProbeRecord, ProbeStatus
 from replmon.core.telemetry import ROUTE
-from replmon.signals.partitions import ARRIVAL_ATTR, ARRIVALS, signal_partition
 from replmon.signals.s3events import ObjectCreated
 
 #: Arrivals are kept as long as a probe can live (1 day) plus an hour.

@@ -10,12 +10,12 @@ from typing import Any, Protocol
 from replmon.core.clock import Clock
 from replmon.core.errors import StoreUnavailable
 from replmon.core.keys import iso_ms
+from replmon.core.partitions import RTC, signal_partition
 from replmon.core.ports import LatencyTable, MetricReader, MetricsSink
 from replmon.core.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
 from replmon.core.route import Route
 from replmon.core.telemetry import ROUTE
 from replmon.signals.health import RouteHealth, publish_health, route_health
-from replmon.signals.partitions import RTC, signal_partition
 from replmon.signals.rtc import collect_rtc
 from replmon.signals.slo import SloSpec
 

@@ -14,12 +14,12 @@ from typing import Any
 
 from replmon.core.defaults import DEFAULTS
 from replmon.core.keys import iso_ms
+from replmon.core.partitions import ARRIVAL_ATTR, ARRIVALS, EVENTS, signal_partition
 from replmon.core.ports import Item, LatencyTable, MetricsSink
 from replmon.core.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
 from replmon.core.route import Route
 from replmon.core.telemetry import EVENT, ROUTE
 from replmon.signals.arrivals import ARRIVAL_TTL_SECONDS, Arrival, apply_arrivals, arrival_for
-from replmon.signals.partitions import ARRIVAL_ATTR, ARRIVALS, EVENTS, signal_partition
 from replmon.signals.s3events import ObjectCreated, Parsed, ReplicationEvent
 
 

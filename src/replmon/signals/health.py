@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from replmon.core.partitions import EVENTS, RTC, signal_partition
 from replmon.core.ports import LatencyTable, MetricsSink
 from replmon.core.telemetry import ROUTE, WINDOW
 from replmon.signals.inflight import in_flight_put_ends
-from replmon.signals.partitions import EVENTS, RTC, signal_partition
 from replmon.signals.rtc import RtcSample, latest
 from replmon.signals.slo import Rpo, SloSpec, SloStatus, rpo, slo_status
 

@@ -4,9 +4,9 @@ only until its TTL (the probe's timeout plus an hour)."""
 
 from __future__ import annotations
 
+from replmon.core.partitions import IN_FLIGHT, signal_partition
 from replmon.core.ports import SignalStore
 from replmon.core.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
-from replmon.signals.partitions import IN_FLIGHT, signal_partition
 
 
 def mark_in_flight(store: SignalStore, route: str, record_key: str, put_end: float, expires_at: float) -> None:

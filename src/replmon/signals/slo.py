@@ -15,7 +15,7 @@ It is **unbounded** when an object is known not to be on the destination: a FAIL
 no age for them). Missing inputs are named, never read as zero.
 
 **SLO**: the share of judged probes (COMPLETED, FAILED, STUCK) with ``hi <= threshold`` (900 s,
-RTC's promise) against ``target`` (99.99 %). S3 emits no event for an on-time replication, so
+RTC's promise) against ``target`` (defaults.json: 99.9 %). S3 emits no event for an on-time replication, so
 passive events have no denominator: missed-threshold and failure events page on their own alarms
 and raise the RPO, they do not enter the ratio. **Burn rate** over a window = error rate /
 (1 - target); the SRE workbook's pairs page when both windows burn faster than the factor. A
@@ -65,7 +65,7 @@ def window_label(seconds: float) -> str:
 @dataclass(frozen=True)
 class SloSpec:
     threshold_seconds: float = 900.0
-    target: float = 0.9999
+    target: float = DEFAULTS.slo_target
     period_days: int = 30
     pairs: tuple[BurnPair, ...] = DEFAULT_PAIRS
     probe_interval_seconds: float = 900.0  # the schedule's rate: the shortest window that holds a run

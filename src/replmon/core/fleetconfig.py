@@ -1,0 +1,91 @@
+"""A deployment's fleet settings: the template parameters every fleet function reads, as one
+validated object (``REPLMON_FLEET``, JSON, built by template.yaml from the parameters).
+
+Every field defaults to defaults.json; errors name the template parameter and the fix:
+
+>>> s = load_fleet_settings({"route_groups": 2, "probe_classes": "1MiB@15m,1GiB@1d"})
+>>> (s.groups, str(s.classes), s.tick_seconds, s.max_route_runs_for(1))
+(['g00', 'g01'], '1MiB@15m,1GiB@1d', 900, 100)
+>>> load_fleet_settings({"route_groups": 9})
+Traceback (most recent call last):
+...
+replmon.core.errors.ConfigError: invalid fleet settings (REPLMON_FLEET):
+  route_groups (RouteGroups): Input should be less than or equal to 8
+>>> load_fleet_settings({"probe_classes": "1MiB@20m"})
+Traceback (most recent call last):
+...
+replmon.core.errors.ConfigError: invalid fleet settings (REPLMON_FLEET):
+  (input): ProbeClasses: 1MiB@20m: a cadence must be a whole multiple of the ScheduleRateMinutes tick (15 min)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from replmon.core.cadence import ProbeClasses
+from replmon.core.defaults import DEFAULTS
+from replmon.core.errors import ConfigError, describe
+from replmon.core.registry import MAX_ROUTE_GROUPS, group_names
+
+__all__ = ["ENV", "PARAMETER_OF", "FleetSettings", "load_fleet_settings"]
+
+#: The environment variable template.yaml sets on every fleet function (JSON of these fields).
+ENV = "REPLMON_FLEET"
+#: Each field's template parameter (errors name it).
+PARAMETER_OF = {
+    "route_groups": "RouteGroups", "probe_classes": "ProbeClasses", "tick_minutes": "ScheduleRateMinutes",
+    "spread_seconds": "SpreadSeconds", "max_route_runs": "FleetMaxRouteRuns", "max_probes": "FleetMaxProbes",
+    "heartbeat_seconds": "HeartbeatSeconds", "member_role_prefix": "MemberRolePrefix", "member_external_id": "MemberExternalId",
+    "plan_bucket": "PlanBucket",
+}
+
+
+class FleetSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    route_groups: int = Field(default=DEFAULTS.route_groups, ge=1, le=MAX_ROUTE_GROUPS)
+    probe_classes: str = DEFAULTS.probe_classes
+    tick_minutes: int = Field(default=DEFAULTS.schedule_rate_minutes, ge=1, le=1440)
+    spread_seconds: int = Field(default=DEFAULTS.spread_seconds, ge=0)
+    max_route_runs: int = Field(default=DEFAULTS.fleet_max_route_runs, ge=1, le=10_000)
+    max_probes: int = Field(default=DEFAULTS.fleet_max_probes, ge=1, le=10_000)
+    heartbeat_seconds: int = Field(default=DEFAULTS.heartbeat_seconds, ge=10, le=3600)
+    member_role_prefix: str = Field(default=DEFAULTS.member_role_prefix, pattern=r"^[\w+=,.@-]{1,40}$")
+    member_external_id: str | None = None
+    plan_bucket: str | None = None  # the stack's PlanBucket (PlanFleet, the state machine's ItemReader)
+
+    @model_validator(mode="after")
+    def _fits(self) -> FleetSettings:
+        self.classes.check_tick(self.tick_seconds)  # ConfigError: names ProbeClasses and ScheduleRateMinutes
+        if self.spread_seconds >= self.tick_seconds:
+            raise ValueError(f"SpreadSeconds ({self.spread_seconds}) must be below the ScheduleRateMinutes tick "
+                             f"({self.tick_seconds} s): a route-run starts within its tick")
+        return self
+
+    @property
+    def classes(self) -> ProbeClasses:
+        return ProbeClasses.parse(self.probe_classes)
+
+    @property
+    def tick_seconds(self) -> int:
+        return self.tick_minutes * 60
+
+    @property
+    def groups(self) -> list[str]:
+        return group_names(self.route_groups)
+
+    def max_route_runs_for(self, max_route_concurrency: int) -> int:
+        """Route-runs in flight at once so that probes in flight stay <= FleetMaxProbes."""
+        return max(1, min(self.max_route_runs, self.max_probes // max(1, max_route_concurrency)))
+
+
+def load_fleet_settings(raw: Mapping[str, Any]) -> FleetSettings:
+    """Validate ``REPLMON_FLEET`` (or the CLI's equivalent); :class:`ConfigError` names each bad field's parameter."""
+    try:
+        return FleetSettings.model_validate(dict(raw))
+    except ValidationError as exc:
+        lines = [describe({**e, "loc": (f"{e['loc'][0]} ({PARAMETER_OF[str(e['loc'][0])]})",) if e["loc"] and str(e["loc"][0]) in PARAMETER_OF
+                           else e["loc"]}) for e in exc.errors()]
+        raise ConfigError(f"invalid fleet settings ({ENV}):\n" + "\n".join(lines)) from None

@@ -1,0 +1,66 @@
+"""The file system's own throughput for a run's window, from CloudWatch, kept beside fio's.
+
+FSx for Lustre publishes ``DataReadBytes`` / ``DataWriteBytes`` in ``AWS/FSx`` (dimension
+``FileSystemId``; the ``Sum`` statistic is the bytes of the period, so bytes/s = Sum / period
+seconds: FSx for Lustre User Guide, "Amazon FSx for Lustre metrics and dimensions"); EFS publishes
+``DataReadIOBytes`` / ``DataWriteIOBytes`` in ``AWS/EFS`` the same way (Amazon EFS User Guide,
+"CloudWatch metrics for Amazon EFS"). The FSx study read its throughput over time from these very
+series (R4). The runner asks for one-minute sums from an hour before the run (what the file system
+did then spent or earned its burst credits: FSx for Lustre publishes no credit balance) to the
+run's end, after waiting for the last minutes to be published.
+
+>>> from replmon.core.ports import MetricSeries
+>>> class Fake:
+...     def read(self, queries, start, end):
+...         return [MetricSeries(q.id, ((start, 600.0 * 60),)) for q in queries]
+>>> got = collect(Fake(), "AWS/FSx", "fs-1", 7200.0, 7260.0)
+>>> got["series"]["DataWriteBytes"], got["before"]["DataWriteBytes"]
+([[3600.0, 600.0]], 600.0)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from replmon.core.ports import MetricQuery, MetricReader
+
+PERIOD_S = 60
+BEFORE_S = 3600
+SERIES: dict[str, dict[str, str]] = {
+    "AWS/FSx": {"DataReadBytes": "read", "DataWriteBytes": "write"},
+    "AWS/EFS": {"DataReadIOBytes": "read", "DataWriteIOBytes": "write"},
+}
+
+
+def collect(reader: MetricReader, namespace: str, file_system_id: str, start: float, end: float, *,
+            period: int = PERIOD_S, before_s: int = BEFORE_S) -> dict[str, Any]:
+    """Per metric: [[epoch s, bytes/s], ...] from ``start - before_s`` to ``end``, and the mean
+    rate of the hour before the run (``before``)."""
+    metrics = SERIES[namespace]
+    queries = [MetricQuery(f"m{i}", namespace, name, (("FileSystemId", file_system_id),), period, "Sum")
+               for i, name in enumerate(metrics)]
+    names = {q.id: q.metric for q in queries}
+    series: dict[str, list[list[float]]] = {name: [] for name in metrics}
+    for got in reader.read(queries, start - before_s, end + period):
+        series[names[got.id]] += [[t, v / period] for t, v in got.points]
+    for points in series.values():
+        points.sort()
+    before: dict[str, float | None] = {}
+    for name, pts in series.items():
+        earlier = [v for t, v in pts if t < start]
+        before[name] = sum(earlier) / len(earlier) if earlier else None
+    return {"namespace": namespace, "file_system_id": file_system_id, "period_s": period, "series": series, "before": before,
+            "directions": metrics}
+
+
+def knees(collected: dict[str, Any], start: float, end: float) -> dict[str, Any]:
+    """The knee of each direction's series inside the run window (as run.json stores fio's)."""
+    from replmon.mounts.knee import find_knee
+
+    out: dict[str, Any] = {}
+    for name, direction in collected["directions"].items():
+        pts = [(t, v) for t, v in collected["series"].get(name, []) if start - collected["period_s"] <= t <= end]
+        if pts:
+            k = find_knee([t for t, _ in pts], [v for _, v in pts])
+            out[direction] = {"samples": len(pts), "metric": name, "knee": k.to_json() if k else None}
+    return out

@@ -1,0 +1,167 @@
+"""Hourly rollups: what a record (probe or heartbeat) or an event adds to its route's hour item,
+written in the same transaction as the record, so it is counted exactly once (fleet-design.md 5.2-5.3).
+
+The hour item ``<route>#roll`` / ``h#<YYYY-MM-DDTHH>`` (core/partitions.py) holds:
+
+| attribute | meaning |
+| --- | --- |
+| ``j``, ``g`` | judged / good samples this hour (probes and heartbeats) |
+| ``pj``, ``pg`` | the same, probes only (heartbeats = ``j - pj``) |
+| ``j_MM``, ``g_MM``, ``f_MM`` | judged / good / FAILED per 5-minute sub-slot (MM = 00, 05, ... 55) |
+| ``eF_MM``, ``eM_MM``, ``eA_MM``, ``eN_MM``, ``eC_MM`` | replication events per kind per sub-slot |
+| ``x_<class>_MM`` | the largest polled upper bound (COMPLETED ``hi``, STUCK ``lo``) per class and sub-slot |
+| ``h_<class>_<b>`` | COMPLETED latencies per class, geometric buckets x1.25 from 0.25 s (46 buckets) |
+| ``expires_at`` | the hour + SloPeriodDays + 2 days (TTL) |
+
+Counters are only ever added (``ADD``); an absent counter is 0. The period cache
+(``<route>#roll`` / ``period``) counts ``gen`` up when a record lands in an hour older than
+``LATE_AFTER_HOURS`` (the collector may have folded that hour: it recomputes).
+
+This is the contracts' naive version (package C hardens it: event batches, the fold):
+
+>>> from replmon.core.record import ProbeRecord, ProbeStatus
+>>> r = ProbeRecord(route="dr-orders", probe_id="20261123T101500Z-a1b2c3-dr-orders-1MiB-t1", run_id="20261123T101500Z-a1b2c3",
+...                 planned_at=1795428900.0, size_bytes=2**20, size_class="1MiB", trial=1, status=ProbeStatus.COMPLETED,
+...                 put_end=1795428901.0, latency_lo=3.0, latency_hi=4.0)
+>>> put, add = record_ops(r, now=1795428910.0)
+>>> (put.item["route"], add.pk, add.sk, dict(add.add))
+('dr-orders', 'dr-orders#roll', 'h#2026-11-23T10', {'j': 1, 'g': 1, 'pj': 1, 'pg': 1, 'j_15': 1, 'g_15': 1, 'h_1MiB_13': 1})
+>>> [(m.attribute, m.value) for m in record_max_ops(r)]
+[('x_1MiB_15', 4.0)]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from replmon.core.defaults import DEFAULTS
+from replmon.core.keys import is_heartbeat
+from replmon.core.partitions import PERIOD, heartbeat_partition, hour_sort_key, roll_partition
+from replmon.core.ports import RaiseTo, TransactAdd, TransactItem, TransactPut
+from replmon.core.record import PARTITION_KEY, TTL_ATTRIBUTE, ProbeRecord, ProbeStatus
+from replmon.signals.windows import HOUR_SECONDS, floor_hour, record_time, sub_slot
+
+__all__ = [
+    "EVENT_ATTRS", "GEN", "GOOD", "HEARTBEAT_RETENTION_DAYS", "HIST_BASE_SECONDS", "HIST_BUCKETS", "HIST_RATIO", "JUDGED",
+    "LATE_AFTER_HOURS", "PROBE_GOOD", "PROBE_JUDGED", "bucket_upper", "event_add", "hist_attr", "latency_bucket", "max_attr",
+    "record_max_ops", "record_ops", "slot_attr",
+]
+
+JUDGED, GOOD, PROBE_JUDGED, PROBE_GOOD = "j", "g", "pj", "pg"
+SLOT_JUDGED, SLOT_GOOD, SLOT_FAILED = "j", "g", "f"
+#: S3's replication event names (signals/s3events.py REPLICATION_KINDS) -> their counter prefix.
+EVENT_ATTRS: Mapping[str, str] = {
+    "OperationFailedReplication": "eF",
+    "OperationMissedThreshold": "eM",
+    "OperationReplicatedAfterThreshold": "eA",
+    "OperationNotTracked": "eN",
+    "OperationCompletedReplication": "eC",  # MinIO's extension
+}
+HIST_BASE_SECONDS = 0.25
+HIST_RATIO = 1.25
+HIST_BUCKETS = 46
+GEN = "gen"  # the period cache's late-write generation
+#: A write into an hour older than this (by the writer's clock) may land after the collector folded it.
+LATE_AFTER_HOURS = 5
+HEARTBEAT_RETENTION_DAYS = 7
+
+
+def slot_attr(prefix: str, t: float) -> str:
+    """``j_MM``-style attribute of the sub-slot holding ``t``."""
+    return f"{prefix}_{sub_slot(t)}"
+
+
+def max_attr(size_class: str, t: float) -> str:
+    return f"x_{size_class}_{sub_slot(t)}"
+
+
+def hist_attr(size_class: str, bucket: int) -> str:
+    return f"h_{size_class}_{bucket}"
+
+
+def latency_bucket(seconds: float) -> int:
+    """Bucket b holds latencies in (upper(b-1), upper(b)]; the last one is open-ended.
+
+    >>> [latency_bucket(s) for s in (0.1, 0.25, 0.26, 4.0, 900.0, 1e9)]
+    [0, 0, 1, 13, 37, 45]
+    """
+    if seconds <= HIST_BASE_SECONDS:
+        return 0
+    return min(HIST_BUCKETS - 1, math.ceil(math.log(seconds / HIST_BASE_SECONDS, HIST_RATIO) - 1e-9))
+
+
+def bucket_upper(bucket: int) -> float:
+    """The upper edge of a bucket (a quantile read from the histogram is this edge: <= 25 % high)."""
+    return math.inf if bucket >= HIST_BUCKETS - 1 else HIST_BASE_SECONDS * HIST_RATIO**bucket
+
+
+def _polled_bound(record: ProbeRecord) -> float | None:
+    if record.status is ProbeStatus.COMPLETED:
+        return record.latency_hi
+    if record.status is ProbeStatus.STUCK:
+        return record.latency_lo
+    return None
+
+
+def record_ops(record: ProbeRecord, now: float, *, period_days: int = DEFAULTS.slo_period_days,
+               threshold_seconds: float | None = None) -> list[TransactItem]:
+    """The transaction that stores ``record`` once and counts it once: the record's conditional put
+    (always first: a cancelled transaction whose reason is index 0 is a duplicate), then the hour
+    item's counters, then - for a late write - the period cache's ``gen``. Heartbeat records
+    (core/keys.py ``is_heartbeat``) go to ``<route>#hb`` and are kept 7 days. ``threshold_seconds``
+    (default the record's target) decides good; only judged records are counted."""
+    item = record.to_item()
+    heartbeat = is_heartbeat(record.run_id)
+    if heartbeat:
+        item[PARTITION_KEY] = heartbeat_partition(record.route)
+        item[TTL_ATTRIBUTE] = int(record.planned_at + HEARTBEAT_RETENTION_DAYS * 86400)
+    ops: list[TransactItem] = [TransactPut(item)]
+    if not record.status.judged:
+        return ops
+    when = record_time(record)
+    hour = floor_hour(when)
+    threshold = record.target_seconds if threshold_seconds is None else threshold_seconds
+    good = int(record.status is ProbeStatus.COMPLETED and record.latency_hi is not None and record.latency_hi <= threshold)
+    failed = int(record.status is ProbeStatus.FAILED)
+    add = {JUDGED: 1, GOOD: good}
+    if not heartbeat:
+        add |= {PROBE_JUDGED: 1, PROBE_GOOD: good}
+    add |= {slot_attr(SLOT_JUDGED, when): 1, slot_attr(SLOT_GOOD, when): good, slot_attr(SLOT_FAILED, when): failed}
+    if record.status is ProbeStatus.COMPLETED and record.latency_hi is not None:
+        add[hist_attr(record.size_class, latency_bucket(record.latency_hi))] = 1
+    expires = int(hour + HOUR_SECONDS + (period_days + 2) * 86400)
+    ops.append(TransactAdd(roll_partition(record.route), hour_sort_key(hour), {k: v for k, v in add.items() if v},
+                           {TTL_ATTRIBUTE: expires}))
+    if hour < floor_hour(now) - LATE_AFTER_HOURS * HOUR_SECONDS:
+        ops.append(TransactAdd(roll_partition(record.route), PERIOD, {GEN: 1}))
+    return ops
+
+
+def record_max_ops(record: ProbeRecord) -> list[RaiseTo]:
+    """The polled upper bound as the sub-slot's max per class (written after the transaction; a max
+    is idempotent by itself). Heartbeats use class ``1KiB``."""
+    bound = _polled_bound(record)
+    if bound is None:
+        return []
+    when = record_time(record)
+    return [RaiseTo(roll_partition(record.route), hour_sort_key(floor_hour(when)), max_attr(record.size_class, when), bound)]
+
+
+def event_add(route: str, counts: Mapping[tuple[str, float], int], *, period_days: int = DEFAULTS.slo_period_days) -> list[TransactAdd]:
+    """Counter updates for events counted behind their dedupe markers: ``counts`` maps (event name
+    without ``s3:Replication:``, event time) -> how many; one :class:`TransactAdd` per hour item.
+
+    >>> [(a.sk, dict(a.add)) for a in event_add("r", {("OperationMissedThreshold", 1795428000.0 + 61): 2})]
+    [('h#2026-11-23T10', {'eM_00': 2})]
+    """
+    by_hour: dict[float, dict[str, int]] = {}
+    for (name, when), n in counts.items():
+        if name not in EVENT_ATTRS:
+            raise ValueError(f"unknown replication event {name!r}; one of {', '.join(EVENT_ATTRS)}")
+        attrs = by_hour.setdefault(floor_hour(when), {})
+        attr = slot_attr(EVENT_ATTRS[name], when)
+        attrs[attr] = attrs.get(attr, 0) + n
+    return [TransactAdd(roll_partition(route), hour_sort_key(h), attrs,
+                        {TTL_ATTRIBUTE: int(h + HOUR_SECONDS + (period_days + 2) * 86400)})
+            for h, attrs in sorted(by_hour.items())]

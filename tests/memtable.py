@@ -1,0 +1,77 @@
+"""An in-memory table with the fleet ports' write semantics (core/ports.py), for unit tests that
+need no DynamoDB: conditional puts, ADD counters, if_not_exists, all-or-nothing transactions.
+
+The DynamoDB adapters (packages A, B, C) must pass the same tests against DynamoDB Local; this is
+the reference the domain is tested against, not a replacement for those tests.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from replmon.core.partitions import PERIOD, live_partition, roll_partition
+from replmon.core.ports import Item, RaiseTo, TransactItem, TransactOutcome, TransactPut
+from replmon.core.record import PARTITION_KEY, SORT_KEY
+
+MAX_TRANSACT_ACTIONS = 100  # TransactWriteItems' limit (C19.22)
+
+
+@dataclass
+class MemTable:
+    items: dict[tuple[str, str], Item] = field(default_factory=dict)
+    transactions: int = 0
+
+    def get(self, pk: str, sk: str) -> Item | None:
+        return self.items.get((pk, sk))
+
+    def transact(self, writes: Sequence[TransactItem], token: str | None = None) -> TransactOutcome:
+        if not 1 <= len(writes) <= MAX_TRANSACT_ACTIONS:
+            raise ValueError(f"a transaction holds 1..{MAX_TRANSACT_ACTIONS} actions, not {len(writes)}")
+        keys = [(w.item[PARTITION_KEY], w.item[SORT_KEY]) if isinstance(w, TransactPut) else (w.pk, w.sk) for w in writes]
+        if len(set(keys)) != len(keys):
+            raise ValueError("a transaction may not touch one item twice (DynamoDB: ValidationException)")
+        duplicates = tuple(i for i, w in enumerate(writes) if isinstance(w, TransactPut) and keys[i] in self.items)
+        if duplicates:
+            return TransactOutcome(False, duplicates)
+        self.transactions += 1
+        for key, w in zip(keys, writes, strict=True):
+            if isinstance(w, TransactPut):
+                self.items[key] = copy.deepcopy(dict(w.item))
+            else:
+                item = self.items.setdefault(key, {PARTITION_KEY: w.pk, SORT_KEY: w.sk})
+                for name, n in w.add.items():
+                    item[name] = item.get(name, 0) + n
+                for name, value in w.set_once.items():
+                    item.setdefault(name, value)
+        return TransactOutcome(True)
+
+    def raise_to(self, op: RaiseTo) -> bool:
+        item = self.items.setdefault((op.pk, op.sk), {PARTITION_KEY: op.pk, SORT_KEY: op.sk})
+        if op.attribute in item and item[op.attribute] >= op.value:
+            return False
+        item[op.attribute] = op.value
+        return True
+
+    def roll_items(self, route: str, first_sk: str, last_sk: str) -> list[Item]:
+        pk = roll_partition(route)
+        return [copy.deepcopy(v) for (p, s), v in sorted(self.items.items()) if p == pk and first_sk <= s <= last_sk]
+
+    def put_period(self, route: str, item: Item, through_hour: str | None, gen: int | None) -> bool:
+        key = (roll_partition(route), PERIOD)
+        old = self.items.get(key)
+        if old is None and through_hour is not None:
+            return False
+        if old is not None and (old.get("through_hour") != through_hour or old.get("gen", 0) != gen):
+            return False
+        self.items[key] = {**copy.deepcopy(item), PARTITION_KEY: key[0], SORT_KEY: key[1]}
+        return True
+
+    def live_items(self, route: str) -> list[Item]:
+        pk = live_partition(route)
+        return [copy.deepcopy(v) for (p, _), v in sorted(self.items.items()) if p == pk]
+
+    def partition(self, pk: str) -> list[dict[str, Any]]:
+        return [v for (p, _), v in sorted(self.items.items()) if p == pk]
