@@ -28,7 +28,7 @@ BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](--[a-z0-9-]+--x-s3)?$
 REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
 #: Route, target, preset and run names: never '.', '..', '/', NUL, '#' (which separates a route from its
 #: signal partitions) or a leading '-' (a flag); at most 64 characters.
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+NAME_RE = re.compile(r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 NAME_FORM = "1-64 letters, digits, '.', '_' or '-', starting with a letter or digit (no '/', '..' or NUL)"
 ROUTE_NAME_RE = NAME_RE
 ENDPOINT_URL_RE = re.compile(r"^https?://[^/\s]+/?$")

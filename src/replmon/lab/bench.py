@@ -362,15 +362,17 @@ def p3(report: Report, lab: Lab, compose_size: str, lab_dir: Path) -> None:
     composed = upload_probe(state, store, WallClock(), UploadSettings()).upload
     assert composed is not None
     plain_file = lab_dir / "p3-upload-file.bin"
-    with plain_file.open("wb") as fh:
-        for _ in range(size // (64 * 2**20)):
-            fh.write(os.urandom(64 * 2**20))
-        fh.write(os.urandom(size % (64 * 2**20)))
-    s3 = lab.s3("source")
-    t0 = time.time()
-    s3.upload_file(str(plain_file), SOURCE_BUCKET, "replmon-bench/bench/p3-upload-file")
-    plain = time.time() - t0
-    plain_file.unlink()
+    try:  # the file is the probe's size (GiBs): gone whether the upload worked or not (issue 22.10)
+        with plain_file.open("wb") as fh:
+            for _ in range(size // (64 * 2**20)):
+                fh.write(os.urandom(64 * 2**20))
+            fh.write(os.urandom(size % (64 * 2**20)))
+        s3 = lab.s3("source")
+        t0 = time.time()
+        s3.upload_file(str(plain_file), SOURCE_BUCKET, "replmon-bench/bench/p3-upload-file")
+        plain = time.time() - t0
+    finally:
+        plain_file.unlink(missing_ok=True)
     for key in ("replmon-bench/bench/p3-compose", "replmon-bench/bench/p3-seed-warmup", "replmon-bench/bench/p3-upload-file"):
         store.delete_all_versions(SOURCE_BUCKET, key)
     report.table(f"P3 creating a {compose_size} probe on the source (seed already present)",
