@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from replmon.adapters.spool import DirectorySpool
 from replmon.core.names import NAME_RE, PathEscape, check_name, contained
 from replmon.core.record import ProbeRecord, ProbeStatus
+from replmon.local.template import load_template
 from replmon.mounts.runner import DirSink
 from replmon.mounts.targets import Target, TargetError
-from replmon.local.template import load_template
 from tests.conftest import ROOT
 
 BAD_NAMES = [".", "..", "a/b", "../x", "a\x00b", "-flag", "", "x" * 65, "a..b", "with space", "route#sig", "é"]
