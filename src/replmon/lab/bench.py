@@ -438,6 +438,20 @@ def header(report: Report, title: str, subcommand: str, versions_line: str, comm
     report.text(f"- machine: {machine()}")
     report.text(f"- versions: {versions_line}")
     report.text(f"- command: `{command}`")
+    report.text(f"- commit: {measured_commit()}")
+
+
+def measured_commit() -> str:
+    """The commit the figures measured, asked of git (issue 22.8), and whether the checkout differed from it."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=30, check=True).stdout.strip()
+
+    try:
+        sha = git("rev-parse", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown (not run from a git checkout)"
+    return sha + (" with uncommitted changes" if dirty else "")
 
 
 def run_bench(console: Console, trials: int, sizes: str, compose_size: str, lab_dir: Path, output: Path | None = None) -> None:
