@@ -68,6 +68,10 @@ def test_a_store_outage_mid_run_loses_nothing_doubles_nothing_leaves_nothing(lab
     keys = [r.sort_key for r in res.records]
     assert len(keys) == len(set(keys)) == 6  # every probe once
     assert {r.status for r in res.records} == {ProbeStatus.COMPLETED}
+    # Issue 22.3: every planned probe accounted for - stored, or spooled with the store's failure as its cause.
+    outcomes = res.account.outcomes
+    assert len(outcomes) == 6 and {o.recorded for o in outcomes.values()} <= {"stored", "spooled", "duplicate"}, res.account.to_json()
+    assert res.account.lost == [] and res.account.count("spooled") == report["replayed"], res.account.to_json()
     assert lab.leftovers() == {"source": [], "destination": []}
 
 

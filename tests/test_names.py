@@ -130,16 +130,3 @@ def test_the_cli_refuses_a_bad_name_in_one_line_naming_the_flag(tmp_path: Path, 
     assert len(lines) == 1 and lines[0].startswith(f"error: {flag}: must be 1-64 letters"), r.stderr
     assert list(tmp_path.iterdir()) == []
 
-
-def test_a_lab_server_gets_a_minimal_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Issue 22.10: the shell's AWS and replmon secrets never reach a lab server (MinIO, DynamoDB
-    Local, Toxiproxy, mc)."""
-    from replmon.lab.servers import server_env
-
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "from-the-shell")
-    monkeypatch.setenv("REPLMON_SECRET_ACCESS_KEY", "from-the-shell")
-    monkeypatch.setenv("GITHUB_TOKEN", "from-the-shell")
-    monkeypatch.setenv("PATH", "/usr/bin")
-    env = server_env({"MINIO_ROOT_USER": "lab"}, tmp_path)
-    assert env == {"PATH": "/usr/bin", "TMPDIR": str(tmp_path), "MINIO_ROOT_USER": "lab", **{k: os.environ[k] for k in
-                   ("HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "JAVA_HOME") if k in os.environ}}
