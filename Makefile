@@ -16,12 +16,25 @@ RUNNER_IMAGE ?= replmon-fio:latest
 help:  ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
-$(BIN)/.installed: pyproject.toml requirements-dev.txt
+# Two stamps: the package with its lab extra (all `make demo` runs), then the build and lint tools.
+# Both install from requirements.lock (pinned: a fresh machine gets CI's versions; `make lock`).
+PIP := $(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock
+$(BIN)/.installed-lab: pyproject.toml requirements.lock
 	@command -v python3 >/dev/null || { echo "python3 (>= 3.11) is required"; exit 1; }
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[lab]" -r requirements-dev.txt
+	$(PIP) -e ".[lab]"
 	touch $@
+
+$(BIN)/.installed: $(BIN)/.installed-lab requirements-dev.txt
+	$(PIP) -e ".[lab]" -r requirements-dev.txt
+	touch $@
+
+lock: $(BIN)/.installed  ## rewrite requirements.lock from the venv (after changing a dependency)
+	{ echo "# The venv's Python packages, pinned (constraints for every pip install in the Makefile). Written by"; \
+	  echo "# \`make lock\` on Python $$($(PY) -c 'import platform; print(platform.python_version())'); do not edit by hand."; \
+	  $(PY) -m pip freeze --exclude-editable --disable-pip-version-check | grep -v '^pip=='; } > requirements.lock
+	touch $(BIN)/.installed-lab $(BIN)/.installed  # the venv is what the lock says
 
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
@@ -29,12 +42,16 @@ node_modules/.installed: package.json package-lock.json
 
 venv: $(BIN)/.installed  ## Python environment (.venv)
 
-lab-deps:  ## MinIO + mc, Toxiproxy (go install), DynamoDB Local (Maven), fio + s3fs (apt), the lab's Mountpoint (cargo); cached
-	@command -v go >/dev/null && command -v java >/dev/null && command -v mvn >/dev/null && command -v cargo >/dev/null || \
-	  { echo "the lab needs go, java (17+), mvn and cargo on PATH"; exit 1; }
-	bash scripts/lab-deps.sh all
+lab-servers:  ## MinIO + mc, Toxiproxy (go install), DynamoDB Local (Maven): what `make demo` runs; cached
+	@command -v go >/dev/null && command -v java >/dev/null && command -v mvn >/dev/null || \
+	  { echo "the lab needs go, java (17+) and mvn on PATH"; exit 1; }
+	bash scripts/lab-deps.sh servers
 
-demo: venv lab-deps  ## THE MAIN JOB: measure real replication in the local lab (table + chart)
+lab-deps: lab-servers  ## + the mount lab: fio + s3fs (apt), the lab's Mountpoint (cargo); cached
+	@command -v cargo >/dev/null || { echo "the mount lab needs cargo (Rust) on PATH"; exit 1; }
+	bash scripts/lab-deps.sh mounts
+
+demo: $(BIN)/.installed-lab lab-servers  ## THE MAIN JOB: measure real replication in the local lab (table + chart)
 	$(BIN)/replmon lab run $(ARGS)
 
 bench: venv lab-deps  ## P1-P5 (docs/BENCH.md), M1-M3 mounts: runner overhead, Mountpoint vs s3fs (docs/BENCH-MOUNTS.md)
@@ -71,4 +88,4 @@ test-fast: venv node_modules/.installed  ## no lab servers, no builds, no networ
 clean:  ## remove build output and lab data (keeps the caches)
 	rm -rf .aws-sam lab-data
 
-.PHONY: help venv lab-deps demo bench lint build build-mounts runner-image test test-fast clean
+.PHONY: help venv lock lab-servers lab-deps demo bench lint build build-mounts runner-image test test-fast clean

@@ -74,6 +74,12 @@ build_mountpoint() {
   rm -f "$target"/.replmon-mountpoint-* && touch "$target/.replmon-mountpoint-$sum"
 }
 
+lab_servers() {
+  build_go mc github.com/minio/mc "$MC_VERSION"; fetch_ddb_local; build_ddb_launcher
+  build_go toxiproxy-server github.com/Shopify/toxiproxy/v2/cmd/server "$TOXIPROXY_VERSION"
+  build_go minio github.com/minio/minio "$MINIO_VERSION"
+}
+
 case "${1:-all}" in
   minio) build_go minio github.com/minio/minio "$MINIO_VERSION" ;;
   mc) build_go mc github.com/minio/mc "$MC_VERSION" ;;
@@ -81,9 +87,9 @@ case "${1:-all}" in
   apt) apt_deps ;;
   mounts) apt_deps; build_mountpoint ;;
   ddb) fetch_ddb_local; build_ddb_launcher ;;
-  all) build_go mc github.com/minio/mc "$MC_VERSION"; fetch_ddb_local; build_ddb_launcher
-       build_go toxiproxy-server github.com/Shopify/toxiproxy/v2/cmd/server "$TOXIPROXY_VERSION"
-       build_go minio github.com/minio/minio "$MINIO_VERSION"
-       apt_deps; build_mountpoint ;;
+  # What `make demo` runs (the replication lab): no fio, s3fs or Mountpoint build (issue 22.6).
+  servers) lab_servers ;;
+  all) lab_servers; apt_deps; build_mountpoint ;;
+  *) echo "usage: $0 [servers|mounts|all|minio|mc|toxiproxy|ddb|apt]" >&2; exit 2 ;;
 esac
 echo "$CACHE"

@@ -250,7 +250,8 @@ def play_passive(run: ContractRun, deps: Deps, clock: ManualClock, wrap: Any, st
                          sqs_message(3, json.loads((EVENTS_DIR / "replication_missed_threshold.json").read_text())),
                          sqs_message(4, replica),
                          sqs_message(5, json.loads((EVENTS_DIR / "test_event.json").read_text())),
-                         sqs_message(7, json.loads((EVENTS_DIR / "replication_after_threshold.json").read_text()))]}
+                         sqs_message(7, json.loads((EVENTS_DIR / "replication_after_threshold.json").read_text())),
+                         sqs_message(8, odd_replication_time())]}
     ingest = wrap("IngestEvents", load_handler("IngestEvents"))
     run.ingest_response = ingest(batch, LambdaContext("IngestEvents"))
     after = store.get_record(target.route, target.sort_key)
@@ -276,3 +277,12 @@ def play_passive(run: ContractRun, deps: Deps, clock: ManualClock, wrap: Any, st
 
     reader.client.meta.events.register("before-call.cloudwatch.GetMetricData", down)
     run.health_without_rtc = collect({}, LambdaContext("CollectSignals"))
+
+
+def odd_replication_time() -> dict[str, Any]:
+    """An OperationMissedThreshold whose replicationTime is not ISO-8601 (AWS documents no format for
+    it): stored all the same, the field kept as sent and flagged (EventsFlagged)."""
+    doc = json.loads((EVENTS_DIR / "replication_missed_threshold.json").read_text())
+    doc["Records"][0]["replicationEventData"]["replicationTime"] = "2026/11/22 10:03:10"
+    return dict(doc)
+

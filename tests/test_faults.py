@@ -68,6 +68,10 @@ def test_a_store_outage_mid_run_loses_nothing_doubles_nothing_leaves_nothing(lab
     keys = [r.sort_key for r in res.records]
     assert len(keys) == len(set(keys)) == 6  # every probe once
     assert {r.status for r in res.records} == {ProbeStatus.COMPLETED}
+    # Issue 22.3: every planned probe accounted for - stored, or spooled with the store's failure as its cause.
+    outcomes = res.account.outcomes
+    assert len(outcomes) == 6 and {o.recorded for o in outcomes.values()} <= {"stored", "spooled", "duplicate"}, res.account.to_json()
+    assert res.account.lost == [] and res.account.count("spooled") == report["replayed"], res.account.to_json()
     assert lab.leftovers() == {"source": [], "destination": []}
 
 
@@ -243,7 +247,34 @@ def test_no_secret_in_any_process_arguments(lab: Lab) -> None:
             continue
         assert lab.root_password not in text, cmdline
         assert all(secret not in text for _, secret in lab.users.values()), cmdline
-    assert oct(os.stat(Path(lab.root) / ".lock").st_mode & 0o777)  # the lab's own files exist
+
+
+def test_the_lab_directory_and_its_secrets_are_the_owners_alone(lab: Lab) -> None:
+    """Issue 22.3: the lab dir holds MinIO's root password (mc's hosts, the servers' data): 0700, and
+    no file in it readable or writable by group or others."""
+    root = Path(lab.root)
+    assert os.stat(root).st_mode & 0o777 == 0o700
+    assert os.stat(root / ".lock").st_mode & 0o777 == 0o600
+    holding = [p for p in root.rglob("*") if p.is_file() and not p.is_symlink() and p.stat().st_size < 2**20
+               and lab.root_password.encode() in p.read_bytes()]
+    assert [(str(p), oct(p.stat().st_mode & 0o777)) for p in holding if p.stat().st_mode & 0o077] == []
+
+
+def test_no_lab_server_inherits_the_shells_secrets(lab: Lab) -> None:
+    """Issue 22.10: a server's environment is the few harmless variables and its own settings
+    (servers.INHERITED): no AWS_* or REPLMON_* of the shell that started the lab; its TMPDIR is
+    inside the lab directory."""
+    from replmon.lab.servers import INHERITED
+
+    for name, server in lab.servers.items():
+        assert server.proc is not None, name
+        env = dict(line.split("=", 1) for line in Path(f"/proc/{server.proc.pid}/environ").read_bytes().decode(errors="replace")
+                   .split("\0") if "=" in line)
+        extra = set(env) - set(INHERITED) - set(server.env) - {"TMPDIR"}
+        assert extra == set(), (name, sorted(extra))
+        assert not any(k.startswith("REPLMON_") for k in env), name
+        if "TMPDIR" in env:
+            assert Path(env["TMPDIR"]).resolve().is_relative_to(Path(lab.root).resolve()), name
 
 
 # ------------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import pytest
 from replmon.lab.lab import Lab
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.build]  # build: it installs the wheel's dependencies from the package index
 
 
 @pytest.fixture(scope="module")

@@ -10,12 +10,13 @@ reached both the store and the spool is still stored once.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from replmon.core.files import write_atomic
+from replmon.core.names import contained
 from replmon.core.record import ProbeRecord
 
 
@@ -56,31 +57,36 @@ class SqsSpool:
 
 
 class DirectorySpool:
-    """``<dir>/<route>/<record key>.json``; written atomically (temp file, then rename)."""
+    """``<dir>/<route>/<record key>.json``, mode 0600 in 0700 folders; written atomically (a
+    temporary file in the same folder, fsynced, then renamed: a full disk leaves no partial or
+    empty record, and the temporary file is removed). A route name that would leave the spool
+    (checked at the edge already) is refused here too (:class:`PathEscape`)."""
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
+        self.set_aside: list[str] = []  # files in the spool that were not records (renamed *.unreadable)
 
     def _path(self, record: ProbeRecord) -> Path:
         name = re.sub(r"[^A-Za-z0-9._-]", "_", record.sort_key)
-        return self.root / record.route / f"{name}.json"
+        return contained(self.root, record.route, f"{name}.json")
 
     def spool(self, record: ProbeRecord) -> None:
         path = self._path(record)
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp = path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(_encode(record))
-            fh.flush()
-            os.fsync(fh.fileno())
-        tmp.replace(path)
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path.parent.mkdir(exist_ok=True, mode=0o700)
+        write_atomic(path, _encode(record).encode())
 
     def drain(self, limit: int) -> Iterator[tuple[str, ProbeRecord]]:
         if not self.root.is_dir():
             return
         for path in sorted(self.root.glob("*/*.json"))[:limit]:
-            yield str(path), _decode(path.read_text())
+            try:
+                record = _decode(path.read_text())
+            except (ValueError, KeyError, TypeError) as exc:  # not a record: set aside for a person, never replayed
+                path.replace(path.with_name(path.name + ".unreadable"))
+                self.set_aside.append(f"{path.name}: {type(exc).__name__}")
+                continue
+            yield str(path), record
 
     def ack(self, handle: str) -> None:
         Path(handle).unlink(missing_ok=True)

@@ -21,7 +21,9 @@ from replmon.signals.verdict import RouteJudgement, judge_run
 OK, MEASURED_FAILURE, USAGE, INFRASTRUCTURE, NO_DATA = Exit.OK, Exit.BREACH, Exit.USAGE, Exit.INFRASTRUCTURE, Exit.NO_DATA
 EXIT_CODES_HELP = ("Exit codes: 0 OK; 1 breach (RPO over target or unbounded, a probe FAILED, STUCK or over target, a page "
                    "alert); 2 usage error; 3 not measured (endpoint, credentials, store, a probe ERROR); 4 no data; "
+                   "5 could not record (a record spooled for replay or lost, or the run file not written); "
                    "130/143 interrupted. Each command's --help says what they mean there.")
+NOT_RECORDED = Exit.NOT_RECORDED
 
 class CliError(Exception):
     """One line for stderr and an exit code."""
@@ -181,3 +183,13 @@ def exit_code(records: list[ProbeRecord], planned: int, execution_ok: bool, targ
     target = target_seconds if target_seconds is not None else (records[0].target_seconds if records else 900.0)
     routes = sorted({r.route for r in records}) or ["-"]
     return combine(Exit.from_verdict(v.verdict) for v in run_verdicts(records, routes, planned, execution_ok, target))
+
+
+def run_exit_code(records: list[ProbeRecord], planned: int, execution_ok: bool, could_not_record: bool,
+                  target_seconds: float | None = None) -> int:
+    """:func:`exit_code`, with "could not record" (5) ranked after a measured failure (1): a late or
+    failing replication is the news; a record not in the store comes before an unmeasured probe."""
+    code = exit_code(records, planned, execution_ok, target_seconds)
+    if code == MEASURED_FAILURE or not could_not_record:
+        return code
+    return NOT_RECORDED

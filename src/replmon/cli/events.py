@@ -61,7 +61,7 @@ def parse(
         what = ("fail" if d.get("error") else "store" if d.get("store") else "ack" if d.get("acknowledged") else "ignore")
         rows.append({"position": d["position"], "outcome": what, "type": sig.get("kind") or sig.get("event_name") or "",
                      "route": (d.get("store") or {}).get("route", ""), "key": sig.get("key", ""),
-                     "why": d.get("error") or d.get("acknowledged") or d.get("ignored") or ""})
+                     "why": d.get("error") or d.get("acknowledged") or d.get("ignored") or "; ".join(sig.get("flags", []))})
     emit(rows, fmt, f"{len(docs)} records, {len(failed)} failing", columns=["position", "outcome", "type", "route", "key", "why"],
          document={"records": docs, "failures": [{"position": d["position"], "message_id": d["message_id"], "error": d["error"]} for d in failed]})
     return MEASURED_FAILURE if failed else OK

@@ -19,6 +19,7 @@ class Exit(IntEnum):
     USAGE = 2
     INFRASTRUCTURE = 3
     NO_DATA = 4
+    NOT_RECORDED = 5
     SIGINT = 130
     SIGTERM = 143
 
@@ -38,14 +39,16 @@ MEANING: dict[Exit, str] = {
                          "was planned (ERROR, a record missing)",
     Exit.NO_DATA: "no data: a route has nothing to judge in the window (a typo in --route, a schedule that is off): "
                   "never reported as RPO 0",
+    Exit.NOT_RECORDED: "could not record: a record is not in the latency store (spooled for replay, or lost) or the run "
+                       "file could not be written; one line per cause on stderr (docs/SEMANTICS.md, 'Could not record')",
     Exit.SIGINT: "interrupted by SIGINT (Ctrl-C): what was recorded and removed is said on stderr",
     Exit.SIGTERM: "interrupted by SIGTERM",
 }
 
 #: When several routes disagree, the first of these any route has is the exit code.
-PRECEDENCE = (Exit.BREACH, Exit.INFRASTRUCTURE, Exit.NO_DATA, Exit.OK)
+PRECEDENCE = (Exit.BREACH, Exit.NOT_RECORDED, Exit.INFRASTRUCTURE, Exit.NO_DATA, Exit.OK)
 
-_RUN = (Exit.OK, Exit.BREACH, Exit.USAGE, Exit.INFRASTRUCTURE, Exit.SIGINT, Exit.SIGTERM)
+_RUN = (Exit.OK, Exit.BREACH, Exit.USAGE, Exit.INFRASTRUCTURE, Exit.NOT_RECORDED, Exit.SIGINT, Exit.SIGTERM)
 _PLAIN = (Exit.OK, Exit.USAGE)
 #: The codes each command can return (every command of the app has an entry; a test checks).
 COMMANDS: dict[str, tuple[Exit, ...]] = {

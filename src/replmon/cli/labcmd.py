@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -21,10 +21,12 @@ from replmon.cli.render import (
     print_headline,
     progress_bar,
     summary_rows,
-    write_data,
 )
 from replmon.core.defaults import DEFAULTS
 from replmon.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from replmon.core.record import ProbeRecord
 
 lab_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                       help="The local lab: two MinIO servers with real replication, DynamoDB Local, Toxiproxy.")
@@ -72,11 +74,11 @@ def lab_run(
     latency vs size with the target line; records and chart are kept per run under DIR/runs.
     """
     from replmon.cli.output import SUMMARY_KEYS, envelope, record_json, summary_json, within_counts
+    from replmon.cli.runend import dead_events, leftover_check, write_run_files
     from replmon.core.stats import summarize
     from replmon.lab.lab import Lab, planned_route
     from replmon.lab.servers import LabError
-    from replmon.local.execution import run_request
-    from replmon.local.latency_chart import latency_chart
+    from replmon.local.execution import RunInterrupted, run_request, salvage_summary
     from replmon.probe.plan import check_fits
     from replmon.probe.request import load_settings
 
@@ -88,33 +90,45 @@ def lab_run(
         check_fits(settings.for_routes([planned_route("lab")]))
     except ConfigError as exc:
         fail(config_message(exc))
+    stopped: RunInterrupted | None = None
     try:
         with Lab(lab_dir, bandwidth=bandwidth) as lab:
             err.print(f"lab up: source {lab.servers['source'].url}, destination {lab.servers['destination'].url} "
                       f"(replication limit {bandwidth}/s), DynamoDB Local {lab.servers['dynamodb'].url}", highlight=False)
-            with progress_bar() as bar:
-                task = bar.add_task("probes", total=None)
-                result = run_request(settings.for_routes([lab.route()]), lab.deps(),
-                                     on_progress=lambda n, total: bar.update(task, completed=n, total=total), function_deps=lab.function_deps())
-            left = lab.leftovers()
+            try:
+                with progress_bar() as bar:
+                    task = bar.add_task("probes", total=None)
+                    result = run_request(settings.for_routes([lab.route()]), lab.deps(),
+                                         on_progress=lambda n, total: bar.update(task, completed=n, total=total), function_deps=lab.function_deps())
+                records, run_id, seconds, faults = result.records, result.run_id, result.seconds, result.account.lines(str(lab_dir / "spool"))
+            except RunInterrupted as exc:  # the started probes are recorded and cleaned: end the run as any other
+                stopped, run_id, seconds = exc, exc.salvage.run_id, 0.0
+                records, faults = interrupted_records(lab, run_id)
+            left, left_faults = leftover_check(lab)
+            faults += left_faults + dead_events(lab)
     except LabError as exc:
         fail(str(exc), USAGE if str(exc).startswith("--dir") else INFRASTRUCTURE)
-    records = result.records
     summaries = summarize(records)
     counts = within_counts(records, target)
-    chart = latency_chart(records, lab_dir / "runs" / f"{result.run_id}-latency-vs-size.png",
-                          f"replmon lab: MinIO -> MinIO at {bandwidth}/s, run {result.run_id}", target_seconds=target)
-    data = write_data(records, lab_dir / "runs" / f"{result.run_id}.json")
-    leftover = sum(len(v) for v in left.values())
-    verdicts = run_verdicts(records, ["lab"], result.planned, result.execution.status == "SUCCEEDED" and not result.failed_iterations,
-                            target)
-    code = combine(Exit.from_verdict(v.verdict) for v in verdicts)
-    if leftover:
-        code = combine([code, INFRASTRUCTURE])
-    doc = envelope("lab run", verdicts, code, target, run_id=result.run_id, duration_seconds=round(result.seconds, 3),
-                   planned_probes=result.planned, summaries=[summary_json(s, counts) for s in summaries],
-                   records=[record_json(r, target) for r in records], left_behind=left, chart_files=[str(chart)],
-                   records_file=str(data))
+    data, chart, file_faults = write_run_files(records, lab_dir, run_id, f"replmon lab: MinIO -> MinIO at {bandwidth}/s, run {run_id}",
+                                               target_seconds=target)
+    faults += file_faults
+    leftover = sum(len(v) for v in (left or {}).values())
+    execution_ok = stopped is None and result.execution.status == "SUCCEEDED" and not result.failed_iterations
+    verdicts = run_verdicts(records, ["lab"], result.planned if stopped is None else len(records), execution_ok, target)
+    if stopped is not None:
+        code: int = 128 + {"SIGINT": 2, "SIGTERM": 15}.get(stopped.salvage.signame, 0)
+    else:
+        code = combine(Exit.from_verdict(v.verdict) for v in verdicts)
+        if code is not Exit.BREACH and (result.account.could_not_record or data is None):
+            code = Exit.NOT_RECORDED  # after a breach, before "not measured" (docs/SEMANTICS.md "Could not record")
+        elif leftover or left is None:
+            code = combine([Exit(code), INFRASTRUCTURE])
+    doc = envelope("lab run", verdicts, code, target, run_id=run_id, duration_seconds=round(seconds, 3),
+                   planned_probes=result.planned if stopped is None else None, summaries=[summary_json(s, counts) for s in summaries],
+                   records=[record_json(r, target) for r in records], left_behind=left, chart_files=[str(chart)] if chart else [],
+                   records_file=str(data) if data else None, faults=faults,
+                   accounting=result.account.to_json() if stopped is None else None)
     print_headline(verdicts, fmt)
     if fmt is Format.json:
         emit([], fmt, document=doc)
@@ -122,12 +136,29 @@ def lab_run(
         emit(doc["summaries"], fmt, columns=list(SUMMARY_KEYS))
     else:
         rows, columns = summary_rows(summaries, counts, wide=wide)
-        emit(rows, fmt, f"run {result.run_id}: {len(records)} probes in {result.seconds:.0f} s (route lab)", columns=columns,
+        emit(rows, fmt, f"run {run_id}: {len(records)} probes in {seconds:.0f} s (route lab)", columns=columns,
              footnotes=footnotes(summaries))
-    notes = (f"chart: {chart}\nrecords: {data} (and DynamoDB Local under {lab_dir / 'dynamodb'}, kept between runs)\n"
-             f"left behind: {leftover} probe objects/versions/uploads" + ("" if not leftover else f" {left}"))
-    (out if fmt is Format.table else err).print(notes, highlight=False, markup=False)
+    notes = ([f"chart: {chart}"] if chart else []) + \
+        ([f"records: {data} (and DynamoDB Local under {lab_dir / 'dynamodb'}, kept between runs)"] if data else []) + \
+        ([f"left behind: {leftover} probe objects/versions/uploads" + ("" if not leftover else f" {left}")] if left is not None else [])
+    (out if fmt is Format.table else err).print("\n".join(notes), highlight=False, markup=False)
+    if stopped is not None:
+        for line in salvage_summary(stopped.salvage):
+            err.print(line, highlight=False)
+    for line in faults:  # one line per cause (docs/SEMANTICS.md "Could not record")
+        err.print(line, highlight=False, soft_wrap=True)
     return code
+
+
+def interrupted_records(lab: Any, run_id: str) -> tuple[list[ProbeRecord], list[str]]:
+    """An interrupted run's records as the store holds them (INTERRUPTED, or as they settled)."""
+    from replmon.adapters.explain import explain
+
+    try:
+        recs = [r for r in lab.store().query("lab", 0, 4e9) if r.run_id == run_id]
+    except Exception as exc:
+        return [], [f"store unreachable: the interrupted run's records could not be read back ({explain(exc)})"]
+    return sorted(recs, key=lambda r: (r.size_bytes, r.trial)), []
 
 
 @lab_app.command("up", epilog=help_for("lab up"))

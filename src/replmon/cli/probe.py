@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -26,6 +26,9 @@ from replmon.cli.render import FORMAT_HELP, WIDE_HELP, Format, emit, err, footno
 from replmon.core.defaults import DEFAULTS
 from replmon.core.errors import ConfigError
 from replmon.core.names import check_bucket, check_endpoint_url, check_prefix, check_region, check_route_name
+
+if TYPE_CHECKING:
+    from replmon.local.execution import ProbeRun
 
 
 def default_spool_dir() -> Path:
@@ -157,17 +160,19 @@ def probe(
     with progress_bar() as bar:
         task = bar.add_task("probes", total=None)
         result = run_request(request, deps, on_progress=lambda n, total: bar.update(task, completed=n, total=total))
+    faults = run_end_faults(result, deps.spool, spool_dir)
     spooled = deps.spool.pending() if isinstance(deps.spool, DirectorySpool) else 0
     verdicts = run_verdicts(result.records, [route], result.planned,
                             result.execution.status == "SUCCEEDED" and not result.failed_iterations, target)
     code = combine(Exit.from_verdict(v.verdict) for v in verdicts)
-    if spooled:
-        err.print(f"{spooled} record(s) wait in {spool_dir}: the store was unavailable; the next run replays them", highlight=False)
+    if code is not Exit.BREACH and result.account.could_not_record:
+        code = Exit.NOT_RECORDED  # after a breach, before "not measured" (docs/SEMANTICS.md "Could not record")
     summaries = summarize(result.records)
     counts = within_counts(result.records, target)
     print_headline(verdicts, fmt)
     doc = envelope("probe", verdicts, code, target, run_id=result.run_id, duration_seconds=round(result.seconds, 3),
                    planned_probes=result.planned, kept_in=None if adhoc else table, spooled_records=spooled,
+                   faults=faults, accounting=result.account.to_json(),
                    summaries=[summary_json(s, counts) for s in summaries],
                    records=[record_json(r, target) for r in result.records])
     if fmt is Format.table:
@@ -178,7 +183,21 @@ def probe(
         emit(doc["summaries"], fmt, columns=list(SUMMARY_KEYS))
     else:
         emit([], fmt, document=doc)
+    for line in faults:  # one line per cause, after the table (docs/SEMANTICS.md "Could not record")
+        err.print(line, highlight=False, soft_wrap=True)
     return code
+
+
+def run_end_faults(result: ProbeRun, spool: object, spool_dir: Path) -> list[str]:
+    """One line per cause: this run's lost and spooled records, the store at the end, and records
+    of earlier runs still waiting in the spool."""
+    from replmon.adapters.spool import DirectorySpool
+
+    lines: list[str] = result.account.lines(str(spool_dir))
+    waiting = spool.pending() - result.account.count("spooled") if isinstance(spool, DirectorySpool) else 0
+    if waiting > 0:
+        lines.append(f"{waiting} record(s) of earlier runs still wait in {spool_dir}: the next run with the store up replays them")
+    return lines
 
 
 def list_presets(fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table) -> int:

@@ -231,7 +231,8 @@ def footnotes(summaries: Sequence[SizeSummary]) -> list[str]:
 
 
 def write_data(records: list[ProbeRecord], path: Path) -> Path:
-    """The run's records as JSON (the lab keeps one file per run)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps([r.to_item() for r in records], indent=1, default=str))
-    return path
+    """The run's records as JSON (the lab keeps one file per run), written whole or not at all."""
+    from replmon.core.files import write_atomic
+
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return write_atomic(path, json.dumps([r.to_item() for r in records], indent=1, default=str).encode())

@@ -16,6 +16,7 @@ from replmon.cli.common import INFRASTRUCTURE, aws_region_or_fail, check_output_
 from replmon.cli.exitcodes import Exit, combine
 from replmon.cli.render import FORMAT_HELP, WIDE_HELP, Format, emit, err, footnotes, out, print_headline, print_table, summary_rows
 from replmon.core.defaults import DEFAULTS
+from replmon.core.names import check_route_name
 
 
 def report(
@@ -66,6 +67,11 @@ def report(
     check_output_dir(charts, "--charts")
     if not 0 < hours <= 24 * 400:
         fail(f"--hours: {hours:g} is outside (0, 9600]; give the window in hours, e.g. 24")
+    for name in route:  # one name pattern (core/names.py): a bad name is a usage error naming the flag
+        try:
+            check_route_name(name)
+        except ValueError as exc:
+            fail(f"--route: {str(exc).removeprefix('Value error, ')}")
     aws_region_or_fail(region, dynamodb_endpoint, "--region", profile)
     if stack_name:
         table = stack_outputs(stack_name, region, profile).get("LatencyTableName")

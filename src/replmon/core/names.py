@@ -1,8 +1,18 @@
 """Names AWS and replmon accept, checked in one place: each check returns the value or raises
 :class:`ValueError` whose message gives the accepted form (the route model and the CLI use them).
 
+One pattern (:data:`NAME_RE`, docs/SEMANTICS.md "Names") for every name replmon turns into a key,
+a metric dimension or a file name: routes, mount targets, presets and run names. It is checked once,
+at the edge (a flag, a request, a target list); and every path built from a name is checked again to
+stay under its root (:func:`contained`), so a name that slipped past the edge still cannot write
+outside the spool, the lab directory or a chart's folder.
+
 >>> check_bucket("dr-source-bucket")
 'dr-source-bucket'
+>>> check_name("..")
+Traceback (most recent call last):
+...
+ValueError: must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit (no '/', '..' or NUL), e.g. 'use1-to-usw2'
 >>> check_endpoint_url("127.0.0.1:9000")
 Traceback (most recent call last):
 ...
@@ -12,11 +22,15 @@ ValueError: must be an http(s) URL with no path, e.g. 'http://127.0.0.1:9000'
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](--[a-z0-9-]+--x-s3)?$")
 REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
-#: Route names: a route never contains '#', which separates a route from its signal partitions.
-ROUTE_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+#: Route, target, preset and run names: never '.', '..', '/', NUL, '#' (which separates a route from its
+#: signal partitions) or a leading '-' (a flag); at most 64 characters.
+NAME_RE = re.compile(r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+NAME_FORM = "1-64 letters, digits, '.', '_' or '-', starting with a letter or digit (no '/', '..' or NUL)"
+ROUTE_NAME_RE = NAME_RE
 ENDPOINT_URL_RE = re.compile(r"^https?://[^/\s]+/?$")
 ACCOUNT_RE = re.compile(r"^\d{12}$")
 ROLE_ARN_RE = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$")
@@ -34,10 +48,41 @@ def check_region(value: str | None) -> str | None:
     return value
 
 
-def check_route_name(value: str) -> str:
-    if not ROUTE_NAME_RE.match(value):
-        raise ValueError("must be 1-64 letters, digits, '.', '_' or '-', e.g. 'use1-to-usw2'")
+def check_name(value: object, example: str = "use1-to-usw2") -> str:
+    """A route, target, preset or run name (:data:`NAME_RE`)."""
+    if not isinstance(value, str) or not NAME_RE.match(value):
+        raise ValueError(f"must be {NAME_FORM}, e.g. {example!r}")
     return value
+
+
+def check_route_name(value: str) -> str:
+    return check_name(value)
+
+
+class PathEscape(ValueError):
+    """A path built from a name would leave its root (or holds a NUL): refused, never written."""
+
+
+def contained(root: Path | str, *parts: str) -> Path:
+    """``root / parts``, refused (:class:`PathEscape`) unless it stays under ``root`` once '..' and
+    symbolic links are resolved. Defence in depth behind the name checks at the edge.
+
+    >>> contained("/var/spool/replmon", "primary", "x.json").as_posix()
+    '/var/spool/replmon/primary/x.json'
+    >>> contained("/var/spool/replmon", "..", "etc")
+    Traceback (most recent call last):
+    ...
+    replmon.core.names.PathEscape: '../etc' would leave /var/spool/replmon; names are 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit (no '/', '..' or NUL)
+    """
+    joined = "/".join(parts)
+    if "\x00" in joined or not parts or any(p in ("", ".", "..") or "/" in p for p in parts):
+        base = Path(root).resolve()
+        raise PathEscape(f"{joined!r} would leave {base}; names are {NAME_FORM}")
+    base = Path(root).resolve()
+    path = base.joinpath(*parts).resolve()
+    if base not in path.parents:
+        raise PathEscape(f"{joined!r} would leave {base} (a symbolic link points elsewhere)")
+    return path
 
 
 def check_prefix(value: str) -> str:

@@ -86,7 +86,8 @@ _TODAY: dict[str, MetricDef] = {
         _m("ReplicaArrivals", "Count", "ObjectCreated events for probe replicas", (ROUTE,)),
         _m("IntervalNarrowedByEvent", "Count", "probe intervals narrowed by a replica's creation time", (ROUTE,)),
         _m("EventClockDisagreement", "Count", "replica events contradicting the poll beyond the clock-skew allowance", (ROUTE,)),
-        _m("EventsRejected", "Count", "malformed or unknown event records (batch item failures)", ()),
+        _m("EventsRejected", "Count", "event records missing a field storing needs (batch item failures)", ()),
+        _m("EventsFlagged", "Count", "stored event records with fields kept as sent (unexpected type or format)", ()),
         # Route health (CollectSignals, every run).
         _m("RpoSeconds", "Seconds", "the route's current RPO (signals/slo.py): the largest bounded input", (ROUTE,)),
         _m("RpoUnbounded", "Count", "1 when an object is known not to be on the destination, else 0", (ROUTE,)),

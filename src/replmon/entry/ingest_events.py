@@ -16,7 +16,8 @@ from replmon.signals.s3events import parse_sqs_message
 
 
 class RejectedRecord(ValueError):
-    """A record replmon cannot read: its message is reported as a batch item failure."""
+    """A record missing a field storing needs (signals/s3events.py): its message is reported as a
+    batch item failure."""
 
 
 def ingest_deps(function_name: str) -> IngestDeps:
@@ -33,6 +34,11 @@ def handle_message(record: SQSRecord, function_name: str = "") -> list[str]:
         reason = "; ".join(f"{p.position}: {p.error}" for p in bad)
         logger.warning("event record rejected", extra={"message_id": record.message_id, "reason": reason})
         raise RejectedRecord(reason)
+    flagged = [p for p in parsed if p.signal is not None and p.signal.flags]
+    if flagged:  # stored all the same; the fields that did not read are kept as sent and named here
+        d.metrics.count("EventsFlagged", len(flagged))
+        logger.warning("event record fields kept as sent", extra={
+            "message_id": record.message_id, "flags": [f for p in flagged for f in (p.signal.flags if p.signal else ())]})
     try:
         notes = ingest([plan_ingest(p, d.routes, d.prefixes) for p in parsed], d)
         logger.info("event records taken", extra={"message_id": record.message_id, "results": notes})

@@ -362,15 +362,17 @@ def p3(report: Report, lab: Lab, compose_size: str, lab_dir: Path) -> None:
     composed = upload_probe(state, store, WallClock(), UploadSettings()).upload
     assert composed is not None
     plain_file = lab_dir / "p3-upload-file.bin"
-    with plain_file.open("wb") as fh:
-        for _ in range(size // (64 * 2**20)):
-            fh.write(os.urandom(64 * 2**20))
-        fh.write(os.urandom(size % (64 * 2**20)))
-    s3 = lab.s3("source")
-    t0 = time.time()
-    s3.upload_file(str(plain_file), SOURCE_BUCKET, "replmon-bench/bench/p3-upload-file")
-    plain = time.time() - t0
-    plain_file.unlink()
+    try:  # the file is the probe's size (GiBs): gone whether the upload worked or not (issue 22.10)
+        with plain_file.open("wb") as fh:
+            for _ in range(size // (64 * 2**20)):
+                fh.write(os.urandom(64 * 2**20))
+            fh.write(os.urandom(size % (64 * 2**20)))
+        s3 = lab.s3("source")
+        t0 = time.time()
+        s3.upload_file(str(plain_file), SOURCE_BUCKET, "replmon-bench/bench/p3-upload-file")
+        plain = time.time() - t0
+    finally:
+        plain_file.unlink(missing_ok=True)
     for key in ("replmon-bench/bench/p3-compose", "replmon-bench/bench/p3-seed-warmup", "replmon-bench/bench/p3-upload-file"):
         store.delete_all_versions(SOURCE_BUCKET, key)
     report.table(f"P3 creating a {compose_size} probe on the source (seed already present)",
@@ -436,6 +438,20 @@ def header(report: Report, title: str, subcommand: str, versions_line: str, comm
     report.text(f"- machine: {machine()}")
     report.text(f"- versions: {versions_line}")
     report.text(f"- command: `{command}`")
+    report.text(f"- commit: {measured_commit()}")
+
+
+def measured_commit() -> str:
+    """The commit the figures measured, asked of git (issue 22.8), and whether the checkout differed from it."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=30, check=True).stdout.strip()
+
+    try:
+        sha = git("rev-parse", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown (not run from a git checkout)"
+    return sha + (" with uncommitted changes" if dirty else "")
 
 
 def run_bench(console: Console, trials: int, sizes: str, compose_size: str, lab_dir: Path, output: Path | None = None) -> None:

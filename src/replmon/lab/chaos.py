@@ -132,8 +132,16 @@ def run_chaos(lab: Lab, fault: str, *, target_seconds: float = 2.0, probes: int 
               attributes: dict[str, int] | None = None, progress: Any = None) -> list[Phase]:
     # A route of its own: the lab's store keeps earlier runs, and this run's windows must hold only its probes.
     route = lab.route(f"chaos-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}")
-    if lab.event_path is not None:
-        lab.events_to([route])
+    before = lab.events_to([route]) if lab.event_path is not None else None
+    try:
+        return _phases(lab, route, fault, target_seconds, probes, sizes, timeout, attributes, progress)
+    finally:  # later runs on this lab map their events onto their own routes again (test order must not matter)
+        if before is not None:
+            lab.events_to(before or None)
+
+
+def _phases(lab: Lab, route: dict[str, Any], fault: str, target_seconds: float, probes: int, sizes: str, timeout: int,
+            attributes: dict[str, int] | None, progress: Any) -> list[Phase]:
     settings = load_settings({"sizes": sizes, "trials": probes, "max_concurrency": 1, "timeout_seconds": timeout,
                               "target_seconds": target_seconds, "poll": {"floor_seconds": 0.2, "use_history": False}})
     phases: list[Phase] = []

@@ -71,38 +71,49 @@ class EventPath:
 
     def __enter__(self) -> EventPath:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        threading.Thread(target=self._poll, daemon=True).start()
+        self._poller = threading.Thread(target=self._poll, name="replmon-lab-events", daemon=True)
+        self._poller.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Stop receiving, then wait for the poller's batch in hand (before the servers stop: a
+        poller still calling a stopped SQS server printed a traceback at teardown)."""
         self._stop.set()
         self.server.shutdown()
         self.server.server_close()
+        if getattr(self, "_poller", None) is not None:
+            self._poller.join(20)
 
     def _poll(self) -> None:
         while not self._stop.is_set():
             try:
-                msgs = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0,
-                                                AttributeNames=["All"]).get("Messages", [])
-            except Exception:
+                self._poll_once()
+            except Exception:  # the SQS server or the store is down: try again, quietly (the DLQ counts failures)
                 time.sleep(0.5)
-                continue
-            if not msgs:
-                self._busy = False
-                time.sleep(0.05)
-                continue
-            self._busy = True
-            event = {"Records": [{"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
-                                  "attributes": m.get("Attributes", {}), "messageAttributes": {}, "md5OfBody": m["MD5OfBody"],
-                                  "eventSource": "aws:sqs", "eventSourceARN": self.queue_arn, "awsRegion": "us-east-1"} for m in msgs]}
-            try:
-                out = self.handler(event, self.context)
-                failed = {f["itemIdentifier"] for f in (out or {}).get("batchItemFailures", [])}
-            except Exception:  # the whole batch failed: every message comes back
-                failed = {m["MessageId"] for m in msgs}
-            done = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(msgs) if m["MessageId"] not in failed]
-            if done:
-                self.sqs.delete_message_batch(QueueUrl=self.queue_url, Entries=done)
+
+    def _poll_once(self) -> None:
+        try:
+            msgs = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0,
+                                            AttributeNames=["All"]).get("Messages", [])
+        except Exception:
+            time.sleep(0.5)
+            return
+        if not msgs:
+            self._busy = False
+            time.sleep(0.05)
+            return
+        self._busy = True
+        event = {"Records": [{"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
+                              "attributes": m.get("Attributes", {}), "messageAttributes": {}, "md5OfBody": m["MD5OfBody"],
+                              "eventSource": "aws:sqs", "eventSourceARN": self.queue_arn, "awsRegion": "us-east-1"} for m in msgs]}
+        try:
+            out = self.handler(event, self.context)
+            failed = {f["itemIdentifier"] for f in (out or {}).get("batchItemFailures", [])}
+        except Exception:  # the whole batch failed: every message comes back
+            failed = {m["MessageId"] for m in msgs}
+        done = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(msgs) if m["MessageId"] not in failed]
+        if done:
+            self.sqs.delete_message_batch(QueueUrl=self.queue_url, Entries=done)
 
     def depth(self, url: str | None = None) -> int:
         a = self.sqs.get_queue_attributes(QueueUrl=url or self.queue_url,

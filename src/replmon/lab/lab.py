@@ -30,6 +30,7 @@ from replmon.adapters import clients
 from replmon.adapters.dynamodb import DynamoLatencyStore
 from replmon.adapters.spool import DirectorySpool
 from replmon.core.clock import WallClock
+from replmon.core.files import write_atomic
 from replmon.core.route import Route
 from replmon.lab import servers
 from replmon.lab.servers import LabError, Pidfile, Server
@@ -83,9 +84,11 @@ def claim_directory(root: Path) -> IO[str]:
         raise LabError(f"--dir {root} is not empty and was not made by `replmon lab` (no {MARKER} marker); "
                        "choose a new or empty directory - the lab never deletes what it did not create")
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        (root / MARKER).write_text(json.dumps({"made_by": "replmon lab", "note": "replmon may delete this directory's contents"}))
-        lock = (root / ".lock").open("a+")
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        root.chmod(0o700)  # servers' data, logs and credentials: the owner's alone
+        if not (root / MARKER).exists():
+            write_atomic(root / MARKER, json.dumps({"made_by": "replmon lab", "note": "replmon may delete this directory's contents"}).encode())
+        lock = os.fdopen(os.open(root / ".lock", os.O_RDWR | os.O_CREAT, 0o600), "a+")
     except OSError as exc:
         raise LabError(f"--dir {root} is not writable: {exc.strerror}") from None
     try:
@@ -148,6 +151,9 @@ class Lab:
         if self.fresh_buckets:  # object data is per run; the latency history (DynamoDB) is kept
             for d in ("minio-source", "minio-destination", "mc"):
                 shutil.rmtree(root / d, ignore_errors=True)
+        # The servers' temporary files (TMPDIR, java.io.tmpdir): what a killed lab left is removed.
+        shutil.rmtree(root / "tmp", ignore_errors=True)
+        (root / "tmp").mkdir(mode=0o700)
         hook: dict[str, str] = {}
         if self.events:
             from replmon.entry.ingest_events import handler
@@ -194,6 +200,7 @@ class Lab:
         for s in self.servers.values():
             s.stop()
         self.pidfile.clear()
+        shutil.rmtree(Path(self.root) / "tmp", ignore_errors=True)
         if self._lock is not None:
             self._lock.close()
             self._lock = None
@@ -293,9 +300,12 @@ class Lab:
                                  spool_dir=Path(self.root) / "spool", clock=WallClock(), upload=upload or UploadSettings(),
                                  defaults={"routes": [self.route()]}, event_skew=self.event_skew)
 
-    def events_to(self, routes: list[dict[str, Any]]) -> None:
-        """IngestEvents maps events onto these routes from now on (a chaos run's own route)."""
-        self._events_deps["IngestEvents"] = replace(self.deps(), defaults={"routes": routes})
+    def events_to(self, routes: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+        """IngestEvents maps events onto these routes from now on (a chaos run's own route; None:
+        the lab's route again); returns the routes it mapped onto before, to restore them."""
+        before = list(self._events_deps["IngestEvents"].defaults.get("routes", [])) if "IngestEvents" in self._events_deps else []
+        self._events_deps["IngestEvents"] = replace(self.deps(), defaults={"routes": routes}) if routes else self.deps()
+        return before
 
     def function_deps(self, upload: UploadSettings | None = None) -> dict[str, wiring.Deps]:
         """Deps per state machine function: each function's own MinIO user (least privilege)."""

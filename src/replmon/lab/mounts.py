@@ -54,8 +54,27 @@ def default_targets(preset: str) -> list[str]:
     return [t for t in LAB_TARGETS if t != "mountpoint-credits" or presets_mod.raw(preset).get("burst")]
 
 
+#: The checkout's installer (absent from an installed wheel): the mount lab's parts on first use.
+LAB_DEPS = Path(__file__).resolve().parents[3] / "scripts" / "lab-deps.sh"
+
+
+def install_mount_lab() -> bool:
+    """fio, s3fs and the lab's Mountpoint build, installed on the mount lab's first use (issue 22.6:
+    `make demo` does not build them); False when there is no checkout to install from."""
+    import subprocess
+    import sys
+
+    if not LAB_DEPS.is_file():
+        return False
+    print("the mount lab's parts are missing: scripts/lab-deps.sh mounts (fio and s3fs from apt; the lab's "
+          "Mountpoint with cargo, ~5-8 min once)", file=sys.stderr, flush=True)
+    return subprocess.run(["bash", str(LAB_DEPS), "mounts"], stdout=subprocess.DEVNULL, timeout=3600).returncode == 0
+
+
 def mountpoint_binary() -> Path:
     path = Path(os.environ.get("REPLMON_MOUNTPOINT_BIN") or cache_dir() / "cargo-target" / "release" / "replmon-mountpoint")
+    if not os.access(path, os.X_OK) and not os.environ.get("REPLMON_MOUNTPOINT_BIN"):
+        install_mount_lab()
     if not os.access(path, os.X_OK):
         raise LabError(f"{path}: the lab's Mountpoint build is missing; run `make lab-deps` (cargo, ~5-8 min once)")
     return path

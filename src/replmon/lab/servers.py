@@ -55,6 +55,21 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     os.setsid()  # own process group: stop() signals the whole group
+    os.umask(0o077)  # what a server writes (data, logs, its temporary files) is the owner's alone
+
+
+#: The only variables a lab server inherits from the lab's environment (issue 22.10): no AWS_*,
+#: REPLMON_* or other secrets of the shell that started the lab reach a server.
+INHERITED = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "JAVA_HOME")
+
+
+def server_env(own: dict[str, str], tmp: Path | None = None) -> dict[str, str]:
+    """A server's whole environment: the few harmless variables above, its temporary directory
+    (inside the lab directory: nothing is left in /tmp, even after SIGKILL) and its own settings."""
+    env = {k: os.environ[k] for k in INHERITED if k in os.environ}
+    if tmp is not None and tmp.is_dir():
+        env["TMPDIR"] = str(tmp)
+    return {**env, **own}
 
 
 class _Spawner:
@@ -129,6 +144,7 @@ class Server:
     health: str = "/"  # answered once the server is ready
     ready_codes: tuple[int, ...] = (200,)
     scratch: Path | None = None  # removed once the server has stopped
+    tmp: Path | None = None  # its temporary directory (TMPDIR), inside the lab directory
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -136,12 +152,16 @@ class Server:
         return f"http://{LOOPBACK}:{self.port}"
 
     def start(self) -> None:
-        self.log.parent.mkdir(parents=True, exist_ok=True)
+        self.log.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if self.tmp is not None:
+            self.tmp.mkdir(parents=True, exist_ok=True, mode=0o700)
+        env = server_env(self.env, self.tmp)
 
         def spawn() -> subprocess.Popen[bytes]:
-            with self.log.open("ab") as out:
+            fd = os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            with os.fdopen(fd, "ab") as out:
                 return subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        env={**os.environ, **self.env}, preexec_fn=_die_with_parent)
+                                        env=env, preexec_fn=_die_with_parent)
 
         self.proc = _spawner.call(spawn)
 
@@ -190,9 +210,9 @@ class Pidfile:
         self.path = path
 
     def write(self, servers: list[Server]) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps([s.pid_entry() for s in servers if s.proc is not None]))
-        tmp.replace(self.path)
+        from replmon.core.files import write_atomic
+
+        write_atomic(self.path, json.dumps([s.pid_entry() for s in servers if s.proc is not None]).encode())
 
     def stop_stale(self) -> list[str]:
         """SIGKILL the process group of every listed server still alive (same pid and start time)."""
@@ -220,7 +240,7 @@ class Pidfile:
 
 def minio(name: str, data: Path, logs: Path, root_user: str, root_password: str, env: dict[str, str] | None = None) -> Server:
     port, console = free_port(), free_port()
-    data.mkdir(parents=True, exist_ok=True)
+    data.mkdir(parents=True, exist_ok=True, mode=0o700)
     return Server(
         name=name,
         port=port,
@@ -229,6 +249,7 @@ def minio(name: str, data: Path, logs: Path, root_user: str, root_password: str,
         env={"MINIO_ROOT_USER": root_user, "MINIO_ROOT_PASSWORD": root_password, "MINIO_UPDATE": "off", "MINIO_BROWSER": "off",
              "MINIO_CALLHOME_ENABLE": "off", **(env or {})},
         log=logs / f"{name}.log",
+        tmp=lab_tmp(logs),
         health="/minio/health/live",
         # Deleted objects wait in .minio.sys/tmp/.trash until MinIO purges them in the background;
         # a lab that stops first would leave them (GBs after a mount preset): the server is down, so they go.
@@ -243,16 +264,20 @@ def dynamodb_local(data: Path, logs: Path) -> Server:
     home = cache_dir() / f"dynamodb-local-{DDB_LOCAL_VERSION}"
     if not (home / "DynamoDBLocal.jar").exists() or not (home / "launcher" / "LoopbackDynamoDB.class").exists():
         raise LabError(f"DynamoDB Local or its loopback launcher is missing under {home}: run scripts/lab-deps.sh")
-    data.mkdir(parents=True, exist_ok=True)
+    data.mkdir(parents=True, exist_ok=True, mode=0o700)
     port = free_port()
+    tmp = lab_tmp(logs)
     return Server(
         name="dynamodb-local",
         port=port,
-        argv=["java", f"-Djava.library.path={home / 'lib'}", "-Xmx512m",
+        # sqlite4java copies its native library into java.io.tmpdir (881 KiB per start, left there
+        # after a SIGKILL): the lab's own tmp, emptied at the next start. No perf-data file in /tmp.
+        argv=["java", f"-Djava.library.path={home / 'lib'}", f"-Djava.io.tmpdir={tmp}", "-XX:-UsePerfData", "-Xmx512m",
               "-cp", f"{home / 'launcher'}:{home / 'DynamoDBLocal.jar'}:{home / 'lib'}/*", "LoopbackDynamoDB",
               "-port", str(port), "-dbPath", str(data), "-sharedDb", "-disableTelemetry"],
         env={},
         log=logs / "dynamodb-local.log",
+        tmp=tmp,
         ready_codes=(200, 400),  # any HTTP answer (400 to a bare GET) means it is listening
     )
 
@@ -260,7 +285,7 @@ def dynamodb_local(data: Path, logs: Path) -> Server:
 def mc(config_dir: Path, hosts: dict[str, str], *args: str, stdin: str | None = None, timeout: float = 60) -> str:
     """Run mc with aliases from ``hosts`` (alias -> URL with credentials) passed as MC_HOST_<alias>
     environment variables: no secret in any process's arguments or in mc's config file."""
-    env = {**os.environ, **{f"MC_HOST_{alias}": url for alias, url in hosts.items()}}
+    env = server_env({f"MC_HOST_{alias}": url for alias, url in hosts.items()}, config_dir.parent / "tmp")
     r = subprocess.run([str(tool("mc")), "--config-dir", str(config_dir), "--quiet", "--no-color", *args],
                        capture_output=True, text=True, timeout=timeout, env=env, input=stdin)
     if r.returncode != 0:
@@ -275,7 +300,7 @@ def toxiproxy(logs: Path) -> Server:
     """Toxiproxy (Shopify) on loopback: the lab's network faults (latency, bandwidth, hangs, resets)."""
     port = free_port()
     return Server(name="toxiproxy", port=port, argv=[str(tool("toxiproxy-server")), "-host", LOOPBACK, "-port", str(port)],
-                  env={}, log=logs / "toxiproxy.log", health="/version")
+                  env={}, log=logs / "toxiproxy.log", health="/version", tmp=lab_tmp(logs))
 
 
 def sqs_server(logs: Path) -> Server:
@@ -284,4 +309,10 @@ def sqs_server(logs: Path) -> Server:
 
     port = free_port()
     return Server(name="sqs", port=port, argv=[sys.executable, "-m", "moto.server", "-H", LOOPBACK, "-p", str(port)],
-                  env={"AWS_ACCESS_KEY_ID": "lab", "AWS_SECRET_ACCESS_KEY": "lab"}, log=logs / "sqs.log", health="/moto-api/")
+                  env={"AWS_ACCESS_KEY_ID": "lab", "AWS_SECRET_ACCESS_KEY": "lab"}, log=logs / "sqs.log", health="/moto-api/",
+                  tmp=lab_tmp(logs))
+
+
+def lab_tmp(logs: Path) -> Path:
+    """The lab's temporary directory: beside its logs, inside the lab directory."""
+    return logs.parent / "tmp"

@@ -14,6 +14,7 @@ import dataclasses
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -26,6 +27,7 @@ from replmon.core.clock import CancellableClock
 from replmon.core.keys import new_run_id
 from replmon.core.record import ProbeRecord
 from replmon.core.route import Route
+from replmon.local.accounting import RunAccount, account, probe_faults, run_records
 from replmon.local.aslrun import FUNCTIONS, ExecutionResult, Invocation, local_state_machine
 from replmon.probe.request import ProbeRequest
 from replmon.probe.state import ProbeState
@@ -52,10 +54,22 @@ class Interrupted(BaseException):
 @contextmanager
 def interrupts() -> Iterator[None]:
     """SIGINT and SIGTERM (what Ctrl-C, `timeout`, CI and systemd send) both raise
-    :class:`Interrupted` in the main thread; the previous handlers come back afterwards."""
+    :class:`Interrupted` in the main thread; the previous handlers come back afterwards.
+
+    Only the first signal interrupts: the run then records and cleans up the probes it started,
+    which a second Ctrl-C (pressed 50 ms later, or by an impatient supervisor) must not cut short,
+    or the in-flight probe's record would be lost. Later signals are acknowledged on stderr and
+    ignored; SIGKILL stops everything (the servers die with the process, the next run sweeps)."""
+    stopping: list[str] = []
 
     def handler(signum: int, _frame: Any) -> None:
-        raise Interrupted(signal.Signals(signum).name)
+        name = signal.Signals(signum).name
+        if stopping:
+            sys.stderr.write(f"{name} again: still recording and cleaning up the started probes "
+                             f"(at most {SETTLE_SECONDS:.0f} s more); SIGKILL would lose what is in flight\n")
+            return
+        stopping.append(name)
+        raise Interrupted(name)
 
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -67,12 +81,15 @@ def interrupts() -> Iterator[None]:
 
 @dataclass
 class ProbeRun:
-    """One local run of a probe request: the execution and the records it stored."""
+    """One local run of a probe request: the execution, its records (from the store, or rebuilt
+    from the run's own RecordResult inputs where the store does not hold them) and where each
+    planned probe's record went (local/accounting.py)."""
 
     run_id: str
     execution: ExecutionResult
     records: list[ProbeRecord]
     seconds: float
+    account: RunAccount = field(default_factory=RunAccount)
 
     @property
     def failed_iterations(self) -> int:
@@ -90,6 +107,7 @@ class Salvage:
     """What an interrupted run did with each probe."""
 
     signame: str
+    run_id: str = ""
     recorded: dict[str, str] = field(default_factory=dict)  # probe id -> stored | duplicate | spooled | error text
     cleaned: dict[str, dict[str, int]] = field(default_factory=dict)
     cleanup_failures: dict[str, list[str]] = field(default_factory=dict)
@@ -146,11 +164,17 @@ def run_request(
         except Interrupted as intr:
             cancel.set()
             sm.stop(arn, "Interrupted", f"{intr.signame} from the operator")
-            salvage = Salvage(intr.signame, unsettled=not sm.wait_idle(SETTLE_SECONDS))
+            salvage = Salvage(intr.signame, run_id, unsettled=not sm.wait_idle(SETTLE_SECONDS))
             salvage_probes(sm.invocations, deps, salvage)
             raise RunInterrupted(salvage) from None
-    records = collect_records(deps, request.routes, run_id, started)
-    return ProbeRun(run_id, execution, records, time.time() - started)
+    acc = account(execution)
+    try:
+        stored: list[ProbeRecord] | None = collect_records(deps, request.routes, run_id, started)
+    except Exception as exc:  # the store died mid-run: the run's own records still make the table
+        stored, acc.store_error = None, explain(exc)
+    records = run_records(execution, stored, deps.retention_days)
+    acc.notes += probe_faults(records)
+    return ProbeRun(run_id, execution, records, time.time() - started, acc)
 
 
 def collect_records(deps: Deps, routes: list[Route], run_id: str, started: float) -> list[ProbeRecord]:

@@ -39,10 +39,16 @@ def _target_line(ax: Any, target_seconds: float | None) -> None:
 
 
 def _save(fig: Any, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
+    """A PNG written whole or not at all (a full disk leaves no broken chart)."""
+    import io
+
+    from replmon.core.files import write_atomic
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
     _plt().close(fig)
-    return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return write_atomic(path, buf.getvalue(), mode=0o644)
 
 
 def latency_chart(records: Sequence[ProbeRecord], path: Path, title: str, published: bool = True,

@@ -86,9 +86,14 @@ class DirSink:
         return ""
 
     def put(self, key: str, body: bytes) -> None:
-        dest = self.root / key
+        """``<root>/<key>``, written whole or not at all; a key (built from target and preset names)
+        that would leave the root is refused (:class:`~replmon.core.names.PathEscape`)."""
+        from replmon.core.files import write_atomic
+        from replmon.core.names import contained
+
+        dest = contained(self.root, *key.split("/"))
         dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_bytes(body)
+        write_atomic(dest, body, mode=0o644)
 
 
 @dataclass

@@ -32,12 +32,12 @@ replmon.mounts.targets.TargetError: target x: nfs needs "source" (e.g. "fs-1.exa
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from replmon.core.names import check_name
 from replmon.mounts.presets import TARGET_KINDS
 
 FOREGROUND_KINDS = frozenset({"mountpoint", "s3fs"})  # a FUSE daemon the runner owns as a child
@@ -81,8 +81,10 @@ class Target:
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> Target:
         name = raw.get("name")
-        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", name):
-            raise TargetError('target: "name" must be 1-64 of A-Z a-z 0-9 . _ - (it names metrics and results)')
+        try:  # it names metrics, results and (mounts branch) the default mount point: never '..'
+            check_name(name, "efs-standard")
+        except ValueError as exc:
+            raise TargetError(f'target: "name" {exc} (it names metrics and results)') from None
         kind = raw.get("kind")
         if kind not in TARGET_KINDS:
             raise TargetError(f"target {name}: \"kind\" {kind!r} must be one of {', '.join(TARGET_KINDS)}")

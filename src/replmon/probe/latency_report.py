@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from replmon.core.keys import iso_ms
+from replmon.core.names import check_route_name
 from replmon.core.ports import LatencyStore
 from replmon.core.record import ProbeRecord
 from replmon.core.stats import summarize
@@ -20,6 +21,11 @@ class ReportRequest(BaseModel):
     routes: list[str] = Field(default_factory=list)
     hours: float = Field(24.0, gt=0, le=24 * 400)
     end: str | None = None  # ISO 8601; default now
+
+    @field_validator("routes")
+    @classmethod
+    def _routes(cls, value: list[str]) -> list[str]:
+        return [check_route_name(r) for r in value]
 
     @field_validator("end")
     @classmethod

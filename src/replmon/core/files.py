@@ -1,0 +1,52 @@
+"""Files replmon writes (spool records, run files, charts, pidfiles): whole or not at all.
+
+:func:`write_atomic` writes a temporary file beside the target (exclusive create, owner-only mode),
+fsyncs it, renames it over the target and fsyncs the folder. A reader sees the old file or the
+whole new one; a full disk (ENOSPC) or any other error removes the temporary file and raises, so
+no empty or partial file is ever left behind (issue 22.3).
+
+>>> import tempfile, pathlib
+>>> d = pathlib.Path(tempfile.mkdtemp())
+>>> write_atomic(d / "x.json", b"{}").read_bytes(), sorted(p.name for p in d.iterdir())
+(b'{}', ['x.json'])
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+from pathlib import Path
+
+#: errno values that mean "the disk (or the quota) is full": said as such to the operator.
+DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def disk_full(exc: BaseException) -> bool:
+    """Is this the error of a full disk or an exhausted quota?"""
+    return isinstance(exc, OSError) and exc.errno in DISK_FULL
+
+
+def write_atomic(path: Path, data: bytes, mode: int = 0o600) -> Path:
+    """Write ``data`` to ``path`` atomically (see the module's docstring); returns ``path``."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    with contextlib.suppress(OSError):  # the rename itself survives a crash once the folder is synced
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    return path
