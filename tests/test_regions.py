@@ -30,7 +30,6 @@ AWS's contracts encoded here (/work/notes/aws-contracts.md):
 from __future__ import annotations
 
 import copy
-import json
 import re
 from datetime import UTC, datetime
 from typing import Any

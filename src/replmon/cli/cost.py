@@ -18,6 +18,8 @@ def cost(
     rate_minutes: Annotated[float, typer.Option(min=1, help="One run every N minutes (the schedule).")] = DEFAULTS.schedule_rate_minutes,
     destinations: Annotated[int, typer.Option(min=1, max=10, help="Replication destinations of the route.")] = 1,
     cross_region: Annotated[bool, typer.Option(help="Destinations in another region: inter-region transfer per GB.")] = False,
+    source_region: Annotated[str | None, typer.Option(help="The source bucket's Region: inter-Region transfer is billed at the "
+                                                      "source's rate (default: pricing.json's Region).")] = None,
     rtc: Annotated[bool, typer.Option(help="The rule has Replication Time Control (the demo pair's does): its fee per GB.")] = True,
     history: Annotated[bool, typer.Option(help="Probes read the route's history (a DynamoDB Query each).")] = True,
     replication_mib_per_s: Annotated[float | None, typer.Option(min=0.001, help="Modelled replication throughput (pricing.json's assumption otherwise).")] = None,
@@ -49,12 +51,16 @@ def cost(
     # Mount baselines are their own stack (templates/mount-baselines.yaml): not priced here.
     alarms = sum(1 for r in load_template(TEMPLATE)["Resources"].values() if r["Type"] == "AWS::CloudWatch::Alarm")
     extra = {"replication_mib_per_s": replication_mib_per_s} if replication_mib_per_s else None
-    est = estimate(request, runs, cross_region, rtc, extra, alarms=alarms)
+    try:
+        est = estimate(request, runs, cross_region, rtc, extra, alarms=alarms, source_region=source_region)
+    except ConfigError as exc:
+        fail(str(exc))  # one line that names --source-region
     rows = [{"item": x.item, "per month": f"{x.quantity:,.1f} {x.unit}", "$ per month": round(x.dollars, 2),
              "share": f"{100 * x.dollars / est.total:.0f} %" if est.total else "-"} for x in est.lines]
     rows.append({"item": "total", "per month": f"{runs:,.0f} runs of {est.probes_per_run} probe(s)", "$ per month": round(est.total, 2),
                  "share": "100 %"})
     doc = {"modelled": True, "region": est.region, "prices_as_of": est.as_of, "runs_per_month": runs,
+           "transfer_source_region": est.transfer_source_region, "transfer_rate_per_gb": est.transfer_rate_per_gb,
            "probes_per_run": est.probes_per_run, "total_dollars": round(est.total, 2),
            "lines": [x.__dict__ for x in est.lines], "assumptions": est.assumptions, "sources": pricing()["sources"]}
     emit(rows, fmt, f"replmon cost (modelled; {est.region} list prices of {est.as_of}, free tiers not applied)", document=doc)
