@@ -39,6 +39,7 @@ import pytest
 
 from replmon.adapters.cloudwatch import CloudWatchReaders
 from replmon.core.ports import ReaderKey
+from replmon.core.record import PARTITION_KEY
 from replmon.core.route import Route
 from replmon.local.cfn import Resolver
 from replmon.local.template import load_template
@@ -52,6 +53,7 @@ from tests.iam import simulate
 TOKYO, SINGAPORE = "ap-northeast-1", "ap-southeast-1"
 MEMBER_REGION = ROOT / "templates" / "member-region.yaml"
 MEMBER, FOREIGN = "210987654321", "999988887777"
+OPT_IN = {"ap-east-1", "me-south-1"}  # Regions whose SNS principal is sns.<region>.amazonaws.com
 DIMENSIONS = {"SourceBucket", "DestinationBucket", "RuleId"}
 
 
@@ -72,6 +74,16 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 # ------------------------------------------------------------------------------ 19.1: metrics where S3 publishes them
+def publish_as_s3_does(now: float) -> None:
+    """The Tokyo -> Singapore pair's four metrics, each in the Region S3 publishes it in (C19.1)."""
+    dims = {"SourceBucket": "src-tokyo", "DestinationBucket": "dst-singapore", "RuleId": "rule-1"}
+    for metric, region, value in (("ReplicationLatency", SINGAPORE, 42.0), ("BytesPendingReplication", SINGAPORE, 1024.0),
+                                  ("OperationsPendingReplication", SINGAPORE, 3.0), ("OperationsFailedReplication", TOKYO, 2.0)):
+        boto3.client("cloudwatch", region_name=region).put_metric_data(Namespace=NAMESPACE, MetricData=[{
+            "MetricName": metric, "Dimensions": [{"Name": k, "Value": v} for k, v in dims.items()], "Value": value,
+            "Timestamp": datetime.fromtimestamp(now - 120, UTC), "Unit": RTC_METRICS[metric][1]}])
+
+
 def test_every_query_names_the_region_s3_publishes_its_metric_in() -> None:
     route = cross_region_route()
     got = [(k.region, q.metric, dict(q.dimensions)["DestinationBucket"]) for k, q in queries_for(route)]
@@ -88,12 +100,7 @@ def test_a_cross_region_route_reads_each_metric_with_a_client_in_its_region(aws:
     S3 publishes them, and each GetMetricData call is recorded with its client's Region."""
     route = cross_region_route()
     now = datetime.now(UTC).timestamp()
-    dims = {"SourceBucket": "src-tokyo", "DestinationBucket": "dst-singapore", "RuleId": "rule-1"}
-    for metric, region, value in (("ReplicationLatency", SINGAPORE, 42.0), ("BytesPendingReplication", SINGAPORE, 1024.0),
-                                  ("OperationsPendingReplication", SINGAPORE, 3.0), ("OperationsFailedReplication", TOKYO, 2.0)):
-        boto3.client("cloudwatch", region_name=region).put_metric_data(Namespace=NAMESPACE, MetricData=[{
-            "MetricName": metric, "Dimensions": [{"Name": k, "Value": v} for k, v in dims.items()], "Value": value,
-            "Timestamp": datetime.fromtimestamp(now - 120, UTC), "Unit": RTC_METRICS[metric][1]}])
+    publish_as_s3_does(now)
     readers = CloudWatchReaders()
     calls: list[tuple[str, str]] = []  # (client Region, metric) of every query sent
     for key in {k for k, _ in queries_for(route)}:
@@ -125,8 +132,8 @@ class _Table:
     def query(self, *_: Any) -> list[Any]:
         return []
 
-    def items(self, *_: Any) -> list[Any]:
-        return []
+    def items(self, pk: str, *_: Any) -> list[Any]:
+        return [i for i in self.put if i[PARTITION_KEY] == pk]
 
     def partition_items(self, *_: Any) -> list[Any]:
         return []
@@ -138,9 +145,11 @@ class _Table:
 class _Metrics:
     def __init__(self) -> None:
         self.counted: list[tuple[str, dict[str, str]]] = []
+        self.values: dict[tuple[str, str | None], float] = {}
 
     def count(self, name: str, value: float = 1, dimensions: dict[str, str] | None = None, **_: Any) -> None:
         self.counted.append((name, dict(dimensions or {})))
+        self.values[(name, (dimensions or {}).get("Route"))] = value
 
     def __getattr__(self, _: str) -> Any:
         return lambda *a, **k: None
@@ -165,6 +174,20 @@ def test_a_region_that_cannot_be_read_marks_only_its_route(aws: None) -> None:
     assert [h.route for h in out] == ["tokyo-singapore", "same"]
     assert [d.get("Route") for n, d in metrics.counted if n == "RtcReadFailed"] == ["tokyo-singapore"]
     assert len(table.put) == 1  # the same-Region route's one (rule, destination) sample
+
+
+def test_the_stacks_pending_bytes_metric_gets_the_destination_regions_value(aws: None) -> None:
+    """PendingBytesAlarm watches RtcBytesPending, which CollectSignals now emits from the value read
+    in the destination's Region (read in the stack's Region it never had data for a cross-Region route)."""
+    from replmon.signals.slo import SloSpec
+
+    now = datetime.now(UTC).timestamp()
+    publish_as_s3_does(now)
+    metrics, table = _Metrics(), _Table()
+    [h] = collect([cross_region_route()], table, CloudWatchReaders(), metrics, now, SloSpec(), 3600, 1)  # type: ignore[arg-type]
+    assert metrics.values[("RtcBytesPending", "tokyo-singapore")] == 1024.0
+    assert metrics.values[("RtcOperationsPending", "tokyo-singapore")] == 3.0
+    assert h.rpo.inputs.get("rtc_replication_latency") == 42.0, h.rpo.inputs
 
 
 # ------------------------------------------------------------------------------ 19.1: alarms where S3 publishes the metrics
@@ -253,13 +276,17 @@ def test_s3_may_publish_to_the_member_topic_only_from_its_own_account() -> None:
     assert s3 and {"kms:GenerateDataKey*", "kms:Decrypt"} <= set(s3[0]["Action"])  # S3 publishes to an encrypted topic
 
 
-def queue_checks(accounts: list[str], topics: dict[str, str]) -> dict[str, str]:
+def queue_checks(accounts: list[str], topics: dict[str, str], opt_in: list[str] | None = None) -> dict[str, str]:
+    """Each topic delivering to the hub queue, as SNS's principal for the topic's Region (C19.32:
+    ``sns.<region>.amazonaws.com`` for an opt-in Region)."""
     cfn = transformed()
     r = resolver(cfn, "existing")
     r.params["EventSourceAccounts"] = accounts
+    r.params["EventSourceOptInRegions"] = opt_in or [""]
     queue = r.resolve({"Fn::GetAtt": ["EventsQueue", "Arn"]})
     policy = r.resolve(cfn["Resources"]["EventsQueuePolicy"]["Properties"]["PolicyDocument"])
-    batch = [{"id": label, "principal": "sns.amazonaws.com", "action": "sqs:SendMessage", "resource": queue, "accountId": ACCOUNT,
+    batch = [{"id": label, "principal": f"sns.{arn.split(':')[3]}.amazonaws.com" if arn.split(":")[3] in OPT_IN else "sns.amazonaws.com",
+              "action": "sqs:SendMessage", "resource": queue, "accountId": ACCOUNT,
               "context": {"aws:SourceArn": arn, "aws:SourceAccount": arn.split(":")[4]}, "resourcePolicy": policy}
              for label, arn in topics.items()]
     return {k: v["result"] for k, v in simulate(batch).items()}
@@ -275,6 +302,10 @@ def test_the_hub_queue_admits_listed_accounts_member_topics_only() -> None:
     assert got["member other topic"] != "Allowed" and got["unlisted account"] != "Allowed", got
     none = queue_checks([""], topics)  # the default: no SNS statement at all
     assert "Allowed" not in none.values(), none
+    hong_kong = {"member Hong Kong": f"arn:aws:sns:ap-east-1:{MEMBER}:replmon-events"}
+    assert queue_checks([MEMBER], hong_kong) == {"member Hong Kong": "ImplicitlyDenied"}  # an opt-in Region's principal, unlisted
+    got = queue_checks([MEMBER], {**hong_kong, **topics}, opt_in=["ap-east-1"])
+    assert got["member Hong Kong"] == got["member Singapore"] == "Allowed" and got["unlisted account"] != "Allowed", got
 
 
 def test_a_raw_delivered_member_notification_is_read_as_s3_sent_it() -> None:
