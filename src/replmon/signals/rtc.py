@@ -103,8 +103,8 @@ def reader_key(route: Route, destination: Destination, metric: str) -> ReaderKey
     in (:data:`METRIC_REGION`; a destination without a Region is in the source's), in the source
     account (whose reader role reads it; None = the stack's own credentials, fleet-design 4.1).
 
-    >>> r = Route.model_validate({"name": "t", "source": {"bucket": "s", "region": "ap-northeast-1"},
-    ...                           "destinations": [{"bucket": "d", "region": "ap-southeast-1", "rule_id": "r"}]})
+    >>> r = Route.model_validate({"name": "t", "source": {"bucket": "src-tokyo", "region": "ap-northeast-1"},
+    ...                           "destinations": [{"bucket": "dst-singapore", "region": "ap-southeast-1", "rule_id": "r"}]})
     >>> [reader_key(r, r.destinations[0], m).region for m in METRIC_REGION]
     ['ap-southeast-1', 'ap-southeast-1', 'ap-southeast-1', 'ap-northeast-1']
     """
