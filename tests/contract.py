@@ -211,7 +211,8 @@ def play_passive(run: ContractRun, deps: Deps, clock: ManualClock, wrap: Any, st
     from replmon.core.keys import iso_ms, new_run_id, probe_object_key
 
     deps.defaults = {"routes": [route(destinations=[{"bucket": DST, "rule_id": "replmon-probes"}])]}
-    deps.metric_reader = reader = CloudWatchReader(boto3.client("cloudwatch", region_name=REGION))
+    reader = CloudWatchReader(boto3.client("cloudwatch", region_name=REGION))
+    deps.metric_readers = lambda key: reader  # one Region: the route's pair is same-Region
 
     # A replica's event before its probe's record: RecordResult narrows the record as it stores it;
     # when the store is down then, Housekeeping does it as it replays the spooled record.

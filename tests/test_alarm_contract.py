@@ -203,6 +203,19 @@ def dashboard_gaps(cfn: dict[str, Any], seen: Emitted) -> list[str]:
     gaps, checked = [], 0
     for w in body["widgets"]:
         for row in w["properties"]["metrics"]:
+            if len(row) == 1 and "expression" in row[0]:
+                # SEARCH('{ns,dim,...} MetricName="m" dim="v" ...'): the schema's dimension set must be
+                # one the code emits the metric with, and the fixed values must be emitted values.
+                import re as _re
+
+                m = _re.match(r"""SEARCH\('\{([^}]*)\} MetricName="(\w+)"((?: \w+="[^"]*")*)', '\w+', \d+\)$""", row[0]["expression"])
+                assert m, row[0]["expression"]
+                ns, *dim_names = m.group(1).split(",")
+                name, fixed = m.group(2), frozenset(_re.findall(r'(\w+)="([^"]*)"', m.group(3)))
+                checked += 1
+                if not any(n == name and frozenset(d for d, _ in ds) == frozenset(dim_names) and fixed <= ds for _, n, ds in seen):
+                    gaps.append(f"{w['properties']['title']}: {name} {sorted(dim_names)} is never emitted")
+                continue
             ns, name, *rest = [x for x in row if not isinstance(x, dict)]
             if ns != telemetry.NAMESPACE:
                 continue

@@ -21,6 +21,7 @@ def test_template_parameter_defaults_are_the_defaults() -> None:
         "PollFunctionTimeoutSeconds": DEFAULTS.poll_function_timeout_seconds, "ScheduleRateMinutes": DEFAULTS.schedule_rate_minutes,
         "RetentionDays": DEFAULTS.retention_days, "RouteName": DEFAULTS.route_name, "ProbePrefix": DEFAULTS.probe_prefix,
         "SeedPrefix": DEFAULTS.seed_prefix, "SloTargetPercent": round(DEFAULTS.slo_target * 100, 6),
+        "PendingBytesAlarmBytes": DEFAULTS.pending_bytes_alarm,
     }
     for name, value in pairs.items():
         assert str(p[name]["Default"]) == str(value).removesuffix(".0"), name

@@ -41,7 +41,8 @@ def test_every_bench_figure_in_the_readme_is_in_the_generated_bench_report(name:
 def test_the_readme_cost_table_is_what_replmon_cost_computes() -> None:
     readme = block((ROOT / "README.md").read_text(), "cost")
     outputs = ""
-    for args in ([], ["--sizes", "crr-ladder", "--rate-minutes", "1440", "--cross-region"]):
+    crr = ["--sizes", "crr-ladder", "--rate-minutes", "1440", "--cross-region"]
+    for args in ([], crr, [*crr, "--source-region", "ap-northeast-1"]):
         r = subprocess.run([sys.executable, "-m", "replmon.cli", "cost", "--format", "csv", *args], capture_output=True, text=True,
                            timeout=120, cwd=ROOT)
         assert r.returncode == 0, r.stderr

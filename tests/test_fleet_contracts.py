@@ -221,12 +221,11 @@ def test_to_route_gives_each_endpoint_its_accounts_prober_role() -> None:
     assert own.source.role_arn is None and own.destinations[0].role_arn is None
 
 
-def test_to_route_refuses_what_the_probes_cannot_do_yet() -> None:
-    """SSE-KMS probes come with issue 19.7: until then a KMS route is refused, never probed without its key."""
+def test_to_route_carries_the_source_kms_key() -> None:
+    """SSE-KMS probes (issue 19.7): the source's key reaches the probes' Endpoint (adapters/s3.py writes with it)."""
     kms = "arn:aws:kms:ap-northeast-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
     s = load_route_spec(spec(source={"account": "111122223333", "region": "ap-northeast-1", "bucket": "orders", "kms_key_arn": kms}))
-    with pytest.raises(ConfigError, match=r"source.kms_key_arn: SSE-KMS probes are not supported yet"):
-        s.to_route()
+    assert s.to_route().source.kms_key_arn == kms
 
 
 def test_groups_are_stable_in_range_and_refuse_more_than_eight() -> None:

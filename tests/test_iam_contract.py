@@ -77,6 +77,10 @@ def test_no_role_grants_an_action_no_handler_needs(contract: ContractRun) -> Non
     # (Lambda developer guide, "Lambda execution role permissions" for SQS event sources).
     used |= {(fn, a) for fn in ("IngestEvents",)
              for a in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")}
+    # Lambda sends a failed asynchronous invocation to its OnFailure queue with the function's role
+    # (Lambda developer guide, "Asynchronous invocation", destinations): scheduled functions have one.
+    used |= {(v["Properties"]["FunctionName"]["Ref"].removesuffix("Function"), "sqs:SendMessage") for v in cfn["Resources"].values()
+             if v["Type"] == "AWS::Lambda::EventInvokeConfig"}
     unused = []
     for fn in FUNCTIONS:
         for policy in function_role_policies(cfn, fn, r):

@@ -227,7 +227,7 @@ def test_an_idle_route_under_moto_cloudwatch_has_no_values(monkeypatch: pytest.M
     with mock_aws():
         cw = boto3.client("cloudwatch", region_name="us-east-1")
         r = Route.model_validate({"name": "idle", "source": {"bucket": "src-a"}, "destinations": [{"bucket": "dst-b", "rule_id": "r1"}, {"bucket": "dst-c"}]})
-        [sample] = collect_rtc(CloudWatchReader(cw), r, datetime.now(UTC).timestamp())
+        [sample] = collect_rtc(lambda key: CloudWatchReader(cw), r, datetime.now(UTC).timestamp())
     assert (sample.destination, sample.rule_id) == ("dst-b", "r1")  # "dst-c" names no rule: RTC not read for it
     assert sorted(sample.missing) == sorted(["ReplicationLatency", "BytesPendingReplication", "OperationsPendingReplication",
                                              "OperationsFailedReplication"])

@@ -37,7 +37,6 @@ from replmon.core.fleetconfig import FleetSettings, load_fleet_settings
 from replmon.core.ports import (
     LatencyTable,
     LeaseStore,
-    MetricReader,
     MetricReaders,
     MetricsSink,
     ObjectStores,
@@ -76,10 +75,10 @@ class Deps:
     event_skew: float = DEFAULTS.event_clock_skew_seconds
     slo: SloSpec = field(default_factory=SloSpec)
     rpo_window: float = DEFAULTS.rpo_window_seconds
-    metric_reader: MetricReader | None = None  # the collector's GetMetricData (None: RTC metrics not read)
     results: ObjectStores = field(default_factory=_results_stores)  # IngestFioResults reads result files here
     # The fleet (issues 18/19/21): settings from REPLMON_FLEET; each port is built in from_env by the
-    # package that brings its adapter (A: registry, B: leases and plans, C: rollups and metric_readers).
+    # package that brings its adapter (A: registry, B: leases and plans, C: rollups). metric_readers:
+    # the collector's GetMetricData per (account, Region) (None: RTC metrics not read).
     fleet: FleetSettings = field(default_factory=FleetSettings)
     registry: RegistryStore | None = None
     leases: LeaseStore | None = None
@@ -98,10 +97,10 @@ def from_env(env: Mapping[str, str] = os.environ) -> Deps:
     REPLMON_TABLE, REPLMON_DYNAMODB_ENDPOINT, REPLMON_DEFAULTS (JSON), REPLMON_RETENTION_DAYS,
     REPLMON_SPOOL_QUEUE_URL, REPLMON_POLL_FUNCTION_TIMEOUT, REPLMON_METRICS (emf|none),
     REPLMON_COMPOSE_THRESHOLD, REPLMON_SLO (JSON: threshold_seconds, target_percent, period_days,
-    probe_interval_minutes), REPLMON_EVENT_CLOCK_SKEW, REPLMON_READ_RTC (true: a CloudWatch reader),
+    probe_interval_minutes), REPLMON_EVENT_CLOCK_SKEW, REPLMON_READ_RTC (true: CloudWatch readers, one per (account, Region)),
     REPLMON_FLEET (JSON: core/fleetconfig.py FleetSettings)."""
     from replmon.adapters import clients
-    from replmon.adapters.cloudwatch import CloudWatchReader
+    from replmon.adapters.cloudwatch import CloudWatchReaders
     from replmon.adapters.dynamodb import DynamoLatencyStore
     from replmon.adapters.metrics import EmfMetrics, NullMetrics
     from replmon.adapters.s3 import S3Stores
@@ -123,8 +122,7 @@ def from_env(env: Mapping[str, str] = os.environ) -> Deps:
         poll_function_timeout=float(env.get("REPLMON_POLL_FUNCTION_TIMEOUT", DEFAULTS.poll_function_timeout_seconds)),
         event_skew=float(env.get("REPLMON_EVENT_CLOCK_SKEW", DEFAULTS.event_clock_skew_seconds)),
         slo=slo_spec(json.loads(env.get("REPLMON_SLO") or "{}")),
-        metric_reader=CloudWatchReader(clients.client("cloudwatch", clients.STORE))
-        if env.get("REPLMON_READ_RTC", "false").lower() == "true" else None,
+        metric_readers=CloudWatchReaders() if env.get("REPLMON_READ_RTC", "false").lower() == "true" else None,
         fleet=load_fleet_settings(json.loads(env.get(FLEET_ENV) or "{}")),
     )
 

@@ -1,6 +1,10 @@
 """Reading CloudWatch metrics (GetMetricData): the :class:`~replmon.core.ports.MetricReader` for
 S3's replication metrics. Every page is read; a query's points split over pages are merged;
-timestamps become epoch seconds. (Writing metrics is adapters/metrics.py: EMF, no API call.)"""
+timestamps become epoch seconds. (Writing metrics is adapters/metrics.py: EMF, no API call.)
+
+CloudWatch is regional and S3 publishes a route's metrics in two Regions (C19.1, C19.12):
+:class:`CloudWatchReaders` gives one reader per (account, Region), its client built once by
+adapters/clients.py in that Region (with the account's reader role when one is configured)."""
 
 from __future__ import annotations
 
@@ -8,7 +12,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from replmon.core.ports import MetricQuery, MetricSeries
+from replmon.adapters import clients
+from replmon.core.ports import MetricQuery, MetricSeries, ReaderKey
+from replmon.core.registry import member_role_arn
 
 
 def _query(q: MetricQuery) -> dict[str, Any]:
@@ -38,3 +44,27 @@ class CloudWatchReader:
                 break
             kwargs["NextToken"] = page["NextToken"]
         return [MetricSeries(qid, tuple(pts)) for qid, pts in points.items()]
+
+
+class CloudWatchReaders:
+    """The :class:`~replmon.core.ports.MetricReaders` port: a :class:`CloudWatchReader` per
+    :class:`~replmon.core.ports.ReaderKey`, cached for the execution environment.
+
+    ``region=None`` in a key is the client's default Region (the stack's). A key with an account
+    is read through ``<member_role_prefix>-reader`` in that account when a prefix is configured
+    (the fleet); without a prefix (one stack, its own account) with the stack's credentials."""
+
+    def __init__(self, member_role_prefix: str | None = None, call: clients.CallClass = clients.STORE) -> None:
+        self.member_role_prefix = member_role_prefix
+        self.call = call
+        self._readers: dict[ReaderKey, CloudWatchReader] = {}
+
+    def role_for(self, key: ReaderKey) -> str | None:
+        if key.account is None or not self.member_role_prefix:
+            return None
+        return member_role_arn(key.account, self.member_role_prefix, "reader")
+
+    def __call__(self, key: ReaderKey, /) -> CloudWatchReader:
+        if key not in self._readers:
+            self._readers[key] = CloudWatchReader(clients.client("cloudwatch", self.call, region=key.region, role_arn=self.role_for(key)))
+        return self._readers[key]

@@ -8,6 +8,17 @@ Two S3 behaviours shape this adapter (tests/test_iam_contract.py encodes both):
   condition): absent there means missing, present means the HEAD itself was denied.
 - With ``ChecksumMode=ENABLED`` HeadObject returns the object's checksum (S3 stores a CRC for
   every new upload); for SSE-KMS objects that needs ``kms:Decrypt`` (HeadObject, "ChecksumMode").
+
+What every probe write declares (tests/test_sse_kms.py encodes both):
+
+- **SSE-KMS** (C19.25): with the endpoint's ``kms_key_arn``, PutObject and CreateMultipartUpload
+  send ``ServerSideEncryption=aws:kms`` and ``SSEKMSKeyId=<the key ARN>`` (a bucket policy that
+  denies PUTs without the key header is common; without the header S3 would use ``aws/s3``).
+  UploadPart and UploadPartCopy send no SSE headers: the upload's key applies to its parts.
+- **A defined checksum** (C19.26): PutObject and CreateMultipartUpload declare CRC64NVME, and a
+  multipart upload also ``ChecksumType=FULL_OBJECT``, so a composed probe has one full-object
+  CRC64NVME checksum (S3's default for a single PUT) that the replica's HEAD can be compared with;
+  each part carries its CRC64NVME (botocore computes it with awscrt), a copied part S3 computes.
 """
 
 from __future__ import annotations
@@ -45,22 +56,37 @@ def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
 
+#: The checksum every probe write declares: S3's default algorithm, full-object for multipart too.
+CHECKSUM_ALGORITHM, CHECKSUM_TYPE = "CRC64NVME", "FULL_OBJECT"
+
+
 class S3ObjectStore:
-    def __init__(self, client: Any, control: Any | None = None) -> None:
+    def __init__(self, client: Any, control: Any | None = None, kms_key_arn: str | None = None) -> None:
         self.client = client  # data path: PUTs and parts (long read timeout)
         self.control = control or client  # HEAD, list, delete: short timeouts, fail fast
+        self.kms_key_arn = kms_key_arn  # the bucket's SSE-KMS key: every new object is written with it
+        # Each part's checksum, for CompleteMultipartUpload (an upload that declared an algorithm
+        # lists every part's checksum); one upload is written through one store.
+        self._part_checksums: dict[str, dict[int, str | None]] = {}
+
+    def _encryption(self) -> dict[str, str]:
+        return {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": self.kms_key_arn} if self.kms_key_arn else {}
 
     # ------------------------------------------------------------------ writing
     def put(self, bucket: str, key: str, body: bytes, metadata: dict[str, str]) -> PutResult:
-        r = self.client.put_object(Bucket=bucket, Key=key, Body=body, Metadata=metadata)
+        r = self.client.put_object(Bucket=bucket, Key=key, Body=body, Metadata=metadata, ChecksumAlgorithm=CHECKSUM_ALGORITHM,
+                                   **self._encryption())
         return PutResult(r.get("VersionId"), r["ETag"], checksum_of(r))
 
     def create_multipart(self, bucket: str, key: str, metadata: dict[str, str]) -> str:
-        r = self.client.create_multipart_upload(Bucket=bucket, Key=key, Metadata=metadata)
+        r = self.client.create_multipart_upload(Bucket=bucket, Key=key, Metadata=metadata, ChecksumAlgorithm=CHECKSUM_ALGORITHM,
+                                                ChecksumType=CHECKSUM_TYPE, **self._encryption())
         return str(r["UploadId"])
 
     def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int, body: bytes) -> str:
-        r = self.client.upload_part(Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=part_number, Body=body)
+        r = self.client.upload_part(Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=part_number, Body=body,
+                                    ChecksumAlgorithm=CHECKSUM_ALGORITHM)
+        self._part_checksums.setdefault(upload_id, {})[part_number] = r.get(f"Checksum{CHECKSUM_ALGORITHM}")
         return str(r["ETag"])
 
     def upload_part_copy(
@@ -74,15 +100,19 @@ class S3ObjectStore:
             CopySource={"Bucket": bucket, "Key": source_key},
             CopySourceRange=f"bytes={first}-{last}",
         )
+        self._part_checksums.setdefault(upload_id, {})[part_number] = r["CopyPartResult"].get(f"Checksum{CHECKSUM_ALGORITHM}")
         return str(r["CopyPartResult"]["ETag"])
 
     def complete_multipart(self, bucket: str, key: str, upload_id: str, etags: Sequence[str]) -> PutResult:
-        r = self.client.complete_multipart_upload(
-            Bucket=bucket,
-            Key=key,
-            UploadId=upload_id,
-            MultipartUpload={"Parts": [{"ETag": e, "PartNumber": i} for i, e in enumerate(etags, start=1)]},
-        )
+        sums = self._part_checksums.pop(upload_id, {})
+        parts = []
+        for i, e in enumerate(etags, start=1):
+            part: dict[str, Any] = {"ETag": e, "PartNumber": i}
+            if sums.get(i):
+                part[f"Checksum{CHECKSUM_ALGORITHM}"] = sums[i]
+            parts.append(part)
+        r = self.client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts},
+                                                  ChecksumType=CHECKSUM_TYPE)
         return PutResult(r.get("VersionId"), r["ETag"], checksum_of(r))
 
     def abort_multipart(self, bucket: str, key: str, upload_id: str) -> None:
@@ -194,4 +224,4 @@ class S3Stores:
     def __call__(self, endpoint: Endpoint) -> S3ObjectStore:
         keys = self.by_url.get(endpoint.endpoint_url or "", self.keys)
         where = {"region": endpoint.region, "endpoint_url": endpoint.endpoint_url, "keys": keys, "profile": self.profile, "role_arn": endpoint.role_arn}
-        return S3ObjectStore(clients.cached("s3", self.data, **where), clients.cached("s3", self.control, **where))
+        return S3ObjectStore(clients.cached("s3", self.data, **where), clients.cached("s3", self.control, **where), endpoint.kms_key_arn)

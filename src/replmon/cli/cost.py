@@ -18,6 +18,8 @@ def cost(
     rate_minutes: Annotated[float, typer.Option(min=1, help="One run every N minutes (the schedule).")] = DEFAULTS.schedule_rate_minutes,
     destinations: Annotated[int, typer.Option(min=1, max=10, help="Replication destinations of the route.")] = 1,
     cross_region: Annotated[bool, typer.Option(help="Destinations in another region: inter-region transfer per GB.")] = False,
+    source_region: Annotated[str | None, typer.Option(help="The source bucket's Region: inter-Region transfer is billed at the "
+                                                      "source's rate (default: pricing.json's Region).")] = None,
     rtc: Annotated[bool, typer.Option(help="The rule has Replication Time Control (the demo pair's does): its fee per GB.")] = True,
     history: Annotated[bool, typer.Option(help="Probes read the route's history (a DynamoDB Query each).")] = True,
     replication_mib_per_s: Annotated[float | None, typer.Option(min=0.001, help="Modelled replication throughput (pricing.json's assumption otherwise).")] = None,
@@ -52,7 +54,10 @@ def cost(
     extra: dict[str, float] = {"composite_alarms": sum(1 for r in resources if r["Type"] == "AWS::CloudWatch::CompositeAlarm")}
     if replication_mib_per_s:
         extra["replication_mib_per_s"] = replication_mib_per_s
-    est = estimate(request, runs, cross_region, rtc, extra, alarms=alarms)
+    try:
+        est = estimate(request, runs, cross_region, rtc, extra, alarms=alarms, source_region=source_region)
+    except ConfigError as exc:
+        fail(str(exc))  # one line that names --source-region
     total = round(est.total, 2)
     data = [{"item": x.item, "quantity": round(x.quantity, 3), "unit": x.unit, "usd_per_month": round(x.dollars, 2),
              "share_percent": round(100 * x.dollars / est.total, 1) if est.total else None} for x in est.lines]
@@ -60,6 +65,7 @@ def cost(
                  "share_percent": 100.0})
     doc = {"schema_version": 1, "command": "cost", "modelled": True, "region": est.region, "prices_as_of": est.as_of,
            "runs_per_month": runs, "probes_per_run": est.probes_per_run, "total_usd_per_month": total,
+           "transfer_source_region": est.transfer_source_region, "transfer_rate_per_gb": est.transfer_rate_per_gb,
            "lines": data[:-1], "assumptions": est.assumptions, "sources": pricing()["sources"]}
     if fmt is Format.table:  # for people: quantity and unit in one readable cell
         rows = [{"item": d["item"], "per month": f"{d['quantity']:,.1f} {d['unit']}" if d["item"] != "total" else f"{runs:,.0f} {d['unit']}",

@@ -103,6 +103,18 @@ def check_account(value: str | None) -> str | None:
     return value
 
 
+#: A full KMS key ARN: what S3's key-id header and bucket policies compare (an alias or a bare key id is not).
+KMS_KEY_ARN_RE = r"^arn:aws[a-z-]*:kms:[a-z]{2}(-[a-z]+)+-\d:\d{12}:key/[A-Za-z0-9-]+$"
+
+
+def check_kms_key_arn(value: str | None) -> str | None:
+    if value is not None and not re.match(KMS_KEY_ARN_RE, value):
+        raise ValueError("must be a full KMS key ARN, e.g. 'arn:aws:kms:ap-northeast-1:111122223333:key/1234abcd-12ab-34cd-56ef-"
+                         "1234567890ab', not an alias or a key id: S3's key header and bucket policies compare the key ARN "
+                         "(`aws kms describe-key --key-id <alias> --query KeyMetadata.Arn` prints it)")
+    return value
+
+
 def check_role_arn(value: str | None) -> str | None:
     if value is not None and not ROLE_ARN_RE.match(value):
         raise ValueError("must be an IAM role ARN, e.g. 'arn:aws:iam::123456789012:role/replmon-reader'")

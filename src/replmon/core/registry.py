@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from replmon.core.cadence import ClassSpec, ProbeClasses
 from replmon.core.defaults import DEFAULTS
 from replmon.core.errors import ConfigError, config_error
-from replmon.core.names import check_account, check_bucket, check_endpoint_url, check_prefix, check_region, check_route_name
+from replmon.core.names import KMS_KEY_ARN_RE, check_account, check_bucket, check_endpoint_url, check_prefix, check_region, check_route_name
 from replmon.core.partitions import registry_partition
 from replmon.core.record import PARTITION_KEY, SORT_KEY
 from replmon.core.route import Destination, Endpoint, Route
@@ -73,7 +73,6 @@ MAX_ROUTES_PER_GROUP = 500
 GROUP_RE = r"^g0[0-7]$"
 #: The member-account roles the hub assumes (templates/member-account.yaml): ``<MemberRolePrefix>-<kind>``.
 MEMBER_ROLES = ("inventory", "prober", "reader")
-KMS_KEY_ARN_RE = r"^arn:aws[a-z-]*:kms:[a-z]{2}(-[a-z]+)+-\d:\d{12}:key/[A-Za-z0-9-]+$"
 
 
 def group_of(name: str, groups: int) -> str:
@@ -328,17 +327,14 @@ class RouteSpec(_Strict):
     def to_route(self, member_role_prefix: str | None = DEFAULTS.member_role_prefix, partition: str = "aws") -> Route:
         """The probes' :class:`Route`. Each endpoint gets its account's ``<prefix>-prober`` role;
         ``member_role_prefix=None``: the caller's own credentials (the lab's MinIO users, tests)."""
-        if self.source.kms_key_arn is not None:
-            # Endpoint has no KMS key yet: probes would be written without it (issue 19.7 adds it).
-            raise ConfigError(f"route {self.name}: source.kms_key_arn: SSE-KMS probes are not supported yet (issue 19.7)")
-
         def role(account: str) -> str | None:
             return member_role_arn(account, member_role_prefix, "prober", partition) if member_role_prefix else None
 
         s = self.source
         return Route(
             name=self.name, prefix=self.prefix, seed_prefix=self.seed_prefix,
-            source=Endpoint(bucket=s.bucket, region=s.region, endpoint_url=s.endpoint_url, account=s.account, role_arn=role(s.account)),
+            source=Endpoint(bucket=s.bucket, region=s.region, endpoint_url=s.endpoint_url, account=s.account, role_arn=role(s.account),
+                            kms_key_arn=s.kms_key_arn),
             destinations=[Destination(bucket=d.bucket, region=d.region, endpoint_url=d.endpoint_url, account=d.account,
                                       role_arn=role(d.account), rule_id=d.rule_id) for d in self.destinations],
         )

@@ -19,6 +19,7 @@ from replmon.core.names import (
     check_account,
     check_bucket,
     check_endpoint_url,
+    check_kms_key_arn,
     check_prefix,
     check_region,
     check_role_arn,
@@ -35,7 +36,8 @@ Optional = Annotated[str | None, BeforeValidator(_blank_is_none)]
 
 class Endpoint(BaseModel):
     """A bucket and where to reach it (``endpoint_url`` for S3-compatible servers such as MinIO);
-    ``role_arn`` is assumed to reach a bucket in another account (a fleet route's member role)."""
+    ``role_arn`` is assumed to reach a bucket in another account (a fleet route's member role);
+    ``kms_key_arn`` (the source's SSE-KMS key, a full key ARN) is the key probes are written with."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     bucket: str
@@ -43,12 +45,14 @@ class Endpoint(BaseModel):
     endpoint_url: Optional = None
     account: Optional = None
     role_arn: Optional = None
+    kms_key_arn: Optional = None
 
     _check_bucket = field_validator("bucket")(check_bucket)
     _check_region = field_validator("region")(check_region)
     _check_url = field_validator("endpoint_url")(check_endpoint_url)
     _check_account = field_validator("account")(check_account)
     _check_role = field_validator("role_arn")(check_role_arn)
+    _check_kms = field_validator("kms_key_arn")(check_kms_key_arn)
 
 
 class Destination(Endpoint):

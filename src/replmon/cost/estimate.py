@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from replmon.core.clock import ManualClock
+from replmon.core.errors import ConfigError
 from replmon.core.ports import HeadResult
 from replmon.core.record import ProbeStatus
 from replmon.probe.plan import plan_probes
@@ -58,6 +59,8 @@ class Estimate:
     assumptions: dict[str, Any] = field(default_factory=dict)
     as_of: str = ""
     region: str = ""
+    transfer_source_region: str = ""  # whose rate priced the inter-Region transfer
+    transfer_rate_per_gb: float = 0.0
 
     @property
     def total(self) -> float:
@@ -115,8 +118,26 @@ def model_polling(probe: ProbeState, latency: float, head_seconds: float) -> Pol
     return PollingModel(state.poll.head_count, invocations, waits, inside)
 
 
+def transfer_rate(source_region: str) -> float:
+    """$/GB of inter-Region transfer for replication **from** ``source_region``: AWS bills it by the
+    source Region (C19.30). A Region without a dated rate in pricing.json is an error, never a
+    silent us-east-1 price.
+
+    >>> transfer_rate("ap-northeast-1") > transfer_rate("us-east-1")
+    True
+    """
+    rates = {k: v for k, v in pricing()["prices"]["s3_inter_region_transfer_per_gb_by_source_region"].items() if not k.startswith("_")}
+    if source_region not in rates:
+        raise ConfigError(f"--source-region: no inter-Region transfer rate for {source_region!r} in cost/pricing.json "
+                          f"(known: {', '.join(sorted(rates))}); add the Region's rate from the S3 pricing page, with its date")
+    return float(rates[source_region])
+
+
 def estimate(request: ProbeRequest, runs_per_month: float, cross_region: bool, rtc: bool,
-             assumptions: dict[str, Any] | None = None, alarms: int | None = None, settings: UploadSettings | None = None) -> Estimate:
+             assumptions: dict[str, Any] | None = None, alarms: int | None = None, settings: UploadSettings | None = None,
+             source_region: str | None = None) -> Estimate:
+    """``source_region``: the replication source's Region, whose rate prices the inter-Region
+    transfer (default: pricing.json's Region)."""
     data = pricing()
     settings = settings or UploadSettings()
     p, a = data["prices"], {**data["assumptions"], **(assumptions or {})}
@@ -169,8 +190,11 @@ def estimate(request: ProbeRequest, runs_per_month: float, cross_region: bool, r
             (put_class + list_class) * runs / 1000 * p["s3_put_copy_post_list_per_1000"])
     est.add("S3 GET/HEAD requests", get_class * runs, "requests", get_class * runs / 1000 * p["s3_get_head_per_1000"])
     est.add("S3 RTC fee", gb if rtc else 0.0, "GiB replicated", (gb * p["s3_rtc_per_gb"]) if rtc else 0.0)
-    est.add("S3 inter-region transfer", gb if cross_region else 0.0, "GiB replicated",
-            gb * p["s3_inter_region_transfer_per_gb"] if cross_region else 0.0)
+    source = source_region or data["region"]
+    rate = transfer_rate(source)
+    est.transfer_source_region, est.transfer_rate_per_gb = source, rate
+    est.add(f"S3 inter-region transfer (from {source}, ${rate}/GB)", gb if cross_region else 0.0, "GiB replicated",
+            gb * rate if cross_region else 0.0)
     sizes = {pr.size_class for pr in probes}
     # The passive side (CollectSignals on its schedule; IngestEvents scales with your traffic's events, not modelled).
     collector_runs = a["days_per_month"] * 24 * 60 / a["collector_rate_minutes"]

@@ -126,6 +126,9 @@ class Resolver:
             if key == "Fn::Join":
                 sep, items = arg
                 return sep.join(str(x) for x in self.resolve(items))
+            if key == "Fn::Split":
+                sep, text = arg
+                return str(self.resolve(text)).split(sep)
             if key == "Fn::Select":
                 i, items = arg
                 return self.resolve(items)[int(self.resolve(i))]

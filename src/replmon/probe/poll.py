@@ -21,19 +21,27 @@ from replmon.probe.state import DestinationCheck, Poll, ProbeState
 def same_content(source: HeadResult, replica: HeadResult | None, upload_etag: str) -> tuple[bool, str]:
     """Is the replica the source's bytes? Compared by S3's full-object checksum where both sides
     have one (replication keeps it; an SSE-KMS object's ETag is not a content hash and may differ
-    on the replica), by ETag only where no checksum exists.
+    on the replica), by ETag only where no checksum exists. Two checksums are compared only when
+    they are of the same algorithm **and** type: a COMPOSITE checksum (of the parts' checksums) and
+    a FULL_OBJECT one of the same bytes differ, so such a pair is refused, never judged equal
+    (C19.26, "Checking object integrity for data uploads in Amazon S3").
 
     >>> src = HeadResult("COMPLETED", 3, '"a"', "v", "CRC64NVME/FULL_OBJECT:AAA=")
     >>> same_content(src, HeadResult("REPLICA", 3, '"b"', "v", "CRC64NVME/FULL_OBJECT:AAA="), '"a"')
     (True, 'checksum:CRC64NVME/FULL_OBJECT')
     >>> same_content(HeadResult("COMPLETED", 3, '"a"', "v"), HeadResult("REPLICA", 3, '"a"', "v"), '"a"')
     (True, 'etag')
+    >>> same_content(src, HeadResult("REPLICA", 3, '"a"', "v", "CRC64NVME/COMPOSITE:AAA="), '"a"')
+    (False, 'checksum:CRC64NVME/FULL_OBJECT vs CRC64NVME/COMPOSITE: not comparable')
     """
     if replica is None:
         return False, "missing"
     if source.checksum and replica.checksum:
-        algorithm = source.checksum.split(":", 1)[0]
-        return source.checksum == replica.checksum, f"checksum:{algorithm}"
+        kind, value = source.checksum.split(":", 1)
+        replica_kind, replica_value = replica.checksum.split(":", 1)
+        if kind != replica_kind:
+            return False, f"checksum:{kind} vs {replica_kind}: not comparable"
+        return value == replica_value, f"checksum:{kind}"
     return replica.etag == upload_etag, "etag"
 
 

@@ -11,7 +11,7 @@ from replmon.core.clock import Clock
 from replmon.core.errors import StoreUnavailable
 from replmon.core.keys import iso_ms
 from replmon.core.partitions import RTC, signal_partition
-from replmon.core.ports import LatencyTable, MetricReader, MetricsSink
+from replmon.core.ports import LatencyTable, MetricReaders, MetricsSink
 from replmon.core.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
 from replmon.core.route import Route
 from replmon.core.telemetry import ROUTE
@@ -22,15 +22,16 @@ from replmon.signals.slo import SloSpec
 log = logging.getLogger("replmon")
 
 
-def collect(routes: Sequence[Route], store: LatencyTable, reader: MetricReader | None, metrics: MetricsSink, now: float,
+def collect(routes: Sequence[Route], store: LatencyTable, readers: MetricReaders | None, metrics: MetricsSink, now: float,
             spec: SloSpec, window: float, retention_days: int) -> list[RouteHealth]:
-    """Per route: read and store RTC metrics, evaluate RPO and SLO, emit them. A route whose RTC
-    read fails is still evaluated from probes and events (the failure is named in the result)."""
+    """Per route: read (each metric in the Region S3 publishes it, signals/rtc.py) and store RTC
+    metrics, evaluate RPO and SLO, emit them. A route whose RTC read fails is still evaluated from
+    probes and events (the failure is named in the result)."""
     out = []
     for route in routes:
-        if reader is not None:
+        if readers is not None:
             try:
-                fresh = collect_rtc(reader, route, now)
+                fresh = collect_rtc(readers, route, now)
                 for s in fresh:
                     store.put_item({PARTITION_KEY: signal_partition(route.name, RTC), SORT_KEY: f"{iso_ms(now)}#{s.destination}#{s.rule_id}",
                                     **s.to_item(), TTL_ATTRIBUTE: int(now + retention_days * 86_400)})
@@ -49,7 +50,7 @@ class CollectorDeps(Protocol):
     """What CollectSignals needs (the composition root's ``Deps`` has it)."""
 
     store: LatencyTable
-    metric_reader: MetricReader | None
+    metric_readers: MetricReaders | None
     metrics: MetricsSink
     clock: Clock
     slo: SloSpec
@@ -62,6 +63,6 @@ class CollectorDeps(Protocol):
 
 def collect_step(event: Mapping[str, Any], deps: CollectorDeps) -> dict[str, Any]:
     """Scheduled: RTC metrics in, RPO / SLO / burn rates out, for every route of the deployment."""
-    health = collect(deps.routes, deps.store, deps.metric_reader, deps.metrics, deps.clock.now(), deps.slo,
+    health = collect(deps.routes, deps.store, deps.metric_readers, deps.metrics, deps.clock.now(), deps.slo,
                      deps.rpo_window, deps.retention_days)
     return {"routes": [h.to_json(deps.slo) for h in health]}

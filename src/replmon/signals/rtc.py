@@ -5,6 +5,12 @@ DestinationBucket and RuleId, only while the rule has replication metrics (or RT
 **only when there is something to report**: an idle route has no data points (R6, R13). A
 series without points is stored as missing, never as zero.
 
+**Each metric is read where S3 publishes it** ("Using S3 Replication metrics", C19.1):
+ReplicationLatency, BytesPendingReplication and OperationsPendingReplication in the
+*destination* bucket's Region, OperationsFailedReplication in the *source* bucket's Region
+(:data:`METRIC_REGION`). CloudWatch is regional (C19.12), so a route's queries are grouped by
+:class:`~replmon.core.ports.ReaderKey` (account, Region), each group read by that key's reader.
+
 >>> [q.stat for q in queries("src", "dst", "rule-1", 60)]
 ['Maximum', 'Maximum', 'Maximum', 'Sum']
 """
@@ -15,8 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from replmon.core.ports import MetricQuery, MetricReader, MetricSeries
-from replmon.core.route import Route
+from replmon.core.ports import MetricQuery, MetricReaders, MetricSeries, ReaderKey
+from replmon.core.route import Destination, Route
 from replmon.signals.slo import RtcLatest
 
 NAMESPACE = "AWS/S3"
@@ -26,6 +32,13 @@ RTC_METRICS = {
     "BytesPendingReplication": ("Maximum", "Bytes"),
     "OperationsPendingReplication": ("Maximum", "Count"),
     "OperationsFailedReplication": ("Sum", "Count"),
+}
+#: metric -> the bucket whose Region S3 publishes it in (C19.1).
+METRIC_REGION = {
+    "ReplicationLatency": "destination",
+    "BytesPendingReplication": "destination",
+    "OperationsPendingReplication": "destination",
+    "OperationsFailedReplication": "source",
 }
 
 
@@ -85,13 +98,44 @@ def parse_results(series: Sequence[MetricSeries], destination: str, rule_id: str
     return sample
 
 
-def collect_rtc(reader: MetricReader, route: Route, now: float, lookback: float = 900, period: int = 60) -> list[RtcSample]:
-    """One read (GetMetricData, every page) for every (rule, destination) of the route that names its rule."""
+def reader_key(route: Route, destination: Destination, metric: str) -> ReaderKey:
+    """Where ``metric`` of the (source, ``destination``) pair is read: the Region S3 publishes it
+    in (:data:`METRIC_REGION`; a destination without a Region is in the source's), in the source
+    account (whose reader role reads it; None = the stack's own credentials, fleet-design 4.1).
+
+    >>> r = Route.model_validate({"name": "t", "source": {"bucket": "src-tokyo", "region": "ap-northeast-1"},
+    ...                           "destinations": [{"bucket": "dst-singapore", "region": "ap-southeast-1", "rule_id": "r"}]})
+    >>> [reader_key(r, r.destinations[0], m).region for m in METRIC_REGION]
+    ['ap-southeast-1', 'ap-southeast-1', 'ap-southeast-1', 'ap-northeast-1']
+    """
+    side = METRIC_REGION[metric]
+    region = route.source.region if side == "source" else (destination.region or route.source.region)
+    return ReaderKey(route.source.account, region)
+
+
+def queries_for(route: Route, period: int = 60) -> list[tuple[ReaderKey, MetricQuery]]:
+    """Every query of the route's (rule, destination) pairs that name their rule, with where it is
+    read. Query ids carry the pair's index, so they stay unique within any one read."""
+    out = []
+    for n, dest in enumerate(d for d in route.destinations if d.rule_id):
+        assert dest.rule_id is not None
+        for q in queries(route.source.bucket, dest.bucket, dest.rule_id, period, n):
+            out.append((reader_key(route, dest, q.metric), q))
+    return out
+
+
+def collect_rtc(readers: MetricReaders, route: Route, now: float, lookback: float = 900, period: int = 60) -> list[RtcSample]:
+    """One read (GetMetricData, every page) per (account, Region) the route's metrics live in, for
+    every (rule, destination) of the route that names its rule."""
     pairs = [(d.bucket, d.rule_id) for d in route.destinations if d.rule_id]
     if not pairs:
         return []
-    qs = [q for n, (dst, rule) in enumerate(pairs) for q in queries(route.source.bucket, dst, rule, period, n)]
-    series = reader.read(qs, now - lookback, now)
+    by_key: dict[ReaderKey, list[MetricQuery]] = {}
+    for key, q in queries_for(route, period):
+        by_key.setdefault(key, []).append(q)
+    series: list[MetricSeries] = []
+    for key, qs in by_key.items():
+        series.extend(readers(key).read(qs, now - lookback, now))
     return [parse_results(series, dst, rule, now, n) for n, (dst, rule) in enumerate(pairs)]
 
 
