@@ -103,7 +103,8 @@ def health_row(h: Mapping[str, Any]) -> dict[str, Any]:
     return {"route": h["route"], "rpo_s": "unbounded" if rpo["unbounded"] else rpo["seconds"],
             "why": "; ".join(rpo["reasons"]) or "-", "slo_probes": f"{slo['good']}/{slo['total']}",
             "attainment_%": pct(slo["attainment"]), "budget_left_%": pct(slo["budget_left"]),
-            **{f"burn_{k}": v for k, v in burn.items()},
+            "budget_events": slo.get("budget_events"),
+            **{f"burn_{slo.get('windows', {}).get(k, k)}": v for k, v in burn.items()},
             "alerts": ",".join(k for k, v in slo["alerts"].items() if v) or "-",
             "pending_bytes": rpo["inputs"].get("rtc_bytes_pending"), "events": sum(h["events"].values()) if isinstance(h["events"], dict) else 0}
 
