@@ -41,7 +41,7 @@ def test_a_target_the_sample_cannot_support_is_refused_naming_the_field_and_the_
     assert "SloTargetPercent: 99.99 % over 8640 judged probes per 30 days is an error budget of 0.86 bad probes" in text
     assert "lower SloTargetPercent to at most 99.94" in text
     # The fix it names is accepted.
-    assert (1 - 0.9994) * 8640 >= REFUSE_BELOW_EVENTS
+    assert REFUSE_BELOW_EVENTS <= (1 - 0.9994) * 8640
     check_budget(slo_spec({"target_percent": 99.94, "period_days": 30, "probe_interval_minutes": 15}), 3)
     # A generous sample needs no warning at all.
     assert check_budget(slo_spec({"target_percent": 99.0, "period_days": 30, "probe_interval_minutes": 15}), 3) is None

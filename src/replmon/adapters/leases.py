@@ -110,7 +110,7 @@ class DynamoLeases:
             raise StoreUnavailable(f"{self.table}: {type(exc).__name__}: {exc}") from exc
 
     def record_skip(self, route: str, tick: str, holder: str, until: float, classes: Sequence[str]) -> bool:
-        item = {PARTITION_KEY: {"S": runs_partition(route)}, SORT_KEY: {"S": skip_sort_key(tick)},
+        item: dict[str, Any] = {PARTITION_KEY: {"S": runs_partition(route)}, SORT_KEY: {"S": skip_sort_key(tick)},
                 "holder": {"S": holder}, "until": {"N": repr(until)},
                 "expires_at": {"N": str(int(Decimal(repr(until))) + SKIP_KEEP_SECONDS)}}
         if classes:

@@ -90,7 +90,8 @@ def end_run(event: Mapping[str, Any], deps: LeaseDeps) -> dict[str, Any]:
     """EndRouteRun: ``{"holder", "routes"}`` in; each lease this run still holds is released.
     A lease that is no longer this run's (it expired and another run took it) is left alone."""
     store, now = _store(deps), deps.clock.now()
-    released, lost = [], []
+    released: list[str] = []
+    lost: list[str] = []
     for name in event.get("routes") or []:
         (released if store.release(name, str(event["holder"]), now) else lost).append(name)
     if lost:

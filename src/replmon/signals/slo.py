@@ -144,7 +144,7 @@ def check_budget(spec: SloSpec, probes_per_run: int, field_name: str = "SloTarge
             f"is an error budget of {budget:.2f} bad probes")
     if samples <= 0 or budget < REFUSE_BELOW_EVENTS:
         best = largest_target(samples) if samples > REFUSE_BELOW_EVENTS else None
-        fix = (f"lower {field_name} to at most {best:g}" if best and best >= 50 else f"probe more often or with more sizes/trials")
+        fix = (f"lower {field_name} to at most {best:g}" if best and best >= 50 else "probe more often or with more sizes/trials")
         raise ConfigError(f"invalid SLO configuration:\n  {what}, under {REFUSE_BELOW_EVENTS:g}: one slow probe would spend "
                           f"{100 / max(budget, 1e-9):.0f} % of it; {fix}, or lengthen SloPeriodDays")
     if budget < WARN_BELOW_EVENTS:
