@@ -17,8 +17,8 @@ import pytest
 
 from replmon.adapters import clients
 from replmon.core.route import Destination
-from replmon.probe.plan import CLEANUP_BOUND_SECONDS, RECORD_BOUND_SECONDS
-from replmon.probe.request import POLL_TIMEOUT_MARGIN_SECONDS
+from replmon.probe.plan import CLEANUP_BOUND_SECONDS, CLEANUP_SIDE_SECONDS, RECORD_BOUND_SECONDS, RECORD_INVOCATION_SECONDS
+from replmon.probe.request import HEAD_WORST_CASE_SECONDS, POLL_TIMEOUT_MARGIN_SECONDS, poll_timeout_margin
 from tests.conftest import ROOT
 
 PACKAGE = ROOT / "src" / "replmon"
@@ -55,13 +55,39 @@ def test_the_adapters_clients_come_from_the_policy() -> None:
 
 
 def test_the_runs_bounds_cover_the_policy() -> None:
-    """probe/plan.py and probe/request.py state their bounds in terms of these call classes."""
-    # RecordResult: the store (3 x 13 s), then the spool (3 x 13 s).
-    assert 2 * clients.STORE.attempts * clients.STORE.attempt_seconds <= RECORD_BOUND_SECONDS
-    # Cleanup: per side, three control calls (list versions, delete, list uploads) of 2 x (3 + 10) s.
-    assert 3 * clients.CONTROL.attempts * clients.CONTROL.attempt_seconds <= CLEANUP_BOUND_SECONDS
+    """probe/plan.py and probe/request.py state their bounds in terms of these call classes, with
+    every attempt timing out and the longest backoff between attempts (worst_case_seconds)."""
+    # RecordResult: the store, then the spool, in one invocation; the state machine's retries on top.
+    assert 2 * clients.STORE.worst_case_seconds <= RECORD_INVOCATION_SECONDS and 4 * RECORD_INVOCATION_SECONDS < RECORD_BOUND_SECONDS
+    # Cleanup: per side, three control calls (list versions, delete, list uploads); two sides.
+    assert 3 * clients.CONTROL.worst_case_seconds <= CLEANUP_SIDE_SECONDS and CLEANUP_BOUND_SECONDS >= 2 * CLEANUP_SIDE_SECONDS
     # PollReplication keeps room past its inline budget for the final HEAD and a replica's HEAD.
-    assert 2 * clients.CONTROL.read_timeout <= POLL_TIMEOUT_MARGIN_SECONDS
+    assert clients.CONTROL.worst_case_seconds <= HEAD_WORST_CASE_SECONDS
+    assert 2 * HEAD_WORST_CASE_SECONDS < POLL_TIMEOUT_MARGIN_SECONDS == poll_timeout_margin(1) < poll_timeout_margin(2)
+
+
+def test_the_functions_timeouts_hold_their_bounds() -> None:
+    """A Lambda function stops at its Timeout (Lambda Developer Guide, "Configure Lambda function
+    timeout", https://docs.aws.amazon.com/lambda/latest/dg/configuration-timeout.html): each
+    step's worst case must fit in its function's Timeout, or the step ends as a timeout error."""
+    from tests.cfnutil import load_template
+
+    props = {n: r["Properties"] for n, r in load_template()["Resources"].items() if r["Type"] == "AWS::Serverless::Function"}
+    assert props["CleanupFunction"]["Timeout"] >= CLEANUP_BOUND_SECONDS
+    assert props["RecordResultFunction"]["Timeout"] >= RECORD_INVOCATION_SECONDS
+    params = load_template()["Parameters"]["PollFunctionTimeoutSeconds"]
+    # The smallest allowed PollReplication timeout still holds a zero inline budget plus the margin.
+    assert params["MinValue"] >= POLL_TIMEOUT_MARGIN_SECONDS
+
+
+def test_a_budget_that_leaves_no_room_for_the_final_heads_is_refused() -> None:
+    from replmon.core.errors import ConfigError
+    from replmon.probe.request import load_request
+
+    route = {"name": "r", "source": {"bucket": "src"}, "destinations": [{"bucket": "dst-1"}, {"bucket": "dst-2"}]}
+    load_request({"routes": [route], "poll": {"inline_budget_seconds": 120 - poll_timeout_margin(2)}})
+    with pytest.raises(ConfigError, match=r"poll\.inline_budget_seconds.*2 destination"):
+        load_request({"routes": [route], "poll": {"inline_budget_seconds": 121 - poll_timeout_margin(2)}})
 
 
 def makes_clients(path: Path) -> list[str]:
@@ -90,3 +116,26 @@ def test_the_scan_bites(tmp_path: Path) -> None:
                    "a = boto3.client('s3')\nb = boto3.session.Session(profile_name='p').client('sqs')\n")
     assert len(makes_clients(src)) == 4
     assert makes_clients(CLIENTS)  # the one module that does
+
+
+def test_the_assumed_roles_sts_client_is_under_the_policy() -> None:
+    """botocore's AssumeRoleCredentialFetcher builds its STS client through the creator it is
+    given, with no config of its own: replmon's creator adds the control class."""
+    base = clients.session(("AKIDEXAMPLE", "secret"))
+    s = clients._assumed_role_session(base, "arn:aws:iam::111122223333:role/replmon-prober", "ap-southeast-1")
+    fetcher = s._session._credentials._refresh_using.__self__  # the fetcher the credentials refresh with
+    sts = fetcher._create_client()
+    assert sts.meta.service_model.service_name == "sts"
+    assert settings(sts) == ("standard", 2, 3, 10)
+
+
+def test_architecture_prints_the_policy_as_the_code_has_it() -> None:
+    """docs/ARCHITECTURE.md's client policy table is the POLICY table, row for row."""
+    doc = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    rows = {}
+    for line in doc.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].startswith("`") and cells[0].strip("`") in clients.POLICY:
+            connect, read = (float(x) for x in cells[1].split("/"))
+            rows[cells[0].strip("`")] = (connect, read, int(cells[2]))
+    assert rows == {n: (c.connect_timeout, c.read_timeout, c.attempts) for n, c in clients.POLICY.items()}

@@ -85,8 +85,11 @@ def session(keys: tuple[str, str] | None = None, profile: str | None = None) -> 
 def _assumed_role_session(base: boto3.session.Session, role_arn: str, region: str | None) -> boto3.session.Session:
     """A session whose credentials re-assume ``role_arn`` before they expire (Lambda containers
     outlive the 1-hour default), the way botocore does for profiles with role_arn."""
+    def sts(service: str, **kwargs: Any) -> Any:  # botocore builds its STS client bare: give it the policy
+        return base._session.create_client(service, config=CONTROL.config(), **kwargs)
+
     fetcher = AssumeRoleCredentialFetcher(
-        client_creator=base._session.create_client,
+        client_creator=sts,
         source_credentials=base.get_credentials(),
         role_arn=role_arn,
         extra_args={"RoleSessionName": "replmon"},

@@ -1,8 +1,8 @@
 """What a probe schedule costs per month, before anyone deploys it (`replmon cost`).
 
 The estimate is *modelled*: it expands the request with the same plan the state machine uses
-(:func:`replmon.plan.plan_probes`), plays each probe's polling with the same policy and poller
-(:func:`replmon.poller.poll_replication`) against a modelled latency, and counts what a run
+(:func:`replmon.probe.plan.plan_probes`), plays each probe's polling with the same policy and poller
+(:func:`replmon.probe.poll.poll_replication`) against a modelled latency, and counts what a run
 makes AWS do: state transitions, Lambda invocations and GB-seconds, S3 requests, replicated
 bytes (the RTC fee and inter-region transfer), DynamoDB writes and reads, CloudWatch metrics,
 alarms and log bytes. Prices come from ``pricing.json`` (one file, with its sources and date);

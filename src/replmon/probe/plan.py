@@ -83,8 +83,17 @@ def check_fits(request: ProbeRequest) -> None:
 #: Bounds of the steps after polling, as the state machine's retries and the clients' timeouts
 #: set them (docs/SEMANTICS.md, "How long a run can take"): RecordResult with its retries and
 #: the spool fallback, Cleanup with its retries.
-RECORD_BOUND_SECONDS = 120  # store (3 x 13 s) then spool (3 x 13 s), retried once by the state machine
-CLEANUP_BOUND_SECONDS = 90  # per side, 3 control calls of at most 2 x (3 + 10) s; both sides of one destination
+#: RecordResult, one invocation: the store (42 s: 3 attempts x 13 s + 3 s backoff), then the spool
+#: (42 s); RecordResultFunction's Timeout (90 s) covers both, so a hung store still spools.
+RECORD_INVOCATION_SECONDS = 90
+#: The state machine retries RecordResult on any error up to 3 times (2, 4, 8 s apart).
+RECORD_BOUND_SECONDS = 4 * RECORD_INVOCATION_SECONDS + 2 + 4 + 8
+#: Cleanup per side: list versions, delete them, list uploads - three control calls of at most 27 s
+#: each (2 attempts x 13 s + 1 s backoff). A route with one destination has two sides (162 s);
+#: CleanupFunction's Timeout (180 s) covers that. With more destinations a hung side can time the
+#: function out: the state machine retries it and the housekeeping sweep removes what is left.
+CLEANUP_SIDE_SECONDS = 82
+CLEANUP_BOUND_SECONDS = 2 * CLEANUP_SIDE_SECONDS
 HOUSEKEEPING_BOUND_SECONDS = 120  # once per run: spool replay and a sweep of every side
 
 
@@ -97,7 +106,7 @@ def worst_case_seconds(request: ProbeRequest) -> float:
     >>> req = load_request({"routes": [{"name": "p", "source": {"bucket": "src"}, "destinations": [{"bucket": "dst"}]}],
     ...                     "sizes": "1MiB,2MiB,3MiB", "trials": 1, "timeout_seconds": 600, "max_concurrency": 2})
     >>> worst_case_seconds(req)
-    1740.0
+    2396.0
     """
     probes = len(request.routes) * len(request.sizes) * request.trials
     waves = math.ceil(probes / request.max_concurrency)

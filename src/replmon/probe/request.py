@@ -29,12 +29,25 @@ from replmon.core.route import Route
 from replmon.core.sizes import ACCEPTED_FORM, parse_size
 from replmon.probe import ladders
 
-__all__ = ["POLL_TIMEOUT_MARGIN_SECONDS", "ConfigError", "PollSettings", "ProbeRequest", "ProbeSettings", "load_request", "load_settings"]
+__all__ = ["HEAD_WORST_CASE_SECONDS", "POLL_TIMEOUT_MARGIN_SECONDS", "ConfigError", "PollSettings", "ProbeRequest", "ProbeSettings", "load_request", "load_settings", "poll_timeout_margin"]
 
-#: Seconds of PollReplication's Lambda timeout kept free beyond the inline budget: the final HEAD,
-#: one HEAD per destination to verify replicas (each bounded by the S3 read timeout, 10 s) and a
-#: sub-second overrun of the budget (poll.sleeps_inline).
-POLL_TIMEOUT_MARGIN_SECONDS = 30
+#: The longest one S3 HEAD can take under the client policy's control class, retries and backoff
+#: included (2 attempts x (3 s connect + 10 s read) + 1 s backoff = 27 s; tests/test_clients.py
+#: checks it against adapters/clients.CONTROL.worst_case_seconds).
+HEAD_WORST_CASE_SECONDS = 28
+#: Seconds of PollReplication's Lambda timeout kept free beyond the inline budget for a route
+#: with one destination: the final HEAD, the replica's HEAD, and a sub-second overrun of the budget
+#: (poll.sleeps_inline). Each further destination adds one HEAD (:func:`poll_timeout_margin`).
+POLL_TIMEOUT_MARGIN_SECONDS = 2 * HEAD_WORST_CASE_SECONDS + 2
+
+
+def poll_timeout_margin(destinations: int) -> int:
+    """PollReplication's margin past its inline budget: the final HEAD plus one HEAD per destination.
+
+    >>> poll_timeout_margin(1), poll_timeout_margin(3)
+    (58, 114)
+    """
+    return POLL_TIMEOUT_MARGIN_SECONDS + max(0, destinations - 1) * HEAD_WORST_CASE_SECONDS
 
 
 def _sizes(value: object) -> list[int]:
@@ -127,15 +140,16 @@ def _ladder_trials(data: Mapping[str, Any]) -> dict[str, Any]:
     return dict(data)
 
 
-def _check_inline_budget(settings: ProbeSettings, poll_function_timeout: float | None) -> None:
+def _check_inline_budget(settings: ProbeSettings, poll_function_timeout: float | None, destinations: int = 1) -> None:
     limit = DEFAULTS.poll_function_timeout_seconds if poll_function_timeout is None else poll_function_timeout
     budget = settings.poll.inline_budget_seconds
-    if budget + POLL_TIMEOUT_MARGIN_SECONDS > limit:
+    margin = poll_timeout_margin(destinations)
+    if budget + margin > limit:
         raise ConfigError(
             "invalid probe configuration:\n"
             f"  poll.inline_budget_seconds: {budget:g} s does not fit in PollReplication's {limit:g} s timeout "
-            f"(it needs {POLL_TIMEOUT_MARGIN_SECONDS} s more for the final HEADs); use at most "
-            f"{max(0.0, limit - POLL_TIMEOUT_MARGIN_SECONDS):g}, or raise the PollFunctionTimeoutSeconds parameter"
+            f"(it needs {margin} s more for the final HEADs of a route with {destinations} destination(s)); use at most "
+            f"{max(0.0, limit - margin):g}, or raise the PollFunctionTimeoutSeconds parameter"
         )
 
 
@@ -160,5 +174,5 @@ def load_request(
     PollFunctionTimeoutSeconds) bounds ``poll.inline_budget_seconds``.
     """
     request = _validated(ProbeRequest, {**(defaults or {}), **_ladder_trials(data or {})})
-    _check_inline_budget(request, poll_function_timeout)
+    _check_inline_budget(request, poll_function_timeout, max((len(r.destinations) for r in request.routes), default=1))
     return request
