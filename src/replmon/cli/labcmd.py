@@ -73,7 +73,8 @@ def lab_run(
     chart = latency_chart(records, lab_dir / "latency-vs-size.png", f"replmon lab: MinIO -> MinIO at {bandwidth}/s, run {result.run_id}")
     data = write_data(records, lab_dir / "runs" / f"{result.run_id}.json")
     leftover = sum(len(v) for v in left.values())
-    code = exit_code(records, result.planned, result.execution.status == "SUCCEEDED" and not result.failed_iterations)
+    code = exit_code(records, result.planned, result.execution.status == "SUCCEEDED" and not result.failed_iterations
+                     and not result.skipped)
     if leftover:
         code = max(code, INFRASTRUCTURE)
     if fmt is Format.json:

@@ -97,6 +97,7 @@ def probe(
     """
     from replmon import wiring
     from replmon.adapters.spool import DirectorySpool
+    from replmon.core.keys import iso_ms
     from replmon.core.stats import summarize
     from replmon.local.execution import PreflightError, preflight, run_request
     from replmon.probe.plan import check_fits, worst_case_seconds
@@ -148,8 +149,12 @@ def probe(
     with progress_bar() as bar:
         task = bar.add_task("probes", total=None)
         result = run_request(request, deps, on_progress=lambda n, total: bar.update(task, completed=n, total=total))
+    for skip in result.skipped:  # never silent: another run is probing this route
+        err.print(f"route {skip['route']} skipped: run {skip['held_by']} holds its lease until "
+                  f"{iso_ms(skip['until'])} (one run per route at a time)", highlight=False)
     spooled = deps.spool.pending() if isinstance(deps.spool, DirectorySpool) else 0
-    code = exit_code(result.records, result.planned, result.execution.status == "SUCCEEDED" and not result.failed_iterations)
+    code = exit_code(result.records, result.planned, result.execution.status == "SUCCEEDED" and not result.failed_iterations
+                     and not result.skipped)
     if spooled:
         err.print(f"{spooled} record(s) wait in {spool_dir}: the store was unavailable; the next run replays them", highlight=False)
     if fmt is Format.table:

@@ -520,7 +520,7 @@ def p6_ingest(report: Report, store: Any, deps: Deps, ingest_events: int, hour_e
     from replmon.local.aslrun import LambdaContext, load_handler
     from replmon.signals.event_ingest import EventItem
     from replmon.signals.health import route_health
-    from replmon.signals.s3events import parse_sqs_message
+    from replmon.signals.s3events import ReplicationEvent, parse_sqs_message
     from replmon.signals.slo import SloSpec
 
     logger.setLevel("WARNING")  # as deployed (POWERTOOLS_LOG_LEVEL): one INFO line per message would dominate
@@ -553,6 +553,7 @@ def p6_ingest(report: Report, store: Any, deps: Deps, ingest_events: int, hour_e
         items = []
         for d in chunk:
             [parsed] = parse_sqs_message({"body": _json.dumps(d), "messageId": "x"}, "bench")
+            assert isinstance(parsed.signal, ReplicationEvent)
             items.append({"PutRequest": {"Item": store._item(EventItem(route, parsed.signal).to_item(deps.retention_days))}})
         request = {store.table: items}
         while request:
@@ -578,7 +579,8 @@ def p6_ingest(report: Report, store: Any, deps: Deps, ingest_events: int, hour_e
         [[f"{PARTITION_WCU:,}", f"{rate:,.0f}", "this machine" if rate < PARTITION_WCU else "the partition key"]])
     report.table(
         f"P6 the collector's read of one route with a {hour_events:,}-event hour (route_health: events Query + probes + RTC items)",
-        ["events in the window", "items read", "collector s for this route", "load s (BatchWriteItem, not timed above)"],
+        ["events written in the hour", "events in the 1 h window at read time", "collector s for this route",
+         "load s (BatchWriteItem, not timed above)"],
         [[f"{hour_events:,}", f"{items_read:,}", f"{collect_s:.1f}", f"{load_s:.0f}"]])
 
 
@@ -591,16 +593,19 @@ def run_ingest_bench(console: Console, lab_dir: Path, output: Path | None, inges
     from replmon.adapters import clients
     from replmon.adapters.dynamodb import DynamoLatencyStore
     from replmon.core.defaults import DEFAULTS
-    from replmon.lab.lab import TABLE, TEMPLATE
+    from replmon.lab.lab import TABLE
     from replmon.lab.servers import dynamodb_local
     from replmon.local.tables import ensure_table
+    from replmon.local.template import TEMPLATE
 
     concurrency = concurrency or DEFAULTS.events_max_concurrency
     started = time.time()
     report = Report(console)
     header(report, " - event ingestion (P6)", "bench-ingest", ", ".join(f"{k} {v}" for k, v in versions().items()),
            f"replmon lab bench-ingest --events {ingest_events} --hour-events {hour_events}", " Modelled figures say so.")
-    report.text("- lab: DynamoDB Local 2.5.4 on loopback, sharing the machine's cores with the handler threads")
+    load = os.getloadavg()[0]
+    report.text(f"- lab: DynamoDB Local 2.5.4 on loopback, sharing the machine's cores with the handler threads "
+                f"(1-minute load average at the start: {load:.1f} on {os.cpu_count()} cores; other work on the machine slows every figure)")
     report.text()
     root = Path(lab_dir)
     shutil.rmtree(root, ignore_errors=True)
