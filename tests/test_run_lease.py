@@ -124,3 +124,16 @@ def test_a_retried_begin_holds_the_same_lease_and_counts_a_skip_once(env: Env) -
     assert begin_run({"plan": later, "execution": "exec-2"}, env.deps)["lease"]["routes"] == ["primary"]
     leases = env.leases.leases(["primary", "other", "never-ran"])
     assert leases["primary"].holder == "exec-2" and leases["other"].holder == "exec-1" and "never-ran" not in leases
+
+
+def test_a_local_run_counts_probes_from_the_maps_count_and_reports_skips() -> None:
+    from replmon.local.aslrun import ExecutionResult, Invocation
+    from replmon.local.execution import ProbeRun
+
+    skipped = [{"route": "primary", "held_by": "arn:...:other", "until": 1.0}]
+    done = ExecutionResult("SUCCEEDED", {"results": {"probes": 2}, "skipped": []}, None, None,
+                           [Invocation("Cleanup", {"probe_id": "p1"}, None, {})])
+    assert (ProbeRun("r", done, [], 1.0).planned, ProbeRun("r", done, [], 1.0).failed_iterations) == (2, 1)
+    none = ExecutionResult("SUCCEEDED", {"run_id": "r", "skipped": skipped}, None, None, [])
+    run = ProbeRun("r", none, [], 1.0)
+    assert run.planned == 0 and run.failed_iterations == 0 and run.skipped == skipped
