@@ -69,18 +69,113 @@ def test_r3_dd_runs_each_test_ten_times_on_one_path_in_the_studys_order() -> Non
     assert all(j.times for j in e.jobs)  # the fio rows say what they time
 
 
-def test_r4_burst_presets_drive_32_writers_or_readers_each_on_its_own_file_for_two_hours() -> None:
-    for name, rw in (("burst-write", "write"), ("burst-read", "read"), ("burst-cache-read", "randread")):
-        plan = p.expand(name, "lustre", "full")
-        [job] = plan.jobs
-        o = job.options
-        assert (o["rw"], o["bs"], o["direct"], o["ioengine"], o["numjobs"], o["time_based"], o["runtime"]) == (rw, "1M", "1", "psync", "32", "1", "7200")
-        assert o["write_bw_log"] == job.name and o["log_avg_msec"] == "1000" and o["log_unix_epoch"] == "1"
+def test_r4_burst_write_drives_32_writers_each_on_its_own_file_for_two_hours() -> None:
+    """R4's write: ``mpirun --npernode 8 ior --posix.odirect -t 1m -b 1m -s 16384 -w -i 100 -F -D 0``
+    on each of 4 clients, each client its own -o: 32 files of 16 GiB, one writer each."""
+    plan = p.expand("burst-write", "lustre", "full")
+    [job] = plan.jobs
+    o = job.options
+    assert (o["rw"], o["bs"], o["direct"], o["ioengine"], o["numjobs"], o["time_based"], o["runtime"]) == ("write", "1M", "1", "psync", "32", "1", "7200")
+    assert o["write_bw_log"] == job.name and o["log_avg_msec"] == "1000" and o["log_unix_epoch"] == "1"
+    assert o["size"] == str(16 * 2**30)  # IOR -b 1m -s 16384: 16 GiB per task
+    for name in ("burst-write", "burst-read", "burst-cache-read"):
         assert p.raw(name)["burst"] and p.raw(name)["published"]["baseline_mb_s"] == 117
-    assert p.expand("burst-write", "lustre").jobs[0].options["size"] == str(16 * 2**30)  # IOR -b 1m -s 16384: 16 GiB per task
-    assert sum(f.size for f in p.expand("burst-read", "lustre").layout) == 64 * 2**30  # the study's 64 GiB, 12x the cache
-    cache = sum(f.size for f in p.expand("burst-cache-read", "lustre").layout)
-    assert cache <= 5.28 * 2**30 and cache >= 5.2 * 2**30  # fits the 5.28 GiB in-memory cache
+
+
+def _sections(jobfile: str) -> list[dict[str, str]]:
+    """The job file's sections after [global], each as {option: value} (``stonewall`` -> "")."""
+    out: list[dict[str, str]] = []
+    for line in jobfile.splitlines():
+        if line.startswith("[") and line != "[global]":
+            out.append({"[name]": line.strip("[]")})
+        elif out and line and not line.startswith(";"):
+            k, _, v = line.partition("=")
+            out[-1][k] = v
+    return out
+
+
+def test_r4_burst_read_is_iors_read_8_files_of_8_gib_4_readers_each_in_60_s_passes_from_offset_0() -> None:
+    """R4's read, run on each of 4 clients: ``mpirun --npernode 8 ior --posix.odirect -t 1m -b 1m
+    -s 8192 -g -r -i 10000 -F -k -D 60 -o /fsx/ior.bin``. hpc/ior src/ior.c: with -F a task opens
+    ``"%s.%08d"`` of its rank (GetTestFileName), so rank r of every client reads the same file: 8
+    files of 8 GiB, 4 readers each; every repetition opens the file and reads from offset 0
+    (TestIoSys, WriteOrRead) until ``-D 60`` s have passed (the stonewall), then closes it. The
+    generated job file is one pass: 8 sections (one file each, numjobs=4: a study client per
+    reader), one group, runtime=60 without time_based (the pass ends at 60 s or at the file's
+    end, as IOR's); the runner runs it 120 times in 2 h."""
+    plan = p.expand("burst-read", "lustre", "full")
+    [job] = plan.jobs
+    text = plan.jobfile("/run", "/layout")
+    sections = _sections(text)
+    assert len(sections) == 8 and job.passes == 120 and job.seconds() == 7200 and "; ior-read: 120 passes" in text
+    files = [f"ior-read.{r:08d}" for r in range(8)]
+    for n, sec in enumerate(sections):
+        assert sec["[name]"] == "ior-read" and sec["filename"] == files[n] and sec["directory"] == "/layout"
+        assert ("stonewall" in sec) == (n == 0)  # a pass's 8 sections start together, after what ran before
+        assert (sec["numjobs"], sec["size"], sec["runtime"], sec["bs"], sec["direct"], sec["ioengine"], sec["rw"]) == \
+            ("4", str(8 * 2**30), "60", "1M", "1", "psync", "read")
+        assert "time_based" not in sec and "filename_format" not in sec and "loops" not in sec
+    assert [(f.path, f.size) for f in plan.layout] == [(f, 8 * 2**30) for f in files]  # 64 GiB, 12x the 5.28 GiB cache
+    assert job.threads == 32 and job.buffer_bytes() == 32 * 2**20
+    small = p.expand("burst-read", "lustre", "small").jobs[0]
+    assert (small.passes, small.options["runtime"]) == (2, "60")  # a pass stays 60 s; --scale shortens the run
+    assert (p.expand("burst-read", "lustre", "tiny").jobs[0].passes, p.expand("burst-read", "lustre", "tiny").jobs[0].options["runtime"]) == (1, "7")
+
+
+def test_r4_cache_read_rereads_the_first_mib_of_8_files_4_readers_each_reopening_every_repetition() -> None:
+    """R4's cache read: ``ior --posix.odirect -t 1m -b 1m -g -r -i 2000000 -F -k -D 0 -z`` with
+    no -s: hpc/ior src/ior.c's defaults set ``segmentCount = 1``, so each repetition reads one 1 MiB
+    block (offset 0: GetOffsetArrayRandom of a 1 MiB file has one offset) of the rank's 675 MiB
+    file, opened and closed every repetition. fio: per file one section of 4 readers, size=1M,
+    loops=2000000 (fio reopens a job's file every loop), capped by runtime; no time_based (which
+    would keep the file open and wrap)."""
+    plan = p.expand("burst-cache-read", "lustre", "full")
+    assert len(plan.jobs) == 1 and plan.jobs[0].passes == 1
+    sections = _sections(plan.jobfile("/run", "/layout"))
+    files = [f"ior-cache-read.{r:08d}" for r in range(8)]
+    assert [s["filename"] for s in sections] == files and ["stonewall" in s for s in sections] == [True] + [False] * 7
+    for sec in sections:
+        assert (sec["numjobs"], sec["size"], sec["loops"], sec["runtime"], sec["bs"], sec["direct"], sec["rw"]) == \
+            ("4", str(2**20), "2000000", "7200", "1M", "1", "read")
+        assert "time_based" not in sec
+    assert [(f.path, f.size) for f in plan.layout] == [(f, 675 * 2**20) for f in files]  # the study's 8 x 675 MiB
+    assert len(files) * int(sections[0]["size"]) == 8 * 2**20  # the working set the study read: 8 MiB
+    assert "c6in.8xlarge" in p.raw("burst-cache-read")["differs"]  # 3170 MB/s is 25.4 Gbps: more than an m5n.8xlarge
+
+
+def test_r4_differs_names_what_fio_cannot_do_as_ior_did() -> None:
+    read, cache = p.raw("burst-read")["differs"], p.raw("burst-cache-read")["differs"]
+    assert "same 64 GiB and 32 readers" not in read and "4 readers per file" in read and "barrier" in read
+    assert "barrier" in cache and "a59e98d" in cache
+
+
+@needs_fio
+def test_the_runner_runs_fio_once_per_pass_and_the_passes_add_up_to_one_row(tmp_path: Path) -> None:
+    """The runner runs the generated job file once per pass (each from offset 0: every reader of
+    every file reads its 1 MiB again), every section's 4 readers read one file, the logs of each
+    pass are kept apart, and the passes add up to one row (bytes over the passes' summed runtimes)."""
+    from dataclasses import replace
+
+    from replmon.mounts import layout
+    from replmon.mounts.document import output_rows
+    from replmon.mounts.runner import fio_groups, run_fio
+
+    plan = p.expand("burst-read", "local", "tiny")
+    job = replace(plan.jobs[0], passes=2, options={**plan.jobs[0].options, "runtime": "1", "size": str(2**20)})
+    plan = replace(plan, jobs=(job,), layout=tuple(p.LayoutFile(f.path, 2**20) for f in plan.layout))
+    assert len(fio_groups(plan)) == 1
+    lay, run_dir = tmp_path / "layout", tmp_path / "run"
+    run_dir.mkdir()
+    layout.ensure(plan.layout, lay, layout.FileStat(lay))
+    runs = run_fio(plan, run_dir, tmp_path, lay)
+    assert [(name, code) for name, code, _ in runs] == [("fio/01-ior-read-p001.json", 0), ("fio/01-ior-read-p002.json", 0)]
+    outputs = [parse_text((tmp_path / name).read_text()) for name, _, _ in runs]
+    assert [[(r.job, r.group, r.io_bytes) for r in out] for out in outputs] == [[("ior-read", 0, 32 * 2**20)]] * 2  # 8 files x 4 readers x 1 MiB
+    [row] = output_rows(outputs)
+    assert row.io_bytes == 64 * 2**20 and row.runtime_s == pytest.approx(sum(o[0].runtime_s for o in outputs)) and row.entries == 2
+    logs = sorted(x.name for x in tmp_path.glob("*_bw.*.log"))
+    assert len(logs) == 2 * 32 and logs[0].startswith("p001-ior-read_bw.") and logs[-1].startswith("p002-")
+    assert "p002-ior-read_bw.1.log" in logs and not list(tmp_path.glob("p00*/*.log"))  # knees() and the upload read work/*_bw.*.log
 
 
 def test_r5_nfs_matrix_options_are_the_studys() -> None:
@@ -186,6 +281,13 @@ def test_runner_configuration_errors_name_the_field(monkeypatch: pytest.MonkeyPa
                      ({"REPLMON_FIO_TARGETS": json.dumps([local])}, '"preset" is required'),
                      ({"REPLMON_FIO_TARGETS": json.dumps([{**local, "preset": "nfs-matrix"}] * 2)}, "unique"),
                      ({"REPLMON_FIO_TARGETS": "{"}, "not JSON"),
+                     ({"REPLMON_FIO_TARGETS": json.dumps([{"name": "m", "kind": "mountpoint", "bucket": "b", "prefix": "runs",
+                                                           "preset": "nfs-matrix"}])}, 'must end with "/"'),
+                     ({"REPLMON_FIO_TARGETS": json.dumps([{"name": "l", "kind": "lustre", "source": "fs@tcp:/m", "preset": "burst-read"}])},
+                      '"file_system_id"'),
+                     ({"REPLMON_FIO_TARGETS": json.dumps([{"name": f"l{i}", "kind": "lustre", "source": "fs@tcp:/m", "file_system_id": "fs-1",
+                                                           "preset": name} for i, name in enumerate(("burst-write", "burst-read"))])},
+                      "two burst presets on fs-1 in one schedule"),
                      ({"REPLMON_FIO_TARGETS": json.dumps([{**local, "preset": "nfs-matrix"}])}, "REPLMON_FIO_RESULTS")):
         for k in ("REPLMON_FIO_TARGETS", "REPLMON_FIO_TARGET", "REPLMON_FIO_PRESET", "REPLMON_FIO_RESULTS"):
             monkeypatch.delenv(k, raising=False)
@@ -637,6 +739,103 @@ def test_the_entrypoint_runs_its_targets_in_order_and_writes_the_task_summary(tm
 
 
 @needs_fio
+class _Series:
+    """A MetricReader with the given points per metric name."""
+
+    def __init__(self, points: dict[str, list[tuple[float, float]]]) -> None:
+        self.points = points
+
+    def read(self, queries: Any, start: float, end: float) -> list[Any]:
+        from replmon.core.ports import MetricSeries
+
+        return [MetricSeries(q.id, tuple(self.points.get(q.metric, []))) for q in queries]
+
+
+def test_a_burst_run_without_the_file_systems_series_fails_and_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """R4 read its figures from the file system's own series (AWS/FSx DataReadBytes/DataWriteBytes):
+    for a burst preset a missing series (no Region, no permission, no data) fails the run instead of
+    being recorded as context, so FioRunFailed alarms. Other presets keep them as context."""
+    from replmon.mounts import runner as runner_mod
+
+    monkeypatch.setattr(runner_mod, "run_fio", lambda *a: [])  # the series is what is tested, not fio
+    (tmp_path / "m").mkdir()
+    efs = Target.from_json({"name": "efs", "kind": "efs", "mount_point": str(tmp_path / "m"), "file_system_id": "fs-1"})
+    now = time.time()
+    writes = _Series({"DataWriteIOBytes": [(now - 30, 6e9)]})
+
+    def go(preset: str, reader: Any) -> Any:
+        return run(efs, preset, "tiny", DirSink(str(tmp_path / "out")), workdir=str(tmp_path), metric_reader=reader, settle_s=0)
+
+    ok = go("burst-write", writes)
+    assert ok.exit_code == 0 and ok.run["service_metrics"]["series"]["DataWriteIOBytes"], ok.run["errors"]
+    for preset, reader, missing in (("burst-write", _Series({}), "DataWriteIOBytes"), ("burst-read", writes, "DataReadIOBytes")):
+        got = go(preset, reader)
+        assert got.exit_code == 1 and got.run["status"] == "failed"
+        assert [e for e in got.run["errors"] if f"no {missing} in the run window" in e and "AWS_REGION" in e], got.run["errors"]
+
+    class Broken:
+        def read(self, *a: Any) -> Any:
+            raise RuntimeError("NoRegionError: You must specify a region.")
+
+    got = go("burst-write", Broken())
+    assert got.exit_code == 1 and any("NoRegionError" in e for e in got.run["errors"])
+    assert go("mountpoint-parity", Broken()).run["service_metrics_error"].startswith("RuntimeError")  # context only
+    assert go("mountpoint-parity", Broken()).exit_code == 0
+
+
+def test_the_memory_limit_is_the_tasks_where_ecs_says_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ECS task metadata v4, "Amazon ECS task metadata V4 JSON response": ``Limits`` is "the
+    resource limits specified at the task level" (Memory in MiB). On ECS on EC2 the task-level limit
+    sits on the task's cgroup and the container's memory.max can read "max": the runner takes the
+    smaller of the task's limit and the cgroup's, never the host's MemTotal when ECS gave a limit."""
+    from replmon.mounts import runner as runner_mod
+    from replmon.mounts.memory import TASK_METADATA, memory_limit
+
+    (tmp_path / "max").write_text("max\n")
+    (tmp_path / "small").write_text(str(2**30))
+    (tmp_path / "meminfo").write_text("MemTotal:       131072000 kB\n")
+    assert memory_limit((str(tmp_path / "max"),), str(tmp_path / "meminfo"), task_memory_mib=114688) == (112 * 2**30, TASK_METADATA)
+    assert memory_limit((str(tmp_path / "small"),), str(tmp_path / "meminfo"), task_memory_mib=114688) == (2**30, str(tmp_path / "small"))
+    assert memory_limit((str(tmp_path / "max"),), str(tmp_path / "meminfo"))[1] == str(tmp_path / "meminfo")
+    monkeypatch.setattr(runner_mod, "task_info", lambda: {"host": "h", "cpus": 2, "task_memory_mib": 4096})
+    monkeypatch.setattr(runner_mod, "run_fio", lambda *a: [])
+    (tmp_path / "m").mkdir()
+    local = Target.from_json({"name": "d", "kind": "local", "mount_point": str(tmp_path / "m")})
+    got = run(local, "burst-write", "tiny", DirSink(str(tmp_path / "out")), workdir=str(tmp_path))
+    assert got.run["memory"]["limit_bytes"] <= 4 * 2**30 and got.run["task"]["task_memory_mib"] == 4096
+
+
+def test_mountpoint_is_held_to_the_share_the_preflight_leaves_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mountpoint's doc/CONFIGURATION.md, "Configuring memory usage": "--memory-target defaults to
+    95% of total (or cgroup-limited) memory" (MiB, at least 512; Mountpoint 1.24). The preflight
+    leaves a FUSE client a quarter of the limit, so a binary that lists --memory-target is mounted
+    with that quarter, recorded; one that does not (the lab's build, older mount-s3) gets none."""
+    from replmon.mounts import runner as runner_mod
+
+    seen: list[list[str]] = []
+
+    class NoMount:
+        def __init__(self, target: Target, log: str) -> None:
+            seen.append(target.mount_argv() or [])
+            self.unmount_error = None
+
+        def __enter__(self) -> Any:
+            raise TargetError("not mounting in this test")
+
+        def __exit__(self, *a: Any) -> None:
+            return None
+
+    monkeypatch.setattr(runner_mod, "Mounted", NoMount)
+    for has, expect in ((True, ["--memory-target", "4096"]), (False, [])):
+        binary = tmp_path / f"mount-s3-{has}"
+        binary.write_text("#!/bin/sh\necho '  --cache <DIR>'\n" + ("echo '  --memory-target <MiB>  Target for total memory usage'\n" if has else ""))
+        binary.chmod(0o755)
+        t = Target.from_json({"name": "mp", "kind": "mountpoint", "bucket": "b", "mount_point": str(tmp_path / "mp"), "binary": str(binary)})
+        got = run(t, "mountpoint-parity", "tiny", DirSink(str(tmp_path / "out")), workdir=str(tmp_path), memory=(16 * 2**30, "test"))
+        assert seen[-1][len(seen[-1]) - len(expect):] == expect and ("--memory-target" in seen[-1]) == has
+        assert got.run["memory"]["mountpoint_memory_target_mib"] == (4096 if has else None)
+
+
 def test_runner_failures_exit_non_zero_and_leave_nothing_mounted(tmp_path: Path) -> None:
     bogus = Target.from_json({"name": "mp", "kind": "mountpoint", "bucket": "b", "mount_point": str(tmp_path / "mnt"), "binary": "/bin/false"})
     got = run(bogus, "mountpoint-xregion", "tiny", DirSink(str(tmp_path / "out")), workdir=str(tmp_path))

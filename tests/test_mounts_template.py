@@ -177,6 +177,27 @@ def test_each_task_definition_gives_the_runner_targets_it_accepts() -> None:
         load_targets(bad)
 
 
+def test_both_task_definitions_give_the_sdk_its_region() -> None:
+    """The runner's CloudWatch client (the file system's series) takes its Region from the
+    environment: Fargate sets AWS_REGION, the ECS agent on EC2 did not (aws/containers-roadmap#1611,
+    "ECS agent should set AWS_REGION and AWS_DEFAULT_REGION like Fargate"; injected only since
+    aws/amazon-ecs-agent#4946, 2026) and the task cannot ask IMDS (ECS_AWSVPC_BLOCK_IMDS). Both
+    task definitions set it to the stack's Region, where the file systems publish."""
+    cfn, r = mount_cfn(), mount_resolver()
+    for td in ("FioEfsTaskDefinition", "FioEc2TaskDefinition"):
+        assert container_env(cfn, td, r)["AWS_REGION"] == r.resolve({"Ref": "AWS::Region"}), td
+
+
+def test_the_security_group_parameter_names_fsx_for_lustres_ports() -> None:
+    """FSx for Lustre guide, "Creating an FSx for Lustre file system fails"
+    (docs.aws.amazon.com/fsx/latest/LustreGuide/cannot-create-fs.html): "allow inbound traffic on
+    ports 988 and 1018-1023"; the parameter and MOUNTS.md say the same."""
+    description = template()["Parameters"]["SecurityGroupIds"]["Description"]
+    mounts = (ROOT / "docs" / "MOUNTS.md").read_text()
+    for text in (description, mounts):
+        assert "988 and 1018-1023" in text and "Lustre 988 " not in text and "Lustre 988)" not in text
+
+
 def test_schedules_run_only_this_stacks_tasks_with_least_privilege() -> None:
     """EventBridge Scheduler's ECS target needs ecs:RunTask on the task definition and iam:PassRole
     for the task's roles (Scheduler user guide, "Set up the execution role"); nothing more."""

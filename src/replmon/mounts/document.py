@@ -1,8 +1,9 @@
 """A runner's result set in the results bucket, and the rows a baseline is kept on.
 
 ``<prefix><target>/<preset>/<run_id>/`` holds ``fio/NN-<first job>.json`` (fio's own output,
-untouched; one per fio invocation, see runner.fio_groups), ``job.fio``,
-``bw/*.log`` (bandwidth logs, when the preset writes them) and ``run.json`` - written last, so
+untouched; one per fio invocation, see runner.fio_groups; a job in passes has one per pass,
+``fio/NN-<job>-pPPP.json``), ``job.fio``, ``bw/*.log`` (bandwidth logs, when the preset writes
+them; a pass's prefixed ``pPPP-``) and ``run.json`` - written last, so
 its ObjectCreated event means the set is complete. ``run.json`` carries the metadata (target and
 mount options as asked and as the kernel mounted them, fio and mount versions, task size, AZ,
 start/end), the dd repetitions, the knees, the file system's own CloudWatch series for the run
@@ -19,12 +20,13 @@ the one reading of fio's JSON into rows.
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from replmon.mounts.fioresult import FioResultError, JobResult
 
 RUN_FILE = "run.json"
+GROUPS_PER_OUTPUT = 1_000_000  # output n's group g is n * this + g (fio numbers groups from 0 in every output)
 TASKS_DIR = "tasks/"
 
 
@@ -72,18 +74,28 @@ class Row:
 
 
 def fio_rows(results: list[JobResult]) -> list[Row]:
-    """One row per job group and direction: what ingestion stores and `replmon fio parse`
-    prints. Entries of one job (threads without group_reporting; clients of ``fio --client``)
-    add up as fio's own group aggregate does: all bytes and I/Os over the longest runtime; their
-    percentiles do not add up, so a row of several entries carries none (the runner's job files
-    set group_reporting=1: one entry per job, fio's own percentiles)."""
-    by: dict[tuple[str, int, str], list[JobResult]] = {}
+    """One row per job and direction: what ingestion stores and `replmon fio parse` prints.
+    Entries of one group (threads without group_reporting; clients of ``fio --client``) add up
+    as fio's own group aggregate does: all bytes and I/Os over the longest runtime. Groups of one
+    job name are its passes (a preset's ``pass_seconds``: stonewalled groups, one after another):
+    their bytes and runtimes add up. Percentiles do not add up, so a row of several entries
+    carries none (the runner's job files set group_reporting=1: one entry per group, fio's own
+    percentiles).
+
+    >>> from replmon.mounts.fioresult import JobResult
+    >>> def r(group, mib, s): return JobResult("p", group, "read", mib * 2**20 / s, 0.0, s, mib * 2**20, *[None] * 7, 0)
+    >>> [row] = fio_rows([r(0, 600, 60.0), r(1, 300, 60.0)])   # two 60 s passes
+    >>> row.runtime_s, row.bw_bytes / 2**20, row.entries
+    (120.0, 7.5, 2)
+    """
+    by: dict[tuple[str, str], dict[int, list[JobResult]]] = {}
     for r in results:
-        by.setdefault((r.job, r.group, r.direction), []).append(r)
+        by.setdefault((r.job, r.direction), {}).setdefault(r.group, []).append(r)
     rows = []
-    for (job, _group, direction), rs in by.items():
+    for (job, direction), groups in by.items():
+        rs = [r for g in groups.values() for r in g]
         one = rs[0] if len(rs) == 1 else None
-        runtime = max(r.runtime_s for r in rs)
+        runtime = sum(max(r.runtime_s for r in g) for g in groups.values())
         bw = one.bw_bytes if one else (sum(r.io_bytes for r in rs) / runtime if runtime else 0.0)
         iops = one.iops if one else (sum(r.iops * r.runtime_s for r in rs) / runtime if runtime else 0.0)
         rows.append(Row(job, direction, bw, iops, runtime,
@@ -92,6 +104,13 @@ def fio_rows(results: list[JobResult]) -> list[Row]:
                         lat_p50_s=one.lat_p50_s if one else None, lat_p99_s=one.lat_p99_s if one else None,
                         lat_p999_s=one.lat_p999_s if one else None, io_bytes=sum(r.io_bytes for r in rs), entries=len(rs)))
     return rows
+
+
+def output_rows(outputs: list[list[JobResult]]) -> list[Row]:
+    """The rows of a run's fio outputs (one per fio invocation): groups are numbered per output,
+    so each output's are kept apart, and a job run once per pass (several outputs) adds up to one
+    row (:func:`fio_rows`)."""
+    return fio_rows([replace(r, group=r.group + n * GROUPS_PER_OUTPUT) for n, out in enumerate(outputs) for r in out])
 
 
 def dd_rows(dd: list[dict[str, Any]]) -> list[Row]:

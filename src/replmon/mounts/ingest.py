@@ -29,7 +29,7 @@ from replmon.core.ports import FioStore, MetricsSink
 from replmon.core.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
 from replmon.mounts import baseline as bl
 from replmon.mounts import presets as presets_mod
-from replmon.mounts.document import RUN_FILE, Row, check_run, dd_rows, fio_rows
+from replmon.mounts.document import RUN_FILE, Row, check_run, dd_rows, output_rows
 from replmon.mounts.fioresult import FioResultError, json_object, parse_text
 
 HISTORY_DAYS = 90
@@ -68,14 +68,14 @@ def rows_of(run: dict[str, Any], read: Callable[[str], str]) -> list[Row]:
     A successful run's outputs must all parse (one that does not is a broken result set: the
     message is rejected). A failed run's unreadable outputs are already among its ``errors``
     (the runner parsed them first): its readable rows are kept, the rest is in the run item."""
-    rows: list[Row] = []
+    outputs = []
     for name in run.get("fio_outputs", []):
         try:
-            rows += fio_rows(parse_text(read(name), name))
+            outputs.append(parse_text(read(name), name))
         except FioResultError:
             if run.get("status") != "failed":
                 raise
-    return rows + dd_rows(run.get("dd", []))
+    return output_rows(outputs) + dd_rows(run.get("dd", []))
 
 
 def latency_jobs(spec: dict[str, Any]) -> set[str]:

@@ -10,7 +10,19 @@ an overwrite).
 Read jobs' files are laid out by the runner under ``replmon-fio/layout/<preset>/<scale>/`` on
 the target and kept there between runs (``Plan.layout_set``): ``per_job`` gives every thread of
 every job its own file (``<job>.<thread>``), ``shared`` one file per thread shared by the read
-jobs of one size (``f-<size>.<thread>``).
+jobs of one size (``f-<size>.<thread>``), ``per_file`` one fio section per file
+(``<job>.<NNNNNNNN>``, as IOR -F names a rank's file), each file read by the job's ``numjobs``
+threads at once: IOR -F run on several clients, where rank r of every client reads file r. A job
+with ``pass_seconds`` runs in passes (IOR's stonewalled repetitions, -D): each pass reads from
+offset 0 until its seconds are up (or the file ends), its sections one group; the runner runs
+fio once per pass (``runner.run_fio``), back to back until the job's runtime is spent: one fio
+holding every pass's jobs at once would hold 120 x 32 jobs' state (~1 GiB with fio 3.33, measured)
+and spend seconds between passes walking it.
+
+>>> r = expand("burst-read", "lustre", "full")
+>>> [j] = r.jobs
+>>> j.files[:2], j.options["numjobs"], j.options["runtime"], j.passes, j.seconds()
+(('ior-read.00000000', 'ior-read.00000001'), '4', '60', 120, 7200)
 
 >>> plan = expand("nfs-matrix", "mountpoint", "small")
 >>> [s.job for s in plan.skipped]
@@ -41,7 +53,9 @@ MIN_RUNTIME_SECONDS = 2
 #: Target kinds a runner can mount (replmon.mounts.targets) and whether they take random/overwriting writes.
 TARGET_KINDS = ("mountpoint", "s3fs", "efs", "nfs", "lustre", "local")
 SEQUENTIAL_WRITE_ONLY = frozenset({"mountpoint"})
-LAYOUT_MODES = ("per_job", "shared")
+LAYOUT_MODES = ("per_job", "shared", "per_file")
+#: fio allocates at most this many jobs (threads) per run (FIO_MAX_JOBS, fio's os/os.h).
+FIO_MAX_JOBS = 4096
 
 
 class PresetError(ValueError):
@@ -56,6 +70,18 @@ class FioJob:
     reads_earlier_writes: bool = False  # reads files an earlier job wrote (no layout): needs its own fio
     reads_layout: bool = False  # reads files the runner laid out (fio's directory= is the layout set)
     times: str = ""  # what fio's figure for this job covers, when it is not plain I/O
+    files: tuple[str, ...] = ()  # per_file: one section per file, each read by numjobs threads
+    passes: int = 1  # the sections run this many times, each pass from offset 0 (IOR's -D repetitions)
+    file_size: int = 0  # per_file: the laid-out file's size when it differs from what a pass reads (size)
+
+    @property
+    def threads(self) -> int:
+        """fio threads of one pass: numjobs, times the sections of a per_file job."""
+        return int(self.options.get("numjobs", "1")) * max(1, len(self.files))
+
+    def seconds(self) -> int:
+        """The most this job can run: its runtime per pass times the passes."""
+        return int(self.options.get("runtime", "0")) * self.passes
 
     def buffer_bytes(self) -> int:
         """The I/O buffers fio fills for this job: per thread, one block per request in flight,
@@ -66,7 +92,7 @@ class FioJob:
         size = self.options.get("filesize") or self.options.get("size")
         if size and self.options.get("time_based") != "1":
             depth = min(depth, max(1, -(-int(size) // bs)))
-        return int(self.options.get("numjobs", "1")) * depth * bs
+        return self.threads * depth * bs
 
 
 @dataclass(frozen=True)
@@ -124,10 +150,15 @@ class Plan:
         lines = ["; replmon preset " + self.preset + f" for a {self.target_kind} target at scale {self.scale}",
                  "[global]", f"directory={directory}", "group_reporting=1"]
         for job in self.jobs:
-            lines += ["", f"[{job.name}]", "stonewall"]
-            if job.reads_layout:
-                lines.append(f"directory={layout_dir or directory + '/layout'}")
-            lines += [f"{k}={v}" for k, v in job.options.items()]
+            if job.passes > 1:
+                lines += ["", f"; {job.name}: {job.passes} passes, each from offset 0 (the runner runs fio once per pass)"]
+            for n, name in enumerate(job.files or ("",)):
+                lines += ["", f"[{job.name}]"] + (["stonewall"] if n == 0 else [])  # a job's sections: one group
+                if job.reads_layout:
+                    lines.append(f"directory={layout_dir or directory + '/layout'}")
+                if name:
+                    lines.append(f"filename={name}")
+                lines += [f"{k}={v}" for k, v in job.options.items()]
         return "\n".join(lines) + "\n"
 
     def without(self, skipped: list[Skipped]) -> Plan:
@@ -143,6 +174,8 @@ def layout_of(job: FioJob) -> list[LayoutFile]:
     """The layout files one job reads (from its options: filename_format, numjobs, nrfiles)."""
     if not job.reads_layout:
         return []
+    if job.files:
+        return [LayoutFile(f, job.file_size or int(job.options["size"])) for f in job.files]
     fmt = job.options["filename_format"]
     size = int(job.options.get("filesize") or job.options["size"])
     threads, files = int(job.options.get("numjobs", "1")), int(job.options.get("nrfiles", "1"))
@@ -253,7 +286,18 @@ def expand(name: str, target_kind: str, scale: str = "full") -> Plan:
         mode = job.get("layout")
         if mode is not None and mode not in LAYOUT_MODES:
             raise PresetError(f"{name}: job {job['name']}: layout {mode!r} must be one of {', '.join(LAYOUT_MODES)}")
-        if mode and not writes:
+        passes, file_size = 1, 0
+        files: tuple[str, ...] = ()
+        if job.get("pass_seconds"):
+            if opts.get("time_based") not in (None, "0"):
+                raise PresetError(f"{name}: job {job['name']}: pass_seconds needs a pass that ends (no time_based)")
+            total = int(opts.get("runtime", job["pass_seconds"]))
+            length = min(int(job["pass_seconds"]), total)
+            passes, opts["runtime"] = max(1, round(total / length)), str(length)
+        if mode == "per_file" and not writes:
+            files = tuple(f"{job['name']}.{n:08d}" for n in range(int(job.get("files", 1))))
+            file_size = _scaled_size(job["file_size"], factor, bs) if "file_size" in job else 0
+        elif mode and not writes:
             size = opts.get("filesize") or opts["size"]
             many = opts.get("nrfiles") not in (None, "1")
             stem = job["name"] if mode == "per_job" else f"f-{size}"
@@ -261,10 +305,14 @@ def expand(name: str, target_kind: str, scale: str = "full") -> Plan:
         elif writes and "filename_format" not in opts:
             opts["filename_format"] = f"w-{job['name']}.$jobnum.$filenum"  # a file per writer
         fio_job = FioJob(job["name"], opts, writes, reads_earlier_writes=not writes and not mode,
-                         reads_layout=bool(mode) and not writes, times=job.get("times", ""))
+                         reads_layout=bool(mode) and not writes, times=job.get("times", ""),
+                         files=files, passes=passes, file_size=file_size)
         for f in layout_of(fio_job):
             layout[f.path] = f
         jobs.append(fio_job)
+    threads = sum(j.threads for j in jobs)
+    if threads > FIO_MAX_JOBS:
+        raise PresetError(f"{name}: {threads} fio threads in one run (numjobs x sections); fio runs at most {FIO_MAX_JOBS}")
     dd = tuple(DdStep(d["name"], d["direction"], d["bs"], int(d["count"]), d["flag"], rep, d["path"])
                for d in spec.get("dd", []) for rep in range(1, int(spec.get("repetitions", 1)) + 1))
     flags = tuple(spec.get("mount_flags", {}).get(target_kind, ()))

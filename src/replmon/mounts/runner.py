@@ -30,7 +30,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -40,10 +40,11 @@ from replmon.mounts import knee as knee_mod
 from replmon.mounts import layout as layout_mod
 from replmon.mounts import service as service_mod
 from replmon.mounts.dd import parse_dd
-from replmon.mounts.document import RUN_FILE, fio_rows, results_prefix, task_key
+from replmon.mounts.document import RUN_FILE, output_rows, results_prefix, task_key
 from replmon.mounts.fioresult import FioResultError, parse_text
-from replmon.mounts.memory import memory_limit, preflight
+from replmon.mounts.memory import memory_limit, mountpoint_memory_target, preflight
 from replmon.mounts.presets import SCALES, FioJob, Plan, PresetError, expand
+from replmon.mounts.presets import raw as raw_spec
 from replmon.mounts.targets import Mounted, Target, TargetError, mounted_options, nfs_negotiated
 
 LAYOUT_CHUNK = layout_mod.CHUNK
@@ -103,6 +104,14 @@ def _version(argv: list[str]) -> str | None:
         return (out.stdout or out.stderr).strip().splitlines()[0] if (out.stdout or out.stderr).strip() else None
     except (OSError, subprocess.TimeoutExpired):
         return None
+
+
+def _help(argv: list[str]) -> str:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+        return out.stdout + out.stderr
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
 
 
 def task_info() -> dict[str, Any]:
@@ -168,7 +177,7 @@ def fio_groups(plan: Plan) -> list[list[FioJob]]:
     each fio start costs ~0.3 s (measured in `make bench`, M1)."""
     groups: list[list[FioJob]] = []
     for job in plan.jobs:
-        if not groups or job.reads_earlier_writes:
+        if not groups or job.reads_earlier_writes or job.passes > 1 or groups[-1][-1].passes > 1:  # passes: a fio each
             groups.append([])
         groups[-1].append(job)
     return groups
@@ -176,18 +185,30 @@ def fio_groups(plan: Plan) -> list[list[FioJob]]:
 
 def run_fio(plan: Plan, run_dir: Path, work: Path, layout_dir: Path) -> list[tuple[str, int, str]]:
     """fio once per group (``--section`` for each job in it), in order, each writing its JSON to
-    work/fio/NN-firstjob.json and its bandwidth logs to work/. Returns (file, exit code, stderr tail)."""
+    work/fio/NN-firstjob.json and its bandwidth logs to work/. A job in passes (IOR's stonewalled
+    repetitions) is a group of its own run once per pass, back to back: fio/NN-job-pPPP.json and
+    logs named pPPP-<log> (its passes add up to one row: document.output_rows). Returns (file,
+    exit code, stderr tail); a failed pass ends its job."""
     jobfile = work / "job.fio"
     jobfile.write_text(plan.jobfile(str(run_dir), str(layout_dir)))
     (work / "fio").mkdir(exist_ok=True)
     out = []
     for n, group in enumerate(fio_groups(plan), 1):
-        name = f"fio/{n:02d}-{group[0].name}.json"
         budget = sum(int(j.options.get("runtime", "0")) for j in group) + FIO_TIMEOUT_GRACE_S * len(group)
         sections = [f"--section={j.name}" for j in group]
-        proc = subprocess.run(["fio", "--output-format=json", f"--output={work / name}", *sections, str(jobfile)],
-                              cwd=work, capture_output=True, text=True, timeout=budget)
-        out.append((name, proc.returncode, proc.stderr[-2000:]))
+        passes = group[0].passes
+        for k in range(1, passes + 1):
+            name = f"fio/{n:02d}-{group[0].name}" + (f"-p{k:03d}" if passes > 1 else "") + ".json"
+            cwd = work if passes == 1 else work / f"p{k:03d}"
+            cwd.mkdir(exist_ok=True)
+            proc = subprocess.run(["fio", "--output-format=json", f"--output={work / name}", *sections, str(jobfile)],
+                                  cwd=cwd, capture_output=True, text=True, timeout=budget)
+            out.append((name, proc.returncode, proc.stderr[-2000:]))
+            if cwd != work:  # fio names a log after the job and thread: the pass keeps them apart
+                for log in cwd.glob("*_bw.*.log"):
+                    log.rename(work / f"{cwd.name}-{log.name}")
+            if proc.returncode:
+                break
     return out
 
 
@@ -233,9 +254,16 @@ def run(target: Target, preset: str, scale: str, sink: ResultSink, *, workdir: s
     ``memory`` is (bytes, source) for the preflight (the container's cgroup by default);
     ``metric_reader`` reads the file system's metrics (CloudWatch, built when the target has a file system id)."""
     plan = expand(preset, target.kind, scale)
-    limit, source = memory or memory_limit()
+    info = task_info()
+    limit, source = memory or memory_limit(task_memory_mib=info.get("task_memory_mib"))
     plan = preflight(plan, limit, source)
     target = target.with_flags(plan.mount_flags)
+    memory_doc: dict[str, Any] = {"limit_bytes": limit, "source": source}
+    if target.kind == "mountpoint" and "--memory-target" not in target.options:
+        argv = target.mount_argv() or ["mount-s3"]
+        flags = mountpoint_memory_target(limit, _help([argv[0], "--help"]))
+        target = replace(target, options=(*target.options, *flags))
+        memory_doc["mountpoint_memory_target_mib"] = int(flags[1]) if flags else None  # None: Mountpoint's default, 95 %
     run_id = run_id or new_run_id()
     errors: list[str] = []
     start = time.time()
@@ -245,7 +273,7 @@ def run(target: Target, preset: str, scale: str, sink: ResultSink, *, workdir: s
         "run_id": run_id, "preset": preset, "scale": scale, "target": target.describe(), "start": start,
         "fio_version": _version(["fio", "--version"]),
         "mount_version": _version([argv0[0], "--version"]) if argv0 and target.kind in ("mountpoint", "s3fs") else None,
-        "task": task_info(), "memory": {"limit_bytes": limit, "source": source},
+        "task": info, "memory": memory_doc,
         "skipped": [s.__dict__ for s in plan.skipped], "adjusted": [s.__dict__ for s in plan.adjusted],
         "baseline_mb_s": target.baseline_mb_s(),
     }
@@ -289,13 +317,15 @@ def run(target: Target, preset: str, scale: str, sink: ResultSink, *, workdir: s
             errors.append(f"{type(exc).__name__}: {exc}")
         if mount.unmount_error:
             errors.append(mount.unmount_error)
+        outputs = []
         for name, text in fio_texts.items():
             try:
                 parsed = parse_text(text, name)
-                rows += fio_rows(parsed)
+                outputs.append(parsed)
                 errors += [f"fio job {r.job}: error {r.error}" for r in parsed if r.error]
             except FioResultError as exc:
                 errors.append(str(exc))
+        rows += output_rows(outputs)
         run_doc["fio_outputs"] = sorted(fio_texts)
         try:
             run_doc["knees"] = knees(work)
@@ -312,8 +342,14 @@ def run(target: Target, preset: str, scale: str, sink: ResultSink, *, workdir: s
                                                 run_doc.get("fio_start", start), run_doc["end"])
                 run_doc["service_metrics"] = collected
                 run_doc["service_knees"] = service_mod.knees(collected, run_doc.get("fio_start", start), run_doc["end"])
-            except Exception as exc:  # the file system's metrics are context: a failure to read them is recorded, not fatal
+            except Exception as exc:  # context for most presets: a failure to read them is recorded
                 run_doc["service_metrics_error"] = f"{type(exc).__name__}: {exc}"
+            if raw_spec(preset).get("burst"):  # a burst preset's own measurement (R4 read the file system's series): required
+                missing = service_mod.missing(run_doc.get("service_metrics"), plan, run_doc.get("fio_start", start), run_doc["end"])
+                if missing or "service_metrics_error" in run_doc:
+                    errors.append(f"service metrics of {target.file_system_id} ({namespace}): "
+                                  f"{run_doc.get('service_metrics_error') or 'no ' + ', '.join(missing) + ' in the run window'}; a burst "
+                                  "preset is judged on them: give the task cloudwatch:GetMetricData and its Region (AWS_REGION)")
         run_doc.update(errors=errors, status="failed" if errors else "ok")
         run_doc["wall_s"] = time.time() - start
         prefix = results_prefix("", target.name, preset, run_id)
@@ -400,6 +436,19 @@ def load_targets(env: dict[str, str]) -> list[Target]:
             raise TargetError(f"target {t.name}: scale {scale!r} must be one of {', '.join(SCALES)}")
         expand(t.preset, t.kind, scale)  # a bad preset fails now, not hours into the task
         targets.append(t)
+    burst_on: dict[str, str] = {}
+    for t in targets:
+        if not raw_spec(str(t.preset)).get("burst"):
+            continue
+        if t.kind in ("lustre", "efs") and not t.file_system_id:
+            raise TargetError(f"target {t.name}: preset {t.preset} is judged on the file system's own CloudWatch series: "
+                              "set \"file_system_id\" (fs-...)")
+        fs = t.file_system_id or t.source or t.bucket or t.name
+        if fs in burst_on:  # R4 gave each phase a new file system: the second would start on credits the first spent
+            raise TargetError(f"targets {burst_on[fs]} and {t.name}: two burst presets on {fs} in one schedule; the second "
+                              "would start on the credits the first spent (R4 used a new file system per phase): give each "
+                              "burst preset its own schedule (a day apart) or its own file system")
+        burst_on[fs] = t.name
     names = [t.name for t in targets]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:

@@ -53,6 +53,25 @@ def collect(reader: MetricReader, namespace: str, file_system_id: str, start: fl
             "directions": metrics}
 
 
+def missing(collected: dict[str, Any] | None, plan: Any, start: float, end: float) -> list[str]:
+    """The metrics of the directions ``plan``'s jobs move data in that have no point in the run
+    window (as :func:`knees` reads it): a burst preset without them has lost its measurement.
+
+    >>> from replmon.mounts.presets import expand
+    >>> got = {"directions": {"DataReadBytes": "read", "DataWriteBytes": "write"}, "period_s": 60,
+    ...        "series": {"DataReadBytes": [], "DataWriteBytes": [[0.0, 5.0]]}}
+    >>> missing(got, expand("burst-write", "lustre", "tiny"), 30.0, 40.0), missing(got, expand("burst-read", "lustre", "tiny"), 30.0, 40.0)
+    ([], ['DataReadBytes'])
+    >>> missing(None, expand("burst-read", "lustre", "tiny"), 30.0, 40.0)
+    ['the series']
+    """
+    if not collected:
+        return ["the series"]
+    wanted = {"write" if j.writes else "read" for j in plan.jobs}
+    return [name for name, direction in collected["directions"].items() if direction in wanted
+            and not any(start - collected["period_s"] <= t <= end for t, _ in collected["series"].get(name, []))]
+
+
 def knees(collected: dict[str, Any], start: float, end: float) -> dict[str, Any]:
     """The knee of each direction's series inside the run window (as run.json stores fio's)."""
     from replmon.mounts.knee import find_knee

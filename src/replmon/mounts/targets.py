@@ -103,6 +103,8 @@ class Target:
             raise TargetError(f'target {name}: "cache"/"cache_xz" are Mountpoint options; kind is {kind}')
         if kind == "mountpoint" and "prefix" not in raw:
             raw = {**raw, "prefix": DEFAULT_MOUNTPOINT_PREFIX}
+        if kind == "mountpoint" and raw.get("prefix") and not str(raw["prefix"]).endswith("/"):  # Mountpoint refuses it at mount
+            raise TargetError(f'target {name}: "prefix" {raw["prefix"]!r} must end with "/" (Mountpoint --prefix), e.g. "{raw["prefix"]}/"')
         options = raw.get("options")
         if isinstance(options, str):
             options = [o for o in options.split(",") if o]
