@@ -83,12 +83,22 @@ def test_every_metric_telemetry_names_is_emitted_with_its_dimension_sets(contrac
             assert (spec.name, frozenset(ds)) in seen, f"{spec.name} {ds} never emitted"
 
 
+def _refs(value: Any) -> set[str]:
+    """Every Ref inside a value (an action may be ``Fn::If [CreatePageTopic, Ref PageTopic, Ref PageTopicArn]``)."""
+    if isinstance(value, dict):
+        return ({value["Ref"]} if "Ref" in value else set()) | {r for v in value.values() for r in _refs(v)}
+    if isinstance(value, list):
+        return {r for v in value for r in _refs(v)}
+    return set()
+
+
 def alarm_topics(cfn: dict[str, Any]) -> set[str]:
+    """The stack's own topics any alarm or composite alarm publishes to (a parameter's topic ARN is the user's)."""
     topics = set()
     for res in cfn["Resources"].values():
-        if res["Type"] == "AWS::CloudWatch::Alarm":
+        if res["Type"] in ("AWS::CloudWatch::Alarm", "AWS::CloudWatch::CompositeAlarm"):
             for actions in ("AlarmActions", "OKActions", "InsufficientDataActions"):
-                topics |= {a["Ref"] for a in res["Properties"].get(actions, []) if isinstance(a, dict) and "Ref" in a}
+                topics |= {r for r in _refs(res["Properties"].get(actions, [])) if r in cfn["Resources"]}
     return topics
 
 
@@ -118,7 +128,7 @@ def topic_problems(cfn: dict[str, Any]) -> list[str]:
 
 
 def test_every_alarm_topic_can_be_published_to_by_cloudwatch() -> None:
-    assert alarm_topics(default_transformed()) == {"AlarmTopic"}
+    assert alarm_topics(default_transformed()) == {"PageTopic", "TicketTopic"}
     assert topic_problems(default_transformed()) == []
 
 
@@ -126,7 +136,7 @@ def test_every_alarm_topic_can_be_published_to_by_cloudwatch() -> None:
 def test_the_topic_check_fails_on_keys_cloudwatch_cannot_use(breakage: str) -> None:
     t = copy.deepcopy(load_template(TEMPLATE))
     if breakage == "aws-managed-key":
-        t["Resources"]["AlarmTopic"]["Properties"]["KmsMasterKeyId"] = "alias/aws/sns"
+        t["Resources"]["PageTopic"]["Properties"]["KmsMasterKeyId"] = "alias/aws/sns"
     else:
         st = t["Resources"]["AlarmTopicKey"]["Properties"]["KeyPolicy"]["Statement"]
         t["Resources"]["AlarmTopicKey"]["Properties"]["KeyPolicy"]["Statement"] = [s for s in st if s["Sid"] != "CloudWatchAlarmsPublish"]
@@ -166,14 +176,15 @@ def test_the_name_check_fails_on_a_fixed_schedule_name() -> None:
 def test_every_alarm_notifies_on_ok_too_and_the_heartbeat_only_pages_when_scheduled() -> None:
     t = load_template(TEMPLATE)
     alarms = {k: v for k, v in t["Resources"].items() if v["Type"] in ("AWS::CloudWatch::Alarm", "AWS::CloudWatch::CompositeAlarm")}
-    children = {k for k, v in alarms.items() if v["Type"] == "AWS::CloudWatch::Alarm" and "AlarmActions" not in v["Properties"]}
+    children = {k for k, v in alarms.items() if "AlarmActions" not in v["Properties"]}
     composed = " ".join(str(v["Properties"].get("AlarmRule")) for v in alarms.values())
     for name, a in alarms.items():
-        if name in children:  # a burn-rate child notifies through its composite alarm only
+        if name in children:  # a child notifies through its composite alarm only (one notification per cause)
             assert "${" + name + "}" in composed, f"{name} has no actions and is in no composite alarm"
             continue
         assert a["Properties"].get("OKActions") == a["Properties"]["AlarmActions"], name
-    assert children == {"BurnRate1hAlarm", "BurnRate5mAlarm", "BurnRate6hAlarm", "BurnRate30mAlarm"}
+    assert children == {"BurnRate1hAlarm", "BurnRate5mAlarm", "BurnRate6hAlarm", "BurnRate30mAlarm", "RpoAboveTargetAlarm",
+                        "RpoUnboundedAlarm", "LatencyAboveTargetAlarm", "ProbeFailedAlarm", "ReplicationFailedEventAlarm", "SloFastBurnAlarm"}
     assert alarms["HeartbeatAlarm"]["Condition"] == "ScheduleEnabled"
     assert alarms["CollectorHeartbeatAlarm"]["Condition"] == "ScheduleEnabled"
     assert t["Conditions"]["ScheduleEnabled"] == {"Fn::Equals": [{"Ref": "ScheduleState"}, "ENABLED"]}

@@ -147,16 +147,21 @@ def test_probe_and_report_commands_against_the_lab(lab: Lab, tmp_path: Path) -> 
     records = doc["records"]
     assert doc["exit_code"] == 0
     assert sorted(x["size_class"] for x in records) == ["16MiB", "1MiB"] and {x["status"] for x in records} == {"COMPLETED"}
-    chart = tmp_path / "report.png"
-    rep = cli("report", "--route", "cli", "--hours", "1", "--format", "json", "--chart", str(chart), *common)
+    charts = tmp_path / "charts"
+    rep = cli("report", "--route", "cli", "--hours", "1", "--format", "json", "--charts", str(charts), *common)
     assert rep.returncode == 0, rep.stderr
-    summaries = json.loads(rep.stdout)["summaries"]
+    doc = json.loads(rep.stdout)
+    summaries = doc["summaries"]
     csv = cli("report", "--route", "cli", "--hours", "1", "--format", "csv", *common)
-    assert csv.returncode == 0 and csv.stdout.splitlines()[0].startswith("route,size_class,probes") and len(csv.stdout.splitlines()) == 3
+    assert csv.returncode == 0 and csv.stdout.splitlines()[0].startswith("route,size_class,size_bytes,probes") and len(csv.stdout.splitlines()) == 3
     assert [(s["size_class"], s["completed"]) for s in summaries] == [("1MiB", 1), ("16MiB", 1)]
-    assert chart.read_bytes()[:4] == b"\x89PNG"
+    assert len(doc["chart_files"]) == 2 and all(Path(f).read_bytes()[:4] == b"\x89PNG" for f in doc["chart_files"])
     table = cli("report", "--route", "cli", "--hours", "1", *common)
     assert table.returncode == 0 and "16MiB" in table.stdout and "p50" in table.stdout
+    assert table.stdout.startswith("OK route cli: RPO now ≤ ")  # the answer first
+    # A typo in --route: no data, its own exit code, never "RPO 0" (issue 22.2)
+    typo = cli("report", "--route", "cli-typo", "--hours", "1", *common)
+    assert typo.returncode == 4 and "NO DATA route cli-typo: RPO now unknown" in typo.stdout
 
 
 def test_the_readme_main_command_prints_the_table_and_writes_the_chart(tmp_path: Path) -> None:
@@ -164,8 +169,8 @@ def test_the_readme_main_command_prints_the_table_and_writes_the_chart(tmp_path:
     assert r.returncode == 0, r.stdout + r.stderr
     assert "probes" in r.stderr and "2/2" in r.stderr  # the progress bar reached the end
     assert "p50 s" in r.stdout and "32MiB" in r.stdout and "left behind: 0 probe objects/versions/uploads" in r.stdout
-    assert "widest interval s" in r.stdout and "bound met" in r.stdout
-    png = tmp_path / "latency-vs-size.png"
+    assert r.stdout.startswith("OK route lab: RPO now ≤ ") and "2 of 2 probes within target" in r.stdout
+    [png] = (tmp_path / "runs").glob("*-latency-vs-size.png")  # one chart per run, named by its run id
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     [data] = (tmp_path / "runs").glob("*.json")
     assert len(json.loads(data.read_text())) == 2

@@ -294,7 +294,7 @@ def test_replmon_routes_reads_a_real_get_bucket_replication_answer(monkeypatch: 
             {"ID": "b", "Priority": 2, "Status": "Enabled", "Filter": {"Prefix": "replmon-probes/"}, "Destination": {"Bucket": "arn:aws:s3:::dr-b"},
              "DeleteMarkerReplication": {"Status": "Disabled"}}]})
         with pytest.raises(SystemExit) as exc:
-            main(["routes", "--source-bucket", "prod", "--region", "us-east-1", "--format", "json"])
+            main(["routes", "--source-bucket", "prod", "--source-region", "us-east-1", "--format", "json"])
     assert exc.value.code == 0
     doc = json.loads(capsys.readouterr().out)
     [r] = doc["routes"]

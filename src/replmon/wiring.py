@@ -143,30 +143,36 @@ def latency_table(table: str, *, endpoint_url: str | None = None, region: str | 
 
 def run_leases(store: LatencyTable) -> LeaseStore:
     """The run leases in the same table as ``store`` (a DynamoLatencyStore), with its client."""
-    from replmon.adapters.leases import DynamoLeases
+    from replmon.adapters.dynamodb import DynamoLatencyStore
+    from replmon.adapters.leases import DynamoLeases, MemoryLeases
 
-    return DynamoLeases(store.table, store.client)  # type: ignore[attr-defined]
+    if isinstance(store, DynamoLatencyStore):
+        return DynamoLeases(store.table, store.client)
+    return MemoryLeases()  # an ad-hoc run's in-memory table: leases in this process only
 
 
 def local_deps(*, table: str, dynamodb_endpoint: str | None = None, region: str | None = None, profile: str | None = None,
                keys: tuple[str, str] | None = None, by_url: Mapping[str, tuple[str, str]] | None = None,
-               table_keys: tuple[str, str] | None = None, spool_dir: Path | None = None, **settings: Any) -> Deps:
+               table_keys: tuple[str, str] | None = None, spool_dir: Path | None = None, store: LatencyTable | None = None,
+               **settings: Any) -> Deps:
     """What `replmon probe` and the lab run with: S3 (``keys`` for all endpoints, ``by_url`` per
     endpoint URL, else the standard chain or ``profile``), the table (``table_keys`` for DynamoDB
     Local), no metrics (there is no CloudWatch to read EMF), a spool directory; ``settings`` are
-    further :class:`Deps` fields (clock, upload, defaults, event_skew...)."""
+    further :class:`Deps` fields (clock, upload, defaults, event_skew...). ``store`` replaces the
+    table (an ad-hoc run's adapters/memtable.py)."""
     from replmon.adapters.metrics import NullMetrics
     from replmon.adapters.s3 import S3Stores
     from replmon.adapters.spool import DirectorySpool
 
-    store = latency_table(table, endpoint_url=dynamodb_endpoint, region=region, profile=profile, keys=table_keys)
+    store = store or latency_table(table, endpoint_url=dynamodb_endpoint, region=region, profile=profile, keys=table_keys)
     settings.setdefault("leases", run_leases(store))
     return Deps(stores=S3Stores(keys, by_url=by_url, profile=profile), store=store, metrics=NullMetrics(),
                 spool=DirectorySpool(spool_dir) if spool_dir is not None else None, **settings)
 
 
 def preflight_deps(*, table: str, dynamodb_endpoint: str | None = None, region: str | None = None, profile: str | None = None,
-                   keys: tuple[str, str] | None = None, by_url: Mapping[str, tuple[str, str]] | None = None) -> Deps:
+                   keys: tuple[str, str] | None = None, by_url: Mapping[str, tuple[str, str]] | None = None,
+                   store: LatencyTable | None = None) -> Deps:
     """The same endpoints as :func:`local_deps`, each call made once with short timeouts: a wrong
     URL, key or table is reported within seconds, before anything is written."""
     from replmon.adapters.clients import PREFLIGHT
@@ -174,7 +180,7 @@ def preflight_deps(*, table: str, dynamodb_endpoint: str | None = None, region: 
     from replmon.adapters.s3 import S3Stores
 
     return Deps(stores=S3Stores(keys, by_url=by_url, profile=profile, data=PREFLIGHT, control=PREFLIGHT),
-                store=latency_table(table, endpoint_url=dynamodb_endpoint, region=region, profile=profile, call="preflight"),
+                store=store or latency_table(table, endpoint_url=dynamodb_endpoint, region=region, profile=profile, call="preflight"),
                 metrics=NullMetrics())
 
 

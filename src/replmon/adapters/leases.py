@@ -121,3 +121,42 @@ class DynamoLeases:
         except ClientError:  # a retried step: counted once already
             return False
         return True
+
+
+class MemoryLeases:
+    """:class:`~replmon.core.ports.LeaseStore` in this process (an ad-hoc run without a table):
+    the same conditions as :class:`DynamoLeases`, under a lock."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._lock = threading.Lock()
+        self._leases: dict[str, Lease] = {}
+        self.skips: dict[tuple[str, str], tuple[str, float]] = {}
+
+    def acquire(self, route: str, run_id: str, now: float, until: float, started: Mapping[str, float]) -> Lease | None:
+        with self._lock:
+            old = self._leases.get(route)
+            if old and old.holder and old.until is not None and old.until >= now and old.holder != run_id:
+                return None
+            self._leases[route] = Lease(route, run_id, until, {**(old.last_started if old else {}), **started})
+            return self._leases[route]
+
+    def release(self, route: str, run_id: str, now: float) -> bool:
+        with self._lock:
+            old = self._leases.get(route)
+            if not old or old.holder != run_id:
+                return False
+            self._leases[route] = Lease(route, None, None, old.last_started)
+            return True
+
+    def leases(self, routes: Sequence[str]) -> dict[str, Lease]:
+        with self._lock:
+            return {r: self._leases[r] for r in routes if r in self._leases}
+
+    def record_skip(self, route: str, tick: str, holder: str, until: float, classes: Sequence[str]) -> bool:
+        with self._lock:
+            if (route, tick) in self.skips:
+                return False
+            self.skips[(route, tick)] = (holder, until)
+            return True

@@ -11,24 +11,83 @@ cli/render.py, none importing another command or this module) and runs them (:fu
 
 from __future__ import annotations
 
+import re
 import sys
 
 import typer
 
-from replmon.cli import cost, events, fio, labcmd, probe, report, routes
-from replmon.cli.common import EXIT_CODES_HELP, OK, USAGE, CliError, report_error
+from replmon import __version__
+from replmon.cli import cost, events, fio, labcmd, preflight, probe, report, routes, uninstall
+from replmon.cli.common import EXIT_CODES_HELP, OK, USAGE, CliError, plain, report_error
+from replmon.cli.exitcodes import COMMANDS, help_for
 from replmon.cli.render import err
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Measure S3 replication latency (RPO) with active probes. " + EXIT_CODES_HELP)
+
+def _help_keeps_flags_whole() -> None:
+    """Help is click's plain text (no Rich markup to eat "[lo, hi]", no cut cells); its wrapper
+    must not split a flag at its hyphen ("--slo-" / "target")."""
+    try:
+        from typer._click import _textwrap as textwrap_module  # typer >= 0.29 vendors click
+    except ImportError:  # pragma: no cover
+        from click import _textwrap as textwrap_module  # type: ignore[no-redef]
+    base = textwrap_module.TextWrapper
+    if getattr(base, "keeps_flags_whole", False):
+        return
+
+    class WholeFlags(base):  # type: ignore[misc, valid-type]
+        keeps_flags_whole = True
+
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            kwargs["break_on_hyphens"] = False
+            super().__init__(*args, **kwargs)
+
+    textwrap_module.TextWrapper = WholeFlags  # type: ignore[misc]
+
+
+_help_keeps_flags_whole()
+
+
+def _version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"replmon {__version__}\n")
+        raise typer.Exit(0)
+
+
+app = typer.Typer(add_completion=False, rich_markup_mode=None, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Measure S3 replication latency (the RPO a DR plan really gets) with probes and passive signals. "
+                  + EXIT_CODES_HELP)
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit.")) -> None:
+    """replmon."""
+
+
 app.add_typer(labcmd.lab_app, name="lab")
-app.command(epilog=EXIT_CODES_HELP)(report.report)
-app.command("presets")(probe.list_presets)
-app.command()(cost.cost)
+app.command(epilog=help_for("report"))(report.report)
+app.command("presets", epilog=help_for("presets"))(probe.list_presets)
+app.command(epilog=help_for("cost"))(cost.cost)
 app.add_typer(fio.fio_app, name="fio")
-app.command(epilog=EXIT_CODES_HELP)(probe.probe)
+app.command(epilog=help_for("probe"))(probe.probe)
 app.add_typer(events.events_app, name="events")
-app.command("routes")(routes.routes_cmd)
+app.command("routes", epilog=help_for("routes"))(routes.routes_cmd)
+app.command(epilog=help_for("preflight"))(preflight.preflight)
+app.command(epilog=help_for("uninstall"))(uninstall.uninstall)
+
+
+def _exit_codes_in_every_help(typer_app: typer.Typer, prefix: str = "") -> None:
+    """Each command's --help ends with its exit codes (cli/exitcodes.py COMMANDS), also for the
+    commands a group module registers itself (tests/test_operator_cli.py checks every one)."""
+    for info in typer_app.registered_commands:
+        name = prefix + (info.name or (info.callback.__name__ if info.callback else "").lower().replace("_", "-"))
+        if info.epilog is None and name in COMMANDS:
+            info.epilog = help_for(name)
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None and group.name:
+            _exit_codes_in_every_help(group.typer_instance, f"{prefix}{group.name} ")
+
+
+_exit_codes_in_every_help(app)
 
 
 def _click_exceptions() -> tuple[type[Exception], ...]:
@@ -61,6 +120,8 @@ def main(argv: list[str] | None = None) -> None:
     except _click_exceptions() as exc:  # typer's own parsing: unknown option, bad choice...
         from rich.markup import escape
 
-        err.print(f"[bold red]error:[/] {escape(getattr(exc, 'format_message', exc.__str__)())}", highlight=False, soft_wrap=True)
+        message = plain(getattr(exc, "format_message", exc.__str__)())
+        message = re.sub(r"^Invalid value for '(--[\w-]+)'(?: / '[^']*')?: ", r"\1: ", message)
+        err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
         code = USAGE
     sys.exit(code if isinstance(code, int) else OK)

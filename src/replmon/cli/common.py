@@ -1,13 +1,5 @@
-"""What every command shares: exit codes, errors that name the flag, flag checks, credentials,
-a deployed stack's outputs (output and rendering: cli/render.py).
-
-Exit codes (documented in `replmon --help` and the README):
-
-    0    every probe COMPLETED within its target (or the command did what it was asked)
-    1    a measured failure: a probe FAILED, was STUCK, or replicated over its target
-    2    usage: a flag or input is wrong (one line on stderr names it and the fix)
-    3    infrastructure: an endpoint, credentials, the store, or a probe that could not be measured
-    130  interrupted by SIGINT, 143 by SIGTERM (what was recorded and removed is said on stderr)
+"""What every command shares: exit codes (the table is cli/exitcodes.py), errors that name the
+flag, flag checks, credentials, a deployed stack's outputs (output and rendering: cli/render.py).
 """
 
 from __future__ import annotations
@@ -19,15 +11,17 @@ from pathlib import Path
 from typing import NoReturn
 
 from replmon.adapters.explain import explain
+from replmon.cli.exitcodes import Exit, combine
 from replmon.cli.render import err
 from replmon.core.errors import ConfigError
 from replmon.core.names import ENDPOINT_URL_RE
-from replmon.core.record import ProbeRecord, ProbeStatus
+from replmon.core.record import ProbeRecord
+from replmon.signals.verdict import RouteJudgement, judge_run
 
-OK, MEASURED_FAILURE, USAGE, INFRASTRUCTURE = 0, 1, 2, 3
-EXIT_CODES_HELP = ("Exit codes: 0 all probes COMPLETED within target; 1 a probe FAILED, was STUCK or over target; "
-                   "2 usage error; 3 infrastructure error (endpoint, credentials, store, a probe not measured); "
-                   "130/143 interrupted (SIGINT/SIGTERM).")
+OK, MEASURED_FAILURE, USAGE, INFRASTRUCTURE, NO_DATA = Exit.OK, Exit.BREACH, Exit.USAGE, Exit.INFRASTRUCTURE, Exit.NO_DATA
+EXIT_CODES_HELP = ("Exit codes: 0 OK; 1 breach (RPO over target or unbounded, a probe FAILED, STUCK or over target, a page "
+                   "alert); 2 usage error; 3 not measured (endpoint, credentials, store, a probe ERROR); 4 no data; "
+                   "130/143 interrupted. Each command's --help says what they mean there.")
 
 class CliError(Exception):
     """One line for stderr and an exit code."""
@@ -59,6 +53,36 @@ FLAGS = {
 }
 
 
+#: The validation library's phrases -> the project's words (errors name the flag and the fix, in
+#: plain English; tests/test_operator_cli.py checks no "Input should" reaches a person).
+PLAIN = (
+    (r"Input should be greater than or equal to (\S+)", r"must be at least \1"),
+    (r"Input should be greater than (\S+)", r"must be more than \1"),
+    (r"Input should be less than or equal to (\S+)", r"must be at most \1"),
+    (r"Input should be less than (\S+)", r"must be less than \1"),
+    (r"Input should be a finite number", "must be a finite number (not inf or nan)"),
+    (r"Input should be a valid integer(, [^;]*)?", "must be a whole number"),
+    (r"Input should be a valid number(, [^;]*)?", "must be a number"),
+    (r"Input should be a valid boolean(, [^;]*)?", "must be true or false"),
+    (r"Input should be a valid string", "must be text"),
+    (r"Input should be (.+)", r"must be \1"),
+    (r"String should have at most (\d+) characters?", r"must be at most \1 characters"),
+    (r"String should have at least (\d+) characters?", r"must be at least \1 characters"),
+    (r"List should have at least (\d+) items?[^;]*", r"needs at least \1"),
+    (r"Extra inputs are not permitted", "is not a known field; check its spelling"),
+    (r"Field required", "is required"),
+    (r"Value error, ", ""),
+    (r"Assertion failed, ", ""),
+)
+
+
+def plain(message: str) -> str:
+    """A validation message in the project's words: 'must be at least 1', not 'Input should be...'."""
+    for pattern, repl in PLAIN:
+        message = re.sub(pattern, repl, message)
+    return message
+
+
 def config_message(exc: ConfigError, flags: Mapping[str, str] = FLAGS) -> str:
     """A ConfigError as one line, each field named by its flag where the CLI has one."""
     parts = []
@@ -66,13 +90,28 @@ def config_message(exc: ConfigError, flags: Mapping[str, str] = FLAGS) -> str:
         line = line.strip()
         field, _, rest = line.partition(": ")
         field = re.sub(r"^routes\.0\.destinations\.\d+\.", "routes.0.destinations.0.", field)
-        parts.append(f"{flags.get(field, field)}: {rest}" if rest else line)
+        parts.append(f"{flags.get(field, field)}: {plain(rest)}" if rest else plain(line))
     return "; ".join(parts)
 
 
 def check_url(value: str | None, flag: str) -> None:
     if value is not None and not ENDPOINT_URL_RE.match(value):
         fail(f"{flag}: {value!r} is not an http(s) URL with no path; use e.g. http://127.0.0.1:8000")
+
+
+def check_output_dir(path: Path | None, flag: str) -> None:
+    """A directory to write into: made if missing, refused if it is a file or not writable."""
+    if path is None:
+        return
+    path = path.expanduser()
+    if path.exists() and not path.is_dir():
+        fail(f"{flag}: {path} is a file; give a directory (it is made if missing)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        fail(f"{flag}: cannot make {path}: {exc.strerror}; choose another directory")
+    if not os.access(path, os.W_OK):
+        fail(f"{flag}: directory {path} is not writable")
 
 
 def check_output_file(path: Path | None, flag: str) -> None:
@@ -85,12 +124,14 @@ def check_output_file(path: Path | None, flag: str) -> None:
         fail(f"{flag}: directory {parent} is not writable")
 
 
-def keys_from(access: str | None, secret: str | None, flag: str) -> tuple[str, str] | None:
-    """An access key and secret given together, or neither."""
+def keys_from_env(prefix: str, env: Mapping[str, str] = os.environ) -> tuple[str, str] | None:
+    """S3-compatible endpoints' keys from ``<prefix>ACCESS_KEY_ID`` and ``<prefix>SECRET_ACCESS_KEY``
+    (both or neither): never from a flag, where `ps` and shell history would show the secret."""
+    access, secret = env.get(f"{prefix}ACCESS_KEY_ID") or None, env.get(f"{prefix}SECRET_ACCESS_KEY") or None
     if bool(access) != bool(secret):
-        missing = "secret key" if access else "access key"
-        fail(f"{flag}: an access key and a secret key go together; the {missing} is missing "
-             "(set both, e.g. in REPLMON_ACCESS_KEY_ID and REPLMON_SECRET_ACCESS_KEY)")
+        have, missing = (f"{prefix}ACCESS_KEY_ID", f"{prefix}SECRET_ACCESS_KEY") if access else (f"{prefix}SECRET_ACCESS_KEY", f"{prefix}ACCESS_KEY_ID")
+        fail(f"{have} is set but {missing} is not: an access key and its secret go together; set both (or neither, "
+             "for AWS's credential chain)")
     return (access, secret) if access and secret else None
 
 
@@ -120,11 +161,23 @@ def stack_outputs(stack: str, region: str | None, profile: str | None) -> dict[s
     return {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
 
 
-def exit_code(records: list[ProbeRecord], planned: int, execution_ok: bool) -> int:
+def run_verdicts(records: list[ProbeRecord], routes: list[str], planned: int, execution_ok: bool, target_seconds: float,
+                 now: float | None = None) -> list[RouteJudgement]:
+    """A probe run's verdict per route (signals/verdict.py); records missing count on the first route."""
+    import time
+
+    now = time.time() if now is None else now
+    missing_at = routes[0] if routes else None
+    out = []
+    for route in routes:
+        others = sum(1 for r in records if r.route != route)
+        out.append(judge_run(route, records, target_seconds=target_seconds, planned=planned - others if route == missing_at else None,
+                             execution_ok=execution_ok, now=now))
+    return out
+
+
+def exit_code(records: list[ProbeRecord], planned: int, execution_ok: bool, target_seconds: float | None = None) -> int:
     """1 if replication was seen failing or late; else 3 if anything could not be measured or recorded; else 0."""
-    if any(r.status in (ProbeStatus.FAILED, ProbeStatus.STUCK) or (r.status is ProbeStatus.COMPLETED and not r.within_target)
-           for r in records):
-        return MEASURED_FAILURE
-    if not execution_ok or len(records) != planned or any(r.status is not ProbeStatus.COMPLETED for r in records):
-        return INFRASTRUCTURE
-    return OK
+    target = target_seconds if target_seconds is not None else (records[0].target_seconds if records else 900.0)
+    routes = sorted({r.route for r in records}) or ["-"]
+    return combine(Exit.from_verdict(v.verdict) for v in run_verdicts(records, routes, planned, execution_ok, target))

@@ -47,19 +47,27 @@ def cost(
         fail(config_message(exc))
     runs = DEFAULTS_MONTH_MINUTES / rate_minutes
     # Mount baselines are their own stack (templates/mount-baselines.yaml): not priced here.
-    alarms = sum(1 for r in load_template(TEMPLATE)["Resources"].values() if r["Type"] == "AWS::CloudWatch::Alarm")
-    extra = {"replication_mib_per_s": replication_mib_per_s} if replication_mib_per_s else None
+    resources = load_template(TEMPLATE)["Resources"].values()
+    alarms = sum(1 for r in resources if r["Type"] == "AWS::CloudWatch::Alarm")
+    extra: dict[str, float] = {"composite_alarms": sum(1 for r in resources if r["Type"] == "AWS::CloudWatch::CompositeAlarm")}
+    if replication_mib_per_s:
+        extra["replication_mib_per_s"] = replication_mib_per_s
     est = estimate(request, runs, cross_region, rtc, extra, alarms=alarms)
-    rows = [{"item": x.item, "per month": f"{x.quantity:,.1f} {x.unit}", "$ per month": round(x.dollars, 2),
-             "share": f"{100 * x.dollars / est.total:.0f} %" if est.total else "-"} for x in est.lines]
-    rows.append({"item": "total", "per month": f"{runs:,.0f} runs of {est.probes_per_run} probe(s)", "$ per month": round(est.total, 2),
-                 "share": "100 %"})
-    doc = {"modelled": True, "region": est.region, "prices_as_of": est.as_of, "runs_per_month": runs,
-           "probes_per_run": est.probes_per_run, "total_dollars": round(est.total, 2),
-           "lines": [x.__dict__ for x in est.lines], "assumptions": est.assumptions, "sources": pricing()["sources"]}
-    emit(rows, fmt, f"replmon cost (modelled; {est.region} list prices of {est.as_of}, free tiers not applied)", document=doc)
-    if fmt is Format.table:
+    total = round(est.total, 2)
+    data = [{"item": x.item, "quantity": round(x.quantity, 3), "unit": x.unit, "usd_per_month": round(x.dollars, 2),
+             "share_percent": round(100 * x.dollars / est.total, 1) if est.total else None} for x in est.lines]
+    data.append({"item": "total", "quantity": round(runs, 3), "unit": f"runs of {est.probes_per_run} probe(s)", "usd_per_month": total,
+                 "share_percent": 100.0})
+    doc = {"schema_version": 1, "command": "cost", "modelled": True, "region": est.region, "prices_as_of": est.as_of,
+           "runs_per_month": runs, "probes_per_run": est.probes_per_run, "total_usd_per_month": total,
+           "lines": data[:-1], "assumptions": est.assumptions, "sources": pricing()["sources"]}
+    if fmt is Format.table:  # for people: quantity and unit in one readable cell
+        rows = [{"item": d["item"], "per month": f"{d['quantity']:,.1f} {d['unit']}" if d["item"] != "total" else f"{runs:,.0f} {d['unit']}",
+                 "$ per month": f"{d['usd_per_month']:,.2f}", "share": "-" if d["share_percent"] is None else f"{d['share_percent']:.0f}%"} for d in data]
+        emit(rows, fmt, f"replmon cost (modelled; {est.region} list prices of {est.as_of}, free tiers not applied)")
         err.print("assumptions (modelled, pricing.json): " + ", ".join(f"{k}={v}" for k, v in est.assumptions.items()), highlight=False)
+    else:
+        emit(data, fmt, document=doc)
     return OK
 
 

@@ -12,7 +12,7 @@ from replmon.cli.common import MEASURED_FAILURE, OK, fail
 from replmon.cli.render import FORMAT_HELP, Format, emit
 from replmon.core.route import Route
 
-events_app = typer.Typer(no_args_is_help=True, help="S3 event notifications: what IngestEvents would store.")
+events_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="S3 event notifications: what IngestEvents would store.")
 
 
 def _routes_from(path: Path | None) -> list[Route]:

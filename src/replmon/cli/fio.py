@@ -17,7 +17,7 @@ from replmon.cli.render import FORMAT_HELP, Format, emit, err, out
 if TYPE_CHECKING:
     from replmon.mounts.report import StudyReport
 
-fio_app = typer.Typer(no_args_is_help=True, help="Mount throughput baselines: fio results, presets, reports, knees and costs.")
+fio_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Mount throughput baselines: fio results, presets, reports, knees and costs.")
 
 
 def _read(path: Path) -> str:

@@ -2,16 +2,32 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from replmon.cli.common import EXIT_CODES_HELP, INFRASTRUCTURE, USAGE, check_output_file, config_message, exit_code, fail
-from replmon.cli.render import FORMAT_HELP, Format, emit, err, out, progress_bar, summary_rows, write_data
+from replmon.cli.common import INFRASTRUCTURE, OK, USAGE, check_output_file, config_message, fail, run_verdicts
+from replmon.cli.exitcodes import Exit, combine, help_for
+from replmon.cli.render import (
+    FORMAT_HELP,
+    WIDE_HELP,
+    Format,
+    emit,
+    err,
+    footnotes,
+    out,
+    print_headline,
+    progress_bar,
+    summary_rows,
+    write_data,
+)
+from replmon.core.defaults import DEFAULTS
 from replmon.core.errors import ConfigError
 
-lab_app = typer.Typer(no_args_is_help=True, help="The local lab: two MinIO servers with real replication, DynamoDB Local.")
+lab_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                      help="The local lab: two MinIO servers with real replication, DynamoDB Local, Toxiproxy.")
 
 #: MinIO refuses a replication bandwidth limit below this (mc replicate add --bandwidth).
 MINIO_MIN_BANDWIDTH = 100 * 2**20
@@ -29,18 +45,33 @@ def check_bandwidth(value: str) -> str:
     return format_size(n)
 
 
-@lab_app.command("run", epilog=EXIT_CODES_HELP)
+LAB_DIR_HELP = "The lab's directory (servers' data, logs, charts, records); the lab's alone."
+
+
+@lab_app.command("run", epilog=help_for("lab run"))
 def lab_run(
-    sizes: Annotated[str, typer.Option(help="Preset name or comma-separated sizes (1MiB,64MiB,...).")] = "lab-ladder",
-    trials: Annotated[int | None, typer.Option(help="Trials per size (default: the preset's).")] = None,
-    bandwidth: Annotated[str, typer.Option(help="MinIO replication bandwidth limit (100MiB is MinIO's minimum).")] = "100MiB",
-    resolution: Annotated[float, typer.Option(help="Polling floor in seconds (AWS default 1.0; the lab can afford finer).")] = 0.1,
-    timeout: Annotated[int, typer.Option(help="Seconds a probe may take from its upload's start before it is STUCK.")] = 600,
+    sizes: Annotated[str, typer.Option(metavar="SIZES", help="Preset name or comma-separated sizes (1MiB,64MiB,...).")] = "lab-ladder",
+    trials: Annotated[int | None, typer.Option(metavar="N", help="Trials per size (default: the preset's).")] = None,
+    target: Annotated[float, typer.Option(metavar="SECONDS", help="Latency target the probes are judged against "
+                                          "(LatencyTargetSeconds).")] = DEFAULTS.target_seconds,
+    bandwidth: Annotated[str, typer.Option(metavar="RATE", help="MinIO replication bandwidth limit per second (100MiB is "
+                                           "MinIO's minimum).")] = "100MiB",
+    resolution: Annotated[float, typer.Option(metavar="SECONDS", help="Polling floor (AWS default 1.0; the lab can afford "
+                                              "finer).")] = 0.1,
+    timeout: Annotated[int, typer.Option(metavar="SECONDS", help="A probe still PENDING this long after its upload started "
+                                         "is STUCK.")] = 600,
     history: Annotated[bool, typer.Option(help="Let earlier runs' throughput skip early HEADs (off: every run polls from the start).")] = False,
-    lab_dir: Annotated[Path, typer.Option("--dir", help="The lab's directory (servers' data, logs, chart, records); the lab's alone.")] = Path("lab-data"),
+    lab_dir: Annotated[Path, typer.Option("--dir", metavar="DIR", help=LAB_DIR_HELP)] = Path("lab-data"),
+    wide: Annotated[bool, typer.Option("--wide", help=WIDE_HELP)] = False,
     fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table,
 ) -> int:
-    """Start the lab, run a probe ladder through the real state machine, print the table, draw the chart."""
+    """Run a probe ladder in the lab: the verdict, the table, a chart.
+
+    Starts the lab, runs the ladder through the real state machine and handlers, prints the
+    answer first (RPO, target, probes within it, what is failing), then the table, and draws
+    latency vs size with the target line; records and chart are kept per run under DIR/runs.
+    """
+    from replmon.cli.output import SUMMARY_KEYS, envelope, record_json, summary_json, within_counts
     from replmon.core.stats import summarize
     from replmon.lab.lab import Lab, planned_route
     from replmon.lab.servers import LabError
@@ -50,8 +81,8 @@ def lab_run(
     from replmon.probe.request import load_settings
 
     bandwidth = check_bandwidth(bandwidth)
-    flags = {"sizes": sizes, "timeout_seconds": timeout, "max_concurrency": 1, "poll": {"floor_seconds": resolution, "use_history": history},
-             **({"trials": trials} if trials is not None else {})}
+    flags = {"sizes": sizes, "timeout_seconds": timeout, "target_seconds": target, "max_concurrency": 1,
+             "poll": {"floor_seconds": resolution, "use_history": history}, **({"trials": trials} if trials is not None else {})}
     try:  # bad flags fail before any server starts
         settings = load_settings(flags)
         check_fits(settings.for_routes([planned_route("lab")]))
@@ -69,23 +100,110 @@ def lab_run(
     except LabError as exc:
         fail(str(exc), USAGE if str(exc).startswith("--dir") else INFRASTRUCTURE)
     records = result.records
-    rows = summary_rows(summarize(records))
-    chart = latency_chart(records, lab_dir / "latency-vs-size.png", f"replmon lab: MinIO -> MinIO at {bandwidth}/s, run {result.run_id}")
+    summaries = summarize(records)
+    counts = within_counts(records, target)
+    chart = latency_chart(records, lab_dir / "runs" / f"{result.run_id}-latency-vs-size.png",
+                          f"replmon lab: MinIO -> MinIO at {bandwidth}/s, run {result.run_id}", target_seconds=target)
     data = write_data(records, lab_dir / "runs" / f"{result.run_id}.json")
     leftover = sum(len(v) for v in left.values())
-    code = exit_code(records, result.planned, result.execution.status == "SUCCEEDED" and not result.failed_iterations
-                     and not result.skipped)
+    verdicts = run_verdicts(records, ["lab"], result.planned, result.execution.status == "SUCCEEDED" and not result.failed_iterations
+                            and not result.skipped,
+                            target)
+    code = combine(Exit.from_verdict(v.verdict) for v in verdicts)
     if leftover:
-        code = max(code, INFRASTRUCTURE)
+        code = combine([code, INFRASTRUCTURE])
+    doc = envelope("lab run", verdicts, code, target, run_id=result.run_id, duration_seconds=round(result.seconds, 3),
+                   planned_probes=result.planned, summaries=[summary_json(s, counts) for s in summaries],
+                   records=[record_json(r, target) for r in records], left_behind=left, chart_files=[str(chart)],
+                   records_file=str(data))
+    print_headline(verdicts, fmt)
     if fmt is Format.json:
-        emit(rows, fmt, document={"run_id": result.run_id, "seconds": round(result.seconds, 1), "exit_code": code,
-                                  "summaries": rows, "left_behind": left, "records": [r.to_item() for r in records]})
+        emit([], fmt, document=doc)
+    elif fmt is Format.csv:
+        emit(doc["summaries"], fmt, columns=list(SUMMARY_KEYS))
     else:
-        emit(rows, fmt, f"run {result.run_id}: {len(records)} probes in {result.seconds:.0f} s")
+        rows, columns = summary_rows(summaries, counts, wide=wide)
+        emit(rows, fmt, f"run {result.run_id}: {len(records)} probes in {result.seconds:.0f} s (route lab)", columns=columns,
+             footnotes=footnotes(summaries))
     notes = (f"chart: {chart}\nrecords: {data} (and DynamoDB Local under {lab_dir / 'dynamodb'}, kept between runs)\n"
              f"left behind: {leftover} probe objects/versions/uploads" + ("" if not leftover else f" {left}"))
-    (out if fmt is Format.table else err).print(notes, highlight=False)
+    (out if fmt is Format.table else err).print(notes, highlight=False, markup=False)
     return code
+
+
+@lab_app.command("up", epilog=help_for("lab up"))
+def lab_up(
+    lab_dir: Annotated[Path, typer.Option("--dir", metavar="DIR", help=LAB_DIR_HELP)] = Path("lab-data"),
+    bandwidth: Annotated[str, typer.Option(metavar="RATE", help="MinIO replication bandwidth limit per second.")] = "100MiB",
+    fmt: Annotated[Format, typer.Option("--format", help="table: shell exports on stdout, the rest on stderr; json: one document")]
+    = Format.table,
+) -> int:
+    """Start the lab and keep it running; print the shell exports.
+
+    Use it as  eval "$(replmon lab up)"  then  replmon probe  and  replmon report --route lab
+    work against the lab without further flags (the secret stays in DIR/lab.secret, mode 0600).
+    DynamoDB Local's data is kept between runs, so earlier `lab run` records can be reported.
+    `replmon lab down` stops exactly what this started.
+    """
+    from replmon.lab import session
+    from replmon.lab.servers import LabError
+
+    bandwidth = check_bandwidth(bandwidth)
+    was = session.read(lab_dir)
+    try:
+        s = session.up(lab_dir, bandwidth)
+    except LabError as exc:
+        fail(str(exc), USAGE if str(exc).startswith("--dir") else INFRASTRUCTURE)
+    info = session.describe(s)
+    if fmt is Format.json:
+        emit([], fmt, document={**info, "exports": s.exports()})
+        return OK
+    e = s.endpoints
+    err.print(("lab already up" if was is not None and was.pid == s.pid else "lab up") + f" in {lab_dir} (supervisor pid {s.pid})",
+              highlight=False)
+    err.print(f"  source       {e['source']}  bucket {info['source_bucket']} (replicates at {s.bandwidth}/s)\n"
+              f"  destination  {e['destination']}  bucket {info['dest_bucket']}\n"
+              f"  DynamoDB     {e['dynamodb']}  table {info['table']} (kept between runs)\n"
+              f"next: eval \"$(replmon lab up --dir {lab_dir})\"; replmon probe --route adhoc --sizes 1MiB; "
+              f"replmon report --route lab --route adhoc; replmon lab down --dir {lab_dir}", highlight=False, markup=False)
+    sys.stdout.write("\n".join(s.exports()) + "\n")
+    return OK
+
+
+@lab_app.command("down", epilog=help_for("lab down"))
+def lab_down(
+    lab_dir: Annotated[Path, typer.Option("--dir", metavar="DIR", help=LAB_DIR_HELP)] = Path("lab-data"),
+) -> int:
+    """Stop what `replmon lab up` started; print the shell unsets.
+
+    Stops exactly the supervisor `lab up` recorded in DIR/lab-up.json (and, if it was killed,
+    the servers its pidfile lists); the lab's data stays in DIR. Use it as
+    eval "$(replmon lab down)".
+    """
+    from replmon.lab import session
+
+    if lab_dir.exists() and not lab_dir.is_dir():
+        fail(f"--dir {lab_dir} is a file; give the directory `replmon lab up` used")
+    stopped = session.down(lab_dir)
+    err.print(f"lab down in {lab_dir}: stopped {', '.join(stopped)}" if stopped else f"no lab was up in {lab_dir}", highlight=False)
+    sys.stdout.write("".join(f"unset {name}\n" for name in session.EXPORTED))
+    return OK
+
+
+@lab_app.command("serve", hidden=True)
+def lab_serve(
+    lab_dir: Annotated[Path, typer.Option("--dir")] = Path("lab-data"),
+    bandwidth: Annotated[str, typer.Option()] = "100MiB",
+) -> int:
+    """The supervisor `lab up` starts (holds the lab until SIGTERM)."""
+    from replmon.lab import session
+    from replmon.lab.servers import LabError
+
+    try:
+        session.serve(lab_dir, check_bandwidth(bandwidth))
+    except LabError as exc:
+        fail(str(exc), USAGE if str(exc).startswith("--dir") else INFRASTRUCTURE)
+    return OK
 
 
 @lab_app.command("bench")
@@ -163,19 +281,23 @@ def lab_bench_mounts(
     return 0
 
 
-@lab_app.command("chaos")
+@lab_app.command("chaos", epilog=help_for("lab chaos"))
 def lab_chaos(
     fault: Annotated[str, typer.Option(help="latency (4 s per answer), bandwidth (256 KB/s), hang (no data until healed) or reset (connections reset).")] = "latency",
-    target: Annotated[float, typer.Option(min=0.1, help="The latency target (RPO alarm threshold and SLO threshold), seconds.")] = 2.0,
+    target: Annotated[float, typer.Option(min=0.1, metavar="SECONDS", help="Latency target: the RPO alarm's and the SLO's "
+                                          "threshold (LatencyTargetSeconds).")] = 2.0,
     probes: Annotated[int, typer.Option(min=1, max=20, help="Probes per phase.")] = 3,
     sizes: Annotated[str, typer.Option(help="Probe sizes.")] = "1MiB",
     timeout: Annotated[int, typer.Option(min=5, help="Seconds a probe may take before it is STUCK.")] = 30,
-    lab_dir: Annotated[Path, typer.Option("--dir", help="The lab's directory.")] = Path("lab-data/chaos"),
+    lab_dir: Annotated[Path, typer.Option("--dir", metavar="DIR", help=LAB_DIR_HELP)] = Path("lab-data/chaos"),
     fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table,
 ) -> int:
-    """Baseline, fault, healed: probes through the real state machine while Toxiproxy breaks the
+    """Break the lab's replication path; watch the route breach and recover.
+
+    Baseline, fault, healed: probes through the real state machine while Toxiproxy breaks the
     replication path; each phase's RPO, SLO burn and alert state with the alarms' thresholds.
-    Exit 0 when the fault breached and the healed route recovered, 1 otherwise."""
+    The headline judges the healed route as `replmon report` would.
+    """
     from replmon.lab.chaos import run_chaos
     from replmon.lab.faults import FAULTS
     from replmon.lab.lab import Lab
@@ -197,15 +319,25 @@ def lab_chaos(
             left = lab.leftovers()
     except LabError as exc:
         fail(str(exc), USAGE if str(exc).startswith("--dir") else INFRASTRUCTURE)
+    from replmon.cli.output import envelope, health_json
+
     rows = [p.row() for p in phases]
     ok = not phases[0].breached and phases[1].breached and not phases[2].breached
-    emit(rows, fmt, f"lab chaos: {fault}, target {target:g} s, thresholds from template.yaml", document={
-        "fault": fault, "target_seconds": target, "breached_and_recovered": ok,
-        "phases": [{**p.row(), "seconds": p.seconds, "health": p.health, "notes": p.notes} for p in phases],
-        "left_behind": left})
-    if fmt is Format.table:
-        out.print("breached under the fault and recovered after healing" if ok else "did NOT breach and recover as expected", highlight=False)
-    return 0 if ok else 1
+    code = OK if ok else Exit.BREACH
+    now = phases[-1].verdict()
+    outcome = ("breached under the fault and recovered after healing" if ok else "did NOT breach and recover as expected")
+    doc = envelope("lab chaos", [now], code, target, fault=fault, breached_and_recovered=ok, left_behind=left, phases=[
+        {"phase": p.name, "fault": p.fault, "duration_seconds": p.seconds, "statuses": [str(s) for s in p.statuses],
+         "breached": p.breached, "verdict": p.verdict().to_json(), "health": health_json(p.health), "notes": p.notes} for p in phases])
+    print_headline([now], fmt)
+    (out if fmt is Format.table else err).print(f"lab chaos {fault}: {outcome}", highlight=False, markup=False)
+    if fmt is Format.csv:
+        rows = [{"phase": p["phase"], "fault": p["fault"], "duration_seconds": p["duration_seconds"], "verdict": p["verdict"]["verdict"],
+                 "rpo_seconds": p["verdict"]["rpo_seconds"], "rpo_bound": p["verdict"]["rpo_bound"],
+                 "within_target_probes": p["verdict"]["within_target_probes"], "judged_probes": p["verdict"]["judged_probes"],
+                 "breached": p["breached"]} for p in doc["phases"]]
+    emit(rows, fmt, f"lab chaos: {fault}, target {target:g} s, thresholds from template.yaml", document=doc)
+    return code
 
 
 @lab_app.command("fio")

@@ -15,12 +15,14 @@ from replmon.cli.common import (
     aws_region_or_fail,
     check_url,
     config_message,
-    exit_code,
     fail,
-    keys_from,
+    keys_from_env,
+    run_verdicts,
     stack_outputs,
 )
-from replmon.cli.render import FORMAT_HELP, Format, emit, err, progress_bar, record_rows, summary_rows
+from replmon.cli.exitcodes import Exit, combine
+from replmon.cli.output import SUMMARY_KEYS
+from replmon.cli.render import FORMAT_HELP, WIDE_HELP, Format, emit, err, footnotes, print_headline, progress_bar, summary_rows
 from replmon.core.defaults import DEFAULTS
 from replmon.core.errors import ConfigError
 from replmon.core.names import check_bucket, check_endpoint_url, check_prefix, check_region, check_route_name
@@ -53,50 +55,54 @@ def route_flag_problems(route: str, prefix: str, source_bucket: str | None, dest
 
 
 def probe(
-    source_bucket: Annotated[str | None, typer.Option(help="Replication source bucket (or --stack-name).")] = None,
-    dest_bucket: Annotated[list[str] | None, typer.Option(help="Destination bucket (repeat for several; or --stack-name).")] = None,
-    stack_name: Annotated[str | None, typer.Option(help="A deployed replmon stack: table and buckets from its outputs.")] = None,
-    source_endpoint: Annotated[str | None, typer.Option(envvar="REPLMON_SOURCE_ENDPOINT", help="S3-compatible URL; omit for AWS.")] = None,
-    dest_endpoint: Annotated[str | None, typer.Option(envvar="REPLMON_DEST_ENDPOINT", help="S3-compatible URL; omit for AWS.")] = None,
-    source_region: Annotated[str | None, typer.Option(envvar="AWS_REGION", help="The source bucket's AWS region.")] = None,
-    dest_region: Annotated[str | None, typer.Option(help="The destination's AWS region, if it differs.")] = None,
-    route: Annotated[str, typer.Option(help="Route name the records are kept under.")] = DEFAULTS.route_name,
-    prefix: Annotated[str, typer.Option(help="Probe key prefix (the replication rule must cover it).")] = DEFAULTS.probe_prefix,
-    sizes: Annotated[str, typer.Option(help="Preset name or comma-separated sizes (1MiB,64MiB,...).")] = DEFAULTS.sizes,
-    trials: Annotated[int | None, typer.Option(help="Trials per size (default: the preset's, else 1).")] = None,
-    timeout: Annotated[int, typer.Option(help="Seconds a probe may take from its upload's start; still PENDING then is STUCK.")] = DEFAULTS.timeout_seconds,
-    target: Annotated[float, typer.Option(help="RPO target in seconds (exit 1 above it).")] = DEFAULTS.target_seconds,
-    concurrency: Annotated[int, typer.Option(help="Probes in flight at once.")] = DEFAULTS.max_concurrency,
-    resolution: Annotated[float, typer.Option(help="Polling floor in seconds (the interval's bound is max(this, 2 %)).")] = DEFAULTS.poll.floor_seconds,
+    source_bucket: Annotated[str | None, typer.Option(envvar="REPLMON_SOURCE_BUCKET", metavar="BUCKET",
+                                                      help="Replication source bucket (or --stack-name).")] = None,
+    dest_bucket: Annotated[list[str] | None, typer.Option(envvar="REPLMON_DEST_BUCKET", metavar="BUCKET",
+                                                          help="Destination bucket (repeat for several; or --stack-name).")] = None,
+    stack_name: Annotated[str | None, typer.Option(metavar="STACK", help="A deployed replmon stack: table and buckets from its outputs.")] = None,
+    source_endpoint: Annotated[str | None, typer.Option(envvar="REPLMON_SOURCE_ENDPOINT", metavar="URL",
+                                                        help="An S3-compatible URL; omit for AWS.")] = None,
+    dest_endpoint: Annotated[str | None, typer.Option(envvar="REPLMON_DEST_ENDPOINT", metavar="URL",
+                                                      help="An S3-compatible URL; omit for AWS.")] = None,
+    source_region: Annotated[str | None, typer.Option(envvar="AWS_REGION", metavar="REGION", help="The source bucket's AWS Region.")] = None,
+    dest_region: Annotated[str | None, typer.Option(metavar="REGION", help="The destination's AWS Region, if it differs.")] = None,
+    route: Annotated[str, typer.Option(metavar="NAME", help="Route name the records are kept under.")] = DEFAULTS.route_name,
+    prefix: Annotated[str, typer.Option(metavar="PREFIX", help="Probe key prefix (the replication rule must cover it).")] = DEFAULTS.probe_prefix,
+    sizes: Annotated[str, typer.Option(metavar="SIZES", help="Preset name or comma-separated sizes (1MiB,64MiB,...).")] = DEFAULTS.sizes,
+    trials: Annotated[int | None, typer.Option(metavar="N", help="Trials per size (default: the preset's, else 1).")] = None,
+    timeout: Annotated[int, typer.Option(metavar="SECONDS", help="A probe still PENDING this long after its upload "
+                                         "started is STUCK (ProbeTimeoutSeconds).")] = DEFAULTS.timeout_seconds,
+    target: Annotated[float, typer.Option(metavar="SECONDS", help="Latency target: a probe over it is a breach, exit 1 "
+                                          "(LatencyTargetSeconds).")] = DEFAULTS.target_seconds,
+    concurrency: Annotated[int, typer.Option(metavar="N", help="Probes in flight at once (MaxConcurrency).")] = DEFAULTS.max_concurrency,
+    resolution: Annotated[float, typer.Option(metavar="SECONDS", help="Polling floor: the interval's bound is max(this, "
+                                              "2 % of the latency).")] = DEFAULTS.poll.floor_seconds,
     history: Annotated[bool, typer.Option(help="Skip early HEADs of large probes using the route's recent throughput.")] = True,
-    table: Annotated[str | None, typer.Option(envvar="REPLMON_TABLE", help="Latency table (or --stack-name).")] = None,
-    dynamodb_endpoint: Annotated[str | None, typer.Option(envvar="REPLMON_DYNAMODB_ENDPOINT", help="e.g. the lab's DynamoDB Local.")] = None,
-    profile: Annotated[str | None, typer.Option(envvar="AWS_PROFILE", help="AWS profile for AWS endpoints.")] = None,
-    access_key: Annotated[str | None, typer.Option(envvar="REPLMON_ACCESS_KEY_ID", show_default=False,
-                                                   help="S3-compatible endpoints' access key (prefer the environment variable).")] = None,
-    secret_key: Annotated[str | None, typer.Option(envvar="REPLMON_SECRET_ACCESS_KEY", show_default=False,
-                                                   help="Its secret (from REPLMON_SECRET_ACCESS_KEY: a flag shows in `ps`).")] = None,
-    source_access_key: Annotated[str | None, typer.Option(envvar="REPLMON_SOURCE_ACCESS_KEY_ID", show_default=False, hidden=True)] = None,
-    source_secret_key: Annotated[str | None, typer.Option(envvar="REPLMON_SOURCE_SECRET_ACCESS_KEY", show_default=False, hidden=True)] = None,
-    dest_access_key: Annotated[str | None, typer.Option(envvar="REPLMON_DEST_ACCESS_KEY_ID", show_default=False, hidden=True)] = None,
-    dest_secret_key: Annotated[str | None, typer.Option(envvar="REPLMON_DEST_SECRET_ACCESS_KEY", show_default=False, hidden=True)] = None,
-    spool_dir: Annotated[Path, typer.Option(help="Where records wait if the store is down (replayed by the next run).")] = DEFAULT_SPOOL,
+    table: Annotated[str | None, typer.Option(envvar="REPLMON_TABLE", metavar="NAME",
+                                              help="Keep the records in this latency table (or --stack-name's); "
+                                              "without one the run is ad hoc: results on stdout only.")] = None,
+    dynamodb_endpoint: Annotated[str | None, typer.Option(envvar="REPLMON_DYNAMODB_ENDPOINT", metavar="URL",
+                                                          help="A DynamoDB-compatible URL, e.g. the lab's; omit for AWS.")] = None,
+    profile: Annotated[str | None, typer.Option(envvar="AWS_PROFILE", metavar="PROFILE",
+                                                help="AWS profile for AWS endpoints (else the default credential chain).")] = None,
+    spool_dir: Annotated[Path, typer.Option(metavar="DIR", help="Where records wait if the store is down (replayed by the "
+                                            "next run).")] = DEFAULT_SPOOL,
+    wide: Annotated[bool, typer.Option("--wide", help=WIDE_HELP)] = False,
     fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table,
 ) -> int:
-    """Probe one route now, through the same state machine and handlers that deploy to AWS.
+    """Probe one route now, through the same state machine and handlers that deploy.
 
-    Credentials for S3-compatible endpoints come from REPLMON_ACCESS_KEY_ID and
-    REPLMON_SECRET_ACCESS_KEY (or per endpoint: REPLMON_SOURCE_... and REPLMON_DEST_...); AWS
-    endpoints use the standard chain or --profile.
-    """
-    """Probe one route now, through the same state machine and handlers that deploy to AWS.
-
-    Credentials for S3-compatible endpoints come from REPLMON_ACCESS_KEY_ID and
-    REPLMON_SECRET_ACCESS_KEY (or per endpoint: REPLMON_SOURCE_... and REPLMON_DEST_...); AWS
-    endpoints use the standard chain or --profile.
+    Credentials: AWS endpoints use the default AWS credential chain (environment variables,
+    AWS_PROFILE or --profile, SSO, the instance or task role). S3-compatible endpoints read
+    REPLMON_ACCESS_KEY_ID and REPLMON_SECRET_ACCESS_KEY (or per side REPLMON_SOURCE_... and
+    REPLMON_DEST_...) from the environment: no secret is ever a flag. Without --table,
+    --stack-name or --dynamodb-endpoint the run is ad hoc: nothing is kept, results go to
+    stdout with the same exit codes.
     """
     from replmon import wiring
+    from replmon.adapters.memtable import MemoryLatencyTable
     from replmon.adapters.spool import DirectorySpool
+    from replmon.cli.output import envelope, record_json, summary_json, within_counts
     from replmon.core.keys import iso_ms
     from replmon.core.stats import summarize
     from replmon.local.execution import PreflightError, preflight, run_request
@@ -105,9 +111,9 @@ def probe(
 
     # ---- flags first: one line naming the flag, before anything is contacted
     check_url(dynamodb_endpoint, "--dynamodb-endpoint")
-    shared = keys_from(access_key, secret_key, "--access-key/--secret-key")
-    src_keys = keys_from(source_access_key, source_secret_key, "REPLMON_SOURCE_ACCESS_KEY_ID/REPLMON_SOURCE_SECRET_ACCESS_KEY") or shared
-    dst_keys = keys_from(dest_access_key, dest_secret_key, "REPLMON_DEST_ACCESS_KEY_ID/REPLMON_DEST_SECRET_ACCESS_KEY") or shared
+    shared = keys_from_env("REPLMON_")
+    src_keys = keys_from_env("REPLMON_SOURCE_") or shared
+    dst_keys = keys_from_env("REPLMON_DEST_") or shared
     flags = {"sizes": sizes, "timeout_seconds": timeout, "target_seconds": target, "max_concurrency": concurrency,
              "poll": {"floor_seconds": resolution, "use_history": history}, **({"trials": trials} if trials is not None else {})}
     problems = route_flag_problems(route, prefix, source_bucket, dest_bucket, source_endpoint, dest_endpoint, source_region, dest_region)
@@ -125,10 +131,9 @@ def probe(
         dest_bucket = dest_bucket or ([outputs["DestinationBucket"]] if outputs.get("DestinationBucket") else None)
     if not source_bucket or not dest_bucket:
         fail("--source-bucket and --dest-bucket (or --stack-name): which buckets to probe?")
+    adhoc = not table and not dynamodb_endpoint
     if not table:
-        if not dynamodb_endpoint:
-            fail("--table or --stack-name: which latency table? (the deployed stack's output LatencyTableName)")
-        table = "replmon-latency"  # the lab's
+        table = "replmon-latency"  # the lab's (with --dynamodb-endpoint); unused when ad hoc
     try:
         request = settings.for_routes([{
             "name": route, "prefix": prefix, "source": {"bucket": source_bucket, "endpoint_url": source_endpoint, "region": source_region},
@@ -137,13 +142,17 @@ def probe(
     except ConfigError as exc:
         fail(config_message(exc))
     by_url = {u: k for u, k in ((source_endpoint, src_keys), (dest_endpoint, dst_keys)) if u and k}
+    memory = MemoryLatencyTable() if adhoc else None
     deps = wiring.local_deps(table=table, dynamodb_endpoint=dynamodb_endpoint, region=source_region, profile=profile, keys=shared,
-                             by_url=by_url, spool_dir=spool_dir)
+                             by_url=by_url, spool_dir=None if adhoc else spool_dir, store=memory)
     try:
         preflight(request, wiring.preflight_deps(table=table, dynamodb_endpoint=dynamodb_endpoint, region=source_region, profile=profile,
-                                                 keys=shared, by_url=by_url))
+                                                 keys=shared, by_url=by_url, store=memory))
     except PreflightError as exc:
         fail(str(exc), INFRASTRUCTURE)
+    if adhoc:
+        err.print("ad hoc: no latency table (--table, --stack-name or --dynamodb-endpoint), so the records are printed, not kept",
+                  highlight=False)
     err.print(f"probing {request.probes} probe(s); at most {worst_case_seconds(request):.0f} s "
               f"(timeout {timeout} s per probe, {concurrency} at a time, plus record and cleanup bounds)", highlight=False)
     with progress_bar() as bar:
@@ -153,15 +162,27 @@ def probe(
         err.print(f"route {skip['route']} skipped: run {skip['held_by']} holds its lease until "
                   f"{iso_ms(skip['until'])} (one run per route at a time)", highlight=False)
     spooled = deps.spool.pending() if isinstance(deps.spool, DirectorySpool) else 0
-    code = exit_code(result.records, result.planned, result.execution.status == "SUCCEEDED" and not result.failed_iterations
-                     and not result.skipped)
+    verdicts = run_verdicts(result.records, [route], result.planned,
+                            result.execution.status == "SUCCEEDED" and not result.failed_iterations
+                            and not result.skipped, target)
+    code = combine(Exit.from_verdict(v.verdict) for v in verdicts)
     if spooled:
         err.print(f"{spooled} record(s) wait in {spool_dir}: the store was unavailable; the next run replays them", highlight=False)
+    summaries = summarize(result.records)
+    counts = within_counts(result.records, target)
+    print_headline(verdicts, fmt)
+    doc = envelope("probe", verdicts, code, target, run_id=result.run_id, duration_seconds=round(result.seconds, 3),
+                   planned_probes=result.planned, kept_in=None if adhoc else table, spooled_records=spooled,
+                   summaries=[summary_json(s, counts) for s in summaries],
+                   records=[record_json(r, target) for r in result.records])
     if fmt is Format.table:
-        emit(summary_rows(summarize(result.records)), fmt, f"run {result.run_id}")
+        rows, columns = summary_rows(summaries, counts, wide=wide)
+        emit(rows, fmt, f"run {result.run_id}, route {route}: {len(result.records)} probes in {result.seconds:.0f} s",
+             columns=columns, footnotes=footnotes(summaries))
+    elif fmt is Format.csv:
+        emit(doc["summaries"], fmt, columns=list(SUMMARY_KEYS))
     else:
-        emit(record_rows(result.records), fmt, document={"run_id": result.run_id, "exit_code": code,
-                                                         "records": [r.to_item() for r in result.records]})
+        emit([], fmt, document=doc)
     return code
 
 

@@ -1,5 +1,7 @@
-"""`replmon report`: the Report function's statistics, then each route's RPO and SLO, from a
-deployed stack's table or the lab's DynamoDB Local."""
+"""`replmon report`: the answer first (each route's RPO now against --target, the probes within
+it, what is failing), then the latency statistics per size class and each route's RPO and SLO,
+from a deployed stack's table, any latency table, or the lab's DynamoDB Local. The exit code is
+the verdict (cli/exitcodes.py): scripts gate on it."""
 
 from __future__ import annotations
 
@@ -10,40 +12,60 @@ from typing import Annotated
 import typer
 
 from replmon.adapters.explain import explain
-from replmon.cli.common import INFRASTRUCTURE, OK, aws_region_or_fail, check_output_file, check_url, fail, stack_outputs
-from replmon.cli.render import FORMAT_HELP, Format, emit, err, health_row
+from replmon.cli.common import INFRASTRUCTURE, aws_region_or_fail, check_output_dir, check_url, fail, stack_outputs
+from replmon.cli.exitcodes import Exit, combine
+from replmon.cli.render import FORMAT_HELP, WIDE_HELP, Format, emit, err, footnotes, out, print_headline, print_table, summary_rows
 from replmon.core.defaults import DEFAULTS
 
 
 def report(
-    route: Annotated[list[str], typer.Option(help="Route name (repeat for several).")],
-    hours: Annotated[float, typer.Option(help="Window: the last N hours.")] = 24.0,
-    table: Annotated[str | None, typer.Option(envvar="REPLMON_TABLE", help="Latency table (or --stack-name).")] = None,
-    stack_name: Annotated[str | None, typer.Option(help="A deployed replmon stack: its table comes from the stack's outputs.")] = None,
-    region: Annotated[str | None, typer.Option(envvar="AWS_REGION", help="AWS region of the table / stack.")] = None,
-    profile: Annotated[str | None, typer.Option(envvar="AWS_PROFILE", help="AWS profile for credentials.")] = None,
-    dynamodb_endpoint: Annotated[str | None, typer.Option(envvar="REPLMON_DYNAMODB_ENDPOINT", help="e.g. the lab's DynamoDB Local")] = None,
+    route: Annotated[list[str], typer.Option(metavar="NAME", help="Route name (repeat for several).")],
+    hours: Annotated[float, typer.Option(metavar="HOURS", help="Window of the statistics: the last N hours.")] = 24.0,
+    target: Annotated[float, typer.Option(metavar="SECONDS", min=0.001, help="Latency target: RPO and every probe are judged "
+                                          "against it (the stack's LatencyTargetSeconds).")] = DEFAULTS.target_seconds,
+    slo_target_percent: Annotated[float, typer.Option(metavar="PERCENT", min=50, max=99.999,
+                                                      help="SLO objective: percent of probes within --target (SloTargetPercent).")]
+    = 100 * DEFAULTS.slo_target,
+    rpo_window: Annotated[float, typer.Option(metavar="SECONDS", min=60, help="RPO now looks back this far.")] = DEFAULTS.rpo_window_seconds,
+    table: Annotated[str | None, typer.Option(envvar="REPLMON_TABLE", metavar="NAME", help="Latency table (or --stack-name).")] = None,
+    stack_name: Annotated[str | None, typer.Option(metavar="STACK", help="A deployed replmon stack: the table from its outputs.")] = None,
+    region: Annotated[str | None, typer.Option(envvar="AWS_REGION", metavar="REGION", help="AWS Region of the table and stack.")] = None,
+    profile: Annotated[str | None, typer.Option(envvar="AWS_PROFILE", metavar="PROFILE",
+                                                help="AWS profile (else the default credential chain).")] = None,
+    dynamodb_endpoint: Annotated[str | None, typer.Option(envvar="REPLMON_DYNAMODB_ENDPOINT", metavar="URL",
+                                                          help="A DynamoDB-compatible URL, e.g. the lab's; omit for AWS.")] = None,
+    charts: Annotated[Path | None, typer.Option(metavar="DIR", help="Write two PNG charts here, named per report: latency over "
+                                                "time (target line, breaches marked) and latency vs size.")] = None,
+    wide: Annotated[bool, typer.Option("--wide", help=WIDE_HELP)] = False,
     fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table,
-    chart: Annotated[Path | None, typer.Option(help="Also write a PNG chart here.")] = None,
-    slo_target: Annotated[float, typer.Option(help="SLO: percent of probes within --slo-threshold.", min=50, max=99.999)] = round(DEFAULTS.slo_target * 100, 6),
-    slo_threshold: Annotated[float, typer.Option(help="SLO: seconds (RTC's 900).", min=1)] = 900.0,
-    rpo_window: Annotated[float, typer.Option(help="RPO: how far back to look, seconds.", min=60)] = 3600.0,
+    slo_threshold: Annotated[float | None, typer.Option(hidden=True, help="Deprecated: --target.")] = None,
+    slo_target: Annotated[float | None, typer.Option(hidden=True, help="Deprecated: --slo-target-percent.")] = None,
 ) -> int:
-    """The Report function's statistics, from a deployed stack's table or the lab's DynamoDB Local;
-    then each route's RPO, SLO attainment, error budget left and burn rates (docs/SEMANTICS.md)."""
-    from pydantic import ValidationError
+    """Each route's RPO now against --target, then statistics, RPO and SLO.
 
-    from replmon.probe.latency_report import ReportRequest, build_report, records_in, window
+    Reads a deployed stack's table, any latency table, or the lab's DynamoDB Local. AWS tables
+    are read with the default AWS credential chain (environment, AWS_PROFILE or --profile, SSO,
+    instance role). See docs/SEMANTICS.md for what each number means.
+    """
+    from replmon.cli.output import envelope, health_json, summary_json, within_counts
+    from replmon.core.keys import iso_ms
+    from replmon.core.stats import summarize
+    from replmon.probe.latency_report import records_in
     from replmon.signals.health import route_health
     from replmon.signals.slo import slo_spec
+    from replmon.signals.verdict import duration, judge_health
     from replmon.wiring import latency_table
 
+    if slo_threshold is not None:  # the old names: one concept, one flag (CHANGELOG 0.2.0)
+        err.print("--slo-threshold is deprecated: use --target", highlight=False)
+        target = slo_threshold
+    if slo_target is not None:
+        err.print("--slo-target is deprecated: use --slo-target-percent", highlight=False)
+        slo_target_percent = slo_target
     check_url(dynamodb_endpoint, "--dynamodb-endpoint")
-    check_output_file(chart, "--chart")
-    try:
-        req = ReportRequest(routes=route, hours=hours)
-    except ValidationError as exc:
-        fail("; ".join(f"--{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
+    check_output_dir(charts, "--charts")
+    if not 0 < hours <= 24 * 400:
+        fail(f"--hours: {hours:g} is outside (0, 9600]; give the window in hours, e.g. 24")
     aws_region_or_fail(region, dynamodb_endpoint, "--region", profile)
     if stack_name:
         table = stack_outputs(stack_name, region, profile).get("LatencyTableName")
@@ -53,29 +75,72 @@ def report(
         table = "replmon-latency"  # the lab's
     store = latency_table(table, endpoint_url=dynamodb_endpoint, region=region, profile=profile, call="read")
     now = time.time()
+    start = now - hours * 3600
+    spec = slo_spec({"threshold_seconds": target, "target_percent": slo_target_percent})
     try:
-        rep = build_report(store, req, now)
+        records = records_in(store, route, start, now)
+        health = [route_health(store, r, now, spec, rpo_window).to_json(spec) for r in route]
     except Exception as exc:
         fail(f"latency store {table!r}: {explain(exc)}", INFRASTRUCTURE)
-    spec = slo_spec({"threshold_seconds": slo_threshold, "target_percent": slo_target})
-    try:
-        rep["health"] = [route_health(store, r, now, spec, rpo_window).to_json(spec) for r in route]
-    except Exception as exc:
-        fail(f"latency store {table!r}: {explain(exc)}", INFRASTRUCTURE)
-    rows = rep["summaries"]
-    if fmt is Format.json:
-        emit(rows, fmt, document=rep)
-    else:
-        emit(rows, fmt, f"{rep['probes']} probes, {rep['window']['start']} .. {rep['window']['end']}",
-             columns=["route", "size_class", "probes", "completed", "failed", "stuck", "errors", "p50", "p90", "p99", "max",
-                      "share_within_target", "mib_per_s", "heads_per_probe", "max_width"])
-    if fmt is Format.table:  # CSV stays one table (the size classes); JSON has everything
-        emit([health_row(h) for h in rep["health"]], fmt, f"RPO (last {rpo_window:g} s) and SLO ({slo_target:g} % within {slo_threshold:g} s)",
-             columns=list(health_row(rep["health"][0]).keys()) if rep["health"] else None)
-    if chart:
-        from replmon.local.latency_chart import latency_chart
+    verdicts = [judge_health(h, [x for x in records if x.route == h["route"]], target_seconds=target, rpo_window_seconds=rpo_window, now=now)
+                for h in health]
+    code = combine(Exit.from_verdict(v.verdict) for v in verdicts)
+    summaries = summarize(records)
+    counts = within_counts(records, target)
+    chart_files: list[str] = []
+    if charts:
+        from replmon.local.latency_chart import latency_chart, latency_over_time
 
-        start, end = window(req, now)
-        latency_chart(records_in(store, req.routes, start, end), chart, f"replmon: {', '.join(route)}, last {hours:g} h")
-        err.print(f"chart: {chart}")
-    return OK
+        stamp = iso_ms(now).replace(":", "").replace("-", "").split(".")[0] + "Z"
+        names = "-".join(route) if len("-".join(route)) <= 60 else f"{len(route)}-routes"
+        over = latency_over_time(records, charts / f"report-{names}-{stamp}-latency-over-time.png",
+                                 f"replmon report: {', '.join(route)}, last {hours:g} h, target {target:g} s",
+                                 target_seconds=target, window=(start, now), rpo_window_seconds=rpo_window)
+        vs = latency_chart(records, charts / f"report-{names}-{stamp}-latency-vs-size.png",
+                           f"replmon report: {', '.join(route)}, last {hours:g} h", target_seconds=target)
+        chart_files = [str(over), str(vs)]
+    doc = envelope("report", verdicts, code, target, window={"start_at": iso_ms(start), "end_at": iso_ms(now), "hours": hours},
+                   probes=len(records), summaries=[summary_json(s, counts) for s in summaries],
+                   health=[health_json(h) for h in health], chart_files=chart_files)
+    print_headline(verdicts, fmt, counted=f"last {hours:g} h")
+    if fmt is Format.json:
+        emit([], fmt, document=doc)
+    elif fmt is Format.csv:
+        emit(doc["summaries"], fmt, columns=list(doc["summaries"][0]) if doc["summaries"] else ["route", "size_class"])
+    else:
+        rows, columns = summary_rows(summaries, counts, wide=wide, one_route=len(route) == 1)
+        title = (f"route {route[0]}: " if len(route) == 1 else "") + f"{len(records)} probes in the last {hours:g} h"
+        if rows:
+            emit(rows, fmt, title, columns=columns, footnotes=footnotes(summaries))
+        else:
+            out.print(f"{title}: none", highlight=False)
+        hrows = [health_row(h, wide) for h in doc["health"]]
+        print_table(hrows, list(hrows[0]), f"RPO (last {duration(rpo_window)}), SLO ({slo_target_percent:g} % within "
+                    f"{target:g} s over {spec.period_days} days)")
+    for f in chart_files:
+        err.print(f"chart: {f}", highlight=False)
+    return code
+
+
+def health_row(h: dict[str, object], wide: bool) -> dict[str, object]:
+    """One route's RPO and SLO (output.health_json) as a table row; ``wide`` adds burn rates,
+    pending bytes and events."""
+    slo = h["slo"]
+    assert isinstance(slo, dict)
+    burn = {b["window"]: b["rate"] for b in slo["burn_rates"]}
+    row: dict[str, object] = {
+        "route": h["route"],
+        "RPO s": "unbounded" if h["rpo_unbounded"] else h["rpo_seconds"],
+        "SLO probes": f"{slo['good_probes']}/{slo['judged_probes']}",
+        "attainment %": slo["attainment_percent"], "budget left %": slo["budget_left_percent"],
+        "alerts": ",".join(k for k, v in slo["alerts"].items() if v) or "-",
+    }
+    if wide:
+        inputs = h["rpo_inputs"]
+        assert isinstance(inputs, dict)
+        row.update({f"burn {w}": v for w, v in burn.items()})
+        events = h["events"]
+        assert isinstance(events, list)
+        row.update({"pending bytes": inputs["rtc_bytes_pending_bytes"], "events": sum(e["count"] for e in events),
+                    "why unbounded": "; ".join(h["rpo_unbounded_reasons"]) or "-"})  # type: ignore[arg-type]
+    return row

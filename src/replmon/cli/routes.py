@@ -8,19 +8,28 @@ import typer
 
 from replmon.cli.common import INFRASTRUCTURE, OK, aws_region_or_fail, check_url, fail
 from replmon.cli.render import FORMAT_HELP, Format, emit, err
+from replmon.core.defaults import DEFAULTS
 
 
 def routes_cmd(
-    source_bucket: Annotated[list[str], typer.Option(help="A replication source bucket (repeat for several).")],
-    prefix: Annotated[str, typer.Option(help="The probe prefix the routes' probes use.")] = "replmon-probes/",
-    role: Annotated[list[str], typer.Option(help="ACCOUNT=ROLE_ARN: the role replmon assumes for destinations in that account (repeat).")] = [],  # noqa: B006
-    endpoint_url: Annotated[str | None, typer.Option(help="An S3-compatible endpoint (e.g. the lab's MinIO).")] = None,
-    region: Annotated[str | None, typer.Option(envvar="AWS_REGION", help="The source buckets' region.")] = None,
-    profile: Annotated[str | None, typer.Option(envvar="AWS_PROFILE", help="AWS profile for credentials.")] = None,
+    source_bucket: Annotated[list[str], typer.Option(metavar="BUCKET", help="A replication source bucket (repeat for several).")],
+    prefix: Annotated[str, typer.Option(metavar="PREFIX", help="The probe prefix the routes' probes use.")] = DEFAULTS.probe_prefix,
+    role: Annotated[list[str], typer.Option(metavar="ACCOUNT=ROLE_ARN", help="The role replmon assumes for destinations in "
+                                            "that account (repeat).")] = [],  # noqa: B006
+    source_endpoint: Annotated[str | None, typer.Option(envvar="REPLMON_SOURCE_ENDPOINT", metavar="URL",
+                                                        help="An S3-compatible URL (e.g. the lab's MinIO); omit for AWS.")] = None,
+    source_region: Annotated[str | None, typer.Option(envvar="AWS_REGION", metavar="REGION", help="The source buckets' AWS Region.")] = None,
+    profile: Annotated[str | None, typer.Option(envvar="AWS_PROFILE", metavar="PROFILE",
+                                                help="AWS profile (else the default credential chain).")] = None,
     fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table,
+    endpoint_url: Annotated[str | None, typer.Option(hidden=True, help="Deprecated: --source-endpoint.")] = None,
+    region: Annotated[str | None, typer.Option(hidden=True, help="Deprecated: --source-region.")] = None,
 ) -> int:
-    """Routes from the buckets' replication configurations: every rule and destination, and the
-    probe route each source gives (--format json prints a probe request's "routes")."""
+    """Routes from the buckets' replication configurations.
+
+    Every rule and destination, and the probe route each source gives (--format json prints a
+    probe request's "routes"). Reads S3 with the default AWS credential chain or --profile.
+    """
     from botocore.exceptions import BotoCoreError, ClientError
 
     from replmon.adapters import clients
@@ -28,14 +37,21 @@ def routes_cmd(
     from replmon.core.route import Endpoint
     from replmon.fleet.discovery import discover
 
-    check_url(endpoint_url, "--endpoint-url")
+    if endpoint_url is not None:  # the old names (CHANGELOG 0.2.0)
+        err.print("--endpoint-url is deprecated: use --source-endpoint", highlight=False)
+        source_endpoint = endpoint_url
+    if region is not None:
+        err.print("--region is deprecated here: use --source-region", highlight=False)
+        source_region = region
+    endpoint_url, region = source_endpoint, source_region
+    check_url(endpoint_url, "--source-endpoint")
     roles = {}
     for r in role:
         account, sep, arn = r.partition("=")
         if not sep or not account.isdigit() or len(account) != 12:
             fail(f"--role {r!r}: use ACCOUNT=ROLE_ARN, e.g. 123456789012=arn:aws:iam::123456789012:role/replmon-reader")
         roles[account] = arn
-    aws_region_or_fail(region, endpoint_url, "--region", profile)
+    aws_region_or_fail(region, endpoint_url, "--source-region", profile)
     s3 = clients.client("s3", clients.STORE, region=region, endpoint_url=endpoint_url, profile=profile)
     rows, found, notes = [], [], []
     for bucket in source_bucket:

@@ -16,12 +16,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from replmon.core.record import ProbeRecord
 from replmon.lab.lab import REPLICATION_PROXY, Lab
 from replmon.local.execution import run_request
 from replmon.local.template import TEMPLATE, load_template
 from replmon.probe.request import load_settings
 from replmon.signals.health import route_health
 from replmon.signals.slo import BurnPair, SloSpec
+from replmon.signals.verdict import RouteJudgement, judge_health
 
 
 def alarm_factors() -> dict[str, float]:
@@ -48,6 +50,12 @@ class Phase:
     health: dict[str, Any]
     target_seconds: float
     notes: list[str] = field(default_factory=list)
+    records: list[ProbeRecord] = field(default_factory=list)  # this phase's probes
+    at: float = 0.0  # when the phase was evaluated (epoch seconds)
+
+    def verdict(self) -> RouteJudgement:
+        """The phase judged as `replmon report` judges a route (RPO window: the phase)."""
+        return judge_health(self.health, self.records, target_seconds=self.target_seconds, rpo_window_seconds=self.seconds, now=self.at)
 
     @property
     def breached(self) -> bool:
@@ -150,7 +158,8 @@ def run_chaos(lab: Lab, fault: str, *, target_seconds: float = 2.0, probes: int 
         spec = lab_spec(target_seconds, length)  # the short window is this phase
         health = route_health(lab.store(), route["name"], now, spec, length).to_json(spec)
         phases.append(Phase(name, toxic, round(length, 1), [str(r.status) for r in res.records],
-                            [r.latency_hi if r.latency_hi is not None else r.latency_lo for r in res.records], health, target_seconds, notes))
+                            [r.latency_hi if r.latency_hi is not None else r.latency_lo for r in res.records], health, target_seconds, notes,
+                            list(res.records), now))
         if progress:
             progress(phases[-1])
     return phases

@@ -1,0 +1,111 @@
+"""The exit codes, one table for every command: scripts and schedulers gate on them.
+
+The table in docs/SEMANTICS.md and the README is :func:`markdown` (tests/test_operator_cli.py
+compares); each command's ``--help`` lists its own codes (:func:`help_for`).
+
+>>> int(Exit.NO_DATA), Exit.from_verdict("breach").name
+(4, 'BREACH')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from enum import IntEnum
+
+
+class Exit(IntEnum):
+    OK = 0
+    BREACH = 1
+    USAGE = 2
+    INFRASTRUCTURE = 3
+    NO_DATA = 4
+    SIGINT = 130
+    SIGTERM = 143
+
+    @classmethod
+    def from_verdict(cls, verdict: str) -> Exit:
+        """A verdict (signals/verdict.py) as an exit code."""
+        return {"ok": cls.OK, "breach": cls.BREACH, "not_measured": cls.INFRASTRUCTURE, "no_data": cls.NO_DATA}[verdict]
+
+
+#: What each code means, the same for every command (a command's help may say what it means there).
+MEANING: dict[Exit, str] = {
+    Exit.OK: "OK: every route judged is within its target (or the command did what it was asked)",
+    Exit.BREACH: "breach: replication is late or failing - RPO over target or unbounded, a probe FAILED, STUCK or over "
+                 "target, or the page burn-rate alert fires",
+    Exit.USAGE: "usage: a flag or an input is wrong (one line on stderr names it and the fix)",
+    Exit.INFRASTRUCTURE: "not measured: an endpoint, credentials or the store failed, or a probe could not measure what "
+                         "was planned (ERROR, a record missing)",
+    Exit.NO_DATA: "no data: a route has nothing to judge in the window (a typo in --route, a schedule that is off): "
+                  "never reported as RPO 0",
+    Exit.SIGINT: "interrupted by SIGINT (Ctrl-C): what was recorded and removed is said on stderr",
+    Exit.SIGTERM: "interrupted by SIGTERM",
+}
+
+#: When several routes disagree, the first of these any route has is the exit code.
+PRECEDENCE = (Exit.BREACH, Exit.INFRASTRUCTURE, Exit.NO_DATA, Exit.OK)
+
+_RUN = (Exit.OK, Exit.BREACH, Exit.USAGE, Exit.INFRASTRUCTURE, Exit.SIGINT, Exit.SIGTERM)
+_PLAIN = (Exit.OK, Exit.USAGE)
+#: The codes each command can return (every command of the app has an entry; a test checks).
+COMMANDS: dict[str, tuple[Exit, ...]] = {
+    "probe": _RUN,
+    "report": (Exit.OK, Exit.BREACH, Exit.USAGE, Exit.INFRASTRUCTURE, Exit.NO_DATA),
+    "lab run": _RUN,
+    "lab chaos": (Exit.OK, Exit.BREACH, Exit.USAGE, Exit.INFRASTRUCTURE, Exit.SIGINT, Exit.SIGTERM),
+    "lab up": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE),
+    "lab down": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE),
+    "lab bench": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE, Exit.SIGINT, Exit.SIGTERM),
+    "lab bench-mounts": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE, Exit.SIGINT, Exit.SIGTERM),
+    "lab fio": (Exit.OK, Exit.BREACH, Exit.USAGE, Exit.INFRASTRUCTURE, Exit.SIGINT, Exit.SIGTERM),
+    "uninstall": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE),
+    "preflight": (Exit.OK, Exit.BREACH, Exit.USAGE, Exit.INFRASTRUCTURE),
+    "presets": _PLAIN,
+    "cost": _PLAIN,
+    "routes": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE),
+    "events parse": (Exit.OK, Exit.BREACH, Exit.USAGE),
+    "fio parse": _PLAIN,
+    "fio presets": _PLAIN,
+    "fio jobfile": _PLAIN,
+    "fio knee": _PLAIN,
+    "fio targets": _PLAIN,
+    "fio report": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE),
+    "fio cost": _PLAIN,
+}
+
+#: What a code means for one command, where it says more than the table.
+SPECIFIC: dict[tuple[str, Exit], str] = {
+    ("report", Exit.BREACH): "a route's RPO is over --target or unbounded, a probe is STUCK, or the page burn-rate alert fires",
+    ("report", Exit.NO_DATA): "a route has no probe, in-flight probe or RTC metric in the RPO window",
+    ("lab chaos", Exit.OK): "the fault showed as a breach and the healed route recovered",
+    ("lab chaos", Exit.BREACH): "the fault did not show as a breach, or the route did not recover",
+    ("lab fio", Exit.BREACH): "a target's fio run failed or left something mounted",
+    ("preflight", Exit.OK): "every check passed (warnings say what the route will lack)",
+    ("preflight", Exit.BREACH): "a check failed: the route is not ready to probe (each failure prints its fix)",
+    ("preflight", Exit.INFRASTRUCTURE): "a configuration could not be read (the check says which permission to grant)",
+    ("events parse", Exit.BREACH): "a record failed to parse (IngestEvents would retry it)",
+}
+
+
+def combine(codes: Iterable[int]) -> int:
+    """Several routes' (or steps') codes as one: the most urgent by :data:`PRECEDENCE`."""
+    seen = set(codes)
+    return next((int(c) for c in PRECEDENCE if c in seen), max(seen, default=0))
+
+
+def help_for(command: str) -> str:
+    """The epilog of a command's --help: its codes, one per line (typer keeps the lines)."""
+    lines = [f"{int(c)}  {SPECIFIC.get((command, c), MEANING[c])}" for c in COMMANDS[command]]
+    return "Exit codes:\n\n" + "\n\n".join(lines)
+
+
+def markdown() -> str:
+    """The table docs/SEMANTICS.md and the README carry (between ``<!-- exit-codes:start/end -->``)."""
+    rows = ["| code | meaning | returned by |", "| ---: | --- | --- |"]
+    for code, meaning in MEANING.items():
+        users = [c for c, codes in COMMANDS.items() if code in codes]
+        who = "every command" if len(users) == len(COMMANDS) else ", ".join(f"`{u}`" for u in users)
+        rows.append(f"| {int(code)} | {meaning} | {who} |")
+    notes = [f"- `{cmd}` {int(code)}: {text}" for (cmd, code), text in SPECIFIC.items()]
+    return ("\n".join(rows) + "\n\nWhen routes disagree the most urgent code wins: "
+            + " > ".join(str(int(c)) for c in PRECEDENCE) + ". Per command:\n\n" + "\n".join(notes) + "\n")

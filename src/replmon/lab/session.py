@@ -1,0 +1,177 @@
+"""`replmon lab up` / `lab down`: the lab kept running between commands, so `replmon probe` and
+`replmon report` can be tried against it without deploying anything.
+
+``up`` starts one supervisor process (``replmon lab serve``, its own session) that holds the lab
+(``with Lab(root)``: servers, event path, the directory's lock) until SIGTERM. The servers die
+with the supervisor (parent-death signal, lab/servers.py), so nothing outlives it however it
+ends. The state file ``<dir>/lab-up.json`` names the supervisor (pid and start time, so a reused
+pid is never signalled) and the endpoints; ``<dir>/lab.env`` holds the shell exports and
+``<dir>/lab.secret`` the credentials' secret, both readable by the owner only. ``down`` stops
+exactly that supervisor (and, if it was killed, exactly the servers its pidfile lists), then
+removes the three files. Everything stays inside the lab directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from replmon.lab.lab import DEST_BUCKET, MARKER, SOURCE_BUCKET, TABLE, Lab
+from replmon.lab.servers import LabError, Pidfile, _start_ticks
+
+STATE, ENV, SECRET, LOG = "lab-up.json", "lab.env", "lab.secret", "logs/lab-up.log"
+#: What the exports set (lab down unsets the same names).
+EXPORTED = ("REPLMON_SOURCE_ENDPOINT", "REPLMON_DEST_ENDPOINT", "REPLMON_SOURCE_BUCKET", "REPLMON_DEST_BUCKET",
+            "REPLMON_DYNAMODB_ENDPOINT", "REPLMON_TABLE", "REPLMON_ACCESS_KEY_ID", "REPLMON_SECRET_ACCESS_KEY")
+
+
+@dataclass(frozen=True)
+class Session:
+    root: Path
+    pid: int
+    start_ticks: int | None
+    endpoints: dict[str, str]
+    bandwidth: str
+
+    @property
+    def alive(self) -> bool:
+        return self.start_ticks is not None and _start_ticks(self.pid) == self.start_ticks
+
+    def exports(self) -> list[str]:
+        """Shell lines for `eval "$(replmon lab up)"`: the secret is read from its file, never printed."""
+        values = {"REPLMON_SOURCE_ENDPOINT": self.endpoints["source"], "REPLMON_DEST_ENDPOINT": self.endpoints["destination"],
+                  "REPLMON_SOURCE_BUCKET": SOURCE_BUCKET, "REPLMON_DEST_BUCKET": DEST_BUCKET,
+                  "REPLMON_DYNAMODB_ENDPOINT": self.endpoints["dynamodb"], "REPLMON_TABLE": TABLE,
+                  "REPLMON_ACCESS_KEY_ID": self.endpoints["access_key_id"]}
+        lines = [f"export {k}={shlex.quote(v)}" for k, v in values.items()]
+        secret = shlex.quote(str((self.root / SECRET).resolve()))
+        return [*lines, f'export REPLMON_SECRET_ACCESS_KEY="$(cat {secret})"']
+
+
+def _private(path: Path, text: str) -> None:
+    """Write ``text`` readable by the owner only (created 0600, replaced atomically)."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    tmp.replace(path)
+
+
+def read(root: Path) -> Session | None:
+    try:
+        raw = json.loads((root / STATE).read_text())
+    except (OSError, ValueError):
+        return None
+    return Session(root, int(raw["pid"]), raw.get("start_ticks"), dict(raw["endpoints"]), raw.get("bandwidth", "100MiB"))
+
+
+def check_directory(root: Path) -> None:
+    """The checks Lab makes when it claims the directory, before a supervisor is started (a
+    usage error is reported here, at once)."""
+    if root.exists() and not root.is_dir():
+        raise LabError(f"--dir {root} is a file; give a directory (new or made by an earlier `replmon lab`)")
+    if root.exists() and any(root.iterdir()) and not (root / MARKER).exists():
+        raise LabError(f"--dir {root} is not empty and was not made by `replmon lab` (no {MARKER} marker); "
+                       "choose a new or empty directory - the lab never deletes what it did not create")
+
+
+def up(root: Path, bandwidth: str, wait: float = 300.0) -> Session:
+    """Start the supervisor and wait until its lab is ready (or say why it is not)."""
+    running = read(root)
+    if running is not None and running.alive:
+        return running
+    check_directory(root)
+    (root / "logs").mkdir(parents=True, exist_ok=True)
+    for name in (STATE, ENV, SECRET):
+        (root / name).unlink(missing_ok=True)
+    log = root / LOG
+    with log.open("ab") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "replmon.cli", "lab", "serve", "--dir", str(root), "--bandwidth", bandwidth],
+                                stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, "REPLMON_PROGRESS": "0"})
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        session = read(root)
+        if session is not None and session.pid == proc.pid:
+            return session
+        if proc.poll() is not None:
+            lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+            why = next((ln.removeprefix("error: ") for ln in reversed(lines) if ln.startswith("error:")), lines[-1] if lines else "")
+            raise LabError(f"the lab did not start: {why} (log: {log})")
+        time.sleep(0.3)
+    proc.terminate()
+    raise LabError(f"the lab was not ready within {wait:.0f} s; see {log}")
+
+
+def serve(root: Path, bandwidth: str) -> None:
+    """The supervisor: hold the lab until SIGTERM or SIGINT (raised as Interrupted by the CLI)."""
+    from replmon.local.execution import Interrupted
+
+    try:
+        with Lab(root, bandwidth=bandwidth) as lab:
+            _private(root / SECRET, lab.keys[1] + "\n")
+            endpoints = {"source": lab.servers["source"].url, "destination": lab.servers["destination"].url,
+                         "dynamodb": lab.servers["dynamodb"].url, "toxiproxy": lab.servers["toxiproxy"].url,
+                         "access_key_id": lab.keys[0]}
+            session = Session(root, os.getpid(), _start_ticks(os.getpid()), endpoints, bandwidth)
+            _private(root / ENV, "\n".join(session.exports()) + "\n")
+            _private(root / STATE, json.dumps({"pid": session.pid, "start_ticks": session.start_ticks, "endpoints": endpoints,
+                                               "bandwidth": bandwidth, "started_at": time.time()}, indent=1))
+            print(f"lab up: {endpoints}", flush=True)
+            while True:
+                time.sleep(3600)
+    except Interrupted as exc:
+        print(f"lab down: {exc.signame}", flush=True)
+    finally:
+        for name in (STATE, ENV, SECRET):
+            (root / name).unlink(missing_ok=True)
+
+
+def down(root: Path, grace: float = 60.0) -> list[str]:
+    """Stop what ``up`` started in ``root``; returns what was stopped (empty: nothing was up)."""
+    stopped: list[str] = []
+    session = read(root)
+    if session is not None and session.alive:
+        os.kill(session.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while session.alive and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if session.alive:  # the supervisor hangs: kill it; its servers die with it (parent-death signal)
+            os.kill(session.pid, signal.SIGKILL)
+            while session.alive and time.monotonic() < deadline + 10:
+                time.sleep(0.2)
+        stopped.append(f"supervisor (pid {session.pid})")
+    if session is not None and _unlocked(root):  # servers a killed supervisor left (never a running `lab run`'s)
+        stopped += Pidfile(root / "servers.json").stop_stale()
+    for name in (STATE, ENV, SECRET):
+        (root / name).unlink(missing_ok=True)
+    return stopped
+
+
+def _unlocked(root: Path) -> bool:
+    """No lab holds the directory's lock now."""
+    import fcntl
+
+    try:
+        with (root / ".lock").open("a+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+def describe(session: Session) -> dict[str, Any]:
+    return {"dir": str(session.root), "supervisor_pid": session.pid, "bandwidth": session.bandwidth,
+            "endpoints": {k: v for k, v in session.endpoints.items() if k != "access_key_id"},
+            "source_bucket": SOURCE_BUCKET, "dest_bucket": DEST_BUCKET, "table": TABLE,
+            "env_file": str(session.root / ENV)}

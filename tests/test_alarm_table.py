@@ -1,0 +1,129 @@
+"""Alarms an on-call rotation can live with (issue 23.3): two severities on two topics, existing
+topics accepted, one notification per cause, and one complete alarm table generated from the
+template (docs/ALARMS.md).
+
+AWS contracts encoded here:
+- "Composite alarms" (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/alarm-combining.html,
+  aws-contracts C18.16 / C23.2): a composite alarm's rule combines other alarms' states
+  (``ALARM()``, AND/OR, composites of composites) and it takes its own SNS actions; the
+  underlying alarms need none, so children without actions and actions on the composite give one
+  notification for one cause.
+- "AWS::CloudWatch::Alarm Tag" / "AWS::CloudWatch::CompositeAlarm Tag"
+  (https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-properties-cloudwatch-alarm-tag.html,
+  https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-properties-cloudwatch-compositealarm-tag.html):
+  alarms take Key/Value tags; cfn-lint (`make lint`) validates them against the resource schema.
+- SNS topics encrypted with a key CloudWatch can use: tests/test_alarm_contract.py (both topics).
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import re
+from types import ModuleType
+from typing import Any
+
+from replmon.local.template import load_template
+from tests.cfnutil import default_transformed, resolver
+from tests.conftest import ROOT, TEMPLATE
+
+TOPIC_CONDITION = {"page": "CreatePageTopic", "ticket": "CreateTicketTopic"}
+
+
+def tool() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("alarm_table", ROOT / "tools" / "alarm_table.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def routing_problems(template: dict[str, Any]) -> list[str]:
+    """Every alarm: a page/ticket severity, a runbook, and notifications on its own severity's topic
+    only - or none, when a composite alarm of the same severity notifies for it."""
+    t = tool()
+    alarms = t.alarms(template)
+    problems = []
+    for name, res in alarms.items():
+        sev = t.severity(res)
+        if sev not in TOPIC_CONDITION:
+            problems.append(f"{name}: Severity tag {sev!r}, not page or ticket")
+            continue
+        runbook = res.get("Metadata", {}).get("Runbook", {})
+        if not (runbook.get("Causes") and runbook.get("Action")):
+            problems.append(f"{name}: no Metadata.Runbook Causes and Action")
+        actions = res["Properties"].get("AlarmActions")
+        if actions:
+            picked = [a.get("Fn::If", [None])[0] if isinstance(a, dict) else a for a in actions]
+            if picked != [TOPIC_CONDITION[sev]]:
+                problems.append(f"{name}: {sev} alarm notifies {picked}")
+            if res["Properties"].get("OKActions") != actions:
+                problems.append(f"{name}: OK goes elsewhere than ALARM")
+        else:
+            parents = t.parents(name, alarms)
+            if not parents or any(t.severity(alarms[p]) != sev for p in parents):
+                problems.append(f"{name}: no actions and no composite of severity {sev} notifies for it")
+    return problems
+
+
+def duplicate_notifications(template: dict[str, Any]) -> list[str]:
+    """Alarms that notify although a composite above them (at any depth) already does: one cause, two mails."""
+    t = tool()
+    alarms = t.alarms(template)
+
+    def below(name: str) -> set[str]:
+        rule = str(alarms[name]["Properties"].get("AlarmRule", ""))
+        direct = set(re.findall(r"\$\{(\w+)\}", rule)) & set(alarms)
+        return direct | {d for c in direct for d in below(c)}
+
+    return sorted(f"{child} notifies and so does {name}" for name, res in alarms.items() if res["Properties"].get("AlarmActions")
+                  for child in below(name) if alarms[child]["Properties"].get("AlarmActions"))
+
+
+def test_every_alarm_has_a_severity_a_runbook_and_notifies_its_severitys_topic() -> None:
+    t = load_template(TEMPLATE)
+    assert routing_problems(t) == []
+    alarms = tool().alarms(t)
+    page = {k for k, v in alarms.items() if tool().severity(v) == "page" and v["Properties"].get("AlarmActions")}
+    assert page == {"RoutePageAlarm"}  # the page topic hears from one alarm per route
+    assert {"RpoAboveTargetAlarm", "RpoUnboundedAlarm", "SloFastBurnAlarm"} <= {k for k, v in alarms.items() if tool().severity(v) == "page"}
+
+
+def test_one_cause_notifies_once() -> None:
+    t = load_template(TEMPLATE)
+    assert duplicate_notifications(t) == []
+    broken = copy.deepcopy(t)  # the check bites: a late probe that mails by itself too
+    props = broken["Resources"]["LatencyAboveTargetAlarm"]["Properties"]
+    props["AlarmActions"] = props["OKActions"] = broken["Resources"]["RoutePageAlarm"]["Properties"]["AlarmActions"]
+    assert duplicate_notifications(broken) == ["LatencyAboveTargetAlarm notifies and so does RoutePageAlarm"]
+    mislabelled = copy.deepcopy(t)
+    mislabelled["Resources"]["ProbeStuckAlarm"]["Properties"]["Tags"] = [{"Key": "Severity", "Value": "page"}]
+    assert routing_problems(mislabelled) == ["ProbeStuckAlarm: page alarm notifies ['CreateTicketTopic']"]
+
+
+def test_existing_topics_are_used_and_no_topic_is_created() -> None:
+    """PagerDuty / Opsgenie / Chatbot subscribe to a topic the team already has: give its ARN."""
+    cfn = default_transformed()
+    page, ticket = "arn:aws:sns:us-east-1:123456789012:oncall-page", "arn:aws:sns:us-east-1:123456789012:oncall-ticket"
+    own = resolver(cfn)
+    assert own.exists("PageTopic") and own.exists("TicketTopic")
+    r = resolver(cfn)
+    r.params.update({"PageTopicArn": page, "TicketTopicArn": ticket, "AlarmEmail": "oncall@example.com"})
+    assert not r.exists("PageTopic") and not r.exists("TicketTopic")
+    assert not r.exists("PageEmailSubscription") and not r.exists("TicketEmailSubscription")
+    res = cfn["Resources"]
+    assert r.resolve(res["RoutePageAlarm"]["Properties"]["AlarmActions"]) == [page]
+    assert r.resolve(res["ProbeStuckAlarm"]["Properties"]["OKActions"]) == [ticket]
+    assert r.resolve(cfn["Outputs"]["PageTopicArn"]["Value"]) == page and r.resolve(cfn["Outputs"]["TicketTopicArn"]["Value"]) == ticket
+    mailed = resolver(cfn)
+    mailed.params["AlarmEmail"] = "oncall@example.com"
+    assert mailed.exists("PageEmailSubscription") and mailed.exists("TicketEmailSubscription")
+
+
+def test_the_alarm_table_in_the_docs_is_generated_from_the_template() -> None:
+    assert tool().main([]) == 0, "docs/ALARMS.md is stale: python tools/alarm_table.py --write"
+    text = (ROOT / "docs" / "ALARMS.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    assert len(rows) == len(tool().alarms(load_template(TEMPLATE))) > 20
+    for doc in ("README.md", "docs/DEPLOY.md"):
+        assert "ALARMS.md" in (ROOT / doc).read_text(), doc
