@@ -9,6 +9,7 @@ import boto3
 import pytest
 
 from replmon.adapters.dynamodb import DynamoLatencyStore
+from replmon.adapters.leases import DynamoLeases
 from replmon.core.clock import ManualClock
 from replmon.local.tables import ensure_table
 from replmon.wiring import Deps
@@ -60,14 +61,19 @@ class Env:
         ensure_table(self.ddb, TABLE, TEMPLATE)
         self.fake = FakeReplication(clock, SRC, DST)
         self.store = DynamoLatencyStore(TABLE, self.ddb)
+        self.leases = DynamoLeases(TABLE, self.ddb)
         self.published: list[Any] = []
+        self.counted: list[tuple[str, float, dict[str, str]]] = []
         outer = self
 
         class Capture:
             def publish(self, record: Any) -> None:
                 outer.published.append(record)
 
-        self.deps = Deps(stores=self.fake.stores(), store=self.store, metrics=Capture(), clock=clock)
+            def count(self, metric: str, value: float = 1, dimensions: Any = None) -> None:
+                outer.counted.append((metric, value, dict(dimensions or {})))
+
+        self.deps = Deps(stores=self.fake.stores(), store=self.store, metrics=Capture(), clock=clock, leases=self.leases)
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ import boto3
 from replmon import wiring
 from replmon.adapters.cloudwatch import CloudWatchReader
 from replmon.adapters.dynamodb import DynamoLatencyStore
+from replmon.adapters.leases import DynamoLeases
 from replmon.adapters.metrics import EmfMetrics
 from replmon.adapters.spool import SqsSpool
 from replmon.core.clock import ManualClock
@@ -126,7 +127,7 @@ def run_contract_scenarios() -> ContractRun:
     store = DynamoLatencyStore(TABLE, ddb)
     outage = StoreOutage(ddb)
     deps = Deps(stores=fake.stores(), store=store, metrics=EmfMetrics(), clock=clock, upload=SMALL,
-                spool=SqsSpool(queue_url, sqs))
+                spool=SqsSpool(queue_url, sqs), leases=DynamoLeases(TABLE, ddb))
 
     lock = threading.Lock()
 
@@ -191,6 +192,14 @@ def run_contract_scenarios() -> ContractRun:
         left = [v["Key"] for v in s3.list_object_versions(Bucket=DST, Prefix=stuck_key).get("Versions", [])]
         uploads = s3.list_multipart_uploads(Bucket=SRC, Prefix="replmon-probes/").get("Uploads", [])
         run.swept_late_replica = not left and not uploads
+
+        # The route's previous run still holds its lease (a run outlasting its schedule): this run
+        # skips the route, recorded and counted (RunSkipped); once that lease is back, runs go on.
+        other = DynamoLeases(TABLE, ddb)
+        assert other.acquire("primary", "arn:aws:states:us-east-1:123456789012:execution:x:still-running", clock.now(),
+                             clock.now() + 3600, {}) is not None
+        play("skipped", {"sizes": "1MiB"})
+        assert other.release("primary", "arn:aws:states:us-east-1:123456789012:execution:x:still-running", clock.now())
 
         play_passive(run, deps, clock, wrap, store, sm, fake, outage)
 

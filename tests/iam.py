@@ -92,7 +92,9 @@ def iam_requests(service: str, operation: str, params: dict[str, Any], region: s
             raise KeyError(f"no IAM mapping for s3:{operation}; add it to tests/iam.py with its documented actions")
         return table[operation]()
     if service == "dynamodb":
-        return [IamRequest(f"dynamodb:{operation}", f"arn:aws:dynamodb:{region}:{account}:table/{params['TableName']}")]
+        # Batch and transaction calls name their tables per item; the action is the call's own.
+        tables = sorted(params["RequestItems"]) if "RequestItems" in params else [params["TableName"]]
+        return [IamRequest(f"dynamodb:{operation}", f"arn:aws:dynamodb:{region}:{account}:table/{t}") for t in tables]
     if service == "sqs":
         name = urlparse(params["QueueUrl"]).path.rstrip("/").rsplit("/", 1)[-1]
         return [IamRequest(f"sqs:{operation}", f"arn:aws:sqs:{region}:{account}:{name}")]

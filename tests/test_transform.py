@@ -85,7 +85,7 @@ def test_every_role_is_least_privilege(cfn: dict[str, Any]) -> None:
 
 def test_functions_are_arm64_python313_with_the_layer_and_tracing(cfn: dict[str, Any]) -> None:
     fns = resources(cfn, "AWS::Lambda::Function")
-    assert len(fns) == 9  # IngestFioResults is the mount stack's
+    assert len(fns) == 11  # IngestFioResults is the mount stack's
     for name, fn in fns.items():
         p = fn["Properties"]
         assert p["Runtime"] == "python3.13" and p["Architectures"] == ["arm64"], name

@@ -102,6 +102,7 @@ def from_env(env: Mapping[str, str] = os.environ) -> Deps:
     from replmon.adapters import clients
     from replmon.adapters.cloudwatch import CloudWatchReaders
     from replmon.adapters.dynamodb import DynamoLatencyStore
+    from replmon.adapters.leases import DynamoLeases
     from replmon.adapters.metrics import EmfMetrics, NullMetrics
     from replmon.adapters.s3 import S3Stores
     from replmon.adapters.spool import SqsSpool
@@ -111,9 +112,11 @@ def from_env(env: Mapping[str, str] = os.environ) -> Deps:
     if env.get("REPLMON_COMPOSE_THRESHOLD"):
         upload = UploadSettings(compose_threshold=parse_size(env["REPLMON_COMPOSE_THRESHOLD"]))
     queue = env.get("REPLMON_SPOOL_QUEUE_URL")
+    table = clients.dynamodb(clients.STORE, endpoint_url=env.get("REPLMON_DYNAMODB_ENDPOINT") or None)
     return Deps(
         stores=S3Stores(),
-        store=DynamoLatencyStore(env["REPLMON_TABLE"], clients.dynamodb(clients.STORE, endpoint_url=env.get("REPLMON_DYNAMODB_ENDPOINT") or None)),
+        store=DynamoLatencyStore(env["REPLMON_TABLE"], table),
+        leases=DynamoLeases(env["REPLMON_TABLE"], table),
         metrics=NullMetrics() if env.get("REPLMON_METRICS", "emf") == "none" else EmfMetrics(),
         upload=upload,
         retention_days=int(env.get("REPLMON_RETENTION_DAYS", str(DEFAULTS.retention_days))),
@@ -136,6 +139,16 @@ def latency_table(table: str, *, endpoint_url: str | None = None, region: str | 
     return DynamoLatencyStore(table, clients.dynamodb(clients.POLICY[call], endpoint_url=endpoint_url, region=region, keys=keys, profile=profile))
 
 
+def run_leases(store: LatencyTable) -> LeaseStore:
+    """The run leases in the same table as ``store`` (a DynamoLatencyStore), with its client."""
+    from replmon.adapters.dynamodb import DynamoLatencyStore
+    from replmon.adapters.leases import DynamoLeases, MemoryLeases
+
+    if isinstance(store, DynamoLatencyStore):
+        return DynamoLeases(store.table, store.client)
+    return MemoryLeases()  # an ad-hoc run's in-memory table: leases in this process only
+
+
 def local_deps(*, table: str, dynamodb_endpoint: str | None = None, region: str | None = None, profile: str | None = None,
                keys: tuple[str, str] | None = None, by_url: Mapping[str, tuple[str, str]] | None = None,
                table_keys: tuple[str, str] | None = None, spool_dir: Path | None = None, store: LatencyTable | None = None,
@@ -149,9 +162,10 @@ def local_deps(*, table: str, dynamodb_endpoint: str | None = None, region: str 
     from replmon.adapters.s3 import S3Stores
     from replmon.adapters.spool import DirectorySpool
 
-    return Deps(stores=S3Stores(keys, by_url=by_url, profile=profile),
-                store=store or latency_table(table, endpoint_url=dynamodb_endpoint, region=region, profile=profile, keys=table_keys),
-                metrics=NullMetrics(), spool=DirectorySpool(spool_dir) if spool_dir is not None else None, **settings)
+    store = store or latency_table(table, endpoint_url=dynamodb_endpoint, region=region, profile=profile, keys=table_keys)
+    settings.setdefault("leases", run_leases(store))
+    return Deps(stores=S3Stores(keys, by_url=by_url, profile=profile), store=store, metrics=NullMetrics(),
+                spool=DirectorySpool(spool_dir) if spool_dir is not None else None, **settings)
 
 
 def preflight_deps(*, table: str, dynamodb_endpoint: str | None = None, region: str | None = None, profile: str | None = None,

@@ -114,7 +114,7 @@ def lab_run(
                                                target_seconds=target)
     faults += file_faults
     leftover = sum(len(v) for v in (left or {}).values())
-    execution_ok = stopped is None and result.execution.status == "SUCCEEDED" and not result.failed_iterations
+    execution_ok = stopped is None and result.execution.status == "SUCCEEDED" and not result.failed_iterations and not result.skipped
     verdicts = run_verdicts(records, ["lab"], result.planned if stopped is None else len(records), execution_ok, target)
     if stopped is not None:
         code: int = 128 + {"SIGINT": 2, "SIGTERM": 15}.get(stopped.salvage.signame, 0)
@@ -265,6 +265,29 @@ def lab_bench(
         run_bench(out, trials=trials, sizes=sizes, compose_size=compose_size, lab_dir=lab_dir, output=output)
     except LabError as exc:
         fail(str(exc), USAGE if str(exc).startswith("--dir") else INFRASTRUCTURE)
+    return 0
+
+
+@lab_app.command("bench-ingest")
+def lab_bench_ingest(
+    events: Annotated[int, typer.Option(min=10, max=1_000_000, help="Events sent through IngestEvents (batches of 10).")] = 10_000,
+    hour_events: Annotated[int, typer.Option(min=10, max=1_000_000, help="Events in the hour the collector then reads.")] = 100_000,
+    concurrency: Annotated[int, typer.Option(min=2, max=1000, help="Concurrent IngestEvents (EventsMaxConcurrency).")] = 5,
+    lab_dir: Annotated[Path, typer.Option("--dir", help="The bench's directory (DynamoDB Local's data).")] = Path("lab-data/bench-ingest"),
+    output: Annotated[Path, typer.Option(help="Where the generated report goes.")] = Path("docs/BENCH-INGEST.md"),
+) -> int:
+    """P6 event ingestion (issue 19.6): events/s into DynamoDB Local through the real handler, the
+    modelled first throttle per partition key, the collector's time with a large hour."""
+    from replmon.lab.bench import run_ingest_bench
+    from replmon.lab.servers import LabError
+
+    check_output_file(output, "--output")
+    if hour_events < events:
+        fail("--hour-events: at least --events (the ingested events are part of the hour)")
+    try:
+        run_ingest_bench(out, lab_dir, output, ingest_events=events, hour_events=hour_events, concurrency=concurrency)
+    except LabError as exc:
+        fail(str(exc), INFRASTRUCTURE)
     return 0
 
 

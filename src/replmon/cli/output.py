@@ -99,7 +99,8 @@ def health_json(h: Mapping[str, Any]) -> dict[str, Any]:
             "threshold_seconds": slo["threshold_seconds"], "objective_percent": pct(slo["target"]), "period_days": slo["period_days"],
             "good_probes": slo["good"], "judged_probes": slo["total"], "attainment_percent": pct(slo["attainment"]),
             "budget_left_percent": pct(slo["budget_left"]),
-            "burn_rates": [{"window": w, "rate": v} for w, v in slo["burn_rates"].items()],
+            # the window really used: "5m→15m" when the short window is widened to the probe interval
+            "burn_rates": [{"window": slo.get("windows", {}).get(w, w), "rate": v} for w, v in slo["burn_rates"].items()],
             "alerts": {k: bool(v) for k, v in slo["alerts"].items()},
         },
         "events": [{"kind": k, "count": n} for k, n in sorted(h.get("events", {}).items())],

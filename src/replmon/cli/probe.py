@@ -106,6 +106,7 @@ def probe(
     from replmon.adapters.memtable import MemoryLatencyTable
     from replmon.adapters.spool import DirectorySpool
     from replmon.cli.output import envelope, record_json, summary_json, within_counts
+    from replmon.core.keys import iso_ms
     from replmon.core.stats import summarize
     from replmon.local.execution import PreflightError, preflight, run_request
     from replmon.probe.plan import check_fits, worst_case_seconds
@@ -160,10 +161,14 @@ def probe(
     with progress_bar() as bar:
         task = bar.add_task("probes", total=None)
         result = run_request(request, deps, on_progress=lambda n, total: bar.update(task, completed=n, total=total))
+    for skip in result.skipped:  # never silent: another run is probing this route
+        err.print(f"route {skip['route']} skipped: run {skip['held_by']} holds its lease until "
+                  f"{iso_ms(skip['until'])} (one run per route at a time)", highlight=False)
     faults = run_end_faults(result, deps.spool, spool_dir)
     spooled = deps.spool.pending() if isinstance(deps.spool, DirectorySpool) else 0
     verdicts = run_verdicts(result.records, [route], result.planned,
-                            result.execution.status == "SUCCEEDED" and not result.failed_iterations, target)
+                            result.execution.status == "SUCCEEDED" and not result.failed_iterations
+                            and not result.skipped, target)
     code = combine(Exit.from_verdict(v.verdict) for v in verdicts)
     if code is not Exit.BREACH and result.account.could_not_record:
         code = Exit.NOT_RECORDED  # after a breach, before "not measured" (docs/SEMANTICS.md "Could not record")

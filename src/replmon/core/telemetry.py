@@ -80,6 +80,8 @@ _TODAY: dict[str, MetricDef] = {
         _m("RecordLost", "Count", "records neither stored nor spooled (the probe's measurement is lost)", (ROUTE,)),
         _m("SpoolReplayed", "Count", "spooled records written to the store by a later run", ()),
         _m("CleanupFailed", "Count", "probe objects or uploads a Cleanup could not remove", (ROUTE,)),
+        # One run per route at a time (BeginRouteRun, fleet/lease.py).
+        _m("RunSkipped", "Count", "runs of the route skipped because its previous run still held the route's lease", (ROUTE,)),
         _m("ProbeObjectsSwept", "Count", "expired probe objects removed by the housekeeping sweep", ()),
         # Passive signals (IngestEvents).
         _m("ReplicationEvents", "Count", "S3 replication events stored, by event name", (ROUTE, EVENT)),

@@ -146,8 +146,8 @@ def estimate(request: ProbeRequest, runs_per_month: float, cross_region: bool, r
                    as_of=data["as_of"], region=data["region"])
     dests = sum(len(r.destinations) for r in request.routes) / len(request.routes)
 
-    transitions = 4.0  # PlanProbes, Probes (Map), Housekeeping, Done
-    invocations = {"small": 2.0}  # PlanProbes and Housekeeping, at 256 MB
+    transitions = 7.0  # PlanProbes, BeginRouteRun, AnyRouteLeased, Probes (Map), Housekeeping, EndRouteRun, Done
+    invocations = {"small": 4.0}  # PlanProbes, BeginRouteRun, Housekeeping and EndRouteRun, at 256 MB
     gb_seconds = 2 * 0.25 * a["other_step_seconds"]
     put_class = get_class = 0.0
     list_class = 4.0 * len(request.routes)  # Housekeeping's sweep: versions and uploads, both sides

@@ -9,6 +9,8 @@ loads handlers through it, so it works from an installed wheel as well as from a
 """
 FUNCTIONS = {
     "PlanProbes": "replmon.entry.plan_probes",
+    "BeginRouteRun": "replmon.entry.begin_route_run",
+    "EndRouteRun": "replmon.entry.end_route_run",
     "Housekeeping": "replmon.entry.housekeeping",
     "UploadProbe": "replmon.entry.upload_probe",
     "PollReplication": "replmon.entry.poll_replication",

@@ -45,6 +45,33 @@ def tracer() -> Any:
     return Tracer(service=SERVICE, patch_modules=("botocore",))
 
 
+#: Lambda reports an unhandled error's message as the Cause Step Functions hands on; one long
+#: message per probe would fill the execution's 256 KiB state (issue 19.4): cut it here.
+MAX_ERROR_CHARS = 1024
+
+
+def short_text(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """``text`` cut to at most ``limit`` characters, saying how much was cut.
+
+    >>> short_text("x" * 2000, 40)
+    'xxxxxxxxxx... [1990 chars cut]'
+    """
+    if len(text) <= limit:
+        return text
+    keep = limit - 30
+    return f"{text[:keep]}... [{len(text) - keep} chars cut]"
+
+
+def shortened(exc: Exception) -> Exception:
+    """``exc`` itself when its message is short; else an exception of the same name (what Lambda
+    reports as ``errorType``, and Retry/Catch match on) with the message cut."""
+    message = str(exc)
+    if len(message) <= MAX_ERROR_CHARS:
+        return exc
+    same_name = type(type(exc).__name__, (Exception,), {"__module__": type(exc).__module__})
+    return same_name(short_text(message))  # type: ignore[no-any-return]
+
+
 #: A step: the event and the function's dependencies in, the next state out.
 Step = Callable[[dict[str, Any], wiring.Deps], Any]
 
@@ -63,8 +90,16 @@ def lambda_handler(step: Step, *, traced: bool = True) -> Callable[[dict[str, An
             result = step(event, wiring.for_function(getattr(context, "function_name", "")))
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in THROTTLE_CODES:
-                raise ThrottledError(str(exc)) from exc
-            raise
+                raise ThrottledError(short_text(str(exc))) from exc
+            short = shortened(exc)
+            if short is exc:
+                raise
+            raise short from exc
+        except Exception as exc:
+            short = shortened(exc)
+            if short is exc:
+                raise
+            raise short from exc
         if isinstance(result, dict):  # one structured line per step: status, HEADs, interval so far
             logger.info(step.__name__, extra={k: result[k] for k in ("poll", "upload", "recorded", "cleaned", "status") if k in result})
         return result

@@ -495,3 +495,150 @@ def run_bench(console: Console, trials: int, sizes: str, compose_size: str, lab_
     if output is not None:
         output.write_text(report.markdown())
         console.print(f"wrote {output}")
+
+
+# ------------------------------------------------------------------------------ P6 event ingestion (issue 19.6)
+#: DynamoDB's ceiling per partition key (aws-contracts.md C19.21): 1,000 write units a second.
+PARTITION_WCU = 1000
+EVENT_KINDS = ("replication_missed_threshold.json", "replication_after_threshold.json", "replication_failed.json")
+
+
+def synthetic_events(n: int, start: float, route_bucket: str = SOURCE_BUCKET) -> list[dict[str, Any]]:
+    """``n`` S3 replication event notifications on one route within an hour of ``start`` (the
+    repository's sample events with their key, time and sequencer varied), the kinds a backlog brings."""
+    import json as _json
+
+    from replmon.core.keys import iso_ms
+
+    samples = [_json.loads((ROOT / "events" / "s3" / name).read_text()) for name in EVENT_KINDS]
+    out = []
+    for i in range(n):
+        doc = _json.loads(_json.dumps(samples[0 if i % 10 < 6 else 1 if i % 10 < 9 else 2]))
+        rec = doc["Records"][0]
+        rec["s3"]["bucket"]["name"] = route_bucket
+        rec["s3"]["object"]["key"] = f"backlog/{i:07d}.bin"
+        rec["s3"]["object"]["sequencer"] = f"{i:018X}"
+        rec["eventTime"] = iso_ms(start + (i * 3400.0 / n))  # inside the hour the collector then reads
+        out.append(doc)
+    return out
+
+
+def p6_ingest(report: Report, store: Any, deps: Deps, ingest_events: int, hour_events: int, concurrency: int) -> None:
+    """Events/s through the real IngestEvents handler into DynamoDB Local from ``concurrency``
+    workers (the mapping's MaximumConcurrency) in SQS batches of 10; then the collector's read of
+    a route whose last hour holds ``hour_events`` events."""
+    import json as _json
+    from concurrent.futures import ThreadPoolExecutor
+
+    from replmon import wiring
+    from replmon.core.partitions import EVENTS, signal_partition
+    from replmon.entry.runtime import logger
+    from replmon.local.aslrun import LambdaContext, load_handler
+    from replmon.signals.event_ingest import EventItem
+    from replmon.signals.health import route_health
+    from replmon.signals.s3events import ReplicationEvent, parse_sqs_message
+    from replmon.signals.slo import SloSpec
+
+    logger.setLevel("WARNING")  # as deployed (POWERTOOLS_LOG_LEVEL): one INFO line per message would dominate
+    now = time.time()
+    start = now - 3500
+    docs = synthetic_events(hour_events, start)
+    handler = load_handler("IngestEvents")
+    batches = [docs[i:i + 10] for i in range(0, ingest_events, 10)]
+
+    def one_batch(batch: list[dict[str, Any]]) -> int:
+        event = {"Records": [{"messageId": f"m{id(d)}", "receiptHandle": "h", "body": _json.dumps(d), "attributes": {},
+                              "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
+                              "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:events", "awsRegion": "us-east-1"} for d in batch]}
+        out = handler(event, LambdaContext("IngestEvents"))
+        return len(out.get("batchItemFailures", []))
+
+    with wiring.injected({"IngestEvents": deps}):
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(concurrency) as pool:
+            failures = sum(pool.map(one_batch, batches))
+        ingest_s = time.perf_counter() - t0
+    ingested = len(batches) * 10
+    rate = ingested / ingest_s
+    # The rest of the hour goes in directly (BatchWriteItem): what the collector must read.
+    route = deps.routes[0].name
+    rest = docs[ingested:]
+    client = store.client
+
+    def write(chunk: list[dict[str, Any]]) -> None:
+        items = []
+        for d in chunk:
+            [parsed] = parse_sqs_message({"body": _json.dumps(d), "messageId": "x"}, "bench")
+            assert isinstance(parsed.signal, ReplicationEvent)
+            items.append({"PutRequest": {"Item": store._item(EventItem(route, parsed.signal).to_item(deps.retention_days))}})
+        request = {store.table: items}
+        while request:
+            request = client.batch_write_item(RequestItems=request).get("UnprocessedItems") or {}
+
+    t1 = time.perf_counter()
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(write, [rest[i:i + 25] for i in range(0, len(rest), 25)]))
+    load_s = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    health = route_health(store, route, time.time(), SloSpec(), 3600.0)
+    collect_s = time.perf_counter() - t2
+    items_read = sum(health.events.values())
+    report.table(
+        f"P6 event ingestion into DynamoDB Local (measured; {concurrency} concurrent IngestEvents = EventsMaxConcurrency, "
+        "SQS batches of 10, the real handler)",
+        ["events", "wall s", "events/s", "batch item failures (would go to the DLQ after 5 receives)"],
+        [[f"{ingested:,}", f"{ingest_s:.1f}", f"{rate:,.0f}", str(failures)]])
+    report.table(
+        "P6 first throttle on AWS (modelled: DynamoDB Local never throttles): every event of a route is one ~1 KB write "
+        f"to the one partition key `{signal_partition(route, EVENTS)}`, at most {PARTITION_WCU:,} WCU/s per key (C19.21)",
+        ["route's events/s before throttling", "measured events/s of this machine", "limited by"],
+        [[f"{PARTITION_WCU:,}", f"{rate:,.0f}", "this machine" if rate < PARTITION_WCU else "the partition key"]])
+    report.table(
+        f"P6 the collector's read of one route with a {hour_events:,}-event hour (route_health: events Query + probes + RTC items)",
+        ["events written in the hour", "events in the 1 h window at read time", "collector s for this route",
+         "load s (BatchWriteItem, not timed above)"],
+        [[f"{hour_events:,}", f"{items_read:,}", f"{collect_s:.1f}", f"{load_s:.0f}"]])
+
+
+def run_ingest_bench(console: Console, lab_dir: Path, output: Path | None, ingest_events: int = 10_000,
+                     hour_events: int = 100_000, concurrency: int | None = None) -> None:
+    """P6 with DynamoDB Local only (no MinIO): writes docs/BENCH-INGEST.md."""
+    import shutil
+
+    from replmon import wiring
+    from replmon.adapters import clients
+    from replmon.adapters.dynamodb import DynamoLatencyStore
+    from replmon.core.defaults import DEFAULTS
+    from replmon.lab.lab import TABLE
+    from replmon.lab.servers import dynamodb_local
+    from replmon.local.tables import ensure_table
+    from replmon.local.template import TEMPLATE
+
+    concurrency = concurrency or DEFAULTS.events_max_concurrency
+    started = time.time()
+    report = Report(console)
+    header(report, " - event ingestion (P6)", "bench-ingest", ", ".join(f"{k} {v}" for k, v in versions().items()),
+           f"replmon lab bench-ingest --events {ingest_events} --hour-events {hour_events}", " Modelled figures say so.")
+    load = os.getloadavg()[0]
+    report.text(f"- lab: DynamoDB Local 2.5.4 on loopback, sharing the machine's cores with the handler threads "
+                f"(1-minute load average at the start: {load:.1f} on {os.cpu_count()} cores; other work on the machine slows every figure)")
+    report.text()
+    root = Path(lab_dir)
+    shutil.rmtree(root, ignore_errors=True)
+    server = dynamodb_local(root / "dynamodb", root / "logs")
+    server.start()
+    try:
+        server.wait_ready()
+        client = clients.dynamodb(clients.STORE, endpoint_url=server.url, keys=("lab", "lab"))
+        ensure_table(client, TABLE, TEMPLATE)
+        store = DynamoLatencyStore(TABLE, client)
+        route = {"name": "backlog", "source": {"bucket": SOURCE_BUCKET}, "destinations": [{"bucket": DEST_BUCKET}]}
+        deps = wiring.local_deps(table=TABLE, dynamodb_endpoint=server.url, table_keys=("lab", "lab"), keys=("lab", "lab"),
+                                 defaults={"routes": [route]})
+        p6_ingest(report, store, deps, ingest_events, hour_events, concurrency)
+    finally:
+        server.stop()
+    report.text(f"Bench took {time.time() - started:.0f} s.")
+    if output is not None:
+        output.write_text(report.markdown())
+        console.print(f"wrote {output}")

@@ -40,7 +40,7 @@ from replmon.wiring import DepsSource
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
 #: The functions the state machine calls, by their ${NameFunctionArn} placeholder.
-FUNCTIONS = ("PlanProbes", "Housekeeping", "UploadProbe", "PollReplication", "RecordResult", "Cleanup")
+FUNCTIONS = ("PlanProbes", "BeginRouteRun", "EndRouteRun", "Housekeeping", "UploadProbe", "PollReplication", "RecordResult", "Cleanup")
 #: What moto emulates in a local run; everything else passes through to the real endpoint.
 EMULATED = ("states", "lambda")
 PASSTHROUGH = rf"^https?://(?!({'|'.join(EMULATED)})\.[a-z0-9-]+\.amazonaws\.com)"

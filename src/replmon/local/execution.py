@@ -93,13 +93,23 @@ class ProbeRun:
 
     @property
     def failed_iterations(self) -> int:
-        """Probes whose steps failed beyond their retries (moto reports them as None results)."""
-        results = (self.execution.output or {}).get("results") or []
-        return sum(1 for r in results if not isinstance(r, dict))
+        """Probes whose steps failed beyond their retries: moto reports them as None results (AWS
+        fails the Map); the Map keeps only their count, so: probes that never reached Cleanup."""
+        results = (self.execution.output or {}).get("results")
+        if isinstance(results, list):
+            return sum(1 for r in results if not isinstance(r, dict))
+        cleaned = {i.event.get("probe_id") for i in self.execution.invocations if i.function == "Cleanup"}
+        return max(0, self.planned - len(cleaned))
 
     @property
     def planned(self) -> int:
-        return len((self.execution.output or {}).get("results") or [])
+        results = (self.execution.output or {}).get("results")
+        return int(results.get("probes", 0)) if isinstance(results, dict) else len(results or [])
+
+    @property
+    def skipped(self) -> list[dict[str, Any]]:
+        """Routes this run skipped because another run held their lease (fleet/lease.py)."""
+        return list((self.execution.output or {}).get("skipped") or [])
 
 
 @dataclass
@@ -167,6 +177,8 @@ def run_request(
             salvage = Salvage(intr.signame, run_id, unsettled=not sm.wait_idle(SETTLE_SECONDS))
             salvage_probes(sm.invocations, deps, salvage)
             raise RunInterrupted(salvage) from None
+        finally:  # a stopped or timed-out run never reached EndRouteRun: free its routes now, not at `until`
+            release_leases(deps, [r.name for r in request.routes], arn)
     acc = account(execution)
     try:
         stored: list[ProbeRecord] | None = collect_records(deps, request.routes, run_id, started)
@@ -175,6 +187,17 @@ def run_request(
     records = run_records(execution, stored, deps.retention_days)
     acc.notes += probe_faults(records)
     return ProbeRun(run_id, execution, records, time.time() - started, acc)
+
+
+def release_leases(deps: Deps, routes: list[str], holder: str) -> None:
+    """Give back ``holder``'s leases (a no-op for leases EndRouteRun already gave back)."""
+    if deps.leases is None:
+        return
+    for name in routes:
+        try:
+            deps.leases.release(name, holder, time.time())
+        except Exception as exc:  # it expires at its `until` anyway
+            logging.getLogger("replmon").warning("lease not released", extra={"route": name, "error": f"{type(exc).__name__}: {exc}"})
 
 
 def collect_records(deps: Deps, routes: list[Route], run_id: str, started: float) -> list[ProbeRecord]:

@@ -60,6 +60,9 @@ def plan_output(request: ProbeRequest, run_id: str, planned_at: float) -> dict[s
     """The state machine's Map input."""
     probes = [p.dump() for p in plan_probes(request, run_id, planned_at)]
     out = {"run_id": run_id, "planned_at": planned_at, "max_concurrency": request.max_concurrency,
+           # how long the run can take: its routes' leases expire this long (plus a margin) after it
+           # began, so a run that dies frees its routes by itself (fleet/lease.py)
+           "bound_seconds": worst_case_seconds(request),
            "routes": [r.model_dump(mode="json", exclude_none=True) for r in request.routes], "probes": probes}
     size = len(json.dumps(out))
     if size > MAX_PLAN_BYTES:

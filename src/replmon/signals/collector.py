@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from replmon.core.clock import Clock
+from replmon.core.defaults import DEFAULTS
 from replmon.core.errors import StoreUnavailable
 from replmon.core.keys import iso_ms
 from replmon.core.partitions import RTC, signal_partition
@@ -17,7 +18,7 @@ from replmon.core.route import Route
 from replmon.core.telemetry import ROUTE
 from replmon.signals.health import RouteHealth, publish_health, route_health
 from replmon.signals.rtc import collect_rtc
-from replmon.signals.slo import SloSpec
+from replmon.signals.slo import SloSpec, check_budget
 
 log = logging.getLogger("replmon")
 
@@ -56,13 +57,26 @@ class CollectorDeps(Protocol):
     slo: SloSpec
     rpo_window: float
     retention_days: int
+    defaults: dict[str, Any]  # REPLMON_DEFAULTS: sizes and trials make the SLO's sample
 
     @property
     def routes(self) -> list[Route]: ...
 
 
+def probes_per_run(defaults: Mapping[str, Any]) -> int:
+    """Probes one scheduled run makes of each route: sizes x trials (REPLMON_DEFAULTS, else defaults.json)."""
+    sizes = defaults.get("sizes", DEFAULTS.sizes)
+    count = len(sizes) if isinstance(sizes, list) else len([s for s in str(sizes).split(",") if s.strip()])
+    return count * int(defaults.get("trials", DEFAULTS.trials))
+
+
 def collect_step(event: Mapping[str, Any], deps: CollectorDeps) -> dict[str, Any]:
-    """Scheduled: RTC metrics in, RPO / SLO / burn rates out, for every route of the deployment."""
+    """Scheduled: RTC metrics in, RPO / SLO / burn rates out, for every route of the deployment.
+    An SLO the probes cannot support is refused here (ConfigError naming SloTargetPercent): the
+    collector fails loudly (CollectorHeartbeat goes missing) instead of paging on one slow probe."""
+    warning = check_budget(deps.slo, probes_per_run(deps.defaults))
+    if warning:
+        log.warning("SLO budget is thin", extra={"detail": warning})
     health = collect(deps.routes, deps.store, deps.metric_readers, deps.metrics, deps.clock.now(), deps.slo,
                      deps.rpo_window, deps.retention_days)
     return {"routes": [h.to_json(deps.slo) for h in health]}

@@ -28,7 +28,8 @@ class RouteHealth:
             "route": self.route, "rpo": self.rpo.to_json(),
             "slo": {"threshold_seconds": spec.threshold_seconds, "target": spec.target, "period_days": spec.period_days,
                     "good": self.slo.good, "total": self.slo.total, "attainment": self.slo.attainment,
-                    "budget_left": self.slo.budget_left, "burn_rates": self.slo.burn, "alerts": self.slo.alerts},
+                    "budget_left": self.slo.budget_left, "budget_events": self.slo.budget_events(spec.target),
+                    "burn_rates": self.slo.burn, "windows": self.slo.windows, "alerts": self.slo.alerts},
             "events": self.events,
             "rtc": [s.to_item() for s in self.rtc],
         }

@@ -1,0 +1,162 @@
+"""Run leases in the latency table (core/ports.py :class:`LeaseStore`): one run per route at a time.
+
+A lease is the item ``<route>#live`` / ``lease``, taken and given back with conditional writes
+(DynamoDB evaluates the condition and the update atomically, so two runs racing for a route get
+exactly one lease). Neither execution names nor ListExecutions can do this: a STANDARD execution
+name blocks reuse for 90 days and ListExecutions is "best effort" (aws-contracts.md C19.18).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from replmon.core.errors import StoreUnavailable
+from replmon.core.partitions import LEASE, live_partition, runs_partition, skip_sort_key
+from replmon.core.ports import Lease
+from replmon.core.record import PARTITION_KEY, SORT_KEY
+
+#: A skip record outlives the lease it reports by this long (then TTL removes it).
+SKIP_KEEP_SECONDS = 35 * 86_400
+BATCH_GET_KEYS = 100  # BatchGetItem's limit per call (C19.23)
+LAST_STARTED = "ls_"
+
+
+def _num(value: Any) -> float | None:
+    return None if value is None else float(value["N"])
+
+
+def lease_from_item(route: str, item: Mapping[str, Any] | None) -> Lease:
+    """A raw (client-level) lease item as a :class:`Lease`; a missing item is a free lease."""
+    item = item or {}
+    holder = item.get("holder", {}).get("S")
+    return Lease(route=route, holder=holder, until=_num(item.get("until")) if holder else None,
+                 last_started={k[len(LAST_STARTED):]: float(v["N"]) for k, v in item.items() if k.startswith(LAST_STARTED)})
+
+
+class DynamoLeases:
+    """:class:`~replmon.core.ports.LeaseStore` on the latency table (``client`` from adapters/clients.py)."""
+
+    def __init__(self, table: str, client: Any) -> None:
+        self.table = table
+        self.client = client
+
+    def _key(self, route: str) -> dict[str, Any]:
+        return {PARTITION_KEY: {"S": live_partition(route)}, SORT_KEY: {"S": LEASE}}
+
+    def _call(self, op: str, **kwargs: Any) -> Any:
+        try:
+            return getattr(self.client, op)(TableName=self.table, **kwargs)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                raise
+            raise StoreUnavailable(f"{self.table}: {exc.response['Error']['Code']}: {exc}") from exc
+        except BotoCoreError as exc:
+            raise StoreUnavailable(f"{self.table}: {type(exc).__name__}: {exc}") from exc
+
+    def acquire(self, route: str, run_id: str, now: float, until: float, started: Mapping[str, float]) -> Lease | None:
+        names = {"#h": "holder", "#u": "until", "#a": "acquired"}
+        values: dict[str, Any] = {":run": {"S": run_id}, ":until": {"N": repr(until)}, ":now": {"N": repr(now)}}
+        sets = ["#h = :run", "#u = :until", "#a = :now"]
+        for i, (cls, at) in enumerate(sorted(started.items())):
+            names[f"#ls{i}"], values[f":ls{i}"] = f"{LAST_STARTED}{cls}", {"N": repr(at)}
+            sets.append(f"#ls{i} = :ls{i}")
+        try:
+            out = self._call(
+                "update_item", Key=self._key(route), UpdateExpression="SET " + ", ".join(sets),
+                ConditionExpression="attribute_not_exists(#h) OR #u < :now OR #h = :run",
+                ExpressionAttributeNames=names, ExpressionAttributeValues=values, ReturnValues="ALL_NEW")
+        except ClientError:  # ConditionalCheckFailed: another run's unexpired lease stands
+            return None
+        return lease_from_item(route, out.get("Attributes"))
+
+    def release(self, route: str, run_id: str, now: float) -> bool:
+        try:
+            self._call("update_item", Key=self._key(route), UpdateExpression="REMOVE #h, #u SET finished = :now",
+                       ConditionExpression="#h = :run", ExpressionAttributeNames={"#h": "holder", "#u": "until"},
+                       ExpressionAttributeValues={":run": {"S": run_id}, ":now": {"N": repr(now)}})
+        except ClientError:  # not this run's lease (released already, or expired and taken)
+            return False
+        return True
+
+    def leases(self, routes: Sequence[str]) -> dict[str, Lease]:
+        out: dict[str, Lease] = {}
+        unique = sorted(set(routes))
+        for i in range(0, len(unique), BATCH_GET_KEYS):
+            request: dict[str, Any] = {self.table: {"Keys": [self._key(r) for r in unique[i:i + BATCH_GET_KEYS]]}}
+            for attempt in range(8):
+                resp = self._batch_get(request)
+                for item in resp.get("Responses", {}).get(self.table, []):
+                    route = item[PARTITION_KEY]["S"].rsplit("#", 1)[0]
+                    out[route] = lease_from_item(route, item)
+                request = resp.get("UnprocessedKeys") or {}
+                if not request:
+                    break
+                time.sleep(min(0.05 * 2**attempt, 2.0))
+            else:
+                raise StoreUnavailable(f"{self.table}: BatchGetItem left keys unprocessed after 8 attempts")
+        return out
+
+    def _batch_get(self, request: dict[str, Any]) -> Any:
+        try:
+            return self.client.batch_get_item(RequestItems=request)
+        except ClientError as exc:
+            raise StoreUnavailable(f"{self.table}: {exc.response['Error']['Code']}: {exc}") from exc
+        except BotoCoreError as exc:
+            raise StoreUnavailable(f"{self.table}: {type(exc).__name__}: {exc}") from exc
+
+    def record_skip(self, route: str, tick: str, holder: str, until: float, classes: Sequence[str]) -> bool:
+        item: dict[str, Any] = {PARTITION_KEY: {"S": runs_partition(route)}, SORT_KEY: {"S": skip_sort_key(tick)},
+                "holder": {"S": holder}, "until": {"N": repr(until)},
+                "expires_at": {"N": str(int(Decimal(repr(until))) + SKIP_KEEP_SECONDS)}}
+        if classes:
+            item["classes"] = {"L": [{"S": c} for c in classes]}
+        try:
+            self._call("put_item", Item=item, ConditionExpression="attribute_not_exists(#pk)",
+                       ExpressionAttributeNames={"#pk": PARTITION_KEY})
+        except ClientError:  # a retried step: counted once already
+            return False
+        return True
+
+
+class MemoryLeases:
+    """:class:`~replmon.core.ports.LeaseStore` in this process (an ad-hoc run without a table):
+    the same conditions as :class:`DynamoLeases`, under a lock."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._lock = threading.Lock()
+        self._leases: dict[str, Lease] = {}
+        self.skips: dict[tuple[str, str], tuple[str, float]] = {}
+
+    def acquire(self, route: str, run_id: str, now: float, until: float, started: Mapping[str, float]) -> Lease | None:
+        with self._lock:
+            old = self._leases.get(route)
+            if old and old.holder and old.until is not None and old.until >= now and old.holder != run_id:
+                return None
+            self._leases[route] = Lease(route, run_id, until, {**(old.last_started if old else {}), **started})
+            return self._leases[route]
+
+    def release(self, route: str, run_id: str, now: float) -> bool:
+        with self._lock:
+            old = self._leases.get(route)
+            if not old or old.holder != run_id:
+                return False
+            self._leases[route] = Lease(route, None, None, old.last_started)
+            return True
+
+    def leases(self, routes: Sequence[str]) -> dict[str, Lease]:
+        with self._lock:
+            return {r: self._leases[r] for r in routes if r in self._leases}
+
+    def record_skip(self, route: str, tick: str, holder: str, until: float, classes: Sequence[str]) -> bool:
+        with self._lock:
+            if (route, tick) in self.skips:
+                return False
+            self.skips[(route, tick)] = (holder, until)
+            return True

@@ -1,0 +1,100 @@
+"""One run per route at a time (issue 19.3, fleet-design.md 3.3).
+
+A run can outlast its schedule (a stalled route holds every probe to its timeout: hours at the
+defaults), and each overlapping run would add its own PUTs, HEADs and in-flight large probes to
+the route at exactly the wrong moment. So a run takes each route's lease before it probes it
+(:func:`begin_run`, the state machine's BeginRouteRun) and gives it back after its Housekeeping
+(:func:`end_run`, EndRouteRun). The lease expires ``LEASE_MARGIN_SECONDS`` after the run's own
+worst case (probe/plan.py ``worst_case_seconds``), so a run that dies frees its routes by itself.
+
+A run that finds a route's lease held skips that route: the skip is written
+(``<route>#runs`` / ``<run id>#skipped``, with the holder and its expiry) and counted
+(``RunSkipped{Route}``) once, however often the step is retried - never silent.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from replmon.core.clock import Clock
+from replmon.core.ports import LeaseStore, MetricsSink
+from replmon.core.telemetry import ROUTE
+
+log = logging.getLogger("replmon")
+
+#: How long after its worst case a dead run's lease still holds its routes: covers the state
+#: machine's own scheduling delays and Lambda retries beyond the steps' bounds.
+LEASE_MARGIN_SECONDS = 600.0
+RUN_SKIPPED = "RunSkipped"
+
+
+class LeaseDeps(Protocol):
+    leases: LeaseStore | None
+    metrics: MetricsSink
+    clock: Clock
+
+
+def _store(deps: LeaseDeps) -> LeaseStore:
+    if deps.leases is None:
+        raise RuntimeError("no lease store wired (wiring.Deps.leases): runs cannot take their routes' leases")
+    return deps.leases
+
+
+def begin_run(event: Mapping[str, Any], deps: LeaseDeps) -> dict[str, Any]:
+    """BeginRouteRun: ``{"plan": <PlanProbes' output>, "execution": <execution id>}`` in; the plan
+    with only the routes (and their probes) this run now holds, plus ``lease`` (holder, until,
+    routes), ``skipped`` (route, held_by, until) and ``probe_count`` out.
+
+    The holder is the execution, so a retried BeginRouteRun takes the same leases again
+    (``holder = :run`` in the condition) and finds its skips already recorded.
+    """
+    plan = dict(event["plan"])
+    holder = str(event.get("execution") or plan["run_id"])
+    store, now = _store(deps), deps.clock.now()
+    until = now + float(plan["bound_seconds"]) + LEASE_MARGIN_SECONDS
+    held: list[str] = []
+    skipped: list[dict[str, Any]] = []
+    try:
+        for route in plan["routes"]:
+            name = route["name"]
+            if store.acquire(name, holder, now, until, {}) is not None:
+                held.append(name)
+                continue
+            current = store.leases([name]).get(name)
+            held_by = (current.holder if current else None) or "unknown"
+            held_until = (current.until if current else None) or 0.0
+            classes = sorted({p["size_class"] for p in plan["probes"] if p["route"]["name"] == name})
+            if store.record_skip(name, plan["run_id"], held_by, held_until, classes):
+                deps.metrics.count(RUN_SKIPPED, dimensions={ROUTE: name})
+            log.warning("route skipped: its previous run still holds the lease",
+                        extra={"route": name, "held_by": held_by, "until": held_until, "run_id": plan["run_id"]})
+            skipped.append({"route": name, "held_by": held_by, "until": held_until})
+    except Exception:
+        for name in held:  # best effort: else they expire at ``until``
+            try:
+                store.release(name, holder, now)
+            except Exception as exc:
+                log.warning("lease not released after a failed begin", extra={"route": name, "error": f"{type(exc).__name__}: {exc}"})
+        raise
+    plan["routes"] = [r for r in plan["routes"] if r["name"] in held]
+    plan["probes"] = [p for p in plan["probes"] if p["route"]["name"] in held]
+    plan["probe_count"] = len(plan["probes"])
+    plan["lease"] = {"holder": holder, "until": until, "routes": held}
+    plan["skipped"] = skipped
+    return plan
+
+
+def end_run(event: Mapping[str, Any], deps: LeaseDeps) -> dict[str, Any]:
+    """EndRouteRun: ``{"holder", "routes"}`` in; each lease this run still holds is released.
+    A lease that is no longer this run's (it expired and another run took it) is left alone."""
+    store, now = _store(deps), deps.clock.now()
+    released: list[str] = []
+    lost: list[str] = []
+    for name in event.get("routes") or []:
+        (released if store.release(name, str(event["holder"]), now) else lost).append(name)
+    if lost:
+        log.warning("leases no longer held at the end of the run (expired: the run outlasted its bound)",
+                    extra={"routes": lost, "holder": event["holder"]})
+    return {"released": released, "not_held": lost}

@@ -1,0 +1,36 @@
+"""Issue 19.6: event ingestion survives a backlog - the consumer's concurrency is capped, so a
+backlog waits in SQS instead of throttling the table and filling the DLQ.
+
+AWS contracts encoded here (aws-contracts.md):
+- C19.24: ScalingConfig "(Amazon SQS only) ... MaximumConcurrency Limits the number of concurrent
+  instances that the Amazon SQS event source can invoke ... Minimum: 2 Maximum: 1000"
+  ("AWS::Lambda::EventSourceMapping ScalingConfig",
+  https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-properties-lambda-eventsourcemapping-scalingconfig.html);
+  "include the value ReportBatchItemFailures in the FunctionResponseTypes list" and maxReceiveCount
+  at least 5 ("Using Lambda with Amazon SQS", https://docs.aws.amazon.com/lambda/latest/dg/with-sqs.html).
+- C19.21: "Every partition in a DynamoDB table is designed to deliver a maximum capacity of ...
+  1,000 write units per second" ("Best practices for designing and using partition keys effectively",
+  https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-partition-key-design.html):
+  the cap keeps the writers of one route's partition key a small, known number.
+"""
+
+from __future__ import annotations
+
+from replmon.core.defaults import DEFAULTS
+from replmon.local.template import load_template
+from tests.cfnutil import default_transformed
+from tests.conftest import TEMPLATE
+
+
+def test_the_event_mapping_caps_its_concurrency_within_what_lambda_accepts() -> None:
+    params = load_template(TEMPLATE)["Parameters"]["EventsMaxConcurrency"]
+    assert params["Default"] == DEFAULTS.events_max_concurrency == 5
+    assert (params["MinValue"], params["MaxValue"]) == (2, 1000)  # Lambda's documented range
+    mapping = default_transformed()["Resources"]["IngestEventsMapping"]["Properties"]
+    assert mapping["ScalingConfig"] == {"MaximumConcurrency": {"Ref": "EventsMaxConcurrency"}}
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+
+
+def test_the_queue_redrives_only_after_lambdas_recommended_receive_count() -> None:
+    queue = default_transformed()["Resources"]["EventsQueue"]["Properties"]
+    assert queue["RedrivePolicy"]["maxReceiveCount"] >= 5

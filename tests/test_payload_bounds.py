@@ -1,0 +1,133 @@
+"""Issue 19.4: the run's state stays bounded - the largest plan PlanProbes allows, every probe's
+Cleanup failing with a ~30 KiB Cause, through the real ASL under moto's interpreter (which enforces
+the 256 KiB quota as States.DataLimitExceeded); sizes are measured on the real outputs.
+
+AWS contracts encoded here (aws-contracts.md):
+- C19.14: "Maximum input or output size for a task, state, or execution - 262,144 bytes of data as a
+  UTF-8 encoded string" ("Step Functions service quotas",
+  https://docs.aws.amazon.com/step-functions/latest/dg/limits-overview.html).
+- C19.15: "If you don't export the Map state results, it returns an array of all the child workflow
+  execution results" ("Using Map state in Distributed mode",
+  https://docs.aws.amazon.com/step-functions/latest/dg/state-map-distributed.html; "ResultWriter
+  (Map)", https://docs.aws.amazon.com/step-functions/latest/dg/input-output-resultwriter.html).
+  Whether the quota applies to that array before ResultSelector trims it is not documented, so the
+  array itself is kept bounded too (each child ends in a small summary, never a Cause), and
+  measured with the ResultSelector taken out. (moto writes only a manifest for ResultWriter, M.1:
+  not used.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replmon.core.errors import ConfigError
+from replmon.entry.runtime import MAX_ERROR_CHARS
+from replmon.local.aslrun import LambdaContext, LocalStateMachine, load_handler, state_machine_handlers
+from replmon.local.template import DEFINITION
+from replmon.probe.plan import check_fits
+from replmon.probe.request import load_request
+from replmon.wiring import injected
+from tests.conftest import Env, route
+from tests.fakes import Scenario
+
+QUOTA = 262_144  # bytes, C19.14
+CAUSE = "cleanup could not reach the destination: " + "x" * (30 * 1024)
+
+
+def size(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":")).encode())
+
+
+def largest_trials(payload: dict[str, Any]) -> int:
+    """The most trials PlanProbes accepts for ``payload`` (its MAX_PLAN_BYTES check)."""
+    lo, hi = 1, 1000
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        try:
+            check_fits(load_request({**payload, "trials": mid}))
+            lo = mid
+        except ConfigError:
+            hi = mid - 1
+    return lo
+
+
+def failing_cleanup(event: dict[str, Any], context: Any) -> Any:
+    """What a Lambda timeout or crash outside replmon's code looks like: a Cause nobody cut."""
+    raise RuntimeError(CAUSE)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Both runs in one moto: the real definition, and the same without the Map's ResultSelector."""
+    from moto import mock_aws
+
+    from replmon.core.clock import ManualClock
+
+    raw = json.loads(DEFINITION.read_text())
+    del raw["States"]["Probes"]["ResultSelector"]
+    variant = tmp_path_factory.mktemp("asl") / "no_result_selector.asl.json"
+    variant.write_text(json.dumps(raw))
+    payload = {"routes": [route()], "sizes": "1MiB", "max_concurrency": 1000, "poll": {"use_history": False}}
+    trials = largest_trials(payload)
+    out: dict[str, Any] = {"trials": trials}
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}.items():
+            mp.setenv(k, v)
+        with mock_aws(config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}):
+            env = Env(ManualClock(start=1_790_000_000.0, tick=0.001))
+            env.fake.default = Scenario(latency=0.5)
+            handlers = {**state_machine_handlers(), "Cleanup": failing_cleanup}
+            for name, definition, run_id in (("real", DEFINITION, "20261123T100000Z-bound"),
+                                             ("raw", variant, "20261123T110000Z-bound")):
+                with injected(env.deps), LocalStateMachine(handlers, clock=env.clock, definition=definition) as sm:
+                    out[name] = sm.run({**payload, "trials": trials, "run_id": run_id}, timeout=600)
+            out["records"] = len(env.store.query("primary", 0, 4e9))
+    return out
+
+
+def test_the_largest_plan_with_every_cleanup_failing_stays_far_under_the_quota(runs: dict[str, Any]) -> None:
+    trials, real = runs["trials"], runs["real"]
+    assert trials >= 100  # MAX_PLAN_BYTES admits ~100+ probes of one route and size
+    assert real.status == "SUCCEEDED", (real.error, real.cause and real.cause[:300])
+    cleanups = [i for i in real.invocations if i.function == "Cleanup"]
+    assert len(cleanups) == trials and all(i.error == "RuntimeError" for i in cleanups)
+    assert runs["records"] == 2 * trials  # each run recorded every probe before its cleanup failed
+    assert real.output["results"] == {"probes": trials}
+    # The parent's output holds no child result: it stays small whatever the children did.
+    assert size(real.output) < 16 * 1024, size(real.output)
+    assert CAUSE[:100] not in json.dumps(real.output)
+
+
+def test_the_map_array_itself_is_bounded_without_the_result_selector(runs: dict[str, Any]) -> None:
+    raw = runs["raw"]
+    assert raw.status == "SUCCEEDED", (raw.error, raw.cause and raw.cause[:300])
+    results = raw.output["results"]
+    assert len(results) == runs["trials"]
+    # Each child ends in CleanupAbandoned's summary: the error's name, never its 30 KiB Cause.
+    assert all(r["status"] == "CLEANUP_FAILED" and r["cleanup_error"] == "RuntimeError" for r in results), results[:2]
+    per_child = max(size(r) for r in results)
+    assert per_child < 256, per_child
+    # 200 probes (MAX_PROBES_PER_ROUTE_RUN) of the largest summary still fit in a quarter of the quota.
+    assert 200 * per_child < QUOTA // 4 and size(raw.output) < QUOTA // 4, size(raw.output)
+
+
+def test_a_handlers_long_error_message_is_cut_before_step_functions_sees_it(env: Env) -> None:
+    """The real Cleanup handler failing outside its per-side try (its stores cannot be built):
+    the error keeps its name (Retry and Catch match on it), its message is cut to MAX_ERROR_CHARS."""
+
+    def no_store(endpoint: Any) -> Any:
+        raise ValueError(CAUSE)
+
+    deps = dataclasses.replace(env.deps, stores=no_store)
+    state = {"probe_id": "p", "run_id": "20261123T100000Z-r", "planned_at": 0.0, "route": route(), "size_bytes": 1,
+             "size_class": "1B", "trial": 1, "timeout_seconds": 60.0, "target_seconds": 900.0}
+    with injected(deps), pytest.raises(Exception) as info:
+        load_handler("Cleanup")(state, LambdaContext("Cleanup"))
+    assert type(info.value).__name__ == "ValueError"
+    assert len(str(info.value)) <= MAX_ERROR_CHARS and str(info.value).endswith("chars cut]")
+    assert Path(DEFINITION).exists()
