@@ -44,14 +44,24 @@ def resources(kind: str) -> dict[str, dict[str, Any]]:
 
 
 def test_every_function_has_a_declared_log_group_with_a_retention_cloudformation_accepts() -> None:
+    """Lambda writes to /aws/lambda/<function name> unless LoggingConfig.LogGroup names another
+    group; custom names must not begin with aws/ ("Configuring CloudWatch log groups",
+    https://docs.aws.amazon.com/lambda/latest/dg/monitoring-cloudwatchlogs-loggroups.html;
+    AWS::Lambda::Function LoggingConfig). Each function logs to a group this stack declares, with
+    a retention, under a name Lambda never creates by itself: a stack that already ran has
+    /aws/lambda/<function>, and declaring that name again fails the update (AlreadyExists)."""
     t = load_template(TEMPLATE)
     groups = resources("AWS::Logs::LogGroup")
-    by_name = {g["Properties"]["LogGroupName"]["Fn::Sub"]: g for g in groups.values() if "Fn::Sub" in g["Properties"].get("LogGroupName", {})}
-    for fn in resources("AWS::Serverless::Function"):
-        group = by_name.get(f"/aws/lambda/${{{fn}}}")  # Lambda's default group for that function's name
-        assert group is not None, f"{fn}: no AWS::Logs::LogGroup named /aws/lambda/${{{fn}}}"
-        retention = group["Properties"]["RetentionInDays"]
-        assert retention == {"Ref": "LogRetentionDays"}, fn
+    for fn, spec in resources("AWS::Serverless::Function").items():
+        ref = spec["Properties"].get("LoggingConfig", {}).get("LogGroup")
+        assert isinstance(ref, dict) and ref.get("Ref") in groups, f"{fn}: LoggingConfig.LogGroup must !Ref a declared log group"
+        group = groups[ref["Ref"]]["Properties"]
+        name = group["LogGroupName"]["Fn::Sub"]
+        assert name.startswith("/replmon/${AWS::StackName}/") and not name.lstrip("/").startswith("aws/"), (fn, name)
+        assert "/aws/lambda/" not in name, f"{fn}: {name} is Lambda's default name (AlreadyExists on update)"
+        assert group["RetentionInDays"] == {"Ref": "LogRetentionDays"}, fn
+    names = [g["Properties"]["LogGroupName"]["Fn::Sub"] for g in groups.values() if "Fn::Sub" in g["Properties"].get("LogGroupName", {})]
+    assert len(names) == len(set(names))
     param = t["Parameters"]["LogRetentionDays"]
     assert set(param["AllowedValues"]) <= RETENTION_VALUES and param["Default"] in param["AllowedValues"]
 
