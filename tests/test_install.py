@@ -105,6 +105,20 @@ def test_the_cli_needs_nothing_from_the_lab_extra(tmp_path: Path) -> None:
     assert r.returncode != 0 and "the lab extra" in r.stderr  # the blocker does block
 
 
+def test_report_charts_without_the_lab_extra_is_one_line_naming_the_extra(tmp_path: Path) -> None:
+    """Issue 22.4: a plain install's `report --charts` (matplotlib comes with the lab extra only)
+    ends in one line naming the extra and exit 2 (a usage error), never a traceback, and before
+    reaching the store (nothing listens on port 9)."""
+    code = ("from replmon.cli import main\n"
+            f"main(['report', '--route', 'r', '--charts', {str(tmp_path)!r}, '--dynamodb-endpoint', 'http://127.0.0.1:9'])")
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "PYTHON", "VIRTUAL_ENV"))}, **OFFLINE,
+           "PYTHONPATH": str(ROOT / "src")}
+    r = subprocess.run([sys.executable, "-c", BLOCKER + code], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "--charts" in r.stderr and "pip install 'replmon[lab]'" in r.stderr and "matplotlib" in r.stderr
+
+
 def wheel(out: Path) -> Path:
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(ROOT)],
                        capture_output=True, text=True, timeout=300)

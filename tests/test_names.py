@@ -29,6 +29,25 @@ def test_a_bad_name_is_refused_with_the_accepted_form(name: str) -> None:
         check_name(name)
 
 
+def test_a_trailing_newline_is_refused_by_every_check() -> None:
+    """Python's ``$`` also matches before a final newline ("re - Regular expression operations",
+    https://docs.python.org/3/library/re.html: "$ Matches the end of the string or just before the
+    newline at the end of the string"): every check matches the whole value. The AWS forms checked:
+    "General purpose bucket naming rules" (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html:
+    lowercase letters, numbers, dots and hyphens only)."""
+    from replmon.core import names
+
+    with pytest.raises(ValueError, match=r"1-64 letters, digits"):
+        check_name("primary\n")
+    for check, good in [(names.check_bucket, "dr-source-bucket"), (names.check_region, "us-east-1"),
+                        (names.check_endpoint_url, "http://127.0.0.1:9000"), (names.check_account, "123456789012"),
+                        (names.check_role_arn, "arn:aws:iam::123456789012:role/r"),
+                        (names.check_kms_key_arn, "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab")]:
+        assert check(good) == good
+        with pytest.raises(ValueError):
+            check(good + "\n")
+
+
 @pytest.mark.parametrize("name", ["primary", "use1-to-usw2", "r.1", "A_b-9", "x" * 64])
 def test_good_names_pass(name: str) -> None:
     assert check_name(name) == name

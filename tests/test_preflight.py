@@ -11,8 +11,11 @@ AWS contracts encoded here (each cited where the test relies on it):
 - "Setting up permissions for live replication"
   (https://docs.aws.amazon.com/AmazonS3/latest/userguide/setting-repl-config-perm-overview.html):
   the role S3 assumes needs s3:GetReplicationConfiguration and s3:ListBucket on the source bucket,
-  s3:GetObjectVersionForReplication / GetObjectVersionAcl / GetObjectVersionTagging on its objects,
-  s3:ReplicateObject / ReplicateDelete / ReplicateTags on the destination's objects.
+  s3:GetObjectVersionForReplication / GetObjectVersionAcl on its objects, s3:ReplicateObject on the
+  destination's objects; GetObjectVersionTagging, ReplicateTags and ReplicateDelete are optional
+  ("Permissions for the s3:ReplicateObject action ... also allow replication of object tags, so you
+  don't need to explicitly grant permission for the s3:ReplicateTags action"; without
+  GetObjectVersionTagging "it replicates the objects, but not the object tags").
 - "Error responses" (https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html):
   GetBucketReplication on a bucket without one answers ``ReplicationConfigurationNotFoundError``
   (a state, reported as a failed check, not an infrastructure error).
@@ -111,15 +114,39 @@ def test_each_broken_precondition_fails_with_its_fix(route: dict[str, Any]) -> N
     s3.put_bucket_versioning(Bucket=DST, VersioningConfiguration={"Status": "Suspended"})  # DstBucketUnversioned
     iam.update_assume_role_policy(RoleName=ROLE, PolicyDocument=json.dumps(
         {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]}))
-    iam.put_role_policy(RoleName=ROLE, PolicyName="deny-tags", PolicyDocument=json.dumps(
-        {"Version": "2012-10-17", "Statement": [{"Effect": "Deny", "Action": "s3:ReplicateTags", "Resource": "*"}]}))
+    iam.put_role_policy(RoleName=ROLE, PolicyName="deny-replicate", PolicyDocument=json.dumps(
+        {"Version": "2012-10-17", "Statement": [{"Effect": "Deny", "Action": "s3:ReplicateObject", "Resource": "*"}]}))
     code, doc = run("--source-bucket", SRC, "--events-target", route["queue"])
     assert code == 1 and not doc["ready"]
     got = {c["check"]: c for c in doc["checks"]}
     assert got["destination versioning"]["verdict"] == "fail" and "put-bucket-versioning --bucket prod-data-dr" in got["destination versioning"]["fix"]
     assert got["replication role trusts S3"]["verdict"] == "fail" and got["replication role trusts S3"]["document"] == pf.TRUST
     perms = got["replication role permissions"]
-    assert perms["verdict"] == "fail" and "s3:ReplicateTags" in perms["detail"] and "ReplicateObject" not in perms["detail"]
+    assert perms["verdict"] == "fail" and "s3:ReplicateObject" in perms["detail"] and "ReplicateTags" not in perms["detail"]
+
+
+def test_a_role_without_the_tag_and_delete_actions_warns_and_is_ready(route: dict[str, Any]) -> None:
+    """"Setting up permissions for live replication"
+    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/setting-repl-config-perm-overview.html):
+    "Permissions for the s3:ReplicateObject action ... also allow replication of object tags, so you
+    don't need to explicitly grant permission for the s3:ReplicateTags action"; without
+    s3:GetObjectVersionTagging "it replicates the objects, but not the object tags"; the page shows a
+    destination owner denying s3:ReplicateTags as a supported setup. Probes carry no tags and
+    replmon's rule has DeleteMarkerReplication Disabled: such a role replicates the probes."""
+    iam = route["iam"]
+    iam.put_role_policy(RoleName=ROLE, PolicyName="replicate", PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Action": ["s3:GetReplicationConfiguration", "s3:ListBucket"], "Resource": f"arn:aws:s3:::{SRC}"},
+        {"Effect": "Allow", "Action": ["s3:GetObjectVersionForReplication", "s3:GetObjectVersionAcl"], "Resource": f"arn:aws:s3:::{SRC}/*"},
+        {"Effect": "Allow", "Action": "s3:ReplicateObject", "Resource": f"arn:aws:s3:::{DST}/*"}]}))
+    iam.put_role_policy(RoleName=ROLE, PolicyName="deny-tags", PolicyDocument=json.dumps(
+        {"Version": "2012-10-17", "Statement": [{"Effect": "Deny", "Action": "s3:ReplicateTags", "Resource": "*"}]}))
+    code, doc = run("--source-bucket", SRC, "--events-target", route["queue"])
+    perms = next(c for c in doc["checks"] if c["check"] == "replication role permissions")
+    assert code == 0 and doc["ready"] and perms["verdict"] == "warn", doc
+    for action in ("s3:ReplicateTags", "s3:GetObjectVersionTagging", "s3:ReplicateDelete"):
+        assert action in perms["detail"]
+    assert "tags are not replicated" in perms["detail"] and "delete markers are not replicated" in perms["detail"]
+    assert "s3:ReplicateObject on" not in perms["detail"]
 
 
 def test_a_rule_that_misses_the_probe_prefix_gets_the_whole_configuration_to_apply() -> None:
@@ -177,6 +204,36 @@ def test_notifications_merged_or_conflicting(route: dict[str, Any]) -> None:
     other = {"Id": "ops", "QueueArn": audit["QueueArn"], "Events": ["s3:Replication:OperationFailedReplication"]}
     assert pf.notifications(SRC, {"QueueConfigurations": [other]}, route["queue"]).verdict == "fail"
     assert "overlapping" in pf.notifications(SRC, {"QueueConfigurations": [other]}, route["queue"]).detail
+
+
+def test_a_conflicting_events_entry_gets_only_the_fan_out_fix() -> None:
+    """"Configuring event notifications using object key name filtering"
+    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/notification-how-to-filtering.html): "Any
+    existing notification configuration rule is assumed to have a default prefix and suffix that
+    match any other prefix ... the root prefix overlaps with any other prefix". replmon's entry has
+    no filter, so narrowing the other entry's prefix never clears the overlap: only fan-out does."""
+    other = {"Id": "ops", "QueueArn": "arn:aws:sqs:us-east-1:123456789012:ops", "Events": ["s3:Replication:*"],
+             "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": "data/"}]}}}
+    check = pf.notifications(SRC, {"QueueConfigurations": [other]}, "arn:aws:sqs:us-east-1:123456789012:replmon-EventsQueue")
+    assert check.verdict == "fail"
+    assert "SNS topic" in check.fix and "replmon's queue" in check.fix
+    assert "narrow the other entry" not in check.fix and "so it does not cover the probes" not in check.fix
+
+
+def test_every_destination_bucket_is_checked_against_the_rule(route: dict[str, Any]) -> None:
+    """Each --dest-bucket needs an enabled rule replicating the probe prefix to it, not only the first
+    one given: a rule has one Destination ("ReplicationRule",
+    https://docs.aws.amazon.com/AmazonS3/latest/API/API_ReplicationRule.html)."""
+    s3 = route["s3"]
+    s3.create_bucket(Bucket="prod-data-dr2")
+    s3.put_bucket_versioning(Bucket="prod-data-dr2", VersioningConfiguration={"Status": "Enabled"})
+    code, doc = run("--source-bucket", SRC, "--dest-bucket", DST, "--dest-bucket", "prod-data-dr2", "--events-target", route["queue"])
+    rule = next(c for c in doc["checks"] if c["check"] == "rule covers the probe prefix")
+    assert code == 1 and rule["verdict"] == "fail" and rule["detail"].endswith("to prod-data-dr2")
+    added = rule["document"]["Rules"][1:]
+    assert [(r["ID"], r["Destination"]["Bucket"]) for r in added] == [("replmon-probes", "arn:aws:s3:::prod-data-dr2")]
+    code, doc = run("--source-bucket", SRC, "--dest-bucket", DST, "--events-target", route["queue"])
+    assert code == 0 and verdicts(doc)["rule covers the probe prefix"] == "pass"
 
 
 def test_sse_kms_by_default_needs_the_rule_to_replicate_kms_objects(route: dict[str, Any]) -> None:

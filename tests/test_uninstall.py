@@ -152,3 +152,32 @@ def test_the_table_is_deleted_only_when_asked_and_only_after_the_stack(account: 
         from replmon.cli.uninstall import uninstall
 
         uninstall(stack_name="replmon", delete_table=True, source_region="us-east-1", table="t")
+
+
+def test_the_lifecycle_minimum_object_size_setting_is_written_back_as_it_was(account: dict[str, Any]) -> None:
+    """"PutBucketLifecycleConfiguration" (https://docs.aws.amazon.com/AmazonS3/latest/API/API_PutBucketLifecycleConfiguration.html):
+    the request's ``x-amz-transition-default-minimum-object-size`` header (TransitionDefaultMinimumObjectSize,
+    ``varies_by_storage_class`` | ``all_storage_classes_128K``, the default) is part of the configuration the
+    PUT replaces, and "GetBucketLifecycleConfiguration" returns it. Removing replmon's rule must not switch a
+    bucket's setting back to the default. moto always answers ``all_storage_classes_128K`` and ignores the
+    header, so the GET's answer is set and the PUT's parameters recorded at the client."""
+    from botocore.client import BaseClient
+
+    original = BaseClient._make_api_call
+    puts: list[dict[str, Any]] = []
+
+    def hook(self: BaseClient, operation: str, params: Any) -> Any:
+        answer = original(self, operation, params)
+        if operation == "GetBucketLifecycleConfiguration":
+            answer["TransitionDefaultMinimumObjectSize"] = "varies_by_storage_class"
+        if operation == "PutBucketLifecycleConfiguration":
+            puts.append(params)
+        return answer
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(BaseClient, "_make_api_call", hook)
+        code, _ = run("--source-bucket", SRC, "--dest-bucket", DST, "--events-target", account["queue"], "--apply")
+    assert code == 0 and len(puts) == 2
+    for put in puts:
+        assert put["TransitionDefaultMinimumObjectSize"] == "varies_by_storage_class"
+        assert [r["ID"] for r in put["LifecycleConfiguration"]["Rules"]] == ["archive-logs"]

@@ -97,7 +97,7 @@ def config_message(exc: ConfigError, flags: Mapping[str, str] = FLAGS) -> str:
 
 
 def check_url(value: str | None, flag: str) -> None:
-    if value is not None and not ENDPOINT_URL_RE.match(value):
+    if value is not None and not ENDPOINT_URL_RE.fullmatch(value):
         fail(f"{flag}: {value!r} is not an http(s) URL with no path; use e.g. http://127.0.0.1:8000")
 
 

@@ -104,7 +104,7 @@ def preflight(
         found = None
     else:
         found = discover(source_bucket, config, prefix, source=Endpoint(bucket=source_bucket)) if config else None
-        report.checks += pf.replication(source_bucket, config, found, dest_bucket[0] if dest_bucket else None, prefix)
+        report.checks += pf.replication(source_bucket, config, found, dest_bucket, prefix)
     chosen = [r for r in (found.rules if found else []) if r.chosen]
     dests = list(dest_bucket or dict.fromkeys(r.destination_bucket for r in chosen))
 

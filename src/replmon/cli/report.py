@@ -65,6 +65,11 @@ def report(
         slo_target_percent = slo_target
     check_url(dynamodb_endpoint, "--dynamodb-endpoint")
     check_output_dir(charts, "--charts")
+    if charts is not None:  # matplotlib comes with the lab extra only: say so before reading anything
+        try:
+            import matplotlib  # noqa: F401
+        except ModuleNotFoundError as exc:
+            fail(f"--charts: {exc.name or 'matplotlib'} is not installed (it comes with the lab extra: pip install 'replmon[lab]')")
     if not 0 < hours <= 24 * 400:
         fail(f"--hours: {hours:g} is outside (0, 9600]; give the window in hours, e.g. 24")
     for name in route:  # one name pattern (core/names.py): a bad name is a usage error naming the flag

@@ -63,7 +63,8 @@ def uninstall(
     Probe and seed objects (every version, delete marker and incomplete upload), replmon's
     notification entries and lifecycle rules (IDs starting "replmon", or entries sending to the
     stack's events queue), and with --delete-table the retained latency table. Everything else
-    in each configuration is written back as it was. AWS calls use the default AWS credential
+    in each configuration (the other rules, the other notification entries, the lifecycle's
+    TransitionDefaultMinimumObjectSize) is written back as it was. AWS calls use the default AWS credential
     chain or --profile; S3-compatible endpoints read REPLMON_ACCESS_KEY_ID and
     REPLMON_SECRET_ACCESS_KEY. Order: docs/UNINSTALL.md.
     """
@@ -126,11 +127,14 @@ def uninstall(
                 s3.put_bucket_notification_configuration(Bucket=bucket, NotificationConfiguration=kept)
             rows.append({"bucket": bucket, "side": role, "what": "notification entries", "found": len(gone),
                          "action": f"{verb} {'; '.join(gone)}" if gone else "none of replmon's"})
-            rules = _lifecycle_rules(s3, bucket)
-            kept_rules, ids = lifecycle_without(rules)
+            lifecycle = _lifecycle(s3, bucket)
+            kept_rules, ids = lifecycle_without(list(lifecycle.get("Rules", [])))
             if ids and apply:
                 if kept_rules:
-                    s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": kept_rules})
+                    # the bucket-wide setting beside the rules goes back as it was: the PUT's default
+                    # (all_storage_classes_128K) would otherwise replace e.g. varies_by_storage_class
+                    extra = {k: lifecycle[k] for k in ("TransitionDefaultMinimumObjectSize",) if lifecycle.get(k)}
+                    s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": kept_rules}, **extra)
                 else:
                     s3.delete_bucket_lifecycle(Bucket=bucket)
             rows.append({"bucket": bucket, "side": role, "what": "lifecycle rules", "found": len(ids),
@@ -152,14 +156,15 @@ def uninstall(
     return OK
 
 
-def _lifecycle_rules(s3: Any, bucket: str) -> list[dict[str, Any]]:
+def _lifecycle(s3: Any, bucket: str) -> dict[str, Any]:
+    """GetBucketLifecycleConfiguration's answer (``Rules`` and ``TransitionDefaultMinimumObjectSize``), or {}."""
     from botocore.exceptions import ClientError
 
     try:
-        return list(s3.get_bucket_lifecycle_configuration(Bucket=bucket).get("Rules", []))
+        return dict(s3.get_bucket_lifecycle_configuration(Bucket=bucket))
     except ClientError as exc:
         if exc.response["Error"]["Code"] == "NoSuchLifecycleConfiguration":
-            return []
+            return {}
         raise
 
 

@@ -37,20 +37,20 @@ ROLE_ARN_RE = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$")
 
 
 def check_bucket(value: str) -> str:
-    if not isinstance(value, str) or not BUCKET_RE.match(value) or ".." in value:
+    if not isinstance(value, str) or not BUCKET_RE.fullmatch(value) or ".." in value:
         raise ValueError("must be an S3 bucket name: 3-63 lowercase letters, digits, dots or hyphens, e.g. 'dr-source-bucket'")
     return value
 
 
 def check_region(value: str | None) -> str | None:
-    if value is not None and not REGION_RE.match(value):
+    if value is not None and not REGION_RE.fullmatch(value):
         raise ValueError("must be an AWS region code such as 'us-east-1' or 'ap-southeast-1'")
     return value
 
 
 def check_name(value: object, example: str = "use1-to-usw2") -> str:
     """A route, target, preset or run name (:data:`NAME_RE`)."""
-    if not isinstance(value, str) or not NAME_RE.match(value):
+    if not isinstance(value, str) or not NAME_RE.fullmatch(value):
         raise ValueError(f"must be {NAME_FORM}, e.g. {example!r}")
     return value
 
@@ -92,13 +92,13 @@ def check_prefix(value: str) -> str:
 
 
 def check_endpoint_url(value: str | None) -> str | None:
-    if value is not None and not ENDPOINT_URL_RE.match(value):
+    if value is not None and not ENDPOINT_URL_RE.fullmatch(value):
         raise ValueError("must be an http(s) URL with no path, e.g. 'http://127.0.0.1:9000'")
     return value
 
 
 def check_account(value: str | None) -> str | None:
-    if value is not None and not ACCOUNT_RE.match(value):
+    if value is not None and not ACCOUNT_RE.fullmatch(value):
         raise ValueError("must be a 12-digit AWS account id")
     return value
 
@@ -108,7 +108,7 @@ KMS_KEY_ARN_RE = r"^arn:aws[a-z-]*:kms:[a-z]{2}(-[a-z]+)+-\d:\d{12}:key/[A-Za-z0
 
 
 def check_kms_key_arn(value: str | None) -> str | None:
-    if value is not None and not re.match(KMS_KEY_ARN_RE, value):
+    if value is not None and not re.fullmatch(KMS_KEY_ARN_RE, value):
         raise ValueError("must be a full KMS key ARN, e.g. 'arn:aws:kms:ap-northeast-1:111122223333:key/1234abcd-12ab-34cd-56ef-"
                          "1234567890ab', not an alias or a key id: S3's key header and bucket policies compare the key ARN "
                          "(`aws kms describe-key --key-id <alias> --query KeyMetadata.Arn` prints it)")
@@ -116,6 +116,6 @@ def check_kms_key_arn(value: str | None) -> str | None:
 
 
 def check_role_arn(value: str | None) -> str | None:
-    if value is not None and not ROLE_ARN_RE.match(value):
+    if value is not None and not ROLE_ARN_RE.fullmatch(value):
         raise ValueError("must be an IAM role ARN, e.g. 'arn:aws:iam::123456789012:role/replmon-reader'")
     return value

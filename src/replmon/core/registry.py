@@ -180,7 +180,7 @@ class RouteVerdict(_Strict):
 
 
 def _kms_arn(value: str | None, field: str) -> str | None:
-    if value is not None and not re.match(KMS_KEY_ARN_RE, value):
+    if value is not None and not re.fullmatch(KMS_KEY_ARN_RE, value):
         raise ValueError(f"{field} must be a full KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>), not an alias "
                          "or a key id: S3 and IAM policies match the key ARN")
     return value

@@ -8,11 +8,15 @@ check runs on plain dictionaries as S3's API returns them. The facts each check 
   bucket must have versioning enabled"; failure reason ``DstBucketUnversioned``).
 - A rule covers a probe key when its prefix filter matches and it has no tag condition
   (fleet/discovery.py; aws-contracts C18.4).
-- The replication role must trust ``s3.amazonaws.com`` and may need ``s3:GetReplicationConfiguration``
-  and ``s3:ListBucket`` on the source bucket, ``s3:GetObjectVersionForReplication``,
-  ``s3:GetObjectVersionAcl``, ``s3:GetObjectVersionTagging`` on its objects and
-  ``s3:ReplicateObject``, ``s3:ReplicateDelete``, ``s3:ReplicateTags`` on the destination's
-  ("Setting up permissions for live replication").
+- The replication role must trust ``s3.amazonaws.com`` and needs ``s3:GetReplicationConfiguration``
+  and ``s3:ListBucket`` on the source bucket, ``s3:GetObjectVersionForReplication`` and
+  ``s3:GetObjectVersionAcl`` on its objects and ``s3:ReplicateObject`` on the destination's
+  ("Setting up permissions for live replication"). ``s3:GetObjectVersionTagging``,
+  ``s3:ReplicateTags`` and ``s3:ReplicateDelete`` are optional: without them S3 still replicates the
+  objects, but not their tags ("it replicates the objects, but not the object tags";
+  ``s3:ReplicateObject`` already allows tags, and the page shows a destination owner denying
+  ``s3:ReplicateTags``), or not delete markers. Probes carry no tags and replmon's rule turns
+  delete-marker replication off, so missing ones are a warning, not a failure.
 - SSE-KMS objects replicate only with ``SourceSelectionCriteria.SseKmsEncryptedObjects`` enabled
   and a ``ReplicaKmsKeyID`` (aws-contracts C18.4).
 - Notification filters of one event type may not overlap ("FilterRule": "Overlapping prefixes and
@@ -37,8 +41,13 @@ from replmon.fleet.offboard import TARGETS, ours
 PASS, WARN, FAIL, UNKNOWN = "pass", "warn", "fail", "unknown"
 #: The role S3 assumes needs these, per resource (Setting up permissions for live replication).
 SOURCE_BUCKET_ACTIONS = ("s3:GetReplicationConfiguration", "s3:ListBucket")
-SOURCE_OBJECT_ACTIONS = ("s3:GetObjectVersionForReplication", "s3:GetObjectVersionAcl", "s3:GetObjectVersionTagging")
-DEST_OBJECT_ACTIONS = ("s3:ReplicateObject", "s3:ReplicateDelete", "s3:ReplicateTags")
+SOURCE_OBJECT_ACTIONS = ("s3:GetObjectVersionForReplication", "s3:GetObjectVersionAcl")
+DEST_OBJECT_ACTIONS = ("s3:ReplicateObject",)
+#: Optional ones, and what replication loses without them (the same page): a warning, not a failure.
+OPTIONAL_SOURCE_OBJECT_ACTIONS = {"s3:GetObjectVersionTagging": "object tags are not replicated (the objects are)"}
+OPTIONAL_DEST_OBJECT_ACTIONS = {"s3:ReplicateTags": "object tags are not replicated (the objects are)",
+                                "s3:ReplicateDelete": "delete markers are not replicated (only matters for rules with "
+                                                      "DeleteMarkerReplication Enabled)"}
 #: The notification entry replmon needs on the source (docs/DEPLOY.md, "Passive signals").
 EVENTS_ID = "replmon-events"
 REPLICATION_EVENTS = "s3:Replication:*"
@@ -87,31 +96,36 @@ def versioning(side: str, bucket: str, answer: Mapping[str, Any] | None, error: 
                  f"aws s3api put-bucket-versioning --bucket {bucket} --versioning-configuration Status=Enabled")
 
 
-def probe_rule(dest_bucket: str, prefix: str, priority: int) -> dict[str, Any]:
+def probe_rule(dest_bucket: str, prefix: str, priority: int, rule_id: str = "replmon-probes") -> dict[str, Any]:
     """A rule that replicates the probe prefix to ``dest_bucket``, with RTC and metrics on."""
-    return {"ID": "replmon-probes", "Priority": priority, "Status": "Enabled", "Filter": {"Prefix": prefix},
+    return {"ID": rule_id, "Priority": priority, "Status": "Enabled", "Filter": {"Prefix": prefix},
             "DeleteMarkerReplication": {"Status": "Disabled"},
             "Destination": {"Bucket": f"arn:aws:s3:::{dest_bucket}", "ReplicationTime": {"Status": "Enabled", "Time": {"Minutes": 15}},
                             "Metrics": {"Status": "Enabled", "EventThreshold": {"Minutes": 15}}}}
 
 
-def replication(bucket: str, config: Mapping[str, Any] | None, found: Discovery | None, dest_bucket: str | None,
+def replication(bucket: str, config: Mapping[str, Any] | None, found: Discovery | None, dest_bucket: str | Sequence[str] | None,
                 prefix: str) -> list[Check]:
-    """The configuration exists, an enabled rule covers the probe prefix (for ``dest_bucket``),
-    and the chosen rule has RTC and replication metrics."""
-    dest = dest_bucket or "DESTINATION-BUCKET"
+    """The configuration exists, an enabled rule covers the probe prefix (for each of
+    ``dest_bucket``, one name or several), and the chosen rules have RTC and replication metrics."""
+    wanted = [dest_bucket] if isinstance(dest_bucket, str) else list(dest_bucket or [])
     if config is None or found is None:
-        doc = {"Role": "arn:aws:iam::ACCOUNT:role/REPLICATION-ROLE", "Rules": [probe_rule(dest, prefix, 1)]}
+        rules = [probe_rule(d, prefix, i + 1, _rule_id(i)) for i, d in enumerate(wanted or ["DESTINATION-BUCKET"])]
+        doc = {"Role": "arn:aws:iam::ACCOUNT:role/REPLICATION-ROLE", "Rules": rules}
         return [Check("replication configuration", FAIL, f"{bucket}: no replication configuration (ReplicationConfigurationNotFoundError)",
                       f"aws s3api put-bucket-replication --bucket {bucket} --replication-configuration file://replication.json "
                       "(the role: see 'replication role')", doc)]
     checks = [Check("replication configuration", PASS, f"{bucket}: {len(config.get('Rules', []))} rules, role {config.get('Role', '?')}")]
-    chosen = [r for r in found.rules if r.chosen and (dest_bucket is None or r.destination_bucket == dest_bucket)]
-    if not chosen:
+    chosen = [r for r in found.rules if r.chosen and (not wanted or r.destination_bucket in wanted)]
+    uncovered = [d for d in wanted if not any(r.destination_bucket == d for r in chosen)] or ([] if chosen else ["DESTINATION-BUCKET"])
+    if uncovered:
         top = max([r.priority or 0 for r in found.rules] or [0]) + 1
+        taken = {r.get("ID") for r in config.get("Rules", [])}
+        ids = [i for i in (_rule_id(n) for n in range(len(taken) + len(uncovered) + 1)) if i not in taken][:len(uncovered)]
         merged = {k: v for k, v in config.items() if k != "ResponseMetadata"}
-        merged["Rules"] = [*config.get("Rules", []), probe_rule(dest, prefix, top)]
-        why = "; ".join(found.notes) or f"no enabled rule replicates {prefix!r} to {dest}"
+        merged["Rules"] = [*config.get("Rules", []), *(probe_rule(d, prefix, top + i, ids[i]) for i, d in enumerate(uncovered))]
+        why = (f"no enabled rule replicates {prefix!r} to {', '.join(uncovered)}" if chosen else
+               "; ".join(found.notes) or f"no enabled rule replicates {prefix!r} to {', '.join(uncovered)}")
         checks.append(Check("rule covers the probe prefix", FAIL, why,
                             f"add a rule for {prefix!r} (the whole configuration, since PutBucketReplication replaces it)", merged))
         return checks
@@ -120,6 +134,10 @@ def replication(bucket: str, config: Mapping[str, Any] | None, found: Discovery 
     checks += [_rtc(r) for r in chosen]
     checks += [_metrics(r) for r in chosen]
     return checks
+
+
+def _rule_id(n: int) -> str:
+    return "replmon-probes" if n == 0 else f"replmon-probes-{n + 1}"
 
 
 def _rtc(r: RuleRoute) -> Check:
@@ -177,8 +195,9 @@ def notifications(bucket: str, config: Mapping[str, Any] | None, target_arn: str
              for e in cfg.get(key, []) if not ours(e.get("Id")) and _same_type(_events(e), [REPLICATION_EVENTS])]
     if clash:
         return Check(name, FAIL, f"{bucket}: already sends replication events elsewhere: {'; '.join(clash)}; S3 refuses overlapping "
-                     "filters for one event type", "send replmon's events from that destination instead (e.g. an SNS topic that "
-                     "fans out to both), or narrow the other entry's prefix so it does not cover the probes")
+                     "filters for one event type", "fan out instead: point that entry at one SNS topic that both its "
+                     "consumer and replmon's queue subscribe to, or point that entry at replmon's queue (replmon's entry has "
+                     "no filter, and a filterless entry overlaps every prefix, so narrowing the other entry does not help)")
     if not target_arn:
         return Check(name, WARN, f"{bucket}: no conflicting entry; give --events-target (the stack's output EventsQueueArn) to "
                      "check replmon's own entry", "rerun with --events-target")
@@ -242,8 +261,9 @@ def role_policy(bucket: str, dest_buckets: Sequence[str], prefix: str) -> dict[s
     """The least-privilege identity policy the replication role needs for the probe prefix."""
     return {"Version": "2012-10-17", "Statement": [
         {"Effect": "Allow", "Action": list(SOURCE_BUCKET_ACTIONS), "Resource": f"arn:aws:s3:::{bucket}"},
-        {"Effect": "Allow", "Action": list(SOURCE_OBJECT_ACTIONS), "Resource": f"arn:aws:s3:::{bucket}/{prefix}*"},
-        {"Effect": "Allow", "Action": list(DEST_OBJECT_ACTIONS), "Resource": [f"arn:aws:s3:::{d}/{prefix}*" for d in dest_buckets]}]}
+        {"Effect": "Allow", "Action": [*SOURCE_OBJECT_ACTIONS, *OPTIONAL_SOURCE_OBJECT_ACTIONS], "Resource": f"arn:aws:s3:::{bucket}/{prefix}*"},
+        {"Effect": "Allow", "Action": [*DEST_OBJECT_ACTIONS, *OPTIONAL_DEST_OBJECT_ACTIONS],
+         "Resource": [f"arn:aws:s3:::{d}/{prefix}*" for d in dest_buckets]}]}
 
 
 TRUST = {"Version": "2012-10-17", "Statement": [
@@ -270,11 +290,19 @@ def replication_role(role_arn: str, trust: Mapping[str, Any] | None, policies: S
     needed = ([(a, f"arn:aws:s3:::{bucket}") for a in SOURCE_BUCKET_ACTIONS]
               + [(a, f"arn:aws:s3:::{bucket}/{key}") for a in SOURCE_OBJECT_ACTIONS]
               + [(a, f"arn:aws:s3:::{d}/{key}") for d in dest_buckets for a in DEST_OBJECT_ACTIONS])
+    optional = ([(a, f"arn:aws:s3:::{bucket}/{key}", lost) for a, lost in OPTIONAL_SOURCE_OBJECT_ACTIONS.items()]
+                + [(a, f"arn:aws:s3:::{d}/{key}", lost) for d in dest_buckets for a, lost in OPTIONAL_DEST_OBJECT_ACTIONS.items()])
     denied = [f"{a} on {r}" for a, r in needed if not _allows(statements, a, r)]
+    lacking = [f"{a} on {r}: {lost}" for a, r, lost in optional if not _allows(statements, a, r)]
     if denied:
         checks.append(Check("replication role permissions", FAIL, f"{role_arn}: its policies do not allow {'; '.join(denied)}",
                             "attach this policy to the role (conditions and permission boundaries were not evaluated)",
                             role_policy(bucket, dest_buckets, prefix)))
+    elif lacking:
+        checks.append(Check("replication role permissions", WARN, f"{role_arn}: allows what replicating the probes needs, "
+                            f"but not {'; '.join(lacking)} (probes carry no tags and replmon's rule does not replicate "
+                            "delete markers, so probes still work)",
+                            "optional: allow these actions if the route's own objects need their tags or delete markers replicated"))
     else:
         checks.append(Check("replication role permissions", PASS, f"{role_arn}: allows every replication action on the probe prefix "
                             "(identity policies; conditions, boundaries and SCPs not evaluated)"))

@@ -202,7 +202,7 @@ def _required_text(obj: Mapping[str, Any], key: str, name: str) -> str:
 
 
 def _bucket(value: str, name: str) -> str:
-    if not EVENT_BUCKET_RE.match(value):
+    if not EVENT_BUCKET_RE.fullmatch(value):
         raise EventParseError(f"{name}: {_show(value)} is not a bucket name (letters, digits, '.', '_', '-'; at most 255)")
     return value
 
@@ -310,7 +310,7 @@ def _bucket_name(arn_or_name: str | None) -> str | None:
     if not arn_or_name:
         return None
     name = arn_or_name.rsplit(":", 1)[-1] if arn_or_name.startswith("arn:") else arn_or_name
-    return name if EVENT_BUCKET_RE.match(name) else None
+    return name if EVENT_BUCKET_RE.fullmatch(name) else None
 
 
 def _record(raw: object) -> Signal:
