@@ -100,3 +100,19 @@ def test_each_bench_report_is_the_generators_output(report: str) -> None:
         again = Report(Console(file=__import__("io").StringIO()))
         again.table(title.replace("\\|", "|"), cells[0], cells[2:])
         assert again.markdown() == f"**{title}**\n\n{body}", f"docs/{report}: table {title!r} is not the generator's rendering"
+
+
+def test_the_readme_demo_block_is_what_the_demo_prints_now() -> None:
+    """The README's `make demo` output is the current output's shape: the headline first, then the
+    table with the columns `summary_rows` gives at the default width (a stale 14-column table, or a
+    block without the answer first, fails here)."""
+    from replmon.cli.render import summary_rows
+
+    text = (ROOT / "README.md").read_text()
+    m = re.search(r"<!-- demo:start -->.*?```\n(.*?)```", text, re.S)
+    assert m, "README has no demo block"
+    lines = m.group(1).splitlines()
+    assert re.match(r"^(OK|BREACH|NOT MEASURED|NO DATA) route lab: RPO now ", lines[0]), lines[0]
+    header = next(ln for ln in lines if ln.startswith("┃"))
+    assert [c.strip() for c in header.strip("┃").split("┃")] == summary_rows([], {}, wide=False)[1]
+    assert any(re.match(r"^chart: lab-data/runs/\d{8}T\d{6}Z-[0-9a-f]+-latency-vs-size\.png$", ln) for ln in lines)

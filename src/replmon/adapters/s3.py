@@ -18,7 +18,9 @@ What every probe write declares (tests/test_sse_kms.py encodes both):
 - **A defined checksum** (C19.26): PutObject and CreateMultipartUpload declare CRC64NVME, and a
   multipart upload also ``ChecksumType=FULL_OBJECT``, so a composed probe has one full-object
   CRC64NVME checksum (S3's default for a single PUT) that the replica's HEAD can be compared with;
-  each part carries its CRC64NVME (botocore computes it with awscrt), a copied part S3 computes.
+  each part carries its CRC64NVME (botocore computes it with awscrt). A probe composed from a seed
+  with UploadPartCopy declares none (a copied range carries no checksum of its own; MinIO refuses
+  the copy) and is verified by size and ETag.
 """
 
 from __future__ import annotations
@@ -78,15 +80,24 @@ class S3ObjectStore:
                                    **self._encryption())
         return PutResult(r.get("VersionId"), r["ETag"], checksum_of(r))
 
-    def create_multipart(self, bucket: str, key: str, metadata: dict[str, str]) -> str:
-        r = self.client.create_multipart_upload(Bucket=bucket, Key=key, Metadata=metadata, ChecksumAlgorithm=CHECKSUM_ALGORITHM,
-                                                ChecksumType=CHECKSUM_TYPE, **self._encryption())
-        return str(r["UploadId"])
+    def create_multipart(self, bucket: str, key: str, metadata: dict[str, str], checksum: bool = True) -> str:
+        """``checksum=False`` for a probe composed with UploadPartCopy: an upload that declares
+        CRC64NVME wants each copied range's checksum, which a range copy of the seed does not
+        carry (MinIO refuses: "checksum missing, want CRC64NVME"); such a probe is verified by
+        size and ETag, as before 19.7."""
+        declared = {"ChecksumAlgorithm": CHECKSUM_ALGORITHM, "ChecksumType": CHECKSUM_TYPE} if checksum else {}
+        r = self.client.create_multipart_upload(Bucket=bucket, Key=key, Metadata=metadata, **declared, **self._encryption())
+        upload_id = str(r["UploadId"])
+        if checksum:
+            self._part_checksums[upload_id] = {}
+        return upload_id
 
     def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int, body: bytes) -> str:
+        declared = upload_id in self._part_checksums
         r = self.client.upload_part(Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=part_number, Body=body,
-                                    ChecksumAlgorithm=CHECKSUM_ALGORITHM)
-        self._part_checksums.setdefault(upload_id, {})[part_number] = r.get(f"Checksum{CHECKSUM_ALGORITHM}")
+                                    **({"ChecksumAlgorithm": CHECKSUM_ALGORITHM} if declared else {}))
+        if declared:
+            self._part_checksums[upload_id][part_number] = r.get(f"Checksum{CHECKSUM_ALGORITHM}")
         return str(r["ETag"])
 
     def upload_part_copy(
@@ -100,10 +111,12 @@ class S3ObjectStore:
             CopySource={"Bucket": bucket, "Key": source_key},
             CopySourceRange=f"bytes={first}-{last}",
         )
-        self._part_checksums.setdefault(upload_id, {})[part_number] = r["CopyPartResult"].get(f"Checksum{CHECKSUM_ALGORITHM}")
+        if upload_id in self._part_checksums:
+            self._part_checksums[upload_id][part_number] = r["CopyPartResult"].get(f"Checksum{CHECKSUM_ALGORITHM}")
         return str(r["CopyPartResult"]["ETag"])
 
     def complete_multipart(self, bucket: str, key: str, upload_id: str, etags: Sequence[str]) -> PutResult:
+        declared = upload_id in self._part_checksums
         sums = self._part_checksums.pop(upload_id, {})
         parts = []
         for i, e in enumerate(etags, start=1):
@@ -112,7 +125,7 @@ class S3ObjectStore:
                 part[f"Checksum{CHECKSUM_ALGORITHM}"] = sums[i]
             parts.append(part)
         r = self.client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts},
-                                                  ChecksumType=CHECKSUM_TYPE)
+                                                  **({"ChecksumType": CHECKSUM_TYPE} if declared else {}))
         return PutResult(r.get("VersionId"), r["ETag"], checksum_of(r))
 
     def abort_multipart(self, bucket: str, key: str, upload_id: str) -> None:

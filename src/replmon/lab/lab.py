@@ -188,6 +188,7 @@ class Lab:
         if self.least_privilege:
             self.create_function_users()
         ensure_table(self.dynamodb_client(), TABLE, TEMPLATE)
+        self.release_dead_runs_leases(["lab", "bench"])
         if self.events:  # the event path outlives runs: IngestEvents keeps the lab's wiring whatever a run injects
             self._events_deps["IngestEvents"] = self.deps()
             self._injection.enter_context(wiring.injected(self._events_deps))
@@ -274,6 +275,22 @@ class Lab:
                     f.result()
 
     # ------------------------------------------------------------------ what the probes use
+    def release_dead_runs_leases(self, routes: list[str]) -> list[str]:
+        """Give back run leases (fleet/lease.py) a killed run left on ``routes``: the directory is
+        this lab's alone (claim_directory), so no live run holds one now; a run killed by SIGKILL
+        never reached its `finally` and its lease would skip the next run until it expires."""
+        import sys
+        import time
+
+        from replmon.adapters.leases import DynamoLeases
+
+        leases = DynamoLeases(TABLE, self.dynamodb_client())
+        freed = [f"{route} (held by {lease.holder})" for route, lease in leases.leases(routes).items()
+                 if lease.holder and leases.release(route, lease.holder, time.time())]
+        if freed:
+            print(f"lab: released the leases of a run that was killed: {', '.join(freed)}", file=sys.stderr)
+        return freed
+
     def route(self, name: str = "lab") -> dict[str, Any]:
         return lab_route(name, self.servers["source"].url, self.servers["destination"].url)
 

@@ -130,7 +130,7 @@ def upload_probe(
         if seed:
             ensure_seed(store, bucket, seed, plan.seed_size, random_bytes)
         start = clock.now()
-        upload_id = store.create_multipart(bucket, key, meta)
+        upload_id = store.create_multipart(bucket, key, meta, checksum=plan.method != "compose")
         try:
 
             def part(i: int) -> str:
