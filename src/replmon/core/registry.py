@@ -186,16 +186,22 @@ def _kms_arn(value: str | None, field: str) -> str | None:
     return value
 
 
-class SourceSpec(_Strict):
+class _Bucket(_Strict):
+    """A bucket where it lives: account, Region, name (a route's source or one destination)."""
+
     account: str
     region: str
     bucket: str
-    kms_key_arn: str | None = None  # the bucket's default SSE-KMS key (probes are written with it)
-    endpoint_url: str | None = None  # S3-compatible servers (the lab) only
 
     _account = field_validator("account")(check_account)
     _region = field_validator("region")(check_region)
     _bucket = field_validator("bucket")(check_bucket)
+
+
+class SourceSpec(_Bucket):
+    kms_key_arn: str | None = None  # the bucket's default SSE-KMS key (probes are written with it)
+    endpoint_url: str | None = None  # S3-compatible servers (the lab) only
+
     _url = field_validator("endpoint_url")(check_endpoint_url)
 
     @field_validator("kms_key_arn")
@@ -204,10 +210,7 @@ class SourceSpec(_Strict):
         return _kms_arn(value, "kms_key_arn")
 
 
-class DestinationSpec(_Strict):
-    account: str
-    region: str
-    bucket: str
+class DestinationSpec(_Bucket):
     rule_id: str | None = None
     priority: int | None = None
     rtc: bool = False
@@ -216,9 +219,6 @@ class DestinationSpec(_Strict):
     replica_kms_key_arn: str | None = None
     endpoint_url: str | None = None
 
-    _account = field_validator("account")(check_account)
-    _region = field_validator("region")(check_region)
-    _bucket = field_validator("bucket")(check_bucket)
     _url = field_validator("endpoint_url")(check_endpoint_url)
 
     @field_validator("replica_kms_key_arn")
