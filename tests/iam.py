@@ -92,7 +92,15 @@ def iam_requests(service: str, operation: str, params: dict[str, Any], region: s
             raise KeyError(f"no IAM mapping for s3:{operation}; add it to tests/iam.py with its documented actions")
         return table[operation]()
     if service == "dynamodb":
-        # Batch and transaction calls name their tables per item; the action is the call's own.
+        if operation == "TransactWriteItems":
+            # "Permissions for Put, Update, Delete, and Get actions are governed by the permissions used for the
+            # underlying PutItem, UpdateItem, DeleteItem, and GetItem operations. For the ConditionCheck action, you
+            # can use the dynamodb:ConditionCheckItem permission" ("Using IAM with DynamoDB transactions",
+            # https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis-iam.html)
+            action = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem", "ConditionCheck": "ConditionCheckItem"}
+            return sorted({IamRequest(f"dynamodb:{action[kind]}", f"arn:aws:dynamodb:{region}:{account}:table/{body['TableName']}")
+                           for item in params["TransactItems"] for kind, body in item.items()}, key=lambda r: r.action)
+        # Batch calls name their tables per item; the action is the call's own.
         tables = sorted(params["RequestItems"]) if "RequestItems" in params else [params["TableName"]]
         return [IamRequest(f"dynamodb:{operation}", f"arn:aws:dynamodb:{region}:{account}:table/{t}") for t in tables]
     if service == "sqs":

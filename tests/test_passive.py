@@ -167,9 +167,14 @@ def test_a_mixed_batch_fails_exactly_its_poison_messages(monkeypatch: pytest.Mon
             again = handler(batch, LambdaContext("IngestEvents"))  # SQS delivers at least once
         # msg-2 is not JSON; msg-5's event kind is one S3 does not document: stored as sent, flagged.
         assert out == again == {"batchItemFailures": [{"itemIdentifier": "msg-2"}]}
-        events = store.partition_items("primary#events")
-        assert sorted(e["kind"] for e in events) == ["OperationExploded", "OperationFailedReplication"]  # once each, though delivered twice
+        # Counted once each on the hour items, though delivered twice; failures and undocumented kinds are kept too.
+        hours = store.roll_items("primary", "h#", "h#~")
+        assert sorted((h["at"], k, v) for h in hours for k, v in h.items() if k.startswith("e") and k != "expires_at") == [
+            ("h#2026-11-22T09", "eF_45", 1), ("h#2026-11-22T10", "eU_OperationExploded_00", 1)]
+        events = [i for n in range(8) for i in store.partition_items(f"primary#events/{n}")]
+        assert sorted(e["kind"] for e in events) == ["OperationExploded", "OperationFailedReplication"]
         assert next(e for e in events if e["kind"] == "OperationExploded")["flags"]
+        assert store.partition_items("primary#events") == []  # the layout before counters is no longer written
         assert [i["at"] for i in store.partition_items("primary#arrivals")] == [
             "2026-11-22T09:45:00.000Z#20261122T094500Z-a1b2c3-primary-1MiB-t1"]
 
@@ -342,8 +347,9 @@ def test_events_parse_exits_1_and_names_each_failure(capsys: pytest.CaptureFixtu
     assert exc.value.code == 1
     doc = json.loads(capsys.readouterr().out)
     assert [(f["message_id"], f["error"].split(":")[0]) for f in doc["failures"]] == [("msg-2", "body")]
-    stored = [r["store"]["partition"] for r in doc["records"] if "store" in r]
-    assert stored == ["probe-source>probe-replica#events", "primary#arrivals", "probe-source>probe-replica#events"]
+    stored = [(r["store"]["partition"], r["store"].get("counter"), (r["store"].get("kept") or "")[:-1]) for r in doc["records"] if "store" in r]
+    assert stored == [("probe-source>probe-replica#roll", "eF_45", "probe-source>probe-replica#events/"), ("primary#arrivals", None, ""),
+                      ("probe-source>probe-replica#roll", "eU_OperationExploded_00", "probe-source>probe-replica#events/")]
 
 
 def test_events_parse_exits_0_for_a_clean_payload(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -36,11 +36,14 @@ def test_real_minio_events_are_stored_and_narrow_each_probe_interval(lab: Lab) -
     assert lab.event_path.drain(15)
     assert res.execution.status == "SUCCEEDED" and all(r.status is ProbeStatus.COMPLETED for r in res.records)
     store = lab.store()
-    # Every probe's completed-replication event, as MinIO sent it, is stored under the lab's route.
+    # Every probe's completed-replication event, as MinIO sent it, is counted once under the lab's
+    # route: a dedupe marker per event (16 shards by object key) and the hour item's eC counter.
     keys = {probe_object_key(PREFIX, r.run_id, r.route, r.probe_id) for r in res.records}
-    events = [e for e in store.partition_items("lab#events") if e["key"] in keys]
-    assert {e["key"] for e in events} == keys
-    assert {(e["kind"], e["origin"]) for e in events} == {("OperationCompletedReplication", "minio")}
+    markers = [m for n in range(16) for m in store.partition_items(f"lab#seen/{n}") if m["key"] in keys]
+    assert {m["key"] for m in markers} == keys and len(markers) == len(keys)
+    assert {m["kind"] for m in markers} == {"OperationCompletedReplication"}
+    counted = sum(v for h in store.roll_items("lab", "h#", "h#~") for k, v in h.items() if k.startswith("eC_"))
+    assert counted >= len(keys)
     # The poll's interval (RecordResult's input) contains the narrowed one, which is 2 x the skew wide.
     polls = {i.event["probe_id"]: i.event["poll"] for i in res.execution.invocations if i.function == "RecordResult"}
     for r in res.records:  # this run's (the report's test probes this route too)

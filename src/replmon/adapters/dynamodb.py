@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import random
+import time
 import uuid
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -11,6 +14,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from replmon.core.errors import StoreUnavailable
 from replmon.core.keys import iso_ms
+from replmon.core.partitions import PERIOD, live_partition, roll_partition
+from replmon.core.ports import MAX_TRANSACT_ACTIONS, RaiseTo, TransactItem, TransactOutcome, TransactPut
 from replmon.core.record import PARTITION_KEY, SORT_KEY, ProbeRecord
 
 #: The attribute that tells which put_once call wrote an item (see put_once).
@@ -197,3 +202,80 @@ class DynamoLatencyStore:
         return self._conditional(lambda: self.client.update_item(
             TableName=self.table, Key=self._key(record.route, record.sort_key), UpdateExpression="SET " + ", ".join(sets),
             ConditionExpression=cond, ExpressionAttributeNames=names, ExpressionAttributeValues=values))
+
+    # ------------------------------------------------------------------ rollups (core/ports.py RollupStore)
+    #: TransactionConflict (another transaction on one of the items, e.g. the hour item) is retried:
+    #: the transaction is all-or-nothing, so a retry never counts twice.
+    CONFLICT_RETRIES = 6
+
+    def _transact_item(self, w: TransactItem) -> dict[str, Any]:
+        if isinstance(w, TransactPut):
+            return {"Put": {"TableName": self.table, "Item": self._item(dict(w.item)),
+                            "ConditionExpression": "attribute_not_exists(#pk)", "ExpressionAttributeNames": {"#pk": PARTITION_KEY}}}
+        names: dict[str, str] = {}
+        values: dict[str, Any] = {}
+        adds, sets = [], []
+        for i, (attr, n) in enumerate(sorted(w.add.items())):
+            names[f"#a{i}"] = attr
+            values[f":a{i}"] = {"N": str(n)}
+            adds.append(f"#a{i} :a{i}")
+        for i, (attr, v) in enumerate(sorted(w.set_once.items())):
+            names[f"#s{i}"] = attr
+            values[f":s{i}"] = _ser.serialize(_to_ddb(v))
+            sets.append(f"#s{i} = if_not_exists(#s{i}, :s{i})")
+        expr = " ".join(part for part in (("SET " + ", ".join(sets)) if sets else "", ("ADD " + ", ".join(adds)) if adds else "") if part)
+        update: dict[str, Any] = {"TableName": self.table, "Key": self._key(w.pk, w.sk), "UpdateExpression": expr,
+                                  "ExpressionAttributeNames": names}
+        if values:
+            update["ExpressionAttributeValues"] = values
+        return {"Update": update}
+
+    def transact(self, writes: Sequence[TransactItem], token: str | None = None) -> TransactOutcome:
+        """One ``TransactWriteItems`` (C19.22). Cancelled with ``ConditionalCheckFailed`` reasons only
+        -> the indices of those TransactPuts (nothing applied); anything else -> StoreUnavailable."""
+        if not 1 <= len(writes) <= MAX_TRANSACT_ACTIONS:
+            raise ValueError(f"a transaction holds 1..{MAX_TRANSACT_ACTIONS} actions, not {len(writes)}")
+        kwargs: dict[str, Any] = {"TransactItems": [self._transact_item(w) for w in writes]}
+        if token:
+            kwargs["ClientRequestToken"] = token
+        for attempt in range(self.CONFLICT_RETRIES + 1):
+            try:
+                self.client.transact_write_items(**kwargs)
+                return TransactOutcome(True)
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] != "TransactionCanceledException":
+                    raise StoreUnavailable(f"{self.table}: {exc.response['Error']['Code']}: {exc}") from exc
+                codes = [r.get("Code", "None") for r in exc.response.get("CancellationReasons", [])]
+                failed = tuple(i for i, c in enumerate(codes) if c == "ConditionalCheckFailed")
+                others = {c for c in codes if c not in ("None", "ConditionalCheckFailed")}
+                if failed and not others:
+                    return TransactOutcome(False, failed)
+                if others <= {"TransactionConflict"} and others and attempt < self.CONFLICT_RETRIES:
+                    time.sleep(0.02 * 2**attempt * random.random())
+                    continue
+                raise StoreUnavailable(f"{self.table}: transaction cancelled: {', '.join(codes) or exc}") from exc
+            except BotoCoreError as exc:
+                raise StoreUnavailable(f"{self.table}: {type(exc).__name__}: {exc}") from exc
+        raise AssertionError("unreachable")
+
+    def raise_to(self, op: RaiseTo) -> bool:
+        return self._conditional(lambda: self.client.update_item(
+            TableName=self.table, Key=self._key(op.pk, op.sk), UpdateExpression="SET #a = :v",
+            ConditionExpression="attribute_not_exists(#a) OR #a < :v", ExpressionAttributeNames={"#a": op.attribute},
+            ExpressionAttributeValues={":v": _ser.serialize(_to_ddb(op.value))}))
+
+    def roll_items(self, route: str, first_sk: str, last_sk: str) -> list[dict[str, Any]]:
+        return self._items(roll_partition(route), first_sk, last_sk)
+
+    def put_period(self, route: str, item: dict[str, Any], through_hour: str | None, gen: int | None) -> bool:
+        full = self._item({**item, PARTITION_KEY: roll_partition(route), SORT_KEY: PERIOD})
+        if through_hour is None:
+            return self._conditional(lambda: self.client.put_item(
+                TableName=self.table, Item=full, ConditionExpression="attribute_not_exists(#pk)", ExpressionAttributeNames={"#pk": PARTITION_KEY}))
+        return self._conditional(lambda: self.client.put_item(
+            TableName=self.table, Item=full, ConditionExpression="through_hour = :t AND (#g = :g OR (attribute_not_exists(#g) AND :g = :zero))",
+            ExpressionAttributeNames={"#g": "gen"},
+            ExpressionAttributeValues={":t": {"S": through_hour}, ":g": {"N": str(gen or 0)}, ":zero": {"N": "0"}}))
+
+    def live_items(self, route: str) -> list[dict[str, Any]]:
+        return self._items(live_partition(route), " ", "~")

@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import copy
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from replmon.core.keys import iso_ms
+from replmon.core.partitions import PERIOD, live_partition, roll_partition
+from replmon.core.ports import MAX_TRANSACT_ACTIONS, RaiseTo, TransactItem, TransactOutcome, TransactPut
 from replmon.core.record import PARTITION_KEY, SORT_KEY, ProbeRecord
 
 
@@ -89,6 +92,53 @@ class MemoryLatencyTable:
             item[attribute] = created_at
             item.setdefault("expires_at", expires_at)
             return True
+
+    # ------------------------------------------------------------------ rollups (core/ports.py RollupStore)
+    def transact(self, writes: Sequence[TransactItem], token: str | None = None) -> TransactOutcome:
+        if not 1 <= len(writes) <= MAX_TRANSACT_ACTIONS:
+            raise ValueError(f"a transaction holds 1..{MAX_TRANSACT_ACTIONS} actions, not {len(writes)}")
+        keys = [(w.item[PARTITION_KEY], w.item[SORT_KEY]) if isinstance(w, TransactPut) else (w.pk, w.sk) for w in writes]
+        if len(set(keys)) != len(keys):
+            raise ValueError("a transaction may not touch one item twice (DynamoDB: ValidationException)")
+        with self._lock:
+            duplicates = tuple(i for i, w in enumerate(writes) if isinstance(w, TransactPut) and keys[i] in self._items)
+            if duplicates:
+                return TransactOutcome(False, duplicates)
+            for key, w in zip(keys, writes, strict=True):
+                if isinstance(w, TransactPut):
+                    self._items[key] = copy.deepcopy({k: v for k, v in w.item.items() if v is not None})
+                else:
+                    item = self._items.setdefault(key, {PARTITION_KEY: w.pk, SORT_KEY: w.sk})
+                    for name, n in w.add.items():
+                        item[name] = item.get(name, 0) + n
+                    for name, value in w.set_once.items():
+                        item.setdefault(name, value)
+            return TransactOutcome(True)
+
+    def raise_to(self, op: RaiseTo) -> bool:
+        with self._lock:
+            item = self._items.setdefault((op.pk, op.sk), {PARTITION_KEY: op.pk, SORT_KEY: op.sk})
+            if op.attribute in item and item[op.attribute] >= op.value:
+                return False
+            item[op.attribute] = op.value
+            return True
+
+    def roll_items(self, route: str, first_sk: str, last_sk: str) -> list[dict[str, Any]]:
+        return self._range(roll_partition(route), first_sk, last_sk)
+
+    def put_period(self, route: str, item: dict[str, Any], through_hour: str | None, gen: int | None) -> bool:
+        key = (roll_partition(route), PERIOD)
+        with self._lock:
+            old = self._items.get(key)
+            if (old is None) != (through_hour is None):
+                return False
+            if old is not None and (old.get("through_hour") != through_hour or old.get("gen", 0) != (gen or 0)):
+                return False
+            self._items[key] = {**copy.deepcopy(item), PARTITION_KEY: key[0], SORT_KEY: key[1]}
+            return True
+
+    def live_items(self, route: str) -> list[dict[str, Any]]:
+        return self._range(live_partition(route), " ", "~")
 
     def _range(self, pk: str, start: str, end: str) -> list[dict[str, Any]]:
         with self._lock:

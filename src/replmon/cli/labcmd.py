@@ -270,7 +270,7 @@ def lab_bench(
 
 @lab_app.command("bench-ingest")
 def lab_bench_ingest(
-    events: Annotated[int, typer.Option(min=10, max=1_000_000, help="Events sent through IngestEvents (batches of 10).")] = 10_000,
+    events: Annotated[int, typer.Option(min=10, max=1_000_000, help="Events sent through IngestEvents (batches of 100, the mapping's BatchSize).")] = 10_000,
     hour_events: Annotated[int, typer.Option(min=10, max=1_000_000, help="Events in the hour the collector then reads.")] = 100_000,
     concurrency: Annotated[int, typer.Option(min=2, max=1000, help="Concurrent IngestEvents (EventsMaxConcurrency).")] = 5,
     lab_dir: Annotated[Path, typer.Option("--dir", help="The bench's directory (DynamoDB Local's data).")] = Path("lab-data/bench-ingest"),

@@ -34,10 +34,36 @@ from replmon.core.registry import InventoryObservation, RouteSpec, RouteVerdict
 from replmon.core.route import Endpoint
 
 __all__ = [
-    "FioStore", "HeadResult", "Item", "LatencyStore", "LatencyTable", "Lease", "LeaseStore", "MetricQuery", "MetricReader",
-    "MetricReaders", "MetricSeries", "MetricsSink", "ObjectStore", "ObjectStores", "PlanRef", "PlanStore", "PutResult",
-    "RaiseTo", "ReaderKey", "RecordSpool", "RegistryStore", "RollupStore", "SignalStore", "TransactAdd", "TransactItem",
-    "TransactOutcome", "TransactPut", "UploadInfo", "VersionInfo",
+    "MAX_TRANSACT_ACTIONS",
+    "FioStore",
+    "HeadResult",
+    "Item",
+    "LatencyStore",
+    "LatencyTable",
+    "Lease",
+    "LeaseStore",
+    "MetricQuery",
+    "MetricReader",
+    "MetricReaders",
+    "MetricSeries",
+    "MetricsSink",
+    "ObjectStore",
+    "ObjectStores",
+    "PlanRef",
+    "PlanStore",
+    "PutResult",
+    "RaiseTo",
+    "ReaderKey",
+    "RecordSpool",
+    "RegistryStore",
+    "RollupStore",
+    "SignalStore",
+    "TransactAdd",
+    "TransactItem",
+    "TransactOutcome",
+    "TransactPut",
+    "UploadInfo",
+    "VersionInfo",
 ]
 
 #: A table item as plain attributes (str, int, float, bool, list, dict): the stores convert to and from DynamoDB's types.
@@ -161,10 +187,6 @@ class FioStore(Protocol):
 
     def put_item_once(self, item: Item) -> bool: ...
     def items(self, pk: str, start: float, end: float) -> list[Item]: ...
-
-
-class LatencyTable(LatencyStore, SignalStore, FioStore, Protocol):
-    """The one table that holds records, signal items and mount results (template.yaml's LatencyTable)."""
 
 
 # ------------------------------------------------------------------------------ the spool
@@ -324,6 +346,8 @@ class TransactAdd:
 
 
 TransactItem = TransactPut | TransactAdd
+#: TransactWriteItems' limit: "groups up to 100 write actions in a single all-or-nothing operation" (C19.22).
+MAX_TRANSACT_ACTIONS = 100
 
 
 @dataclass(frozen=True)
@@ -379,6 +403,10 @@ class RollupStore(Protocol):
     def live_items(self, route: str) -> list[Item]:
         """The whole ``<route>#live`` partition: lease, heartbeat state, in-flight markers."""
         ...
+
+
+class LatencyTable(LatencyStore, SignalStore, FioStore, RollupStore, Protocol):
+    """The one table that holds records, signal items, rollups and mount results (template.yaml's LatencyTable)."""
 
 
 class PlanStore(Protocol):

@@ -1,52 +1,70 @@
 """Lambda entry point of IngestEvents: S3 event notifications from SQS, with partial batch failures.
 
-Powertools' batch processor runs ``record_handler`` per SQS message and answers Lambda with the
-ids of the messages that raised (``ReportBatchItemFailures``): a malformed record fails its own
-message, with one log line saying why; after the queue's maxReceiveCount it waits in the DLQ.
+The whole batch is ingested at once (signals/event_ingest.py ``ingest``): its events are counted
+with one ``ADD`` per (route, hour) and transaction behind their dedupe markers, which a per-message
+processor could not group. The answer names the messages to retry (``ReportBatchItemFailures``,
+C19.24): a malformed message (one log line saying why), or one whose write failed; after the
+queue's maxReceiveCount it waits in the DLQ. The rest of the batch is acknowledged.
 """
 
 from __future__ import annotations
 
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from collections.abc import Mapping
+from typing import Any
 
 from replmon import wiring
-from replmon.entry.runtime import logger, sqs_batch_handler
-from replmon.signals.event_ingest import IngestDeps, ingest, plan_ingest
+from replmon.entry.runtime import logger, trace_aws_calls, tracer
+from replmon.signals.event_ingest import IngestDeps, IngestPlan, ingest, plan_ingest
 from replmon.signals.s3events import parse_sqs_message
-
-
-class RejectedRecord(ValueError):
-    """A record missing a field storing needs (signals/s3events.py): its message is reported as a
-    batch item failure."""
 
 
 def ingest_deps(function_name: str) -> IngestDeps:
     d = wiring.for_function(function_name)
-    return IngestDeps(d.store, d.metrics, d.routes, d.retention_days, d.event_skew)
+    return IngestDeps(d.store, d.metrics, d.routes, d.retention_days, d.event_skew, d.clock.now)
 
 
-def handle_message(record: SQSRecord, function_name: str = "") -> list[str]:
-    parsed = parse_sqs_message(record.raw_event, f"message {record.message_id}")
-    bad = [p for p in parsed if p.error]
+def handle_batch(event: Mapping[str, Any], function_name: str = "") -> dict[str, Any]:
+    """Lambda's SQS event -> ``{"batchItemFailures": [{"itemIdentifier": message id}, ...]}``."""
     d = ingest_deps(function_name)
-    if bad:
-        d.metrics.count("EventsRejected", len(bad))
-        reason = "; ".join(f"{p.position}: {p.error}" for p in bad)
-        logger.warning("event record rejected", extra={"message_id": record.message_id, "reason": reason})
-        raise RejectedRecord(reason)
-    flagged = [p for p in parsed if p.signal is not None and p.signal.flags]
-    if flagged:  # stored all the same; the fields that did not read are kept as sent and named here
-        d.metrics.count("EventsFlagged", len(flagged))
-        logger.warning("event record fields kept as sent", extra={
-            "message_id": record.message_id, "flags": [f for p in flagged for f in (p.signal.flags if p.signal else ())]})
-    try:
-        notes = ingest([plan_ingest(p, d.routes, d.prefixes) for p in parsed], d)
-        logger.info("event records taken", extra={"message_id": record.message_id, "results": notes})
-        return notes
-    except Exception as exc:  # the store is down: the message is retried, then waits in the DLQ
-        logger.warning("event record not stored; SQS will retry it",
-                       extra={"message_id": record.message_id, "reason": f"{type(exc).__name__}: {exc}"})
-        raise
+    failed: list[str] = []
+    plans: list[IngestPlan] = []
+    owners: list[str] = []
+    for message in event.get("Records", []):
+        mid = str(message.get("messageId", "")) if isinstance(message, Mapping) else ""
+        parsed = parse_sqs_message(message, f"message {mid}")
+        bad = [p for p in parsed if p.error]
+        if bad:
+            d.metrics.count("EventsRejected", len(bad))
+            reason = "; ".join(f"{p.position}: {p.error}" for p in bad)
+            logger.warning("event record rejected", extra={"message_id": mid, "reason": reason})
+            failed.append(mid)
+            continue
+        flagged = [p for p in parsed if p.signal is not None and p.signal.flags]
+        if flagged:  # counted all the same; the fields that did not read are kept as sent and named here
+            d.metrics.count("EventsFlagged", len(flagged))
+            logger.warning("event record fields kept as sent", extra={
+                "message_id": mid, "flags": [f for p in flagged for f in (p.signal.flags if p.signal else ())]})
+        for p in parsed:
+            plans.append(plan_ingest(p, d.routes, d.prefixes))
+            owners.append(mid)
+    result = ingest(plans, d)
+    retry = {owners[i] for i in result.failed}
+    if retry:  # the store is down: those messages are retried, then wait in the DLQ
+        logger.warning("event records not stored; SQS will retry them", extra={
+            "message_ids": sorted(retry), "reasons": sorted({result.notes[i] for i in result.failed})})
+    notes: dict[str, int] = {}
+    for n in result.notes:
+        notes[n] = notes.get(n, 0) + 1
+    logger.info("event records taken", extra={"messages": len(event.get("Records", [])), "results": notes})
+    order = [str(m.get("messageId", "")) for m in event.get("Records", []) if isinstance(m, Mapping)]
+    return {"batchItemFailures": [{"itemIdentifier": m} for m in order if m in retry or m in failed]}
 
 
-handler = sqs_batch_handler(handle_message)
+def _handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return handle_batch(event, getattr(context, "function_name", ""))
+
+
+handler: Any = _handler
+if trace_aws_calls():
+    handler = tracer().capture_lambda_handler(capture_response=False)(handler)
+handler = logger.inject_lambda_context(clear_state=True)(handler)

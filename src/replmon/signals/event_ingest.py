@@ -1,5 +1,12 @@
 """IngestEvents' work: what each parsed S3 event record means (:func:`plan_ingest`) and storing
-it (:func:`ingest`): a replication event per route, a replica's arrival, or nothing (and why).
+it (:func:`ingest`): a replication event counted per route, a replica's arrival, or nothing (and why).
+
+A backlog must not throttle one partition key (issue 19.6; fleet-design.md 4.5; DynamoDB: 1,000
+write units per second per partition, C19.21). So a batch's events are *counted*, not stored one
+by one: each writes a dedupe marker under one of 16 keys per route, and the markers of a (route,
+hour) go in one ``TransactWriteItems`` with one ``ADD`` on the route's hour item (signals/rollup.py
+``e*_MM``). Only failures, missed thresholds and undocumented kinds are kept as items, under 8 keys
+per route. The collector reads the counters (signals/health.py ``event_counts``).
 
 ``plan_ingest`` takes records parsed by s3events.py; the ingest Lambda (entry/ingest_events.py)
 wraps ``ingest`` in Powertools' batch processor, and `replmon events parse` prints the plans
@@ -8,19 +15,31 @@ without a store.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from replmon.core.defaults import DEFAULTS
+from replmon.core.errors import StoreUnavailable
 from replmon.core.keys import iso_ms
-from replmon.core.partitions import ARRIVAL_ATTR, ARRIVALS, EVENTS, signal_partition
-from replmon.core.ports import Item, LatencyTable, MetricsSink
+from replmon.core.partitions import (
+    ARRIVAL_ATTR,
+    ARRIVALS,
+    events_partition,
+    hour_sort_key,
+    roll_partition,
+    seen_partition,
+    signal_partition,
+)
+from replmon.core.ports import MAX_TRANSACT_ACTIONS, Item, LatencyTable, MetricsSink, RollupStore, TransactItem, TransactPut
 from replmon.core.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
 from replmon.core.route import Route
 from replmon.core.telemetry import EVENT, ROUTE
 from replmon.signals.arrivals import ARRIVAL_TTL_SECONDS, Arrival, apply_arrivals, arrival_for
+from replmon.signals.rollup import EVENT_ATTRS, event_add, event_attr
 from replmon.signals.s3events import ObjectCreated, Parsed, ReplicationEvent
+from replmon.signals.windows import floor_hour
 
 
 def route_for_event(event: ReplicationEvent, routes: Sequence[Route]) -> str:
@@ -37,9 +56,20 @@ def route_for_event(event: ReplicationEvent, routes: Sequence[Route]) -> str:
     return f"{event.source_bucket}>{event.destination_bucket or '*'}"
 
 
+#: Events kept as items (beside their counters): what a person reads when the route fails. Other
+#: kinds (and MinIO's completions) are only counted; a kind S3 does not document is kept as well.
+KEPT_KINDS = frozenset({"OperationFailedReplication", "OperationMissedThreshold"})
+#: How long a dedupe marker stops a redelivered event from counting twice (C19.23: TTL deletes
+#: within ~48 h after expiry, so a marker lives 2-4 days; SQS redelivers within its retention).
+MARKER_TTL_SECONDS = 2 * 86_400
+
+
 @dataclass(frozen=True)
 class EventItem:
-    """One S3 replication event as stored in its route's events partition."""
+    """One S3 replication event of a route: counted once behind its dedupe marker
+    (``<route>#seen/<crc32(object key) % 16>`` / event id) on the hour item's ``e*_MM`` counter,
+    and - for failures, missed thresholds and undocumented kinds - kept as an item under
+    ``<route>#events/<crc32(event id) % 8>`` (fleet-design.md 4.5)."""
 
     route: str
     event: ReplicationEvent
@@ -48,15 +78,42 @@ class EventItem:
     def sort_key(self) -> str:
         return f"{iso_ms(self.event.event_time)}#{self.event.event_id}"
 
+    @property
+    def kept(self) -> bool:
+        return self.event.kind in KEPT_KINDS or self.event.kind not in EVENT_ATTRS
+
+    @property
+    def partition(self) -> str:
+        """Where the kept item goes (also for events only counted: the shard they would use)."""
+        return events_partition(self.route, self.event.event_id)
+
+    @property
+    def counter(self) -> tuple[str, str, str]:
+        """(partition, sort key, attribute) of the counter this event adds 1 to."""
+        t = self.event.event_time
+        return roll_partition(self.route), hour_sort_key(floor_hour(t)), event_attr(self.event.kind, t)
+
+    def marker(self, now: float) -> Item:
+        return {PARTITION_KEY: seen_partition(self.route, self.event.key), SORT_KEY: self.event.event_id,
+                "key": self.event.key, "kind": self.event.kind,  # what a person (or a test) looks for; ~100 bytes, 1 WCU
+                TTL_ATTRIBUTE: int(now + MARKER_TTL_SECONDS)}
+
     def to_item(self, retention_days: int) -> Item:
         body = {k: v for k, v in self.event.to_json().items() if v is not None}
-        return {**body, PARTITION_KEY: signal_partition(self.route, EVENTS), SORT_KEY: self.sort_key,
+        return {**body, PARTITION_KEY: self.partition, SORT_KEY: self.sort_key,
                 TTL_ATTRIBUTE: int(self.event.event_time + retention_days * 86_400)}
+
+    def writes(self, now: float, retention_days: int) -> list[TransactPut]:
+        """The conditional puts that make this event count once: its marker (+ its kept item)."""
+        puts = [TransactPut(self.marker(now))]
+        if self.kept:
+            puts.append(TransactPut(self.to_item(retention_days)))
+        return puts
 
 
 @dataclass
 class IngestPlan:
-    """What one parsed record leads to: an event to store, an arrival, or nothing (and why)."""
+    """What one parsed record leads to: an event to count (and maybe keep), an arrival, or nothing (and why)."""
 
     parsed: Parsed
     event: EventItem | None = None
@@ -66,7 +123,10 @@ class IngestPlan:
     def to_json(self) -> dict[str, Any]:
         out = self.parsed.to_json()
         if self.event:
-            out["store"] = {"partition": signal_partition(self.event.route, EVENTS), "sort_key": self.event.sort_key, "route": self.event.route}
+            pk, sk, attr = self.event.counter
+            out["store"] = {"partition": pk, "sort_key": sk, "counter": attr, "route": self.event.route,
+                            "marker": seen_partition(self.event.route, self.event.event.key),
+                            "kept": self.event.partition if self.event.kept else None}
         if self.arrival:
             out["store" if not self.event else "arrival"] = {"partition": signal_partition(self.arrival.route, ARRIVALS), "sort_key": self.arrival.record_key,
                             "route": self.arrival.route, "replica": self.arrival.bucket, "created_at": iso_ms(self.arrival.created_at)}
@@ -105,6 +165,7 @@ class IngestDeps:
     routes: list[Route]
     retention_days: int
     skew_seconds: float
+    now: Callable[[], float] = time.time  # the markers' TTL starts now
 
     @property
     def prefixes(self) -> list[str]:
@@ -116,24 +177,137 @@ def probe_prefixes(routes: Sequence[Route]) -> list[str]:
     return sorted({r.prefix for r in routes}) or [DEFAULTS.probe_prefix]
 
 
-def ingest(plans: Sequence[IngestPlan], deps: IngestDeps) -> list[str]:
-    """Store each plan's item. Raises for a record that must be retried (store unavailable)."""
-    notes = []
-    for p in plans:
-        if p.event is not None:
-            new = deps.store.put_item_once(p.event.to_item(deps.retention_days))
-            if new:
-                deps.metrics.count("ReplicationEvents", dimensions={ROUTE: p.event.route, EVENT: p.event.event.kind})
-            notes.append("stored" if new else "duplicate")
+@dataclass(frozen=True)
+class Transaction:
+    """One ``TransactWriteItems`` of a batch: the events it counts (their puts first, in order)
+    and the one ``ADD`` on their (route, hour) item, last."""
+
+    events: tuple[EventItem, ...]
+    writes: tuple[TransactItem, ...]
+    owners: tuple[int, ...]  # writes[i] belongs to events[owners[i]] (-1: the ADD)
+
+
+def transaction(events: Sequence[EventItem], now: float, retention_days: int) -> Transaction:
+    """Markers (+ kept items) of ``events`` (one route and hour) and one ADD of their counts."""
+    writes: list[TransactItem] = []
+    owners: list[int] = []
+    counts: dict[tuple[str, float], int] = {}
+    for i, e in enumerate(events):
+        for w in e.writes(now, retention_days):
+            writes.append(w)
+            owners.append(i)
+        counts[(e.event.kind, e.event.event_time)] = counts.get((e.event.kind, e.event.event_time), 0) + 1
+    [add] = event_add(events[0].route, counts)
+    return Transaction(tuple(events), (*writes, add), (*owners, -1))
+
+
+def transactions(events: Sequence[EventItem], now: float, retention_days: int) -> list[Transaction]:
+    """A batch's events grouped per (route, hour item), each group cut into transactions of at most
+    ``MAX_TRANSACT_ACTIONS`` (C19.22: 100) actions: one ADD per (route, hour) and transaction.
+    Events are distinct (one marker key once: a transaction may not touch an item twice)."""
+    groups: dict[tuple[str, float], list[EventItem]] = {}
+    for e in events:
+        groups.setdefault((e.route, floor_hour(e.event.event_time)), []).append(e)
+    out = []
+    for group in groups.values():
+        chunk: list[EventItem] = []
+        actions = 1  # the ADD
+        for e in group:
+            need = 2 if e.kept else 1
+            if actions + need > MAX_TRANSACT_ACTIONS:
+                out.append(transaction(chunk, now, retention_days))
+                chunk, actions = [], 1
+            chunk.append(e)
+            actions += need
+        if chunk:
+            out.append(transaction(chunk, now, retention_days))
+    return out
+
+
+def count_events(events: Sequence[EventItem], store: RollupStore, now: float, retention_days: int) -> dict[int, str | Exception]:
+    """Count each event once: per transaction, markers and the ADD commit together or not at all.
+    A transaction cancelled because markers existed (duplicates, C19.21: an ADD alone is not
+    idempotent) is retried without the events those markers belong to. Returns, per index of
+    ``events``: "counted", "duplicate", or the exception of a transaction that failed otherwise
+    (the message is retried by SQS; nothing of that transaction was applied)."""
+    out: dict[int, str | Exception] = {}
+    index: dict[tuple[str, str], int] = {}
+    distinct: list[EventItem] = []
+    for i, e in enumerate(events):
+        key = (seen_partition(e.route, e.event.key), e.event.event_id)
+        if key in index:  # the same event twice in one batch (S3's at-least-once delivery)
+            out[i] = "duplicate"
+            continue
+        index[key] = i
+        distinct.append(e)
+
+    def position(e: EventItem) -> int:
+        return index[(seen_partition(e.route, e.event.key), e.event.event_id)]
+
+    for tx in transactions(distinct, now, retention_days):
+        live = list(tx.events)
+        t = tx
+        try:
+            while live:
+                outcome = store.transact(t.writes)
+                if outcome.applied:
+                    out.update({position(e): "counted" for e in live})
+                    break
+                dup = {t.owners[i] for i in outcome.duplicates if t.owners[i] >= 0}
+                if not dup:
+                    raise StoreUnavailable("transaction cancelled without naming a duplicate marker")
+                out.update({position(live[i]): "duplicate" for i in dup})
+                live = [e for i, e in enumerate(live) if i not in dup]
+                if live:
+                    t = transaction(live, now, retention_days)
+        except Exception as exc:
+            out.update({position(e): exc for e in live})
+    return out
+
+
+@dataclass
+class IngestResult:
+    notes: list[str]  # per plan
+    failed: set[int] = field(default_factory=set)  # plans whose SQS message must be retried
+
+
+def ingest(plans: Sequence[IngestPlan], deps: IngestDeps, now: float | None = None) -> IngestResult:
+    """Count the plans' events (a whole batch at once: one ADD per (route, hour) and transaction),
+    keep the ones worth keeping, and store arrivals. A plan whose write failed is in ``failed``."""
+    now = deps.now() if now is None else now
+    events = [(i, p.event) for i, p in enumerate(plans) if p.event is not None]
+    counted = count_events([e for _, e in events], deps.store, now, deps.retention_days)
+    notes = ["" for _ in plans]
+    failed: set[int] = set()
+    per_kind: dict[tuple[str, str], int] = {}
+    for j, (i, e) in enumerate(events):
+        res = counted[j]
+        if isinstance(res, Exception):
+            failed.add(i)
+            notes[i] = f"not stored: {type(res).__name__}: {res}"
+            continue
+        notes[i] = res
+        if res == "counted":
+            per_kind[(e.route, e.event.kind)] = per_kind.get((e.route, e.event.kind), 0) + 1
+    for (route, kind), n in sorted(per_kind.items()):
+        deps.metrics.count("ReplicationEvents", n, {ROUTE: route, EVENT: kind})
+    for i, p in enumerate(plans):
         if p.arrival is not None:
-            a = p.arrival
-            first = deps.store.add_arrival(signal_partition(a.route, ARRIVALS), a.record_key, ARRIVAL_ATTR + a.bucket, a.created_at,
-                                           int(a.created_at + max(deps.retention_days * 86_400, ARRIVAL_TTL_SECONDS)))
-            if first:  # a redelivery (or a later duplicate) is not another arrival
-                deps.metrics.count("ReplicaArrivals", dimensions={ROUTE: a.route})
-            record = deps.store.get_record(a.route, a.record_key)
-            # No record yet: RecordResult applies the arrival when it stores the record.
-            notes.append(apply_arrivals(deps.store, deps.metrics, record, deps.skew_seconds) or "arrival kept") if record else notes.append("arrival kept")
+            try:
+                notes[i] = ", ".join(n for n in (notes[i], _arrival(p.arrival, deps)) if n)
+            except Exception as exc:
+                failed.add(i)
+                notes[i] = f"not stored: {type(exc).__name__}: {exc}"
         if p.event is None and p.arrival is None:
-            notes.append(p.ignored or p.parsed.acknowledged or "nothing")
-    return notes
+            notes[i] = p.ignored or p.parsed.acknowledged or "nothing"
+    return IngestResult(notes, failed)
+
+
+def _arrival(a: Arrival, deps: IngestDeps) -> str:
+    first = deps.store.add_arrival(signal_partition(a.route, ARRIVALS), a.record_key, ARRIVAL_ATTR + a.bucket, a.created_at,
+                                   int(a.created_at + max(deps.retention_days * 86_400, ARRIVAL_TTL_SECONDS)))
+    if first:  # a redelivery (or a later duplicate) is not another arrival
+        deps.metrics.count("ReplicaArrivals", dimensions={ROUTE: a.route})
+    record = deps.store.get_record(a.route, a.record_key)
+    # No record yet: RecordResult applies the arrival when it stores the record.
+    return (apply_arrivals(deps.store, deps.metrics, record, deps.skew_seconds) or "arrival kept") if record else "arrival kept"

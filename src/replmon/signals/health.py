@@ -4,15 +4,18 @@ lab's chaos run; and the metrics CollectSignals emits from it."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from replmon.core.partitions import EVENTS, RTC, signal_partition
+from replmon.core.partitions import EVENTS, RTC, hour_sort_key, signal_partition
 from replmon.core.ports import LatencyTable, MetricsSink
 from replmon.core.telemetry import ROUTE, WINDOW
 from replmon.signals.inflight import in_flight_put_ends
+from replmon.signals.rollup import event_counts as rollup_event_counts
 from replmon.signals.rtc import RtcSample, latest
 from replmon.signals.slo import Rpo, SloSpec, SloStatus, rpo, slo_status
+from replmon.signals.windows import SUB_SLOT_SECONDS, Window, event_window, floor_5min, floor_hour, sub_slot, sub_slots
 
 
 @dataclass
@@ -35,16 +38,40 @@ class RouteHealth:
         }
 
 
+def event_counts(store: LatencyTable, route: str, now: float, window: float) -> dict[str, int]:
+    """Replication events per kind in the route's event window (signals/windows.py ``event_window``):
+    the hour items' counters (one Query of at most two items, whatever the event rate), plus any
+    item of the layout before counters (``<route>#events``, written before the upgrade: read
+    until the window has passed them, so an upgrade loses no failure; an empty Query after that)."""
+    w = event_window(now, window)
+    slots = sub_slots(w)
+    hours = store.roll_items(route, hour_sort_key(slots[0][0]), hour_sort_key(slots[-1][0]))
+    counts = rollup_event_counts(hours, slots)
+    legacy = store.items(signal_partition(route, EVENTS), w.start, floor_5min(now) + SUB_SLOT_SECONDS - 0.001)
+    for kind, n in legacy_event_counts(legacy, w).items():
+        counts[kind] = counts.get(kind, 0) + n
+    return counts
+
+
+def legacy_event_counts(items: Iterable[Mapping[str, Any]], w: Window) -> dict[str, int]:
+    """Events per kind from items holding one event each (the layout before counters: ``kind`` and
+    ``event_time``), counted over the same whole sub-slots as the counters."""
+    slots = set(sub_slots(w))
+    counts: dict[str, int] = {}
+    for e in items:
+        t = float(e["event_time"])
+        if (floor_hour(t), sub_slot(t)) in slots:
+            counts[e["kind"]] = counts.get(e["kind"], 0) + 1
+    return counts
+
+
 def route_health(store: LatencyTable, route: str, now: float, spec: SloSpec, window: float) -> RouteHealth:
-    """The route's RPO and SLO from the store: records, in-flight markers, events and the RTC
-    collections of the window (every collection in it, not only the latest)."""
+    """The route's RPO and SLO from the store: records, in-flight markers, event counters and the
+    RTC collections of the window (every collection in it, not only the latest)."""
     records = store.query(route, now - spec.period_days * 86_400 - 86_400, now)
     in_flight = in_flight_put_ends(store, route, now)
-    events = store.items(signal_partition(route, EVENTS), now - window, now)
     rtc_samples = [RtcSample.from_item(i) for i in store.items(signal_partition(route, RTC), now - window, now)]
-    counts: dict[str, int] = {}
-    for e in events:
-        counts[e["kind"]] = counts.get(e["kind"], 0) + 1
+    counts = event_counts(store, route, now, window)
     r = rpo(now, window, records, in_flight, latest(rtc_samples, now - window), counts.get("OperationFailedReplication", 0))
     return RouteHealth(route, r, slo_status(records, now, spec), rtc_samples, counts)
 

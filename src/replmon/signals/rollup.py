@@ -9,6 +9,7 @@ The hour item ``<route>#roll`` / ``h#<YYYY-MM-DDTHH>`` (core/partitions.py) hold
 | ``pj``, ``pg`` | the same, probes only (heartbeats = ``j - pj``) |
 | ``j_MM``, ``g_MM``, ``f_MM`` | judged / good / FAILED per 5-minute sub-slot (MM = 00, 05, ... 55) |
 | ``eF_MM``, ``eM_MM``, ``eA_MM``, ``eN_MM``, ``eC_MM`` | replication events per kind per sub-slot |
+| ``eU_<name>_MM`` | events of a kind S3 does not document (stored as sent, flagged), per sub-slot |
 | ``x_<class>_MM`` | the largest polled upper bound (COMPLETED ``hi``, STUCK ``lo``) per class and sub-slot |
 | ``h_<class>_<b>`` | COMPLETED latencies per class, geometric buckets x1.25 from 0.25 s (46 buckets) |
 | ``expires_at`` | the hour + SloPeriodDays + 2 days (TTL) |
@@ -33,18 +34,19 @@ This is the contracts' naive version (package C hardens it: event batches, the f
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
 
 from replmon.core.defaults import DEFAULTS
 from replmon.core.keys import is_heartbeat
 from replmon.core.partitions import PERIOD, heartbeat_partition, hour_sort_key, roll_partition
 from replmon.core.ports import RaiseTo, TransactAdd, TransactItem, TransactPut
-from replmon.core.record import PARTITION_KEY, TTL_ATTRIBUTE, ProbeRecord, ProbeStatus
+from replmon.core.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE, ProbeRecord, ProbeStatus
 from replmon.signals.windows import HOUR_SECONDS, floor_hour, record_time, sub_slot
 
 __all__ = [
     "EVENT_ATTRS", "GEN", "GOOD", "HEARTBEAT_RETENTION_DAYS", "HIST_BASE_SECONDS", "HIST_BUCKETS", "HIST_RATIO", "JUDGED",
-    "LATE_AFTER_HOURS", "PROBE_GOOD", "PROBE_JUDGED", "bucket_upper", "event_add", "hist_attr", "latency_bucket", "max_attr",
+    "LATE_AFTER_HOURS", "PROBE_GOOD", "PROBE_JUDGED", "bucket_upper", "event_add", "event_attr", "event_counts", "hist_attr", "latency_bucket", "max_attr",
     "record_max_ops", "record_ops", "slot_attr",
 ]
 
@@ -58,6 +60,9 @@ EVENT_ATTRS: Mapping[str, str] = {
     "OperationNotTracked": "eN",
     "OperationCompletedReplication": "eC",  # MinIO's extension
 }
+#: Counter prefix of an event kind S3 does not document (``eU_<name>_MM``): counted all the same.
+UNKNOWN_EVENT_PREFIX = "eU"
+_KIND_OF = {v: k for k, v in EVENT_ATTRS.items()}
 HIST_BASE_SECONDS = 0.25
 HIST_RATIO = 1.25
 HIST_BUCKETS = 46
@@ -148,6 +153,47 @@ def record_max_ops(record: ProbeRecord) -> list[RaiseTo]:
     return [RaiseTo(roll_partition(record.route), hour_sort_key(floor_hour(when)), max_attr(record.size_class, when), bound)]
 
 
+def event_attr(name: str, t: float) -> str:
+    """The counter of a replication event named ``name`` (without ``s3:Replication:``) at ``t``:
+    ``eF_MM``-style for the kinds S3 documents, ``eU_<name>_MM`` for any other (never dropped).
+
+    >>> event_attr("OperationFailedReplication", 1795428000.0 + 61), event_attr("OperationExploded", 1795428000.0 + 600)
+    ('eF_00', 'eU_OperationExploded_10')
+    """
+    prefix = EVENT_ATTRS.get(name)
+    if prefix is None:
+        if not name.isalnum():  # S3's replication operations are one word; 'ObjectCreated:Put' is not one
+            raise ValueError(f"unknown replication event {name!r}; one of {', '.join(EVENT_ATTRS)} or another Operation* name S3 sent")
+        prefix = f"{UNKNOWN_EVENT_PREFIX}_{name}"
+    return slot_attr(prefix, t)
+
+
+def event_counts(hour_items: Iterable[Mapping[str, Any]], slots: Collection[tuple[float, str]]) -> dict[str, int]:
+    """Events per kind counted in the hour items' sub-slots ``slots`` ((hour start, ``MM``), as
+    signals/windows.py ``sub_slots`` gives them); kinds with no event are absent.
+
+    >>> hour = {"at": "h#2026-11-23T10", "eF_00": 2, "eF_05": 1, "eU_OperationExploded_05": 1, "j_05": 3}
+    >>> event_counts([hour], [(1795428000.0, "05")])
+    {'OperationFailedReplication': 1, 'OperationExploded': 1}
+    """
+    wanted = {(hour_sort_key(h), mm) for h, mm in slots}
+    out: dict[str, int] = {}
+    for item in hour_items:
+        sk = str(item.get(SORT_KEY, ""))
+        for attr, n in item.items():
+            head, _, mm = attr.rpartition("_")
+            if (sk, mm) not in wanted or not n:
+                continue
+            if head in _KIND_OF:
+                kind = _KIND_OF[head]
+            elif head.startswith(UNKNOWN_EVENT_PREFIX + "_"):
+                kind = head[len(UNKNOWN_EVENT_PREFIX) + 1:]
+            else:
+                continue
+            out[kind] = out.get(kind, 0) + int(n)
+    return out
+
+
 def event_add(route: str, counts: Mapping[tuple[str, float], int], *, period_days: int = DEFAULTS.slo_period_days) -> list[TransactAdd]:
     """Counter updates for events counted behind their dedupe markers: ``counts`` maps (event name
     without ``s3:Replication:``, event time) -> how many; one :class:`TransactAdd` per hour item.
@@ -157,10 +203,8 @@ def event_add(route: str, counts: Mapping[tuple[str, float], int], *, period_day
     """
     by_hour: dict[float, dict[str, int]] = {}
     for (name, when), n in counts.items():
-        if name not in EVENT_ATTRS:
-            raise ValueError(f"unknown replication event {name!r}; one of {', '.join(EVENT_ATTRS)}")
         attrs = by_hour.setdefault(floor_hour(when), {})
-        attr = slot_attr(EVENT_ATTRS[name], when)
+        attr = event_attr(name, when)
         attrs[attr] = attrs.get(attr, 0) + n
     return [TransactAdd(roll_partition(route), hour_sort_key(h), attrs,
                         {TTL_ATTRIBUTE: int(h + HOUR_SECONDS + (period_days + 2) * 86400)})

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from replmon.core.defaults import DEFAULTS
 from replmon.core.record import ProbeRecord
 
-__all__ = ["HOUR_SECONDS", "LABELS", "SUB_SLOT_SECONDS", "Window", "floor_5min", "floor_hour", "record_time", "sub_slot",
+__all__ = ["HOUR_SECONDS", "LABELS", "SUB_SLOT_SECONDS", "Window", "event_window", "floor_5min", "floor_hour", "record_time", "sub_slot",
            "sub_slots", "widen", "window", "windows"]
 
 SUB_SLOT_SECONDS = 300
@@ -101,6 +101,19 @@ def widen(w: Window, cadence_seconds: float) -> Window:
         return w
     width = math.ceil(_SHORT[w.label] / cadence_seconds) * cadence_seconds
     return Window(f"{w.label}→{_duration_label(width)}", floor_5min(w.end) - width, w.end)
+
+
+def event_window(now: float, seconds: float) -> Window:
+    """The replication events a health evaluation counts: whole 5-minute sub-slots (the hour items'
+    ``e*_MM`` counters), from ``floor_5min(now) - ceil(seconds / 5 min) * 5 min`` through the slot
+    holding ``now`` (an event stamped later in that slot by S3's clock counts too).
+
+    >>> w = event_window(1795428000.0 + 37 * 60 + 12, 3600)          # 10:37:12 UTC, the 1 h RPO window
+    >>> (sub_slot(w.start), (w.end - w.start) / 60, len(sub_slots(w)))
+    ('35', 62.2, 13)
+    """
+    width = math.ceil(seconds / SUB_SLOT_SECONDS) * SUB_SLOT_SECONDS
+    return Window(f"events {_duration_label(width)}", floor_5min(now) - width, now)
 
 
 def sub_slots(w: Window) -> list[tuple[float, str]]:
