@@ -10,7 +10,7 @@ Today's partitions (single-route product):
 | partition | sort key | item | writer |
 | --- | --- | --- | --- |
 | ``<route>`` | record key | a probe's record (core/record.py) | RecordResult |
-| ``<route>#events`` | ``<event time>#<event id>`` | one S3 replication event | IngestEvents (to move to ``#events/<n>``) |
+| ``<route>#events`` | ``<event time>#<event id>`` | one S3 replication event (layout before counters: read, no longer written) | IngestEvents (before issue 19.6) |
 | ``<route>#arrivals`` | record key | replica creation times, one attribute per destination | IngestEvents |
 | ``<route>#rtc`` | ``<collection time>#<destination>#<rule>`` | one collection of S3's replication metrics | CollectSignals |
 | ``<route>#inflight`` | record key | a probe uploaded and not yet recorded | UploadProbe (to move to ``#live``) |
