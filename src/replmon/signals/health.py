@@ -8,14 +8,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from replmon.core.partitions import EVENTS, RTC, hour_sort_key, signal_partition
+from replmon.core.keys import iso_ms
+from replmon.core.partitions import EVENT_SHARDS, EVENTS, RTC, hour_sort_key, signal_partition
 from replmon.core.ports import LatencyTable, MetricsSink
+from replmon.core.record import SORT_KEY
 from replmon.core.telemetry import ROUTE, WINDOW
+from replmon.signals.event_ingest import KEPT_KINDS
 from replmon.signals.inflight import in_flight_put_ends
+from replmon.signals.rollup import EVENT_ATTRS
 from replmon.signals.rollup import event_counts as rollup_event_counts
 from replmon.signals.rtc import RtcSample, latest
 from replmon.signals.slo import Rpo, SloSpec, SloStatus, rpo, slo_status
-from replmon.signals.windows import SUB_SLOT_SECONDS, Window, event_window, floor_5min, floor_hour, sub_slot, sub_slots
+from replmon.signals.windows import SUB_SLOT_SECONDS, event_window, floor_5min, floor_hour, sub_slot, sub_slots
 
 
 @dataclass
@@ -39,29 +43,45 @@ class RouteHealth:
 
 
 def event_counts(store: LatencyTable, route: str, now: float, window: float) -> dict[str, int]:
-    """Replication events per kind in the route's event window (signals/windows.py ``event_window``):
-    the hour items' counters (one Query of at most two items, whatever the event rate), plus any
-    item of the layout before counters (``<route>#events``, written before the upgrade: read
-    until the window has passed them, so an upgrade loses no failure; an empty Query after that)."""
+    """Replication events per kind in the route's window. The kinds kept as items (failures, missed
+    thresholds, undocumented kinds: signals/event_ingest.py ``KEPT_KINDS``) are counted from those
+    items over ``[now - window, now]`` exactly as before counters (8 shard Queries, empty unless the
+    route fails); the kinds only counted (after threshold, not tracked, MinIO's completed) from the
+    hour items' counters over whole 5-minute slots (signals/windows.py ``event_window``: one Query of
+    at most two items, whatever the event rate). Items of the layout before counters
+    (``<route>#events``, written before the upgrade) are read the same way until the window has
+    passed them, so an upgrade loses no failure."""
     w = event_window(now, window)
     slots = sub_slots(w)
     hours = store.roll_items(route, hour_sort_key(slots[0][0]), hour_sort_key(slots[-1][0]))
-    counts = rollup_event_counts(hours, slots)
-    legacy = store.items(signal_partition(route, EVENTS), w.start, floor_5min(now) + SUB_SLOT_SECONDS - 0.001)
-    for kind, n in legacy_event_counts(legacy, w).items():
+    counts = {k: n for k, n in rollup_event_counts(hours, slots).items() if not _kept(k)}
+    kept = [i for n in range(EVENT_SHARDS) for i in store.items(f"{route}#events/{n}", now - window, now)]
+    legacy = store.items(signal_partition(route, EVENTS), min(w.start, now - window), floor_5min(now) + SUB_SLOT_SECONDS - 0.001)
+    for kind, n in legacy_event_counts([*kept, *legacy], now, window).items():
         counts[kind] = counts.get(kind, 0) + n
     return counts
 
 
-def legacy_event_counts(items: Iterable[Mapping[str, Any]], w: Window) -> dict[str, int]:
-    """Events per kind from items holding one event each (the layout before counters: ``kind`` and
-    ``event_time``), counted over the same whole sub-slots as the counters."""
-    slots = set(sub_slots(w))
+def _kept(kind: str) -> bool:
+    return kind in KEPT_KINDS or kind not in EVENT_ATTRS
+
+
+def legacy_event_counts(items: Iterable[Mapping[str, Any]], now: float, window: float) -> dict[str, int]:
+    """Events per kind from items holding one event each (``kind``, ``event_time``, sort key
+    ``<event time>#<id>``): kept kinds in ``[now - window, now]`` (by sort key, as stored), the
+    others over the whole slots of ``event_window``."""
+    slots = set(sub_slots(event_window(now, window)))
+    lo, hi = iso_ms(now - window), iso_ms(now) + "~"
     counts: dict[str, int] = {}
     for e in items:
-        t = float(e["event_time"])
-        if (floor_hour(t), sub_slot(t)) in slots:
-            counts[e["kind"]] = counts.get(e["kind"], 0) + 1
+        kind = str(e["kind"])
+        if _kept(kind):
+            inside = lo <= str(e[SORT_KEY]) <= hi
+        else:
+            t = float(e["event_time"])
+            inside = (floor_hour(t), sub_slot(t)) in slots
+        if inside:
+            counts[kind] = counts.get(kind, 0) + 1
     return counts
 
 
