@@ -8,14 +8,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from replmon.core.keys import iso_ms
 from replmon.core.partitions import EVENT_SHARDS, EVENTS, RTC, hour_sort_key, signal_partition
 from replmon.core.ports import LatencyTable, MetricsSink
-from replmon.core.record import SORT_KEY
 from replmon.core.telemetry import ROUTE, WINDOW
-from replmon.signals.event_ingest import KEPT_KINDS
 from replmon.signals.inflight import in_flight_put_ends
-from replmon.signals.rollup import EVENT_ATTRS
 from replmon.signals.rollup import event_counts as rollup_event_counts
 from replmon.signals.rtc import RtcSample, latest
 from replmon.signals.slo import Rpo, SloSpec, SloStatus, rpo, slo_status
@@ -43,46 +39,43 @@ class RouteHealth:
 
 
 def event_counts(store: LatencyTable, route: str, now: float, window: float) -> dict[str, int]:
-    """Replication events per kind in the route's window. The kinds kept as items (failures, missed
-    thresholds, undocumented kinds: signals/event_ingest.py ``KEPT_KINDS``) are counted from those
-    items over ``[now - window, now]`` exactly as before counters (8 shard Queries, empty unless the
-    route fails); the kinds only counted (after threshold, not tracked, MinIO's completed) from the
-    hour items' counters over whole 5-minute slots (signals/windows.py ``event_window``: one Query of
-    at most two items, whatever the event rate). Items of the layout before counters
-    (``<route>#events``, written before the upgrade) are read the same way until the window has
-    passed them, so an upgrade loses no failure."""
+    """Replication events per kind in the route's event window (signals/windows.py ``event_window``,
+    whole 5-minute slots): the hour items' counters (one Query of at most two items, whatever the
+    event rate), plus items of the layout before counters (``<route>#events``, written before the
+    upgrade: read until the window has passed them, so an upgrade loses no event)."""
     w = event_window(now, window)
     slots = sub_slots(w)
     hours = store.roll_items(route, hour_sort_key(slots[0][0]), hour_sort_key(slots[-1][0]))
-    counts = {k: n for k, n in rollup_event_counts(hours, slots).items() if not _kept(k)}
-    kept = [i for n in range(EVENT_SHARDS) for i in store.items(f"{route}#events/{n}", now - window, now)]
-    legacy = store.items(signal_partition(route, EVENTS), min(w.start, now - window), floor_5min(now) + SUB_SLOT_SECONDS - 0.001)
-    for kind, n in legacy_event_counts([*kept, *legacy], now, window).items():
+    counts = rollup_event_counts(hours, slots)
+    legacy = store.items(signal_partition(route, EVENTS), w.start, floor_5min(now) + SUB_SLOT_SECONDS - 0.001)
+    for kind, n in legacy_event_counts(legacy, now, window).items():
         counts[kind] = counts.get(kind, 0) + n
     return counts
 
 
-def _kept(kind: str) -> bool:
-    return kind in KEPT_KINDS or kind not in EVENT_ATTRS
-
-
 def legacy_event_counts(items: Iterable[Mapping[str, Any]], now: float, window: float) -> dict[str, int]:
-    """Events per kind from items holding one event each (``kind``, ``event_time``, sort key
-    ``<event time>#<id>``): kept kinds in ``[now - window, now]`` (by sort key, as stored), the
-    others over the whole slots of ``event_window``."""
+    """Events per kind from items holding one event each (``kind``, ``event_time``), over the same
+    whole slots as the counters."""
     slots = set(sub_slots(event_window(now, window)))
-    lo, hi = iso_ms(now - window), iso_ms(now) + "~"
     counts: dict[str, int] = {}
     for e in items:
-        kind = str(e["kind"])
-        if _kept(kind):
-            inside = lo <= str(e[SORT_KEY]) <= hi
-        else:
-            t = float(e["event_time"])
-            inside = (floor_hour(t), sub_slot(t)) in slots
-        if inside:
-            counts[kind] = counts.get(kind, 0) + 1
+        t = float(e["event_time"])
+        if (floor_hour(t), sub_slot(t)) in slots:
+            counts[e["kind"]] = counts.get(e["kind"], 0) + 1
     return counts
+
+
+def failure_events(store: LatencyTable, route: str, now: float, window: float) -> int:
+    """``OperationFailedReplication`` events in ``[now - window, now]`` exactly (the RPO is unbounded
+    while there is one): the kept failure items (8 shard Queries, empty while the route replicates;
+    they hold only failures and missed thresholds, never the bulk of a backlog) and the layout
+    before counters."""
+    pks = [events_partition_n(route, n) for n in range(EVENT_SHARDS)] + [signal_partition(route, EVENTS)]
+    return sum(1 for pk in pks for i in store.items(pk, now - window, now) if i.get("kind") == "OperationFailedReplication")
+
+
+def events_partition_n(route: str, n: int) -> str:
+    return f"{signal_partition(route, EVENTS)}/{n}"
 
 
 def route_health(store: LatencyTable, route: str, now: float, spec: SloSpec, window: float) -> RouteHealth:
@@ -92,7 +85,7 @@ def route_health(store: LatencyTable, route: str, now: float, spec: SloSpec, win
     in_flight = in_flight_put_ends(store, route, now)
     rtc_samples = [RtcSample.from_item(i) for i in store.items(signal_partition(route, RTC), now - window, now)]
     counts = event_counts(store, route, now, window)
-    r = rpo(now, window, records, in_flight, latest(rtc_samples, now - window), counts.get("OperationFailedReplication", 0))
+    r = rpo(now, window, records, in_flight, latest(rtc_samples, now - window), failure_events(store, route, now, window))
     return RouteHealth(route, r, slo_status(records, now, spec), rtc_samples, counts)
 
 
