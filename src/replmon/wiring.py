@@ -104,6 +104,7 @@ def from_env(env: Mapping[str, str] = os.environ) -> Deps:
     from replmon.adapters.dynamodb import DynamoLatencyStore
     from replmon.adapters.leases import DynamoLeases
     from replmon.adapters.metrics import EmfMetrics, NullMetrics
+    from replmon.adapters.registry_table import DynamoRegistry
     from replmon.adapters.s3 import S3Stores
     from replmon.adapters.spool import SqsSpool
     from replmon.core.sizes import parse_size
@@ -117,6 +118,7 @@ def from_env(env: Mapping[str, str] = os.environ) -> Deps:
         stores=S3Stores(),
         store=DynamoLatencyStore(env["REPLMON_TABLE"], table),
         leases=DynamoLeases(env["REPLMON_TABLE"], table),
+        registry=DynamoRegistry(env["REPLMON_TABLE"], table),
         metrics=NullMetrics() if env.get("REPLMON_METRICS", "emf") == "none" else EmfMetrics(),
         upload=upload,
         retention_days=int(env.get("REPLMON_RETENTION_DAYS", str(DEFAULTS.retention_days))),
