@@ -143,8 +143,8 @@ def verdict(found: Discovery, raw_config: Mapping[str, Any], *, probe_prefix: st
     return RouteVerdict.of(Reason.OK, checked_at=now), rules
 
 
-def inspect_bucket(reader: BucketReader, bucket: str, region: str | None, *, deps: InventoryDeps, members: Sequence[str],
-                   run_id: str, now: float) -> BucketResult:
+def inspect_bucket(reader: BucketReader, bucket: str, region: str | None, *, settings: InventorySettings, probe_prefix: str,
+                   groups: int, members: Sequence[str], run_id: str, now: float) -> BucketResult:
     """Read one bucket and build its discovered route (or say why there is none)."""
     try:
         region = region or reader.bucket_region(bucket)
@@ -164,9 +164,9 @@ def inspect_bucket(reader: BucketReader, bucket: str, region: str | None, *, dep
         kms_key = reader.default_kms_key(bucket, region)
     except AccessDenied as exc:
         denied = denied or exc.action
-    found = discover(bucket, config, deps.probe_prefix)
-    opted_out = deps.settings.opted_out(tags)
-    v, rules = verdict(found, config, probe_prefix=deps.probe_prefix, opted_out=opted_out, kms_key=kms_key, members=members,
+    found = discover(bucket, config, probe_prefix)
+    opted_out = settings.opted_out(tags)
+    v, rules = verdict(found, config, probe_prefix=probe_prefix, opted_out=opted_out, kms_key=kms_key, members=members,
                        source_account=reader.account, denied=denied, now=now)
     if not rules:
         return BucketResult(bucket, denied={"bucket": bucket, "action": "s3:GetReplicationConfiguration",
@@ -183,14 +183,28 @@ def inspect_bucket(reader: BucketReader, bucket: str, region: str | None, *, dep
     except AccessDenied as exc:
         return BucketResult(bucket, denied={"bucket": bucket, "action": exc.action, "reason": f"destination Region: {exc}"})
     observed = {"rules": [r.to_json() for r in found.rules], "notes": found.notes, "default_kms_key": kms_key,
-                "opt_out_tag": deps.settings.opt_out_tag if opted_out else None}
+                "opt_out_tag": settings.opt_out_tag if opted_out else None}
     spec = RouteSpec(
-        name=bucket, group=group_of(bucket, deps.fleet.route_groups), origin=Origin.DISCOVERED,
+        name=bucket, group=group_of(bucket, groups), origin=Origin.DISCOVERED,
         source=SourceSpec(account=reader.account, region=region, bucket=bucket, kms_key_arn=_arn(kms_key)),
-        destinations=dests, prefix=deps.probe_prefix, verdict=v, opt_out=opted_out,
+        destinations=dests, prefix=probe_prefix, verdict=v, opt_out=opted_out,
         inventory=InventoryObservation(seen_at=now, run_id=run_id, observed=observed),
     )
     return BucketResult(bucket, route=spec)
+
+
+def survey_account(reader: BucketReader, *, settings: InventorySettings, probe_prefix: str, groups: int,
+                   members: Sequence[str], now: float) -> list[BucketResult]:
+    """Every bucket of one account, read as the inventory reads it, nothing written (``replmon routes --account``)."""
+    out: list[BucketResult] = []
+    token: str | None = None
+    while True:
+        page = reader.list_buckets(token)
+        out += [inspect_bucket(reader, name, region, settings=settings, probe_prefix=probe_prefix, groups=groups, members=members,
+                               run_id="survey", now=now) for name, region in page.buckets]
+        token = page.next_token
+        if not token:
+            return out
 
 
 def _new_counts() -> dict[str, Any]:
@@ -236,7 +250,8 @@ def run_inventory(deps: InventoryDeps, now: float, deadline: float) -> Inventory
                     status = Reason.ACCESS_DENIED.value
                     row["reason"] = f"{exc}; {Reason.ACCESS_DENIED.fix}"
                     break
-                futures = [pool.submit(inspect_bucket, reader, name, region, deps=deps, members=accounts, run_id=run_id, now=now)
+                futures = [pool.submit(inspect_bucket, reader, name, region, settings=deps.settings, probe_prefix=deps.probe_prefix,
+                                       groups=deps.fleet.route_groups, members=accounts, run_id=run_id, now=now)
                            for name, region in page.buckets]
                 for res in (f.result() for f in futures):
                     _record(deps, res, explicit, counts, summary)

@@ -13,7 +13,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from replmon.core.ports import RegistryStore
 from replmon.core.registry import (
@@ -79,3 +80,68 @@ def move_groups(store: RegistryStore, groups: int) -> list[str]:
         log.info("route %s moved from %s to %s (RouteGroups=%d)", old.name, old.group, new_group, groups)
         moved.append(old.name)
     return moved
+
+
+class PreviewRegistry:
+    """A :class:`RegistryStore` (and InventoryStore) that reads through to ``store`` and records every
+    write instead of making it, deciding each condition the way the table would
+    (``replmon fleet inventory --dry-run``)."""
+
+    def __init__(self, store: RegistryStore) -> None:
+        self.store = store
+        self.writes: list[dict[str, object]] = []
+        self._written: dict[tuple[str, str], RouteSpec | None] = {}
+
+    def _current(self, group: str, name: str) -> RouteSpec | None:
+        if (group, name) in self._written:
+            return self._written[(group, name)]
+        return self.store.get_route(group, name)
+
+    def routes(self, group: str) -> list[RouteSpec]:
+        return self.store.routes(group)
+
+    def get_route(self, group: str, name: str) -> RouteSpec | None:
+        return self._current(group, name)
+
+    def put_explicit(self, spec: RouteSpec, expected_version: int | None) -> bool:
+        old = self._current(spec.group, spec.name)
+        ok = old is None or (expected_version is not None and old.version == expected_version)
+        self.writes.append({"op": "put_explicit", "route": spec.name, "group": spec.group, "applied": ok})
+        if ok:
+            self._written[(spec.group, spec.name)] = spec.model_copy(update={"version": (expected_version or 0) + 1})
+        return ok
+
+    def put_discovered(self, spec: RouteSpec) -> bool:
+        old = self._current(spec.group, spec.name)
+        ok = old is None or old.origin is Origin.DISCOVERED
+        self.writes.append({"op": "put_discovered", "route": spec.name, "group": spec.group, "applied": ok,
+                            "reason": spec.verdict.reason_code.value})
+        if ok:
+            self._written[(spec.group, spec.name)] = spec
+        return ok
+
+    def observe(self, group: str, name: str, inventory: InventoryObservation, verdict: RouteVerdict) -> None:
+        self.writes.append({"op": "observe", "route": name, "group": group, "applied": self._current(group, name) is not None,
+                            "reason": verdict.reason_code.value})
+
+    def delete_route(self, group: str, name: str, origin: str | None = None) -> bool:
+        old = self._current(group, name)
+        ok = old is not None and (origin is None or old.origin.value == origin)
+        self.writes.append({"op": "delete", "route": name, "group": group, "applied": ok})
+        if ok:
+            self._written[(group, name)] = None
+        return ok
+
+    # InventoryStore: the account rows are printed, the checkpoint never written
+    def put_account(self, account: str, row: Mapping[str, Any]) -> None:
+        self.writes.append({"op": "put_account", "account": account, "applied": True, "status": row.get("status")})
+
+    def accounts(self) -> dict[str, dict[str, Any]]:
+        return {}
+
+    def checkpoint(self) -> dict[str, Any] | None:
+        return None
+
+    def put_checkpoint(self, state: Mapping[str, Any] | None) -> None:
+        if state is not None:
+            self.writes.append({"op": "put_checkpoint", "account": state.get("account"), "applied": True})
