@@ -402,3 +402,31 @@ def test_an_inventory_through_the_aws_adapter_pages_every_bucket(registry: Dynam
     row = registry.accounts()[HUB]
     assert {k: row[k] for k in ("status", "buckets", "not_replicated", "routes")} == {"status": "OK", "buckets": 2,
                                                                                      "not_replicated": 1, "routes": 1}
+
+
+def test_the_templates_inventory_settings_render_to_valid_settings() -> None:
+    """REPLMON_INVENTORY and REPLMON_FLEET are JSON written inside YAML: render them with the parameters' defaults."""
+    import json
+    import re
+
+    from replmon.core.fleetconfig import load_fleet_settings
+    from replmon.local.template import load_template
+
+    t = load_template(TEMPLATE)
+    env = t["Resources"]["InventoryFunction"]["Properties"]["Environment"]["Variables"]
+    values = {k: str(v.get("Default", "")) for k, v in t["Parameters"].items()}
+    values.update({"AWS::AccountId": HUB, "Accounts": f"{MEMBER},{DENIED}"})
+    text, names = env["REPLMON_INVENTORY"]["Fn::Sub"]
+    assert set(names) == {"Accounts"}
+
+    def render(s: str) -> Any:
+        assert set(re.findall(r"\$\{([\w:]+)\}", s)) <= set(values)
+        return json.loads(re.sub(r"\$\{([\w:]+)\}", lambda m: values[m.group(1)], s))
+
+    settings = load_inventory_settings(render(text))
+    assert (settings.hub_account, settings.member_accounts, settings.discover_organization) == (HUB, [MEMBER, DENIED], False)
+    assert settings.opt_out == ("replmon:probe", "off") and settings.workers == 16
+    timeout = t["Resources"]["InventoryFunction"]["Properties"]["Timeout"]
+    assert settings.run_seconds == timeout - 90, "the run checkpoints 90 s before Lambda's timeout"
+    fleet = load_fleet_settings(render(env["REPLMON_FLEET"]["Fn::Sub"]))
+    assert (fleet.route_groups, fleet.member_role_prefix) == (1, "replmon")

@@ -37,6 +37,7 @@ from replmon.core.fleetconfig import FleetSettings, load_fleet_settings
 from replmon.core.ports import (
     LatencyTable,
     LeaseStore,
+    MemberAccounts,
     MetricReaders,
     MetricsSink,
     ObjectStores,
@@ -139,6 +140,13 @@ def latency_table(table: str, *, endpoint_url: str | None = None, region: str | 
     from replmon.adapters.dynamodb import DynamoLatencyStore
 
     return DynamoLatencyStore(table, clients.dynamodb(clients.POLICY[call], endpoint_url=endpoint_url, region=region, keys=keys, profile=profile))
+
+
+def member_accounts(fleet: FleetSettings) -> MemberAccounts:
+    """The inventory's way into member accounts: AssumeRole of ``<MemberRolePrefix>-inventory`` (+ ExternalId)."""
+    from replmon.adapters.member_buckets import AwsMembers
+
+    return AwsMembers(fleet.member_role_prefix, fleet.member_external_id or None)
 
 
 def run_leases(store: LatencyTable) -> LeaseStore:

@@ -39,6 +39,8 @@ class InventorySettings(BaseModel):
     workers: int = Field(default=DEFAULTS.inventory_workers, ge=1, le=64, description="InventoryWorkers")
     opt_out_tag: str = Field(default=DEFAULTS.opt_out_tag, description="OptOutTag")
     events_topic_name: str | None = Field(default=None, description="EventsTopicName")
+    hub_account: str | None = Field(default=None, description="the stack's account (AWS::AccountId)")
+    run_seconds: float = Field(default=810.0, gt=0, description="the Inventory function's Timeout less 90 s")
 
     @field_validator("member_accounts", mode="before")
     @classmethod
