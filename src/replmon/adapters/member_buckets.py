@@ -36,12 +36,7 @@ ClientFactory = Callable[[str, "str | None", "Mapping[str, str] | None"], Any]
 
 
 def default_client(service: str, region: str | None, credentials: Mapping[str, str] | None) -> Any:
-    base = None
-    if credentials:
-        import boto3
-
-        base = boto3.session.Session(aws_access_key_id=credentials["AccessKeyId"], aws_secret_access_key=credentials["SecretAccessKey"],
-                                     aws_session_token=credentials["SessionToken"])
+    base = clients.credentials_session(credentials) if credentials else None
     return clients.client(service, clients.CONTROL, region=region, base=base)
 
 
