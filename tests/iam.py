@@ -87,6 +87,11 @@ def iam_requests(service: str, operation: str, params: dict[str, Any], region: s
             "DeleteObject": lambda: [IamRequest("s3:DeleteObjectVersion" if versioned else "s3:DeleteObject", obj)],
             "GetBucketVersioning": lambda: [IamRequest("s3:GetBucketVersioning", bucket)],
             "GetBucketReplication": lambda: [IamRequest("s3:GetReplicationConfiguration", bucket)],
+            # the inventory's reads (fleet/inventory.py); HeadBucket is authorized as s3:ListBucket
+            "ListBuckets": lambda: [IamRequest("s3:ListAllMyBuckets", "*")],
+            "HeadBucket": lambda: [IamRequest("s3:ListBucket", bucket)],
+            "GetBucketTagging": lambda: [IamRequest("s3:GetBucketTagging", bucket)],
+            "GetBucketEncryption": lambda: [IamRequest("s3:GetEncryptionConfiguration", bucket)],
         }
         if operation not in table:
             raise KeyError(f"no IAM mapping for s3:{operation}; add it to tests/iam.py with its documented actions")
@@ -98,8 +103,10 @@ def iam_requests(service: str, operation: str, params: dict[str, Any], region: s
     if service == "sqs":
         name = urlparse(params["QueueUrl"]).path.rstrip("/").rsplit("/", 1)[-1]
         return [IamRequest(f"sqs:{operation}", f"arn:aws:sqs:{region}:{account}:{name}")]
-    if service == "sts" and operation == "AssumeRole":
-        return [IamRequest("sts:AssumeRole", params["RoleArn"])]
+    if service == "sts" and operation == "AssumeRole":  # the role's account is the resource account
+        return [IamRequest("sts:AssumeRole", params["RoleArn"], (("aws:ResourceAccount", params["RoleArn"].split(":")[4]),))]
+    if service == "organizations" and operation == "ListAccounts":
+        return [IamRequest("organizations:ListAccounts", "*")]
     if service == "cloudwatch":
         return [IamRequest(f"cloudwatch:{operation}", "*")]
     if service == "stepfunctions" and operation == "DescribeExecution":  # the execution resource (list_awsstepfunctions)

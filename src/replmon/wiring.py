@@ -38,6 +38,7 @@ from replmon.core.ports import (
     ExecutionStatus,
     LatencyTable,
     LeaseStore,
+    MemberAccounts,
     MetricReaders,
     MetricsSink,
     ObjectStores,
@@ -107,6 +108,7 @@ def from_env(env: Mapping[str, str] = os.environ) -> Deps:
     from replmon.adapters.executions import StepFunctionsExecutions
     from replmon.adapters.leases import DynamoLeases
     from replmon.adapters.metrics import EmfMetrics, NullMetrics
+    from replmon.adapters.registry_table import DynamoRegistry
     from replmon.adapters.s3 import S3Stores
     from replmon.adapters.spool import SqsSpool
     from replmon.core.sizes import parse_size
@@ -120,6 +122,7 @@ def from_env(env: Mapping[str, str] = os.environ) -> Deps:
         stores=S3Stores(),
         store=DynamoLatencyStore(env["REPLMON_TABLE"], table),
         leases=DynamoLeases(env["REPLMON_TABLE"], table),
+        registry=DynamoRegistry(env["REPLMON_TABLE"], table),
         executions=StepFunctionsExecutions(lambda: clients.client("stepfunctions", clients.STORE)),
         metrics=NullMetrics() if env.get("REPLMON_METRICS", "emf") == "none" else EmfMetrics(),
         upload=upload,
@@ -141,6 +144,13 @@ def latency_table(table: str, *, endpoint_url: str | None = None, region: str | 
     from replmon.adapters.dynamodb import DynamoLatencyStore
 
     return DynamoLatencyStore(table, clients.dynamodb(clients.POLICY[call], endpoint_url=endpoint_url, region=region, keys=keys, profile=profile))
+
+
+def member_accounts(fleet: FleetSettings) -> MemberAccounts:
+    """The inventory's way into member accounts: AssumeRole of ``<MemberRolePrefix>-inventory`` (+ ExternalId)."""
+    from replmon.adapters.member_buckets import AwsMembers
+
+    return AwsMembers(fleet.member_role_prefix, fleet.member_external_id or None)
 
 
 def run_leases(store: LatencyTable) -> LeaseStore:
