@@ -399,14 +399,15 @@ def measured_commit() -> str:
 
 
 def run_bench(console: Console, trials: int, sizes: str, compose_size: str, lab_dir: Path, output: Path | None = None,
-              p3_reps: int = 3) -> None:
+              p3_reps: int = 3, p5_interpreters: int = 5) -> None:
     """Measure P1-P5 into docs/bench/bench.json, then render docs/BENCH.md and the README's bench block from it."""
     from replmon.lab import benchreport
 
     started = time.time()
     command = f"replmon lab bench --trials {trials} --sizes {sizes} --compose-size {compose_size}"
     doc: dict[str, Any] = {"schema": benchreport.SCHEMA, "report": "bench", "facts": benchreport.facts(command),
-                           "args": {"trials": trials, "sizes": sizes, "compose_size": compose_size}}
+                           "args": {"trials": trials, "sizes": sizes, "compose_size": compose_size, "p3_reps": p3_reps,
+                                    "p5_interpreters": p5_interpreters}}
     with Lab(lab_dir) as lab:
         doc["args"]["bandwidth"] = lab.bandwidth
         console.print("P1/P2/P4: the two poll policies")
@@ -416,7 +417,7 @@ def run_bench(console: Console, trials: int, sizes: str, compose_size: str, lab_
         doc["P3"] = measure_p3(lab, compose_size, Path(lab.root), p3_reps)
         left = lab.leftovers()
     console.print("P5: cold start")
-    doc["P5"] = measure_p5()
+    doc["P5"] = measure_p5(p5_interpreters)
     doc["left_behind"] = sum(map(len, left.values()))
     json_path = benchreport.json_path_for(output, "bench")
     benchreport.finish(doc, started, json_path, output)
