@@ -1,5 +1,7 @@
 """`make bench`: what the measurement costs and how exact it is, against ground truth, in the lab.
-It writes docs/BENCH.md itself (date, machine, versions, every table, what is modelled).
+It writes the raw figures and the run's facts to docs/bench/bench.json; lab/benchreport.py renders
+docs/BENCH.md and the README's bench block from that JSON (issue 22.8). Timings are repeated
+(P3 three times, P5 in five cold interpreters, P4 over every probe) and shown as min / median / max.
 
 P1  HEADs per probe, compared at equal error bound. Measured: the adaptive poller and two fixed
     loops polling the *same* probes concurrently, each starting at the PUT's end with the same
@@ -9,7 +11,7 @@ P1  HEADs per probe, compared at equal error bound. Measured: the adaptive polle
     fewest HEADs any schedule needs for the bound.
 P2  Accuracy: is the ground truth inside [lo, hi]? Ground truth = an independent observer listing
     the destination every 10 ms: the moment the replica first appears in a listing.
-P3  Time to create a 4 GiB probe by server-side composition vs boto3 upload_file.
+P3  Time to create a probe (--compose-size) by server-side composition vs boto3 upload_file.
 P4  Delay from the replica's appearance to the record being readable in the store.
 P5  Cold start: each handler's import time from the Lambda layer, and the layer's size.
 """

@@ -120,7 +120,9 @@ def finish(doc: Doc, started: float, json_path: Path, output: Path | None) -> No
     doc["facts"]["load_average_end"] = load_average()
     doc["facts"]["took_s"] = round(time.time() - started)
     json_path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(json_path, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode(), mode=0o644)
+    text = json.dumps(doc, indent=1, sort_keys=True) + "\n"
+    write_atomic(json_path, text.encode(), mode=0o644)
+    doc = json.loads(text)  # render what the file holds (its key order), as the test and main() do
     if output is not None:
         write_atomic(output, render(doc).encode(), mode=0o644)
         readme = output.resolve().parent.parent / "README.md"
