@@ -84,7 +84,7 @@ def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def versions(*, mounts: bool = False) -> dict[str, str]:
+def versions(*, mountpoint: Path | None = None) -> dict[str, str]:
     """Tool versions asked of the modules, the binaries and the installed files (never typed)."""
     import boto3
     import botocore
@@ -97,20 +97,18 @@ def versions(*, mounts: bool = False) -> dict[str, str]:
         out[name] = f"{stamps[-1] if stamps else '?'} (installed; `--version`: {_ask(str(cache_dir() / 'bin' / name), '--version')})"
     ddb = sorted(p.parent.name.removeprefix("dynamodb-local-") for p in cache_dir().glob("dynamodb-local-*/DynamoDBLocal.jar"))
     out["dynamodb-local"] = f"{ddb[-1] if ddb else '?'} (installed jar; {_ask('java', '-version')})"
-    if mounts:
-        from replmon.lab.mounts import mountpoint_binary
-
+    if mountpoint is not None:  # the mount bench's tools (its caller names the lab's Mountpoint binary)
         out["fio"] = _ask("fio", "--version")
         out["s3fs"] = _ask("s3fs", "--version")
         lock = (ROOT / "tools" / "mountpoint-lab" / "Cargo.lock").read_text()
         crate = re.search(r'name = "mountpoint-s3-fs"\nversion = "([^"]+)"', lock)
-        out["mountpoint"] = f"{_ask(str(mountpoint_binary()), '--version')} on mountpoint-s3-fs {crate.group(1) if crate else '?'} (Cargo.lock)"
+        out["mountpoint"] = f"{_ask(str(mountpoint), '--version')} on mountpoint-s3-fs {crate.group(1) if crate else '?'} (Cargo.lock)"
     return out
 
 
-def facts(command: str, *, mounts: bool = False) -> dict[str, Any]:
+def facts(command: str, *, mountpoint: Path | None = None) -> dict[str, Any]:
     return {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "commit": commit(), "machine": machine(),
-            "load_average_start": load_average(), "versions": versions(mounts=mounts), "command": command}
+            "load_average_start": load_average(), "versions": versions(mountpoint=mountpoint), "command": command}
 
 
 def finish(doc: Doc, started: float, json_path: Path, output: Path | None) -> None:

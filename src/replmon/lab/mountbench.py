@@ -25,7 +25,7 @@ from typing import Any
 from rich.console import Console
 
 from replmon.lab.lab import Lab
-from replmon.lab.mounts import TargetRun, run_lab_fio
+from replmon.lab.mounts import TargetRun, mountpoint_binary, run_lab_fio
 from replmon.mounts.presets import expand
 from replmon.mounts.runner import DirSink, run
 from replmon.mounts.targets import Target
@@ -108,7 +108,8 @@ def run_mount_bench(console: Console, lab_dir: Path, output: Path | None, *, rep
 
     started = time.time()
     doc: dict[str, Any] = {"schema": benchreport.SCHEMA, "report": "bench-mounts",
-                           "facts": benchreport.facts(f"replmon lab bench-mounts --reps {reps} --rtt-ms {rtt_ms}", mounts=True)}
+                           "facts": benchreport.facts(f"replmon lab bench-mounts --reps {reps} --rtt-ms {rtt_ms}",
+                                                    mountpoint=mountpoint_binary())}
     console.print(f"M1: runner vs bare fio, {reps} alternating repetitions")
     doc["M1"] = m1(Path(lab_dir).resolve() / "overhead", overhead_preset, overhead_scale, reps)
     with Lab(lab_dir / "lab", events=False, least_privilege=False) as lab:
