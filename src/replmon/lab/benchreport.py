@@ -287,7 +287,12 @@ def readme_bench(doc: Doc) -> str:
     arow = {(r[0], r[1]): r for r in acc}
     a_big, l_big = row[(aws, big)], row[(lab, big)]
     lat_max = max(float(r[3]) for r in rows if r[3] != "-")
-    inside = ", ".join(f"{r[3]} at {r[1]}" for r in acc if r[0] == aws and r[1] != small)
+    def outside(r: list[str]) -> str:  # before lo + after hi: the only outcome that shows a wrong interval
+        n = r[5].split("/")[1]
+        return f"{int(r[5].split('/')[0]) + int(r[6].split('/')[0])}/{n}"
+
+    inside = "; ".join(f"at {r[1]} {r[3]} inside, {r[4]} overlapping, {outside(r)} outside" for r in acc
+                       if r[0] == aws and r[1] != small)
     p5 = doc["P5"]
     med = {k: [median(t[k]) for t in p5["imports_ms"].values()] for k in ("false", "true")}
     p3 = doc["P3"]
@@ -305,8 +310,9 @@ def readme_bench(doc: Doc) -> str:
         f"{lat_max:.3f} s, where the adaptive policy with a 1 s floor *is* a 1 s loop): at {big} {a_big[4]} HEADs against "
         f"{a_big[5]} for a 1 s loop and {a_big[6]} for a 0.5 s loop; widest interval {a_big[7]} s. With the lab's 0.1 s "
         f"floor: {l_big[4]} HEADs, widest interval {l_big[7]} s.",
-        f"- **Accuracy** (P2): the replica's first appearance in a destination listing taken every 10 ms lay inside "
-        f"[lo, hi] for {inside} with the AWS defaults; at {small} the observer's own window "
+        f"- **Accuracy** (P2, with the AWS defaults): the replica's first appearance in a destination listing taken "
+        f"every 10 ms, against [lo, hi]: {inside} (overlapping: the observer's window is wider than the interval, "
+        f"so neither containment nor a miss can be shown); at {small} the observer's own window "
         f"({arow[(aws, small)][10]} s) is wider than the latency, so no containment can be shown either way.",
         f"- **Probe creation** (P3, {len(p3['compose_s'])} repetitions, min / median / max): a {p3['size']} probe by "
         f"server-side composition {' / '.join(mmm(p3['compose_s'], '.2f'))} s, by boto3 upload_file "
