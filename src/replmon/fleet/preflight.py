@@ -39,6 +39,9 @@ from replmon.fleet.discovery import Discovery, RuleRoute
 from replmon.fleet.offboard import TARGETS, ours
 
 PASS, WARN, FAIL, UNKNOWN = "pass", "warn", "fail", "unknown"
+#: The check does not apply to this route (e.g. IAM on an S3-compatible server, which has none):
+#: said with the reason, never a pass, never counted against readiness or the exit code.
+NOT_APPLICABLE = "not_applicable"
 #: The role S3 assumes needs these, per resource (Setting up permissions for live replication).
 SOURCE_BUCKET_ACTIONS = ("s3:GetReplicationConfiguration", "s3:ListBucket")
 SOURCE_OBJECT_ACTIONS = ("s3:GetObjectVersionForReplication", "s3:GetObjectVersionAcl")
@@ -55,7 +58,8 @@ REPLICATION_EVENTS = "s3:Replication:*"
 
 @dataclass
 class Check:
-    """One precondition: ``verdict`` is pass, warn (works, with less), fail or unknown (could not read)."""
+    """One precondition: ``verdict`` is pass, warn (works, with less), fail, unknown (could not read)
+    or not_applicable (no such thing on this route; ``detail`` says why)."""
 
     name: str
     verdict: str
@@ -78,7 +82,7 @@ class Preflight:
 
     @property
     def ready(self) -> bool:
-        return all(c.verdict in (PASS, WARN) for c in self.checks)
+        return all(c.verdict in (PASS, WARN, NOT_APPLICABLE) for c in self.checks)
 
     def count(self, verdict: str) -> int:
         return sum(c.verdict == verdict for c in self.checks)
@@ -176,23 +180,31 @@ def _target_key(arn: str) -> tuple[str, str]:
     return key, TARGETS[key]
 
 
-def notifications(bucket: str, config: Mapping[str, Any] | None, target_arn: str | None, error: str | None = None) -> Check:
+def notifications(bucket: str, config: Mapping[str, Any] | None, target_arn: str | None, error: str | None = None,
+                  probe_prefix: str | None = None) -> Check:
     """The source sends ``s3:Replication:*`` to replmon's events target (the stack's queue), or can
     without a conflict; a failing check prints the merged configuration to apply (S3 replaces the
-    whole of it)."""
+    whole of it). An entry to the target filtered on a prefix that covers ``probe_prefix`` (the
+    lab's) works for the probes only: a warning."""
     name = "replication events"
     if error:
         return Check(name, UNKNOWN, f"{bucket}: GetBucketNotificationConfiguration: {error}", "grant s3:GetBucketNotification to the caller")
     cfg = {k: v for k, v in (config or {}).items() if k != "ResponseMetadata"}
+    mine: list[Mapping[str, Any]] = []
     if target_arn:
         key, field_ = _target_key(target_arn)
-        if any(e.get(field_) == target_arn and _same_type(e.get("Events", []), [REPLICATION_EVENTS]) and _prefix(e) == ""
-               for e in cfg.get(key, [])):
+        mine = [e for e in cfg.get(key, []) if e.get(field_) == target_arn and _same_type(e.get("Events", []), [REPLICATION_EVENTS])]
+        if any(_prefix(e) == "" for e in mine):
             return Check(name, PASS, f"{bucket}: s3:Replication:* -> {target_arn}")
+        covering = [e for e in mine if probe_prefix is not None and probe_prefix.startswith(_prefix(e))]
+        if covering:
+            return Check(name, WARN, f"{bucket}: {', '.join(sorted(_events(covering[0])))} -> {target_arn} for prefix "
+                         f"{_prefix(covering[0])!r} only: the probes' replication events arrive, the route's other objects' do not",
+                         "for passive signals on every object, drop the entry's prefix filter (replmon's own entry has none)")
     clash = [f"{key} {e.get('Id', '(no id)')} ({', '.join(sorted(_events(e)))}, prefix {_prefix(e)!r})"
              for key in TARGETS
              # replmon's entry filters nothing, so every other entry of a replication event type overlaps it
-             for e in cfg.get(key, []) if not ours(e.get("Id")) and _same_type(_events(e), [REPLICATION_EVENTS])]
+             for e in cfg.get(key, []) if not ours(e.get("Id")) and e not in mine and _same_type(_events(e), [REPLICATION_EVENTS])]
     if clash:
         return Check(name, FAIL, f"{bucket}: already sends replication events elsewhere: {'; '.join(clash)}; S3 refuses overlapping "
                      "filters for one event type", "fan out instead: point that entry at one SNS topic that both its "
@@ -220,6 +232,9 @@ def encryption(bucket: str, answer: Mapping[str, Any] | None, config: Mapping[st
     rules = ((answer or {}).get("ServerSideEncryptionConfiguration") or {}).get("Rules", [])
     default = (rules[0].get("ApplyServerSideEncryptionByDefault") or {}) if rules else {}
     algo = default.get("SSEAlgorithm", "AES256")
+    if not rules:
+        return Check(name, PASS, f"{bucket}: no default encryption configuration (on AWS, S3 encrypts new objects with SSE-S3; "
+                     "no KMS key involved)")
     if not algo.startswith("aws:kms"):
         return Check(name, PASS, f"{bucket}: {algo} by default (no KMS key involved)")
     key = default.get("KMSMasterKeyID", "aws/s3")

@@ -23,6 +23,7 @@ from statistics import median
 
 from rich.console import Console
 
+from replmon.core.files import write_atomic
 from replmon.lab.bench import Report, header, versions
 from replmon.lab.lab import Lab
 from replmon.lab.mounts import TargetRun, run_lab_fio, xregion_drop
@@ -154,5 +155,5 @@ def run_mount_bench(console: Console, lab_dir: Path, output: Path | None, *, rep
         m2_m3(report, lab, rtt_ms, console)
     report.text(f"Bench took {time.time() - started:.0f} s.")
     if output is not None:
-        output.write_text(report.markdown())
+        write_atomic(output, report.markdown().encode(), mode=0o644)
         console.print(f"wrote {output}")
