@@ -104,7 +104,7 @@ def preflight(
         found = None
     else:
         found = discover(source_bucket, config, prefix, source=Endpoint(bucket=source_bucket)) if config else None
-        report.checks += pf.replication(source_bucket, config, found, dest_bucket, prefix)
+        report.checks += pf.replication(source_bucket, config, found, dest_bucket, prefix, s3_compatible=source_endpoint is not None)
     chosen = [r for r in (found.rules if found else []) if r.chosen]
     dests = list(dest_bucket or dict.fromkeys(r.destination_bucket for r in chosen))
 
@@ -142,9 +142,13 @@ def preflight(
                 f"{source_bucket}: NOT ready - {report.count(pf.FAIL)} failed, {report.count(pf.UNKNOWN)} not readable") + \
         f" ({report.count(pf.PASS)} passed, {report.count(pf.WARN)} warnings" + \
         (f", {report.count(pf.NOT_APPLICABLE)} not applicable" if report.count(pf.NOT_APPLICABLE) else "") + "; nothing was changed)"
-    emit(rows, fmt, headline, columns=["check", "verdict", "detail", "fix"],
+    # a table of four prose columns is cut at 100 columns: the fixes follow it, one line each
+    emit(rows, fmt, headline, columns=["check", "verdict", "detail"] if fmt is Format.table else ["check", "verdict", "detail", "fix"],
          document={"source_bucket": source_bucket, "probe_prefix": prefix, "ready": report.ready, "checks": rows})
     if fmt is Format.table:
+        for c in report.checks:
+            if c.fix:
+                out.print(f"fix ({c.name}): {c.fix}", highlight=False, markup=False)
         for c in report.checks:
             if c.document is not None:
                 out.print(f"\n{c.name}: apply this document\n{json.dumps(c.document, indent=1)}", highlight=False, markup=False)

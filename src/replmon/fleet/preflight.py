@@ -108,10 +108,15 @@ def probe_rule(dest_bucket: str, prefix: str, priority: int, rule_id: str = "rep
                             "Metrics": {"Status": "Enabled", "EventThreshold": {"Minutes": 15}}}}
 
 
+#: Why an S3-compatible server's rule lacks RTC and metrics (said instead of AWS's fix).
+NOT_ON_S3_COMPATIBLE = "an S3-compatible server (S3 features; MinIO's `mc replicate add` sets neither field)"
+
+
 def replication(bucket: str, config: Mapping[str, Any] | None, found: Discovery | None, dest_bucket: str | Sequence[str] | None,
-                prefix: str) -> list[Check]:
+                prefix: str, s3_compatible: bool = False) -> list[Check]:
     """The configuration exists, an enabled rule covers the probe prefix (for each of
-    ``dest_bucket``, one name or several), and the chosen rules have RTC and replication metrics."""
+    ``dest_bucket``, one name or several), and the chosen rules have RTC and replication metrics
+    (``s3_compatible``: a server other than AWS, whose rules cannot have them: said so)."""
     wanted = [dest_bucket] if isinstance(dest_bucket, str) else list(dest_bucket or [])
     if config is None or found is None:
         rules = [probe_rule(d, prefix, i + 1, _rule_id(i)) for i, d in enumerate(wanted or ["DESTINATION-BUCKET"])]
@@ -119,7 +124,8 @@ def replication(bucket: str, config: Mapping[str, Any] | None, found: Discovery 
         return [Check("replication configuration", FAIL, f"{bucket}: no replication configuration (ReplicationConfigurationNotFoundError)",
                       f"aws s3api put-bucket-replication --bucket {bucket} --replication-configuration file://replication.json "
                       "(the role: see 'replication role')", doc)]
-    checks = [Check("replication configuration", PASS, f"{bucket}: {len(config.get('Rules', []))} rules, role {config.get('Role', '?')}")]
+    n = len(config.get("Rules", []))
+    checks = [Check("replication configuration", PASS, f"{bucket}: {n} rule{'' if n == 1 else 's'}, role {config.get('Role') or '(none)'}")]
     chosen = [r for r in found.rules if r.chosen and (not wanted or r.destination_bucket in wanted)]
     uncovered = [d for d in wanted if not any(r.destination_bucket == d for r in chosen)] or ([] if chosen else ["DESTINATION-BUCKET"])
     if uncovered:
@@ -135,8 +141,8 @@ def replication(bucket: str, config: Mapping[str, Any] | None, found: Discovery 
         return checks
     checks.append(Check("rule covers the probe prefix", PASS,
                         "; ".join(f"rule {r.rule_id!r} (priority {r.priority}) -> {r.destination_bucket}" for r in chosen)))
-    checks += [_rtc(r) for r in chosen]
-    checks += [_metrics(r) for r in chosen]
+    checks += [_rtc(r, s3_compatible) for r in chosen]
+    checks += [_metrics(r, s3_compatible) for r in chosen]
     return checks
 
 
@@ -144,17 +150,24 @@ def _rule_id(n: int) -> str:
     return "replmon-probes" if n == 0 else f"replmon-probes-{n + 1}"
 
 
-def _rtc(r: RuleRoute) -> Check:
+def _rtc(r: RuleRoute, s3_compatible: bool = False) -> Check:
     if r.rtc:
         return Check("RTC on the rule", PASS, f"rule {r.rule_id!r}: ReplicationTime Enabled (15-minute SLA, threshold events)")
+    if s3_compatible:
+        return Check("RTC on the rule", WARN, f"rule {r.rule_id!r}: no ReplicationTime on {NOT_ON_S3_COMPATIBLE}: no "
+                     "OperationMissedThreshold events; probes and RPO still work", "none on this server (on AWS: add ReplicationTime)")
     return Check("RTC on the rule", WARN, f"rule {r.rule_id!r}: no Replication Time Control: no s3:Replication:OperationMissedThreshold "
                  "events, no 15-minute SLA; probes and RPO still work",
                  "optional: add Destination.ReplicationTime {Status: Enabled, Time: {Minutes: 15}} and Metrics (RTC fee per GB)")
 
 
-def _metrics(r: RuleRoute) -> Check:
+def _metrics(r: RuleRoute, s3_compatible: bool = False) -> Check:
     if r.metrics:
         return Check("replication metrics on the rule", PASS, f"rule {r.rule_id!r}: Metrics Enabled")
+    if s3_compatible:
+        return Check("replication metrics on the rule", WARN, f"rule {r.rule_id!r}: no Metrics on {NOT_ON_S3_COMPATIBLE}: no "
+                     "ReplicationLatency / pending metrics (RPO from probes and events)",
+                     "none on this server (on AWS: add Destination.Metrics)")
     return Check("replication metrics on the rule", WARN, f"rule {r.rule_id!r}: metrics off: S3 publishes no ReplicationLatency / "
                  "pending metrics and sends no OperationFailedReplication events for it (RPO from probes only)",
                  "add Destination.Metrics {Status: Enabled, EventThreshold: {Minutes: 15}} to the rule")
