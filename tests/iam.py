@@ -102,6 +102,8 @@ def iam_requests(service: str, operation: str, params: dict[str, Any], region: s
         return [IamRequest("sts:AssumeRole", params["RoleArn"])]
     if service == "cloudwatch":
         return [IamRequest(f"cloudwatch:{operation}", "*")]
+    if service == "stepfunctions" and operation == "DescribeExecution":  # the execution resource (list_awsstepfunctions)
+        return [IamRequest("states:DescribeExecution", params["executionArn"])]
     raise KeyError(f"no IAM mapping for {service}:{operation}; add it to tests/iam.py")
 
 
@@ -169,7 +171,10 @@ class CallRecorder:
         def make_api_call(client: BaseClient, operation: str, params: dict[str, Any]) -> Any:
             fn = recorder.current
             service = client.meta.service_model.service_name
-            if fn is None or getattr(client, "_replmon_untracked", False) or service in ("stepfunctions", "lambda"):
+            # The local state machine's own calls are the service's, not a function's; a function's
+            # DescribeExecution (BeginRouteRun asking about a lease's holder) is recorded.
+            if (fn is None or getattr(client, "_replmon_untracked", False) or service == "lambda"
+                    or (service == "stepfunctions" and operation != "DescribeExecution")):
                 return original(client, operation, params)
             call = Call(fn, service, operation, dict(params), client.meta.region_name or "us-east-1")
             call.requests = iam_requests(service, operation, params, call.region, recorder.account)

@@ -35,6 +35,7 @@ from replmon.core.defaults import DEFAULTS
 from replmon.core.fleetconfig import ENV as FLEET_ENV
 from replmon.core.fleetconfig import FleetSettings, load_fleet_settings
 from replmon.core.ports import (
+    ExecutionStatus,
     LatencyTable,
     LeaseStore,
     MetricReaders,
@@ -82,6 +83,7 @@ class Deps:
     fleet: FleetSettings = field(default_factory=FleetSettings)
     registry: RegistryStore | None = None
     leases: LeaseStore | None = None
+    executions: ExecutionStatus | None = None  # is a lease's holder still running? (BeginRouteRun)
     rollups: RollupStore | None = None
     plans: PlanStore | None = None
     metric_readers: MetricReaders | None = None
@@ -102,6 +104,7 @@ def from_env(env: Mapping[str, str] = os.environ) -> Deps:
     from replmon.adapters import clients
     from replmon.adapters.cloudwatch import CloudWatchReaders
     from replmon.adapters.dynamodb import DynamoLatencyStore
+    from replmon.adapters.executions import StepFunctionsExecutions
     from replmon.adapters.leases import DynamoLeases
     from replmon.adapters.metrics import EmfMetrics, NullMetrics
     from replmon.adapters.s3 import S3Stores
@@ -117,6 +120,7 @@ def from_env(env: Mapping[str, str] = os.environ) -> Deps:
         stores=S3Stores(),
         store=DynamoLatencyStore(env["REPLMON_TABLE"], table),
         leases=DynamoLeases(env["REPLMON_TABLE"], table),
+        executions=StepFunctionsExecutions(lambda: clients.client("stepfunctions", clients.STORE)),
         metrics=NullMetrics() if env.get("REPLMON_METRICS", "emf") == "none" else EmfMetrics(),
         upload=upload,
         retention_days=int(env.get("REPLMON_RETENTION_DAYS", str(DEFAULTS.retention_days))),

@@ -305,6 +305,15 @@ class LeaseStore(Protocol):
         ...
 
 
+class ExecutionStatus(Protocol):
+    """Whether the run holding a lease still runs (19.3: a run may outlast its lease's ``until``)."""
+
+    def running(self, holder: str) -> bool | None:
+        """True while the execution ``holder`` (an execution ARN) is RUNNING, False once it ended or
+        does not exist, None when it cannot be told (not an ARN, access denied, the service down)."""
+        ...
+
+
 @dataclass(frozen=True)
 class TransactPut:
     """Put ``item`` only if no item has its key (``attribute_not_exists``): a record or a dedupe marker."""
