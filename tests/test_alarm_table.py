@@ -123,7 +123,10 @@ def test_existing_topics_are_used_and_no_topic_is_created() -> None:
 def test_the_alarm_table_in_the_docs_is_generated_from_the_template() -> None:
     assert tool().main([]) == 0, "docs/ALARMS.md is stale: python tools/alarm_table.py --write"
     text = (ROOT / "docs" / "ALARMS.md").read_text()
-    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    rows = [line for line in text.splitlines() if line.startswith("| `") and "Alarm`" in line.split("|")[1]]
     assert len(rows) == len(tool().alarms(load_template(TEMPLATE))) > 20
+    from replmon.signals.verdict import FINDING_KINDS  # the CLI findings beside their alarms (tests/test_verdict.py)
+
+    assert all(f"| `{kind}` | {sev} | {effect} |" in text for kind, (sev, effect) in FINDING_KINDS.items())
     for doc in ("README.md", "docs/DEPLOY.md"):
         assert "ALARMS.md" in (ROOT / doc).read_text(), doc

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -111,7 +112,9 @@ def rec(status: ProbeStatus, hi: float | None = 1.0, target: float = 900.0) -> P
         ([rec(ProbeStatus.COMPLETED)], 1, True, 0),
         ([rec(ProbeStatus.COMPLETED, hi=1000.0)], 1, True, 1),  # over target
         ([rec(ProbeStatus.FAILED, hi=None)], 1, True, 1),
-        ([rec(ProbeStatus.STUCK, hi=None), rec(ProbeStatus.ERROR, hi=None)], 2, True, 1),  # replication failing comes first
+        # a STUCK probe breaches through the RPO it raises (at least its age, lo) when that is over the target...
+        ([replace(rec(ProbeStatus.STUCK, hi=None), latency_lo=7200.0), rec(ProbeStatus.ERROR, hi=None)], 2, True, 1),
+        ([replace(rec(ProbeStatus.STUCK, hi=None), latency_lo=300.0)], 1, True, 3),  # ...else it is not measured (a ticket)
         ([rec(ProbeStatus.ERROR, hi=None)], 1, True, 3),
         ([rec(ProbeStatus.COMPLETED)], 2, True, 3),  # a record missing
         ([rec(ProbeStatus.COMPLETED)], 1, False, 3),  # the execution failed

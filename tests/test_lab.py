@@ -19,7 +19,7 @@ import pytest
 
 from replmon.core.keys import probe_object_key
 from replmon.core.record import ProbeStatus
-from replmon.lab.lab import PREFIX, Lab, ReplicaObserver
+from replmon.lab.lab import EVENTS_TARGET, PREFIX, Lab, ReplicaObserver
 from replmon.local.execution import run_request
 from replmon.probe.request import load_request
 from tests.conftest import ROOT
@@ -162,6 +162,23 @@ def test_probe_and_report_commands_against_the_lab(lab: Lab, tmp_path: Path) -> 
     # A typo in --route: no data, its own exit code, never "RPO 0" (issue 22.2)
     typo = cli("report", "--route", "cli-typo", "--hours", "1", *common)
     assert typo.returncode == 4 and "NO DATA route cli-typo: RPO now unknown" in typo.stdout
+    # preflight on the lab's route (issue 23.6): every check runs against MinIO for real; the
+    # replication role is not applicable there (no IAM), never "unknown", and does not fail the exit code
+    pre = cli("preflight", "--source-bucket", "probe-source", "--events-target", EVENTS_TARGET, "--source-endpoint",
+              lab.servers["source"].url, "--dest-endpoint", lab.servers["destination"].url, "--format", "json", env=lab_env(lab))
+    assert pre.returncode == 0, pre.stdout + pre.stderr
+    checks = {c["check"]: c for c in json.loads(pre.stdout)["checks"]}
+    assert {k: c["verdict"] for k, c in checks.items()} == {
+        "source versioning": "pass", "replication configuration": "pass", "rule covers the probe prefix": "pass",
+        "RTC on the rule": "warn", "replication metrics on the rule": "warn",  # MinIO's rules carry neither field
+        "destination versioning": "pass", "replication events": "warn",  # the lab's webhook entry filters the probe prefix
+        "encryption": "pass", "replication role": "not_applicable"}
+    assert "replmon-probes" in checks["rule covers the probe prefix"]["detail"] and "no IAM" in checks["replication role"]["detail"]
+    assert "mc replicate add" in checks["RTC on the rule"]["detail"]  # why, precisely: not a missing AWS setting
+    table = cli("preflight", "--source-bucket", "probe-source", "--events-target", EVENTS_TARGET, "--source-endpoint",
+                lab.servers["source"].url, "--dest-endpoint", lab.servers["destination"].url, env=lab_env(lab))
+    assert table.returncode == 0 and table.stdout.startswith("probe-source: ready to probe 'replmon-probes/'")
+    assert "not_applicable" in table.stdout and "1 not applicable" in table.stdout
 
 
 def test_the_readme_main_command_prints_the_table_and_writes_the_chart(tmp_path: Path) -> None:

@@ -71,8 +71,8 @@ def test_toxiproxy_round_trip_lowers_mountpoint_throughput_and_the_report_reads_
     assert sum(k.endswith("/run.json") for k in keys) >= 2
     # replmon fio report against the lab's table: the same rows, the drop, and what a Tokyo bucket would bill for them.
     r = subprocess.run([sys.executable, "-m", "replmon.cli", "fio", "report", "--preset", "mountpoint-xregion", "--scale", "tiny",
-                        "--table", TABLE, "--dynamodb-endpoint", lab.servers["dynamodb"].url.rstrip("/"), "--target", "mountpoint",
-                        "--target", "mountpoint-xregion", "--same-region", "mountpoint", "--cross-region", "mountpoint-xregion",
+                        "--table", TABLE, "--dynamodb-endpoint", lab.servers["dynamodb"].url.rstrip("/"), "--mount", "mountpoint",
+                        "--mount", "mountpoint-xregion", "--same-region-mount", "mountpoint", "--cross-region-mount", "mountpoint-xregion",
                         "--bucket-region", "ap-northeast-1", "--region", "us-east-1", "--format", "json"],
                        capture_output=True, text=True, timeout=120, env={**__import__("os").environ, "AWS_ACCESS_KEY_ID": "lab",
                                                                           "AWS_SECRET_ACCESS_KEY": "lab"})
@@ -98,12 +98,12 @@ def test_dd_rewrites_one_path_on_mountpoint_with_allow_overwrite(lab: Lab) -> No
 
 
 def test_lab_fio_cli_on_local_prints_the_study_tables_and_writes_the_chart(tmp_path: Path) -> None:
-    res = subprocess.run([sys.executable, "-m", "replmon.cli", "lab", "fio", "--preset", "nfs-matrix", "--scale", "tiny", "--target", "local",
+    res = subprocess.run([sys.executable, "-m", "replmon.cli", "lab", "fio", "--preset", "nfs-matrix", "--scale", "tiny", "--mount", "local",
                           "--dir", str(tmp_path / "lab"), "--format", "json", "--markdown", str(tmp_path / "LAB.md")],
                          capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
     doc = json.loads(res.stdout)
-    assert doc["runs"][0]["status"] == "ok" and Path(doc["chart"]).stat().st_size > 1000
+    assert doc["runs"][0]["status"] == "ok" and Path(doc["chart_files"][0]).stat().st_size > 1000
     titles = [t["title"] for t in doc["tables"]]
     assert titles[:2] == ["R5 MiB/s", "R5 IOPS"]
     iops = doc["tables"][1]["rows"]

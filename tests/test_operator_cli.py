@@ -120,6 +120,49 @@ def test_every_commands_help_reads_at_80_columns_lists_its_exit_codes_and_takes_
     assert "[lo, hi]" in " ".join(bench.split())
 
 
+#: Flag names that name the same concept a different way (issue 23.8): never both in the CLI.
+SYNONYMS = [("--endpoint-url", "--source-endpoint"), ("--slo-threshold", "--target"), ("--chart", "--charts"),
+            ("--target-seconds", "--target"), ("--mount", "--mount-target")]
+
+
+def flag_signature(p: Any) -> tuple[str, bool]:
+    """What a flag's value is: its annotated type (float, Path, str, an enum...; one value or a
+    repeated one alike) and whether it is an on/off switch. One flag name: one of these everywhere."""
+    kind = str(p.bare_type()).removesuffix(" | None")
+    return re.sub(r"^list\[(.*)\]$", r"\1", kind), bool(getattr(p, "is_flag", False))
+
+
+def test_no_two_commands_use_one_flag_name_for_two_concepts() -> None:
+    """Read every command's parameters from click (typer builds them): a flag name has one value
+    type, repetition and on/off-ness in every command that takes it, its help says the same thing
+    (`--target` is the latency target in seconds everywhere, a mount target is `--mount`), and no
+    two synonyms of one concept coexist (`--chart` FILE vs `--charts` DIR: both are `--charts` DIR)."""
+    root = typer.main.get_command(app)
+    uses: dict[str, dict[tuple[str, bool], list[str]]] = {}
+    helps: dict[str, list[tuple[str, str]]] = {}
+    for path in commands(root):
+        cmd = root
+        for part in path:
+            cmd = cmd.commands[part]  # type: ignore[attr-defined]
+        for p in cmd.params:
+            if p.param_type_name != "option" or getattr(p, "hidden", False):
+                continue
+            for opt in (*p.opts, *p.secondary_opts):
+                if opt.startswith("--"):
+                    uses.setdefault(opt, {}).setdefault(flag_signature(p), []).append(" ".join(path))
+                    helps.setdefault(opt, []).append((" ".join(path), p.help or ""))
+    assert len(uses) > 50 and "--target" in uses
+    clashes = {opt: sigs for opt, sigs in uses.items() if len(sigs) > 1}
+    assert clashes == {}, "one flag name, several kinds of value:\n" + "\n".join(f"{o}: {s}" for o, s in clashes.items())
+    assert [pair for pair in SYNONYMS if all(name in uses for name in pair)] == []
+    # --target: a number of seconds, and its help says it is the latency target
+    assert set(uses["--target"]) == {("float", False)}, uses["--target"]
+    assert all(re.search(r"target", h, re.I) and re.search(r"second|LatencyTargetSeconds", h, re.I) for _, h in helps["--target"]), \
+        helps["--target"]
+    assert {c for cmds in uses["--mount"].values() for c in cmds} == {"fio report", "lab fio"}
+    assert {c for cmds in uses["--charts"].values() for c in cmds} == {"report", "fio report", "lab fio"}
+
+
 def test_version() -> None:
     import tomllib
 

@@ -273,3 +273,22 @@ def run_raw(*args: str) -> tuple[int, str]:
         except SystemExit as exc:
             code = int(exc.code or 0)
     return code, err.getvalue()
+
+
+def test_an_events_entry_filtered_on_the_probe_prefix_is_a_warning() -> None:
+    """The lab's MinIO notifies its webhook for the probe prefix only: the probes' replication
+    events arrive (a working route, a warning that the route's other objects' events do not), and
+    that entry is replmon's own, not a conflict with itself."""
+    target = "arn:minio:sqs::REPLMON:webhook"
+    entry = {"Id": "1", "QueueArn": target, "Events": ["s3:ObjectCreated:Put", "s3:Replication:OperationFailedReplication"],
+             "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": "replmon-probes/"}]}}}
+    check = pf.notifications(SRC, {"QueueConfigurations": [entry]}, target, probe_prefix="replmon-probes/")
+    assert check.verdict == "warn" and "for prefix 'replmon-probes/' only" in check.detail, check
+    # a prefix that does not cover the probes is no help: the merged document is the fix
+    assert pf.notifications(SRC, {"QueueConfigurations": [entry]}, target, probe_prefix="other/").verdict == "fail"
+
+
+def test_not_applicable_is_ready_and_neither_a_pass_nor_a_failure() -> None:
+    report = pf.Preflight([pf.Check("source versioning", pf.PASS, "x"),
+                           pf.Check("replication role", pf.NOT_APPLICABLE, "an S3-compatible endpoint: no IAM")])
+    assert report.ready and report.count(pf.PASS) == 1 and report.count(pf.NOT_APPLICABLE) == 1

@@ -32,8 +32,11 @@ def test_a_run_within_target_is_ok_and_its_rpo_is_the_largest_upper_bound() -> N
 @pytest.mark.parametrize(("records", "planned", "ok", "verdict", "kinds"), [
     ([rec(ProbeStatus.COMPLETED, 1000.0)], 1, True, RpoVerdict.BREACH, ["rpo_over_target"]),
     ([rec(ProbeStatus.FAILED, None)], 1, True, RpoVerdict.BREACH, ["probe_failed"]),
-    ([rec(ProbeStatus.STUCK, None, lo=7200.0)], 1, True, RpoVerdict.BREACH, ["probe_stuck"]),
-    ([rec(ProbeStatus.STUCK, None, lo=7200.0), rec(ProbeStatus.ERROR, None, n=1)], 2, True, RpoVerdict.BREACH, ["probe_stuck", "probe_error"]),
+    # a STUCK probe is a ticket (as ProbeStuckAlarm); what pages is the RPO it raises over the target
+    ([rec(ProbeStatus.STUCK, None, lo=7200.0)], 1, True, RpoVerdict.BREACH, ["rpo_over_target", "probe_stuck"]),
+    ([rec(ProbeStatus.STUCK, None, lo=7200.0), rec(ProbeStatus.ERROR, None, n=1)], 2, True, RpoVerdict.BREACH,
+     ["rpo_over_target", "probe_stuck", "probe_error"]),
+    ([rec(ProbeStatus.STUCK, None, lo=300.0)], 1, True, RpoVerdict.NOT_MEASURED, ["probe_stuck"]),
     ([rec(ProbeStatus.ERROR, None)], 1, True, RpoVerdict.NOT_MEASURED, ["probe_error"]),
     ([rec(ProbeStatus.COMPLETED)], 2, True, RpoVerdict.NOT_MEASURED, ["records_missing"]),
     ([rec(ProbeStatus.COMPLETED)], 1, False, RpoVerdict.NOT_MEASURED, ["run_failed"]),
@@ -119,3 +122,21 @@ def test_the_memory_table_keeps_the_stores_contract() -> None:
     assert got is not None and (got.latency_lo, got.latency_hi) == (1.9, 1.95)
     assert t.add_arrival("r#arrivals", "k", "created_at", 5.0, 9) and not t.add_arrival("r#arrivals", "k", "created_at", 6.0, 9)
     assert t.add_arrival("r#arrivals", "k", "created_at", 4.0, 9) and t.get_item("r#arrivals", "k")["created_at"] == 4.0  # type: ignore[index]
+
+
+def test_every_findings_severity_is_its_alarms_severity_tag() -> None:
+    """One severity per cause (issue 23.3): the CLI's headline pages exactly where the deployed
+    stack's alarm for the same cause pages (its ``Severity`` tag in template.yaml). A STUCK probe
+    is a ticket in both; the RPO it raises pages through RpoAboveTargetAlarm / rpo_over_target."""
+    from replmon.local.template import load_template
+    from replmon.signals.verdict import FINDING_ALARMS
+    from tests.conftest import TEMPLATE
+
+    resources = load_template(TEMPLATE)["Resources"]
+    assert set(FINDING_ALARMS) == set(FINDING_KINDS)
+    tags = {name: next((t["Value"] for t in resources[name]["Properties"].get("Tags", []) if t["Key"] == "Severity"), None)
+            for name in filter(None, FINDING_ALARMS.values())}
+    assert {k: str(FINDING_KINDS[k][0]) for k, a in FINDING_ALARMS.items() if a} == {k: tags[a] for k, a in FINDING_ALARMS.items() if a}
+    # a finding that pages must be a breach (the verdict's exit code 1), never "shown only"
+    assert all(effect == "breach" for sev, effect in FINDING_KINDS.values() if sev == "page")
+    assert FINDING_KINDS["probe_stuck"][0] == "ticket" and FINDING_ALARMS["probe_stuck"] == "ProbeStuckAlarm"

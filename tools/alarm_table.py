@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from replmon.local.template import load_template  # noqa: E402
+from replmon.signals.verdict import FINDING_ALARMS, FINDING_KINDS  # noqa: E402
 
 TEMPLATE = ROOT / "template.yaml"
 TARGET = ROOT / "docs" / "ALARMS.md"
@@ -97,7 +98,18 @@ def render(template: dict[str, Any] | None = None) -> str:
         cells = [f"`{name}`{only}", str(severity(res)), ", ".join(via), condition(res, params),
                  runbook.get("Causes", ""), runbook.get("Action", "")]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, "", *findings()]) + "\n"
+
+
+def findings() -> list[str]:
+    """The CLI's verdict findings (signals/verdict.py) beside the alarm that watches the same cause:
+    a finding's severity is that alarm's tag (tests/test_verdict.py checks they agree)."""
+    lines = ["The headline of `replmon probe`, `lab run` and `report` names the same causes; each finding kind has "
+             "its alarm's severity:", "", "| finding kind | severity | effect on the verdict | alarm |", "| --- | --- | --- | --- |"]
+    for kind, (sev, effect) in FINDING_KINDS.items():
+        alarm = FINDING_ALARMS[kind]
+        lines.append(f"| `{kind}` | {sev} | {effect} | " + (f"`{alarm}`" if alarm else "none (a CLI run's own state)") + " |")
+    return lines
 
 
 def main(argv: list[str]) -> int:

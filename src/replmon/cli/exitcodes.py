@@ -32,11 +32,11 @@ class Exit(IntEnum):
 #: What each code means, the same for every command (a command's help may say what it means there).
 MEANING: dict[Exit, str] = {
     Exit.OK: "OK: every route judged is within its target (or the command did what it was asked)",
-    Exit.BREACH: "breach: replication is late or failing - RPO over target or unbounded, a probe FAILED, STUCK or over "
-                 "target, or the page burn-rate alert fires",
+    Exit.BREACH: "breach: replication is late or failing - RPO over target or unbounded, a probe FAILED or over target "
+                 "(a STUCK one whose age is), or the page burn-rate alert fires",
     Exit.USAGE: "usage: a flag or an input is wrong (one line on stderr names it and the fix)",
     Exit.INFRASTRUCTURE: "not measured: an endpoint, credentials or the store failed, or a probe could not measure what "
-                         "was planned (ERROR, a record missing)",
+                         "was planned (ERROR, a record missing, STUCK within the target)",
     Exit.NO_DATA: "no data: a route has nothing to judge in the window (a typo in --route, a schedule that is off): "
                   "never reported as RPO 0",
     Exit.NOT_RECORDED: "could not record: a record is not in the latency store (spooled for replay, or lost) or the run "
@@ -58,6 +58,7 @@ COMMANDS: dict[str, tuple[Exit, ...]] = {
     "lab chaos": (Exit.OK, Exit.BREACH, Exit.USAGE, Exit.INFRASTRUCTURE, Exit.SIGINT, Exit.SIGTERM),
     "lab up": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE),
     "lab down": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE),
+    "lab preflight": (Exit.OK, Exit.BREACH, Exit.USAGE, Exit.INFRASTRUCTURE),
     "lab bench": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE, Exit.SIGINT, Exit.SIGTERM),
     "lab bench-mounts": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE, Exit.SIGINT, Exit.SIGTERM),
     "lab bench-ingest": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE, Exit.SIGINT, Exit.SIGTERM),
@@ -82,12 +83,13 @@ COMMANDS: dict[str, tuple[Exit, ...]] = {
 
 #: What a code means for one command, where it says more than the table.
 SPECIFIC: dict[tuple[str, Exit], str] = {
-    ("report", Exit.BREACH): "a route's RPO is over --target or unbounded, a probe is STUCK, or the page burn-rate alert fires",
+    ("report", Exit.BREACH): "a route's RPO is over --target (a STUCK probe's age counts) or unbounded, or the page burn-rate alert fires",
     ("report", Exit.NO_DATA): "a route has no probe, in-flight probe or RTC metric in the RPO window",
     ("lab chaos", Exit.OK): "the fault showed as a breach and the healed route recovered",
     ("lab chaos", Exit.BREACH): "the fault did not show as a breach, or the route did not recover",
     ("lab fio", Exit.BREACH): "a target's fio run failed or left something mounted",
-    ("preflight", Exit.OK): "every check passed (warnings say what the route will lack)",
+    ("preflight", Exit.OK): "every check passed or does not apply (warnings say what the route will lack)",
+    ("lab preflight", Exit.OK): "every check passed or does not apply (as preflight, on the lab's route)",
     ("preflight", Exit.BREACH): "a check failed: the route is not ready to probe (each failure prints its fix)",
     ("preflight", Exit.INFRASTRUCTURE): "a configuration could not be read (the check says which permission to grant)",
     ("events parse", Exit.BREACH): "a record failed to parse (IngestEvents would retry it)",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -202,12 +203,16 @@ def report(
     preset: Annotated[str, typer.Option(help="The preset whose study to rebuild (replmon fio presets).")],
     stack_name: Annotated[str | None, typer.Option(help="A deployed mount stack: its table, and its targets that run --preset.")] = None,
     table: Annotated[str | None, typer.Option(help="The results table (the mount stack's output FioTableName).")] = None,
-    target: Annotated[list[str] | None, typer.Option(help="Target names (repeat; default: the stack's targets running --preset).")] = None,
-    scale: Annotated[str, typer.Option(help="Scale of the runs (with --target).")] = "full",
-    same_region: Annotated[str | None, typer.Option(help="mountpoint-xregion: the same-region target (default: inferred from the bucket's and the task's region).")] = None,
-    cross_region: Annotated[str | None, typer.Option(help="mountpoint-xregion: the cross-region target.")] = None,
+    mount: Annotated[list[str] | None, typer.Option("--mount", metavar="NAME", help="Mount target names (repeat; default: the stack's "
+                                                    "targets running --preset).")] = None,
+    scale: Annotated[str, typer.Option(help="Scale of the runs (with --mount).")] = "full",
+    same_region: Annotated[str | None, typer.Option("--same-region-mount", metavar="NAME", help="mountpoint-xregion: the same-region "
+                                                    "mount target (default: inferred from the bucket's and the task's region).")] = None,
+    cross_region: Annotated[str | None, typer.Option("--cross-region-mount", metavar="NAME", help="mountpoint-xregion: the "
+                                                     "cross-region mount target.")] = None,
     bucket_region: Annotated[str | None, typer.Option(help="mountpoint-xregion: price the cross-region target's reads at this region's rate.")] = None,
-    chart: Annotated[Path | None, typer.Option(help="PNG chart in the study's shape.")] = None,
+    charts: Annotated[Path | None, typer.Option(metavar="DIR", help="Write the study-shaped PNG chart here, named per report "
+                                                "(fio-report-<preset>-<time>.png).")] = None,
     region: Annotated[str | None, typer.Option(help="AWS region of the stack / table.")] = None,
     profile: Annotated[str | None, typer.Option(help="AWS profile (the standard credential chain otherwise).")] = None,
     dynamodb_endpoint: Annotated[str | None, typer.Option(help="A DynamoDB-compatible endpoint (the lab's DynamoDB Local).")] = None,
@@ -217,7 +222,7 @@ def report(
     with the published values in the same unit, the cross-region drop, the Express / Standard
     ratios, burst and sustained levels against the per-unit baseline."""
     from replmon.adapters.explain import explain
-    from replmon.cli.common import check_output_file, check_url
+    from replmon.cli.common import check_output_dir, check_url
     from replmon.mounts import presets as p
     from replmon.mounts.ingest import partition
     from replmon.mounts.report import latest, study_report
@@ -227,8 +232,8 @@ def report(
     except p.PresetError as exc:
         fail(f"--preset: {exc}")
     check_url(dynamodb_endpoint, "--dynamodb-endpoint")
-    check_output_file(chart, "--chart")
-    wanted = [(t, scale) for t in target or []]
+    check_output_dir(charts, "--charts")
+    wanted = [(t, scale) for t in mount or []]
     if stack_name:
         params, outputs = _stack(stack_name, region, profile)
         table = table or outputs.get("FioTableName")
@@ -236,7 +241,7 @@ def report(
     if not table:
         fail("--table or --stack-name: which results table? (the mount stack's output FioTableName)")
     if not wanted:
-        fail(f"--target: no target runs {preset} (name them with --target, or check the stack's Ec2Targets)")
+        fail(f"--mount: no mount target runs {preset} (name them with --mount, or check the stack's Ec2Targets)")
     from replmon.wiring import latency_table
 
     store = latency_table(table, endpoint_url=dynamodb_endpoint, region=region, profile=profile, call="read")
@@ -257,7 +262,7 @@ def report(
     pair = None
     if same_region or cross_region:
         if same_region not in by or cross_region not in by:
-            fail("--same-region and --cross-region: name two targets that have runs")
+            fail("--same-region-mount and --cross-region-mount: name two mount targets that have runs")
         pair = (by[same_region], by[cross_region])
     rep = study_report(preset, results, xregion_pair=pair)
     drop = rep.comparisons.get("cross_region_drop")
@@ -271,11 +276,12 @@ def report(
         except p.PresetError as exc:
             fail(str(exc))
         rep.comparisons["cross_region_cost"] = {"read_gib": est.read_gib, "dollars": est.per_run, "bucket_region": bucket_region}
-    doc: dict[str, Any] = {"table": table}
-    if chart:
+    doc: dict[str, Any] = {"table": table, "chart_files": []}
+    if charts:
         from replmon.mounts.charts import chart as draw
 
-        doc["chart"] = str(draw(preset, results, chart))
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        doc["chart_files"] = [str(draw(preset, results, charts / f"fio-report-{preset}-{stamp}.png"))]
     print_report(rep, fmt, preset, doc)
     if fmt is Format.table:
         if drop and drop.get("mean") is not None:
@@ -285,8 +291,8 @@ def report(
         if cost and drop:
             out.print(f"{drop['cross_region']}'s reads: {cost['read_gib']:.1f} GB across regions, ${cost['dollars']:.2f} at the "
                       f"{bucket_region} rate (modelled)", highlight=False)
-        if doc.get("chart"):
-            out.print(f"chart: {doc['chart']}", highlight=False)
+        for f in doc["chart_files"]:
+            out.print(f"chart: {f}", highlight=False)
     return OK
 
 

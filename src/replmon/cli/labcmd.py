@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from replmon.cli.common import INFRASTRUCTURE, OK, USAGE, check_output_file, config_message, fail, run_verdicts
+from replmon.cli.common import INFRASTRUCTURE, OK, USAGE, check_output_dir, check_output_file, config_message, fail, run_verdicts
 from replmon.cli.exitcodes import Exit, combine, help_for
 from replmon.cli.render import (
     FORMAT_HELP,
@@ -195,7 +196,8 @@ def lab_up(
               f"  destination  {e['destination']}  bucket {info['dest_bucket']}\n"
               f"  DynamoDB     {e['dynamodb']}  table {info['table']} (kept between runs)\n"
               f"next: eval \"$(replmon lab up --dir {lab_dir})\"; replmon probe --route adhoc --sizes 1MiB; "
-              f"replmon report --route lab --route adhoc; replmon lab down --dir {lab_dir}", highlight=False, markup=False)
+              f"replmon report --route lab --route adhoc; replmon lab preflight --dir {lab_dir}; replmon lab down --dir {lab_dir}",
+              highlight=False, markup=False)
     sys.stdout.write("\n".join(s.exports()) + "\n")
     return OK
 
@@ -218,6 +220,40 @@ def lab_down(
     err.print(f"lab down in {lab_dir}: stopped {', '.join(stopped)}" if stopped else f"no lab was up in {lab_dir}", highlight=False)
     sys.stdout.write("".join(f"unset {name}\n" for name in session.EXPORTED))
     return OK
+
+
+@lab_app.command("preflight", epilog=help_for("lab preflight"))
+def lab_preflight(
+    lab_dir: Annotated[Path, typer.Option("--dir", metavar="DIR", help=LAB_DIR_HELP)] = Path("lab-data"),
+    fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table,
+) -> int:
+    """`replmon preflight` on the route of the lab `replmon lab up` keeps.
+
+    Read-only, against the lab's MinIO: versioning on both sides, the rule that covers the probe
+    prefix, RTC and metrics on it, the source's replication events to the lab's webhook, default
+    encryption. The replication role is not applicable (MinIO has no IAM: it replicates with its
+    remote target's credentials). Prints the equivalent preflight command first.
+    """
+    import os
+
+    from replmon.cli.preflight import preflight
+    from replmon.lab import session
+    from replmon.lab.lab import EVENTS_TARGET, PREFIX, SOURCE_BUCKET
+
+    s = session.read(lab_dir)
+    if s is None or not s.alive:
+        fail(f"--dir {lab_dir}: no lab is up there; start one with: replmon lab up --dir {lab_dir}")
+    try:
+        secret = (lab_dir / session.SECRET).read_text().strip()
+    except OSError as exc:
+        fail(f"--dir {lab_dir}: cannot read the lab's secret ({exc.strerror}); restart it with replmon lab down / lab up", INFRASTRUCTURE)
+    # the lab's credentials, as `eval "$(replmon lab up)"` would export them (never on the command line)
+    os.environ.update({"REPLMON_ACCESS_KEY_ID": s.endpoints["access_key_id"], "REPLMON_SECRET_ACCESS_KEY": secret})
+    src, dst = s.endpoints["source"], s.endpoints["destination"]
+    err.print(f"replmon preflight --source-bucket {SOURCE_BUCKET} --prefix {PREFIX} --events-target {EVENTS_TARGET} "
+              f"--source-endpoint {src} --dest-endpoint {dst}   (with the lab's exports)", highlight=False, markup=False, soft_wrap=True)
+    return preflight(source_bucket=SOURCE_BUCKET, dest_bucket=None, prefix=PREFIX, events_target=EVENTS_TARGET, source_region=None,
+                     dest_region=None, source_endpoint=src, dest_endpoint=dst, profile=None, fmt=fmt)
 
 
 @lab_app.command("serve", hidden=True)
@@ -375,14 +411,16 @@ def lab_chaos(
 def lab_fio(
     preset: Annotated[str, typer.Option(help="A mount preset (replmon fio presets).")] = "mountpoint-xregion",
     scale: Annotated[str, typer.Option(help="full, small (1/64 of sizes and run times) or tiny (1/1024).")] = "small",
-    target: Annotated[list[str] | None, typer.Option(help="mountpoint, mountpoint-cache, mountpoint-xregion, mountpoint-credits, s3fs, local "
-                                                          "(repeat; default: all, mountpoint-credits only for the burst presets).")] = None,
+    mount: Annotated[list[str] | None, typer.Option("--mount", metavar="NAME", help="mountpoint, mountpoint-cache, mountpoint-xregion, "
+                                                    "mountpoint-credits, s3fs, local (repeat; default: all, mountpoint-credits only for "
+                                                    "the burst presets).")] = None,
     rtt_ms: Annotated[int, typer.Option(min=2, max=1000, help="mountpoint-xregion: the round trip Toxiproxy adds (half each way), ms; "
                                                               "145 is about Ohio - Tokyo, the study's pair.")] = 145,
     throttle_after: Annotated[float, typer.Option(min=1, help="mountpoint-credits: seconds into the run before the cap (the burst).")] = 5.0,
     throttle_mibps: Annotated[int, typer.Option(min=1, help="mountpoint-credits: the cap per connection, MiB/s (Toxiproxy bandwidth).")] = 8,
     lab_dir: Annotated[Path, typer.Option("--dir", help="The lab's directory.")] = Path("lab-data/fio"),
-    chart: Annotated[Path | None, typer.Option(help="PNG chart (default: <dir>/<preset>.png).")] = None,
+    charts: Annotated[Path | None, typer.Option(metavar="DIR", help="Write the PNG chart here, named per run "
+                                                "(lab-fio-<preset>-<time>.png; default: the lab's directory).")] = None,
     markdown: Annotated[Path | None, typer.Option(help="Write this preset's report into a generated Markdown file (e.g. docs/LAB-MOUNTS.md).")] = None,
     fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table,
 ) -> int:
@@ -392,7 +430,8 @@ def lab_fio(
     Exit 0 when every target's run succeeded and left nothing mounted."""
     from replmon.cli.fio import print_report
     from replmon.lab.lab import Lab
-    from replmon.lab.mounts import LAB_TARGETS, charts, default_targets, markdown_section, report, run_lab_fio, summary, write_markdown
+    from replmon.lab.mounts import LAB_TARGETS, default_targets, markdown_section, report, run_lab_fio, summary, write_markdown
+    from replmon.lab.mounts import charts as draw
     from replmon.lab.servers import LabError
     from replmon.mounts import presets as p
 
@@ -400,21 +439,22 @@ def lab_fio(
         p.expand(preset, "mountpoint", scale)
     except p.PresetError as exc:
         fail(f"--preset/--scale: {exc}")
-    targets = target or default_targets(preset)
+    targets = mount or default_targets(preset)
     bad = [t for t in targets if t not in LAB_TARGETS]
     if bad:
-        fail(f"--target {bad[0]!r}: use any of {', '.join(LAB_TARGETS)}")
+        fail(f"--mount {bad[0]!r}: use any of {', '.join(LAB_TARGETS)}")
+    check_output_dir(charts, "--charts")
     try:
         with Lab(lab_dir, events=False, least_privilege=False) as lab:
             runs = run_lab_fio(lab, preset, scale, targets, rtt_ms=rtt_ms, throttle_after=throttle_after, throttle_mibps=throttle_mibps,
                                progress=lambda m: err.print(m, highlight=False))
     except LabError as exc:
-        fail(str(exc), USAGE if str(exc).startswith(("--dir", "--target")) else INFRASTRUCTURE)
+        fail(str(exc), USAGE if str(exc).startswith(("--dir", "--mount")) else INFRASTRUCTURE)
     rep = report(preset, runs)
-    png = charts(preset, runs, chart or lab_dir / f"{preset}.png")
+    png = draw(preset, runs, (charts or lab_dir) / f"lab-fio-{preset}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.png")
     print_report(rep, fmt, title=f"lab fio: {preset} at scale {scale}", document={
         "scale": scale, "rtt_ms": rtt_ms, "throttle": {"after_s": throttle_after, "mibps_per_connection": throttle_mibps},
-        "runs": summary(runs), "chart": str(png)})
+        "runs": summary(runs), "chart_files": [str(png)]})
     if fmt is Format.table:
         emit(summary(runs), fmt, "runs (stored in the lab's DynamoDB Local)")
         drop = rep.comparisons.get("cross_region_drop")
@@ -424,7 +464,7 @@ def lab_fio(
                       highlight=False)
         out.print(f"chart: {png}", highlight=False)
     if markdown:
-        command = f"replmon lab fio --preset {preset} --scale {scale}" + "".join(f" --target {t}" for t in targets) + \
+        command = f"replmon lab fio --preset {preset} --scale {scale}" + "".join(f" --mount {t}" for t in targets) + \
             (f" --rtt-ms {rtt_ms}" if "mountpoint-xregion" in targets else "") + \
             (f" --throttle-after {throttle_after:g} --throttle-mibps {throttle_mibps}" if "mountpoint-credits" in targets else "")
         err.print(f"wrote {write_markdown(markdown, preset, markdown_section(preset, scale, rep, runs, command))}", highlight=False)

@@ -104,7 +104,7 @@ def preflight(
         found = None
     else:
         found = discover(source_bucket, config, prefix, source=Endpoint(bucket=source_bucket)) if config else None
-        report.checks += pf.replication(source_bucket, config, found, dest_bucket, prefix)
+        report.checks += pf.replication(source_bucket, config, found, dest_bucket, prefix, s3_compatible=source_endpoint is not None)
     chosen = [r for r in (found.rules if found else []) if r.chosen]
     dests = list(dest_bucket or dict.fromkeys(r.destination_bucket for r in chosen))
 
@@ -115,28 +115,40 @@ def preflight(
         report.checks.append(pf.versioning("destination", d, answer, error))
 
     answer, error = _read(src.get_bucket_notification_configuration, Bucket=source_bucket)
-    report.checks.append(pf.notifications(source_bucket, answer, events_target, error))
+    report.checks.append(pf.notifications(source_bucket, answer, events_target, error, probe_prefix=prefix))
     answer, error = _read(src.get_bucket_encryption, Bucket=source_bucket)
     report.checks.append(pf.encryption(source_bucket, answer, config, chosen, error))
 
     role_arn = (config or {}).get("Role")
-    if role_arn and source_endpoint:
-        report.checks.append(pf.Check("replication role", pf.UNKNOWN, f"{role_arn}: an S3-compatible endpoint has no IAM to read",
-                                      "check the server's own replication credentials"))
+    if source_endpoint:  # MinIO and other S3-compatible servers replicate with their own remote-target credentials, not an IAM role
+        report.checks.append(pf.Check("replication role", pf.NOT_APPLICABLE,
+                                      f"{source_endpoint} is an S3-compatible endpoint: there is no IAM to read"
+                                      + (f" (the configuration names {role_arn})" if role_arn else "")
+                                      + "; the server replicates with its own remote-target credentials",
+                                      "check those credentials on the server (MinIO: mc replicate ls / mc admin bucket remote ls)"))
+    elif config is not None and not role_arn:
+        report.checks.append(pf.Check("replication role", pf.NOT_APPLICABLE, f"{source_bucket}: the replication configuration names "
+                                      "no role, so there is no role to check (S3 itself requires one on AWS)"))
     elif role_arn:
         iam = clients.client("iam", clients.PREFLIGHT, region=source_region, profile=profile)
         trust, policies, error = _role(iam, role_arn)
         report.checks += pf.replication_role(role_arn, trust, policies, source_bucket, dests, prefix, error)
 
     rows = [c.to_json() for c in report.checks]
+    # not_applicable never changes the code: it is neither a pass nor a failure
     code = combine([Exit.BREACH if c.verdict == pf.FAIL else Exit.INFRASTRUCTURE if c.verdict == pf.UNKNOWN else Exit.OK
                     for c in report.checks])
     headline = (f"{source_bucket}: ready to probe {prefix!r}" if report.ready else
                 f"{source_bucket}: NOT ready - {report.count(pf.FAIL)} failed, {report.count(pf.UNKNOWN)} not readable") + \
-        f" ({report.count(pf.PASS)} passed, {report.count(pf.WARN)} warnings; nothing was changed)"
-    emit(rows, fmt, headline, columns=["check", "verdict", "detail", "fix"],
+        f" ({report.count(pf.PASS)} passed, {report.count(pf.WARN)} warnings" + \
+        (f", {report.count(pf.NOT_APPLICABLE)} not applicable" if report.count(pf.NOT_APPLICABLE) else "") + "; nothing was changed)"
+    # a table of four prose columns is cut at 100 columns: the fixes follow it, one line each
+    emit(rows, fmt, headline, columns=["check", "verdict", "detail"] if fmt is Format.table else ["check", "verdict", "detail", "fix"],
          document={"source_bucket": source_bucket, "probe_prefix": prefix, "ready": report.ready, "checks": rows})
     if fmt is Format.table:
+        for c in report.checks:
+            if c.fix:
+                out.print(f"fix ({c.name}): {c.fix}", highlight=False, markup=False)
         for c in report.checks:
             if c.document is not None:
                 out.print(f"\n{c.name}: apply this document\n{json.dumps(c.document, indent=1)}", highlight=False, markup=False)

@@ -39,6 +39,9 @@ from replmon.fleet.discovery import Discovery, RuleRoute
 from replmon.fleet.offboard import TARGETS, ours
 
 PASS, WARN, FAIL, UNKNOWN = "pass", "warn", "fail", "unknown"
+#: The check does not apply to this route (e.g. IAM on an S3-compatible server, which has none):
+#: said with the reason, never a pass, never counted against readiness or the exit code.
+NOT_APPLICABLE = "not_applicable"
 #: The role S3 assumes needs these, per resource (Setting up permissions for live replication).
 SOURCE_BUCKET_ACTIONS = ("s3:GetReplicationConfiguration", "s3:ListBucket")
 SOURCE_OBJECT_ACTIONS = ("s3:GetObjectVersionForReplication", "s3:GetObjectVersionAcl")
@@ -55,7 +58,8 @@ REPLICATION_EVENTS = "s3:Replication:*"
 
 @dataclass
 class Check:
-    """One precondition: ``verdict`` is pass, warn (works, with less), fail or unknown (could not read)."""
+    """One precondition: ``verdict`` is pass, warn (works, with less), fail, unknown (could not read)
+    or not_applicable (no such thing on this route; ``detail`` says why)."""
 
     name: str
     verdict: str
@@ -78,7 +82,7 @@ class Preflight:
 
     @property
     def ready(self) -> bool:
-        return all(c.verdict in (PASS, WARN) for c in self.checks)
+        return all(c.verdict in (PASS, WARN, NOT_APPLICABLE) for c in self.checks)
 
     def count(self, verdict: str) -> int:
         return sum(c.verdict == verdict for c in self.checks)
@@ -104,10 +108,15 @@ def probe_rule(dest_bucket: str, prefix: str, priority: int, rule_id: str = "rep
                             "Metrics": {"Status": "Enabled", "EventThreshold": {"Minutes": 15}}}}
 
 
+#: Why an S3-compatible server's rule lacks RTC and metrics (said instead of AWS's fix).
+NOT_ON_S3_COMPATIBLE = "an S3-compatible server (S3 features; MinIO's `mc replicate add` sets neither field)"
+
+
 def replication(bucket: str, config: Mapping[str, Any] | None, found: Discovery | None, dest_bucket: str | Sequence[str] | None,
-                prefix: str) -> list[Check]:
+                prefix: str, s3_compatible: bool = False) -> list[Check]:
     """The configuration exists, an enabled rule covers the probe prefix (for each of
-    ``dest_bucket``, one name or several), and the chosen rules have RTC and replication metrics."""
+    ``dest_bucket``, one name or several), and the chosen rules have RTC and replication metrics
+    (``s3_compatible``: a server other than AWS, whose rules cannot have them: said so)."""
     wanted = [dest_bucket] if isinstance(dest_bucket, str) else list(dest_bucket or [])
     if config is None or found is None:
         rules = [probe_rule(d, prefix, i + 1, _rule_id(i)) for i, d in enumerate(wanted or ["DESTINATION-BUCKET"])]
@@ -115,7 +124,8 @@ def replication(bucket: str, config: Mapping[str, Any] | None, found: Discovery 
         return [Check("replication configuration", FAIL, f"{bucket}: no replication configuration (ReplicationConfigurationNotFoundError)",
                       f"aws s3api put-bucket-replication --bucket {bucket} --replication-configuration file://replication.json "
                       "(the role: see 'replication role')", doc)]
-    checks = [Check("replication configuration", PASS, f"{bucket}: {len(config.get('Rules', []))} rules, role {config.get('Role', '?')}")]
+    n = len(config.get("Rules", []))
+    checks = [Check("replication configuration", PASS, f"{bucket}: {n} rule{'' if n == 1 else 's'}, role {config.get('Role') or '(none)'}")]
     chosen = [r for r in found.rules if r.chosen and (not wanted or r.destination_bucket in wanted)]
     uncovered = [d for d in wanted if not any(r.destination_bucket == d for r in chosen)] or ([] if chosen else ["DESTINATION-BUCKET"])
     if uncovered:
@@ -131,8 +141,8 @@ def replication(bucket: str, config: Mapping[str, Any] | None, found: Discovery 
         return checks
     checks.append(Check("rule covers the probe prefix", PASS,
                         "; ".join(f"rule {r.rule_id!r} (priority {r.priority}) -> {r.destination_bucket}" for r in chosen)))
-    checks += [_rtc(r) for r in chosen]
-    checks += [_metrics(r) for r in chosen]
+    checks += [_rtc(r, s3_compatible) for r in chosen]
+    checks += [_metrics(r, s3_compatible) for r in chosen]
     return checks
 
 
@@ -140,17 +150,24 @@ def _rule_id(n: int) -> str:
     return "replmon-probes" if n == 0 else f"replmon-probes-{n + 1}"
 
 
-def _rtc(r: RuleRoute) -> Check:
+def _rtc(r: RuleRoute, s3_compatible: bool = False) -> Check:
     if r.rtc:
         return Check("RTC on the rule", PASS, f"rule {r.rule_id!r}: ReplicationTime Enabled (15-minute SLA, threshold events)")
+    if s3_compatible:
+        return Check("RTC on the rule", WARN, f"rule {r.rule_id!r}: no ReplicationTime on {NOT_ON_S3_COMPATIBLE}: no "
+                     "OperationMissedThreshold events; probes and RPO still work", "none on this server (on AWS: add ReplicationTime)")
     return Check("RTC on the rule", WARN, f"rule {r.rule_id!r}: no Replication Time Control: no s3:Replication:OperationMissedThreshold "
                  "events, no 15-minute SLA; probes and RPO still work",
                  "optional: add Destination.ReplicationTime {Status: Enabled, Time: {Minutes: 15}} and Metrics (RTC fee per GB)")
 
 
-def _metrics(r: RuleRoute) -> Check:
+def _metrics(r: RuleRoute, s3_compatible: bool = False) -> Check:
     if r.metrics:
         return Check("replication metrics on the rule", PASS, f"rule {r.rule_id!r}: Metrics Enabled")
+    if s3_compatible:
+        return Check("replication metrics on the rule", WARN, f"rule {r.rule_id!r}: no Metrics on {NOT_ON_S3_COMPATIBLE}: no "
+                     "ReplicationLatency / pending metrics (RPO from probes and events)",
+                     "none on this server (on AWS: add Destination.Metrics)")
     return Check("replication metrics on the rule", WARN, f"rule {r.rule_id!r}: metrics off: S3 publishes no ReplicationLatency / "
                  "pending metrics and sends no OperationFailedReplication events for it (RPO from probes only)",
                  "add Destination.Metrics {Status: Enabled, EventThreshold: {Minutes: 15}} to the rule")
@@ -176,23 +193,31 @@ def _target_key(arn: str) -> tuple[str, str]:
     return key, TARGETS[key]
 
 
-def notifications(bucket: str, config: Mapping[str, Any] | None, target_arn: str | None, error: str | None = None) -> Check:
+def notifications(bucket: str, config: Mapping[str, Any] | None, target_arn: str | None, error: str | None = None,
+                  probe_prefix: str | None = None) -> Check:
     """The source sends ``s3:Replication:*`` to replmon's events target (the stack's queue), or can
     without a conflict; a failing check prints the merged configuration to apply (S3 replaces the
-    whole of it)."""
+    whole of it). An entry to the target filtered on a prefix that covers ``probe_prefix`` (the
+    lab's) works for the probes only: a warning."""
     name = "replication events"
     if error:
         return Check(name, UNKNOWN, f"{bucket}: GetBucketNotificationConfiguration: {error}", "grant s3:GetBucketNotification to the caller")
     cfg = {k: v for k, v in (config or {}).items() if k != "ResponseMetadata"}
+    mine: list[Mapping[str, Any]] = []
     if target_arn:
         key, field_ = _target_key(target_arn)
-        if any(e.get(field_) == target_arn and _same_type(e.get("Events", []), [REPLICATION_EVENTS]) and _prefix(e) == ""
-               for e in cfg.get(key, [])):
+        mine = [e for e in cfg.get(key, []) if e.get(field_) == target_arn and _same_type(e.get("Events", []), [REPLICATION_EVENTS])]
+        if any(_prefix(e) == "" for e in mine):
             return Check(name, PASS, f"{bucket}: s3:Replication:* -> {target_arn}")
+        covering = [e for e in mine if probe_prefix is not None and probe_prefix.startswith(_prefix(e))]
+        if covering:
+            return Check(name, WARN, f"{bucket}: {', '.join(sorted(_events(covering[0])))} -> {target_arn} for prefix "
+                         f"{_prefix(covering[0])!r} only: the probes' replication events arrive, the route's other objects' do not",
+                         "for passive signals on every object, drop the entry's prefix filter (replmon's own entry has none)")
     clash = [f"{key} {e.get('Id', '(no id)')} ({', '.join(sorted(_events(e)))}, prefix {_prefix(e)!r})"
              for key in TARGETS
              # replmon's entry filters nothing, so every other entry of a replication event type overlaps it
-             for e in cfg.get(key, []) if not ours(e.get("Id")) and _same_type(_events(e), [REPLICATION_EVENTS])]
+             for e in cfg.get(key, []) if not ours(e.get("Id")) and e not in mine and _same_type(_events(e), [REPLICATION_EVENTS])]
     if clash:
         return Check(name, FAIL, f"{bucket}: already sends replication events elsewhere: {'; '.join(clash)}; S3 refuses overlapping "
                      "filters for one event type", "fan out instead: point that entry at one SNS topic that both its "
@@ -220,6 +245,9 @@ def encryption(bucket: str, answer: Mapping[str, Any] | None, config: Mapping[st
     rules = ((answer or {}).get("ServerSideEncryptionConfiguration") or {}).get("Rules", [])
     default = (rules[0].get("ApplyServerSideEncryptionByDefault") or {}) if rules else {}
     algo = default.get("SSEAlgorithm", "AES256")
+    if not rules:
+        return Check(name, PASS, f"{bucket}: no default encryption configuration (on AWS, S3 encrypts new objects with SSE-S3; "
+                     "no KMS key involved)")
     if not algo.startswith("aws:kms"):
         return Check(name, PASS, f"{bucket}: {algo} by default (no KMS key involved)")
     key = default.get("KMSMasterKeyID", "aws/s3")

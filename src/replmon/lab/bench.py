@@ -35,6 +35,7 @@ from typing import Any
 
 from rich.console import Console
 
+from replmon.core.files import write_atomic
 from replmon.core.keys import probe_object_key
 from replmon.core.record import ProbeRecord
 from replmon.core.route import Endpoint, Route
@@ -578,5 +579,5 @@ def run_ingest_bench(console: Console, lab_dir: Path, output: Path | None, inges
         server.stop()
     report.text(f"Bench took {time.time() - started:.0f} s.")
     if output is not None:
-        output.write_text(report.markdown())
+        write_atomic(output, report.markdown().encode(), mode=0o644)
         console.print(f"wrote {output}")

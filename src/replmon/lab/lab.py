@@ -43,6 +43,7 @@ from replmon.probe.upload import UploadSettings
 SOURCE_BUCKET, DEST_BUCKET, TABLE = "probe-source", "probe-replica", "replmon-latency"
 PREFIX = "replmon-probes/"
 REPLICATION_PROXY = "replication"  # the Toxiproxy listener the source replicates through
+EVENTS_TARGET = "arn:minio:sqs::REPLMON:webhook"  # the webhook both MinIO servers notify (lab/event_path.py)
 MARKER = ".replmon-lab"
 ROOT_USER = "replmon-admin"
 
@@ -244,7 +245,7 @@ class Lab:
     def configure_notifications(self) -> None:
         """Replication events (and ObjectCreated) from the source; ObjectCreated from the
         destination, which MinIO does not send for replicas (lab/event_path.py)."""
-        arn = "arn:minio:sqs::REPLMON:webhook"
+        arn = EVENTS_TARGET
         for alias, bucket, events in (("src", SOURCE_BUCKET, "put,replica"), ("dst", DEST_BUCKET, "put")):
             if arn not in self.mc("event", "ls", f"{alias}/{bucket}"):
                 self.mc("event", "add", f"{alias}/{bucket}", arn, "--event", events, "--prefix", PREFIX)

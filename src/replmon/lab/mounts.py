@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from replmon.adapters.metrics import NullMetrics
+from replmon.core.files import write_atomic
 from replmon.lab.servers import LabError, cache_dir
 from replmon.mounts import presets as presets_mod
 from replmon.mounts.charts import chart
@@ -107,7 +108,7 @@ def run_lab_fio(lab: Any, preset: str, scale: str, targets: list[str], *, rtt_ms
                 throttle_mibps: int = 8, progress: Callable[[str], None] = lambda _: None) -> list[TargetRun]:
     unknown = [t for t in targets if t not in LAB_TARGETS]
     if unknown:
-        raise LabError(f"--target {unknown[0]!r}: use any of {', '.join(LAB_TARGETS)}")
+        raise LabError(f"--mount {unknown[0]!r}: use any of {', '.join(LAB_TARGETS)}")
     presets_mod.raw(preset)
     s3 = lab.s3("destination")
     for bucket in (FIO_BUCKET, RESULTS_BUCKET):
@@ -234,5 +235,4 @@ def write_markdown(path: Path, preset: str, section: str) -> Path:
         text = text[: text.index(start)] + block + text[text.index(end) + len(end):]
     else:
         text = text.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(text)
-    return path
+    return write_atomic(path, text.encode(), mode=0o644)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from replmon.core.files import write_atomic
 from replmon.lab.lab import DEST_BUCKET, MARKER, SOURCE_BUCKET, TABLE, Lab
 from replmon.lab.servers import LabError, Pidfile, _start_ticks
 
@@ -57,12 +58,9 @@ class Session:
 
 
 def _private(path: Path, text: str) -> None:
-    """Write ``text`` readable by the owner only (created 0600, replaced atomically)."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    tmp.replace(path)
+    """Write ``text`` readable by the owner only (0600), whole or not at all (core/files.py: a
+    full disk leaves neither a partial file nor a temporary one)."""
+    write_atomic(path, text.encode(), mode=0o600)
 
 
 def read(root: Path) -> Session | None:

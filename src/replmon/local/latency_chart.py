@@ -22,6 +22,8 @@ from replmon.signals.verdict import duration
 
 BREACH = "#d62728"
 TARGET = "#9467bd"
+#: One colour per size class: tab10 without its red (breaches) and purple (the target line).
+SERIES = ("#1f77b4", "#ff7f0e", "#2ca02c", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 
 
 def _plt() -> Any:
@@ -112,13 +114,14 @@ def latency_over_time(records: Sequence[ProbeRecord], path: Path, title: str, *,
     floor = max(min(positive, default=1.0) / 2, 1e-3) if log else 0.0
     routes = sorted({r.route for r in done})
     series = sorted({(r.route, r.size_bytes, r.size_class) for r in done})
-    for route, _, size in series:
-        ok = [r for r in done if r.route == route and r.size_class == size and (r.latency_hi or 0) <= target_seconds]
-        ax.scatter([when(r) for r in ok], [max(r.latency_hi or 0.0, floor) for r in ok], s=14, alpha=0.8,
-                   label=(f"{route} " if len(routes) > 1 else "") + f"{size}: latency upper bound")
+    for i, (route, _, size) in enumerate(series):  # every probe in its size's colour; a breach also gets a red ring
+        mine = [r for r in done if r.route == route and r.size_class == size]
+        ax.scatter([when(r) for r in mine], [max(r.latency_hi or 0.0, floor) for r in mine], s=16, alpha=0.85,
+                   color=SERIES[i % len(SERIES)], label=(f"{route} " if len(routes) > 1 else "") + f"{size}: latency upper bound", zorder=2)
     late = [r for r in done if (r.latency_hi or 0) > target_seconds]
     if late:
-        ax.scatter([when(r) for r in late], [r.latency_hi for r in late], s=30, color=BREACH, marker="o", label="over target", zorder=3)
+        ax.scatter([when(r) for r in late], [r.latency_hi for r in late], s=70, facecolors="none", edgecolors=BREACH, linewidths=1.5,
+                   label="over target", zorder=3)
     stuck = [r for r in records if r.status is ProbeStatus.STUCK]
     if stuck:
         ax.scatter([when(r) for r in stuck], [max(r.latency_lo or target_seconds, floor) for r in stuck], s=40, color=BREACH, marker="^",
@@ -136,9 +139,11 @@ def latency_over_time(records: Sequence[ProbeRecord], path: Path, title: str, *,
         ax.set_ylim(bottom=floor)
     else:
         ax.set_ylim(0, max([target_seconds, *ys]) * 1.15)
-    if rpo_window_seconds is not None:
+    if rpo_window_seconds is not None and rpo_window_seconds < window[1] - window[0]:  # shade it only where it is a part of the window
         ax.axvspan(datetime.fromtimestamp(window[1] - rpo_window_seconds, UTC), datetime.fromtimestamp(window[1], UTC), color="grey",
                    alpha=0.12, zorder=0, label=f"RPO now looks back {duration(rpo_window_seconds)}")
+    elif rpo_window_seconds is not None:
+        ax.plot([], [], " ", label=f"RPO now looks back {duration(rpo_window_seconds)} (all of this chart)")
     pad = (window[1] - window[0]) * 0.02
     ax.set_xlim(datetime.fromtimestamp(window[0], UTC), datetime.fromtimestamp(window[1] + pad, UTC))
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(ax.xaxis.get_major_locator()))  # type: ignore[no-untyped-call]

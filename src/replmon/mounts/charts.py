@@ -9,8 +9,10 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
+from replmon.core.files import write_atomic
 from replmon.mounts import knee as knee_mod
 from replmon.mounts import presets as presets_mod
 from replmon.mounts.report import MB, MiB, TargetResult
@@ -89,7 +91,8 @@ def chart(preset: str, results: list[TargetResult], path: Path, bw_logs: dict[st
             ax.set_xlabel("MiB/s")
             ax.tick_params(axis="y", labelsize=6)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90)
     plt.close(fig)
-    return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return write_atomic(path, buf.getvalue(), mode=0o644)  # whole or not at all (issue 22.3)

@@ -2,14 +2,17 @@
 against, how many probes were within it and what is failing - from a probe run's records
 (`replmon probe`, `lab run`) or from the route's health in the store (`replmon report`, `lab chaos`).
 
-Every finding has a ``kind`` (a stable snake_case code scripts may match), a ``severity`` that
-follows the alarms' split (``page``: replication is late or failing now; ``ticket``: something
-to look at during the day) and an ``effect`` on the verdict (docs/SEMANTICS.md, "Verdicts"):
+Every finding has a ``kind`` (a stable snake_case code scripts may match), a ``severity``
+(``page``: replication is late or failing now; ``ticket``: something to look at during the day)
+and an ``effect`` on the verdict (docs/SEMANTICS.md, "Verdicts"). A finding's severity is the
+``Severity`` tag of the CloudWatch alarm that watches the same cause (``FINDING_ALARMS``;
+tests/test_verdict.py compares them with template.yaml), so the CLI never pages where the
+deployed stack would open a ticket. Effects:
 
-- ``breach``: replication judged failing or late (RPO over target or unbounded, a FAILED or
-  STUCK probe, the page burn-rate alert);
+- ``breach``: replication judged failing or late (RPO over target or unbounded, a FAILED
+  probe, the page burn-rate alert);
 - ``not_measured``: a probe run that could not measure what it planned (a probe ERROR, a record
-  missing, the execution failed);
+  missing, the execution failed, a STUCK probe: its latency is bounded from below only);
 - ``none``: shown, never changes the verdict (the ticket burn-rate alert, missed-threshold events).
 
 A route with nothing to judge is ``no_data``, never "RPO 0".
@@ -64,11 +67,14 @@ class Finding:
 
 
 #: Every finding kind, its severity and its effect on the verdict (the JSON Schema enumerates the same).
+#: A STUCK probe is a ticket, as ProbeStuckAlarm is: what pages is the RPO it raises (at least the
+#: probe's age, its ``lo``), through ``rpo_over_target`` here and RpoAboveTargetAlarm in AWS, and only
+#: when that is over the target (ProbeTimeoutSeconds 7200 > LatencyTargetSeconds 900 by default).
 FINDING_KINDS: Mapping[str, tuple[Severity, str]] = {
     "rpo_over_target": (Severity.PAGE, "breach"),
     "rpo_unbounded": (Severity.PAGE, "breach"),
     "probe_failed": (Severity.PAGE, "breach"),
-    "probe_stuck": (Severity.PAGE, "breach"),
+    "probe_stuck": (Severity.TICKET, "not_measured"),
     "slo_page_burn": (Severity.PAGE, "breach"),
     "probe_error": (Severity.TICKET, "not_measured"),
     "probe_interrupted": (Severity.TICKET, "not_measured"),
@@ -77,6 +83,24 @@ FINDING_KINDS: Mapping[str, tuple[Severity, str]] = {
     "slo_ticket_burn": (Severity.TICKET, "none"),
     "missed_threshold_events": (Severity.TICKET, "none"),
     "probe_error_recent": (Severity.TICKET, "none"),
+}
+
+#: The template.yaml alarm that watches the same cause as each finding kind: the finding's severity
+#: must equal that alarm's ``Severity`` tag (tests/test_verdict.py; docs/ALARMS.md shows the pairs).
+#: None: no deployed alarm can see it (a CLI run's own interruption).
+FINDING_ALARMS: Mapping[str, str | None] = {
+    "rpo_over_target": "RpoAboveTargetAlarm",
+    "rpo_unbounded": "RpoUnboundedAlarm",
+    "probe_failed": "ProbeFailedAlarm",
+    "probe_stuck": "ProbeStuckAlarm",
+    "slo_page_burn": "SloFastBurnAlarm",
+    "probe_error": "ProbeErrorAlarm",
+    "probe_interrupted": None,
+    "records_missing": "RecordLostAlarm",
+    "run_failed": "ExecutionsFailedAlarm",
+    "slo_ticket_burn": "SloSlowBurnAlarm",
+    "missed_threshold_events": "MissedThresholdEventAlarm",
+    "probe_error_recent": "ProbeErrorAlarm",
 }
 
 
@@ -162,15 +186,22 @@ def _status_findings(records: Sequence[ProbeRecord], target_seconds: float) -> l
         reason = next((r.failure_reason for r in recs if r.failure_reason), None)
         out.append(finding("probe_failed", len(recs), f"{_count(len(recs), 'probe')} FAILED ({_sizes(recs)})"
                            + (f": {reason}" if reason else "")))
-    if by[ProbeStatus.STUCK]:
-        recs = by[ProbeStatus.STUCK]
-        out.append(finding("probe_stuck", len(recs), f"{_count(len(recs), 'probe')} STUCK: not replicated by the timeout ({_sizes(recs)})"))
-    late = [r for r in by[ProbeStatus.COMPLETED] if r.latency_hi is not None and r.latency_hi > target_seconds]
+    stuck = by[ProbeStatus.STUCK]
+    # late: COMPLETED over the target, or STUCK with even its lower bound over it (the RPO is at least that)
+    late = [r for r in by[ProbeStatus.COMPLETED] if r.latency_hi is not None and r.latency_hi > target_seconds] + \
+        [r for r in stuck if r.latency_lo is not None and r.latency_lo > target_seconds]
     if late:
-        worst = max(late, key=lambda r: r.latency_hi or 0.0)
+        worst = max(late, key=_latency)
         out.append(finding("rpo_over_target", len(late), f"{_count(len(late), 'probe')} over the {num(target_seconds)} s target "
-                           f"({_sizes(late)}; worst {num(worst.latency_hi or 0.0)} s)"))
+                           f"({_sizes(late)}; worst {'at least ' if worst.status is ProbeStatus.STUCK else ''}{num(_latency(worst))} s)"))
+    if stuck:
+        out.append(finding("probe_stuck", len(stuck), f"{_count(len(stuck), 'probe')} STUCK: not replicated by the timeout ({_sizes(stuck)})"))
     return out
+
+
+def _latency(r: ProbeRecord) -> float:
+    """What a judged probe says of the RPO: ``hi`` of a COMPLETED probe, ``lo`` of a STUCK one."""
+    return (r.latency_hi if r.status is ProbeStatus.COMPLETED else r.latency_lo) or 0.0
 
 
 def within(r: ProbeRecord, target_seconds: float) -> bool:
