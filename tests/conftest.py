@@ -131,3 +131,27 @@ def contract() -> Any:
         with mock_aws(config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}):
             run = run_contract_scenarios()
     return run
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "xdist_group(name): run on one xdist worker under --dist loadgroup (pytest-xdist's)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests sharing one of our session- or module-scoped fixtures (the contract run, a module's
+    moto run) go to one xdist worker under ``--dist loadgroup`` (make test-fast): run once, not once
+    per worker. Without xdist the marker does nothing."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        for name in item.fixturenames:  # type: ignore[attr-defined]
+            defs = info.name2fixturedefs.get(name)
+            if not defs or not getattr(defs[-1].func, "__module__", "").startswith("tests"):
+                continue
+            if defs[-1].scope == "session":
+                item.add_marker(pytest.mark.xdist_group(name))
+                break
+            if defs[-1].scope == "module":
+                item.add_marker(pytest.mark.xdist_group(item.module.__name__))  # type: ignore[attr-defined]
+                break
