@@ -65,7 +65,7 @@ lint: venv node_modules/.installed  ## ruff, mypy, cfn-lint, sam validate --lint
 	$(BIN)/cfn-lint template.yaml
 	$(BIN)/sam validate --lint
 	$(BIN)/cfn-lint $(MOUNTS_TEMPLATE)
-	$(BIN)/cfn-lint templates/member-region.yaml
+	$(BIN)/cfn-lint templates/member-region.yaml templates/member-account.yaml
 	$(BIN)/sam validate --lint -t $(MOUNTS_TEMPLATE)
 	node_modules/.bin/asl-validator --json-path statemachines/replication_probe.asl.json
 

@@ -24,6 +24,7 @@ import boto3
 from replmon import wiring
 from replmon.adapters.cloudwatch import CloudWatchReader
 from replmon.adapters.dynamodb import DynamoLatencyStore
+from replmon.adapters.executions import StepFunctionsExecutions
 from replmon.adapters.leases import DynamoLeases
 from replmon.adapters.metrics import EmfMetrics
 from replmon.adapters.spool import SqsSpool
@@ -39,6 +40,7 @@ from tests.cfnutil import (
     ACCOUNT,
     REGION,
     SPOOL_QUEUE,
+    STACK,
     default_transformed,
     function_environment,
     function_role_policies,
@@ -127,7 +129,8 @@ def run_contract_scenarios() -> ContractRun:
     store = DynamoLatencyStore(TABLE, ddb)
     outage = StoreOutage(ddb)
     deps = Deps(stores=fake.stores(), store=store, metrics=EmfMetrics(), clock=clock, upload=SMALL,
-                spool=SqsSpool(queue_url, sqs), leases=DynamoLeases(TABLE, ddb))
+                spool=SqsSpool(queue_url, sqs), leases=DynamoLeases(TABLE, ddb),
+                executions=StepFunctionsExecutions(boto3.client("stepfunctions", region_name=REGION)))
 
     lock = threading.Lock()
 
@@ -200,6 +203,12 @@ def run_contract_scenarios() -> ContractRun:
                              clock.now() + 3600, {}) is not None
         play("skipped", {"sizes": "1MiB"})
         assert other.release("primary", "arn:aws:states:us-east-1:123456789012:execution:x:still-running", clock.now())
+        # An expired lease of another run of this stack's state machine: BeginRouteRun asks Step
+        # Functions whether that run still runs (DescribeExecution: it does not exist) and takes it.
+        gone = f"arn:aws:states:{REGION}:{ACCOUNT}:execution:{STACK}-replication-probe:gone"
+        assert other.acquire("primary", gone, clock.now() - 7200, clock.now() - 3600, {}) is not None
+        play("overran-ended", {"sizes": "1MiB"})
+        assert run.outputs["overran-ended"].output["skipped"] == []
 
         play_passive(run, deps, clock, wrap, store, sm, fake, outage)
 

@@ -88,6 +88,11 @@ def iam_requests(service: str, operation: str, params: dict[str, Any], region: s
             "DeleteObject": lambda: [IamRequest("s3:DeleteObjectVersion" if versioned else "s3:DeleteObject", obj)],
             "GetBucketVersioning": lambda: [IamRequest("s3:GetBucketVersioning", bucket)],
             "GetBucketReplication": lambda: [IamRequest("s3:GetReplicationConfiguration", bucket)],
+            # the inventory's reads (fleet/inventory.py); HeadBucket is authorized as s3:ListBucket
+            "ListBuckets": lambda: [IamRequest("s3:ListAllMyBuckets", "*")],
+            "HeadBucket": lambda: [IamRequest("s3:ListBucket", bucket)],
+            "GetBucketTagging": lambda: [IamRequest("s3:GetBucketTagging", bucket)],
+            "GetBucketEncryption": lambda: [IamRequest("s3:GetEncryptionConfiguration", bucket)],
         }
         if operation not in table:
             raise KeyError(f"no IAM mapping for s3:{operation}; add it to tests/iam.py with its documented actions")
@@ -99,10 +104,14 @@ def iam_requests(service: str, operation: str, params: dict[str, Any], region: s
     if service == "sqs":
         name = urlparse(params["QueueUrl"]).path.rstrip("/").rsplit("/", 1)[-1]
         return [IamRequest(f"sqs:{operation}", f"arn:aws:sqs:{region}:{account}:{name}")]
-    if service == "sts" and operation == "AssumeRole":
-        return [IamRequest("sts:AssumeRole", params["RoleArn"])]
+    if service == "sts" and operation == "AssumeRole":  # the role's account is the resource account
+        return [IamRequest("sts:AssumeRole", params["RoleArn"], (("aws:ResourceAccount", params["RoleArn"].split(":")[4]),))]
+    if service == "organizations" and operation == "ListAccounts":
+        return [IamRequest("organizations:ListAccounts", "*")]
     if service == "cloudwatch":
         return [IamRequest(f"cloudwatch:{operation}", "*")]
+    if service == "stepfunctions" and operation == "DescribeExecution":  # the execution resource (list_awsstepfunctions)
+        return [IamRequest("states:DescribeExecution", params["executionArn"])]
     raise KeyError(f"no IAM mapping for {service}:{operation}; add it to tests/iam.py")
 
 
@@ -201,7 +210,10 @@ class CallRecorder:
         def make_api_call(client: BaseClient, operation: str, params: dict[str, Any]) -> Any:
             fn = recorder.current
             service = client.meta.service_model.service_name
-            if fn is None or getattr(client, "_replmon_untracked", False) or service in ("stepfunctions", "lambda"):
+            # The local state machine's own calls are the service's, not a function's; a function's
+            # DescribeExecution (BeginRouteRun asking about a lease's holder) is recorded.
+            if (fn is None or getattr(client, "_replmon_untracked", False) or service == "lambda"
+                    or (service == "stepfunctions" and operation != "DescribeExecution")):
                 return original(client, operation, params)
             call = Call(fn, service, operation, dict(params), client.meta.region_name or "us-east-1")
             call.requests = iam_requests(service, operation, params, call.region, recorder.account)

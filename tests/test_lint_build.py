@@ -74,11 +74,12 @@ def test_iam_has_no_wildcard_actions_on_data() -> None:
     for m in re.finditer(r"Action:\s*\[?\s*\"?(s3|dynamodb|sqs|sns):\*", text):
         assert "Effect: Deny" in text[m.start() - 120 : m.start()], text[m.start() - 200 : m.end()]
     assert not re.search(r"Action:\s*\"?\*\"?\s*$", text, re.M)
-    # "*" resources: X-Ray's and CloudWatch GetMetricData's (no resource-level permissions) and the
-    # alarm key's own key policy (in a key policy, "*" is that key).
+    # "*" resources: X-Ray's, CloudWatch GetMetricData's and Organizations ListAccounts' (no resource-level
+    # permissions) and the alarm key's own key policy (in a key policy, "*" is that key).
     star = [m.start() for m in re.finditer(r'Resource: "\*"', text)]
-    assert len(star) == 4
-    assert sum(any(a in text[i - 300 : i] for a in ("xray:PutTraceSegments", "cloudwatch:GetMetricData")) for i in star) == 2
+    no_resource = ("xray:PutTraceSegments", "cloudwatch:GetMetricData", "organizations:ListAccounts")
+    assert len(star) == 5
+    assert sum(any(a in text[i - 300 : i] for a in no_resource) for i in star) == 3
     assert sum("KeyPolicy:" in text[i - 900 : i] for i in star) == 2
 
 

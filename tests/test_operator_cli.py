@@ -77,6 +77,8 @@ def commands(group: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]
         if getattr(cmd, "hidden", False):
             continue
         if hasattr(cmd, "commands"):
+            if getattr(cmd, "invoke_without_command", False):  # a group that is a command itself (replmon fleet)
+                yield (*path, name)
             yield from commands(cmd, (*path, name))
         else:
             yield (*path, name)

@@ -334,3 +334,18 @@ def test_the_member_template_parameters_match_the_hub() -> None:
     assert member["Parameters"]["EventsTopicName"]["Default"] == hub["Parameters"]["EventsTopicName"]["Default"]
     assert "EventsQueueArn" in hub["Outputs"]
     assert copy.deepcopy(member["Parameters"]["LatencyTargetSeconds"]["Default"]) == hub["Parameters"]["LatencyTargetSeconds"]["Default"]
+
+
+def test_the_docs_and_the_collector_agree_on_the_account_that_holds_s3s_metrics() -> None:
+    """Review 19, S1: AWS documents the Region S3 publishes each replication metric in ("Which Region
+    is this metric published in?", Using S3 Replication metrics,
+    https://docs.aws.amazon.com/AmazonS3/latest/userguide/repl-metrics.html), not the account. The
+    collector reads them in the source account; DEPLOY.md says the same, and says it is unverified."""
+    from replmon.signals.rtc import reader_key
+
+    route = Route.model_validate({"name": "x", "source": {"bucket": "src", "region": TOKYO, "account": "111111111111"},
+                                  "destinations": [{"bucket": "dst", "region": SINGAPORE, "rule_id": "r",
+                                                    "account": "222222222222"}]})
+    assert {reader_key(route, route.destinations[0], m).account for m in METRIC_REGION} == {"111111111111"}
+    text = " ".join((ROOT / "docs" / "DEPLOY.md").read_text().split())
+    assert "reads all four in the **source bucket's account**" in text and "Not verified on AWS" in text

@@ -105,6 +105,67 @@ def test_a_dead_runs_lease_expires_after_its_bound_and_the_route_runs_again(env:
         sm.wait_idle(30)
 
 
+def test_a_run_that_outlasts_its_lease_keeps_its_route_while_it_still_runs(env: Env) -> None:
+    """S2 of review 19: expiry alone would hand the route to the next tick while the overrunning
+    run still probes it. BeginRouteRun asks Step Functions (DescribeExecution, moto's) about an
+    expired lease's holder: RUNNING -> skipped as if held; once the run ended -> taken.
+    (DescribeExecution API reference, ExecutionDoesNotExist / status RUNNING,
+    https://docs.aws.amazon.com/step-functions/latest/apireference/API_DescribeExecution.html)"""
+    from replmon.adapters.executions import StepFunctionsExecutions
+
+    env.fake.default = Scenario(latency=2.0)
+    handlers = state_machine_handlers()
+    gate = handlers["PollReplication"] = Gate(handlers["PollReplication"])
+    with injected(env.deps), LocalStateMachine(handlers, clock=env.clock) as sm:
+        env.deps.executions = StepFunctionsExecutions(sm.sfn)
+        slow = sm.start({**PAYLOAD, "run_id": "20261123T100000Z-slow"})
+        assert gate.entered.wait(60)
+        until = float(item(env, live_partition("primary"), LEASE)["until"]["N"])  # type: ignore[index]
+        env.clock.advance(until - env.clock.now() + 60)  # past its lease, and still running
+
+        later = sm.run({**PAYLOAD, "run_id": "20261123T200000Z-later"}, timeout=60)
+        assert later.status == "SUCCEEDED", later.cause
+        assert later.output["skipped"] == [{"route": "primary", "held_by": slow, "until": until}]
+        assert not [i for i in later.invocations if i.function == "UploadProbe"]
+        assert skips(env) == [("RunSkipped", 1, {"Route": "primary"})]
+
+        gate.open.set()
+        assert sm.wait(slow, timeout=60).status == "SUCCEEDED"
+        # It ended and gave its lease back (not_held: its lease had expired, nobody took it).
+        after = sm.run({**PAYLOAD, "run_id": "20261123T201500Z-after"}, timeout=60)
+        assert after.output["skipped"] == [] and after.output["results"] == {"probes": 1}
+
+
+def test_an_expired_lease_of_an_ended_or_unknown_run_is_taken() -> None:
+    from replmon.adapters.leases import MemoryLeases
+    from replmon.core.clock import ManualClock
+    from replmon.fleet.lease import begin_run
+
+    class Status:
+        def __init__(self, answers: dict[str, bool | None]) -> None:
+            self.answers, self.asked = answers, []  # type: list[str]
+
+        def running(self, holder: str) -> bool | None:
+            self.asked.append(holder)
+            return self.answers.get(holder)
+
+    class D:
+        def __init__(self) -> None:
+            self.leases, self.clock, self.metrics = MemoryLeases(), ManualClock(start=1000.0), type("M", (), {"count": lambda *a, **k: None})()
+            self.executions = Status({"ended": False, "unknown": None, "runs": True})
+
+    d = D()
+    for name, holder in (("a", "ended"), ("b", "unknown"), ("c", "runs")):
+        assert d.leases.acquire(name, holder, 0.0, 500.0, {}) is not None  # expired at 500
+    assert d.leases.acquire("d", "fresh", 900.0, 5000.0, {}) is not None  # not expired: not asked
+    plan = {"run_id": "r", "bound_seconds": 10.0, "routes": [route(name=n) for n in "abcd"],
+            "probes": [{"route": route(name=n), "size_class": "1MiB"} for n in "abcd"]}
+    out = begin_run({"plan": plan, "execution": "me"}, d)  # type: ignore[arg-type]
+    assert out["lease"]["routes"] == ["a", "b"]
+    assert [s["route"] for s in out["skipped"]] == ["c", "d"]
+    assert sorted(d.executions.asked) == ["ended", "runs", "unknown"]
+
+
 def test_a_retried_begin_holds_the_same_lease_and_counts_a_skip_once(env: Env) -> None:
     plan = {"run_id": "20261123T100000Z-r", "bound_seconds": 100.0, "routes": [route(), route(name="other")],
             "probes": [{"route": route(), "size_class": "1MiB"}, {"route": route(name="other"), "size_class": "64MiB"}]}

@@ -39,7 +39,7 @@ def resources(cfn: dict[str, Any], kind: str) -> dict[str, Any]:
 
 def test_schedule_is_an_eventbridge_scheduler_schedule_with_a_dlq(cfn: dict[str, Any]) -> None:
     scheds = resources(cfn, "AWS::Scheduler::Schedule")
-    assert set(scheds) == {"ProbeStateMachineSchedule", "CollectSignalsFunctionSchedule"}  # mount runners: templates/mount-baselines.yaml
+    assert set(scheds) == {"ProbeStateMachineSchedule", "CollectSignalsFunctionSchedule", "InventoryFunctionSchedule"}  # mount runners: templates/mount-baselines.yaml
     for name, sched in scheds.items():
         target = sched["Properties"]["Target"]
         assert "SchedulerDeadLetterQueue" in json.dumps(target["DeadLetterConfig"]["Arn"]), name
@@ -71,8 +71,10 @@ def test_every_role_is_least_privilege(cfn: dict[str, Any]) -> None:
                 if st.get("Resource") == "*":
                     # Only actions without resource-level permissions may use "*" (X-Ray; CloudWatch
                     # GetMetricData: "Actions, resources, and condition keys for Amazon CloudWatch";
-                    # ecr:GetAuthorizationToken: the same page for Amazon ECR lists no resource type).
-                    assert all(a.startswith("xray:") or a in ("cloudwatch:GetMetricData", "ecr:GetAuthorizationToken") for a in actions), \
+                    # ecr:GetAuthorizationToken: the same page for Amazon ECR lists no resource type;
+                    # organizations:ListAccounts: "Actions, resources, and condition keys for AWS Organizations").
+                    assert all(a.startswith("xray:") or a in ("cloudwatch:GetMetricData", "ecr:GetAuthorizationToken",
+                                                               "organizations:ListAccounts") for a in actions), \
                         (name, actions)
         # No managed policy grants more than the statements above (X-Ray's write-only one aside).
         for arn in role["Properties"].get("ManagedPolicyArns", []):
@@ -85,7 +87,7 @@ def test_every_role_is_least_privilege(cfn: dict[str, Any]) -> None:
 
 def test_functions_are_arm64_python313_with_the_layer_and_tracing(cfn: dict[str, Any]) -> None:
     fns = resources(cfn, "AWS::Lambda::Function")
-    assert len(fns) == 11  # IngestFioResults is the mount stack's
+    assert len(fns) == 12  # IngestFioResults is the mount stack's
     for name, fn in fns.items():
         p = fn["Properties"]
         assert p["Runtime"] == "python3.13" and p["Architectures"] == ["arm64"], name

@@ -35,8 +35,10 @@ from replmon.core.defaults import DEFAULTS
 from replmon.core.fleetconfig import ENV as FLEET_ENV
 from replmon.core.fleetconfig import FleetSettings, load_fleet_settings
 from replmon.core.ports import (
+    ExecutionStatus,
     LatencyTable,
     LeaseStore,
+    MemberAccounts,
     MetricReaders,
     MetricsSink,
     ObjectStores,
@@ -82,6 +84,7 @@ class Deps:
     fleet: FleetSettings = field(default_factory=FleetSettings)
     registry: RegistryStore | None = None
     leases: LeaseStore | None = None
+    executions: ExecutionStatus | None = None  # is a lease's holder still running? (BeginRouteRun)
     rollups: RollupStore | None = None
     plans: PlanStore | None = None
     metric_readers: MetricReaders | None = None
@@ -102,8 +105,10 @@ def from_env(env: Mapping[str, str] = os.environ) -> Deps:
     from replmon.adapters import clients
     from replmon.adapters.cloudwatch import CloudWatchReaders
     from replmon.adapters.dynamodb import DynamoLatencyStore
+    from replmon.adapters.executions import StepFunctionsExecutions
     from replmon.adapters.leases import DynamoLeases
     from replmon.adapters.metrics import EmfMetrics, NullMetrics
+    from replmon.adapters.registry_table import DynamoRegistry
     from replmon.adapters.s3 import S3Stores
     from replmon.adapters.spool import SqsSpool
     from replmon.core.sizes import parse_size
@@ -117,6 +122,8 @@ def from_env(env: Mapping[str, str] = os.environ) -> Deps:
         stores=S3Stores(),
         store=DynamoLatencyStore(env["REPLMON_TABLE"], table),
         leases=DynamoLeases(env["REPLMON_TABLE"], table),
+        registry=DynamoRegistry(env["REPLMON_TABLE"], table),
+        executions=StepFunctionsExecutions(lambda: clients.client("stepfunctions", clients.STORE)),
         metrics=NullMetrics() if env.get("REPLMON_METRICS", "emf") == "none" else EmfMetrics(),
         upload=upload,
         retention_days=int(env.get("REPLMON_RETENTION_DAYS", str(DEFAULTS.retention_days))),
@@ -137,6 +144,13 @@ def latency_table(table: str, *, endpoint_url: str | None = None, region: str | 
     from replmon.adapters.dynamodb import DynamoLatencyStore
 
     return DynamoLatencyStore(table, clients.dynamodb(clients.POLICY[call], endpoint_url=endpoint_url, region=region, keys=keys, profile=profile))
+
+
+def member_accounts(fleet: FleetSettings) -> MemberAccounts:
+    """The inventory's way into member accounts: AssumeRole of ``<MemberRolePrefix>-inventory`` (+ ExternalId)."""
+    from replmon.adapters.member_buckets import AwsMembers
+
+    return AwsMembers(fleet.member_role_prefix, fleet.member_external_id or None)
 
 
 def run_leases(store: LatencyTable) -> LeaseStore:

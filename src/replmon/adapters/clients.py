@@ -82,6 +82,12 @@ def session(keys: tuple[str, str] | None = None, profile: str | None = None) -> 
     return boto3.session.Session(*keys) if keys else boto3.session.Session(profile_name=profile)
 
 
+def credentials_session(credentials: Mapping[str, str]) -> boto3.session.Session:
+    """A session on temporary credentials (an AssumeRole answer's AccessKeyId, SecretAccessKey, SessionToken)."""
+    return boto3.session.Session(aws_access_key_id=credentials["AccessKeyId"], aws_secret_access_key=credentials["SecretAccessKey"],
+                                 aws_session_token=credentials["SessionToken"])
+
+
 def _assumed_role_session(base: boto3.session.Session, role_arn: str, region: str | None) -> boto3.session.Session:
     """A session whose credentials re-assume ``role_arn`` before they expire (Lambda containers
     outlive the 1-hour default), the way botocore does for profiles with role_arn."""

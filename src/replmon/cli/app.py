@@ -17,7 +17,7 @@ import sys
 import typer
 
 from replmon import __version__
-from replmon.cli import cost, events, fio, labcmd, preflight, probe, report, routes, uninstall
+from replmon.cli import cost, events, fio, fleet, labcmd, preflight, probe, report, routes, uninstall
 from replmon.cli.common import EXIT_CODES_HELP, OK, USAGE, CliError, plain, report_error
 from replmon.cli.exitcodes import COMMANDS, help_for
 from replmon.cli.render import err
@@ -71,6 +71,7 @@ app.add_typer(fio.fio_app, name="fio")
 app.command(epilog=help_for("probe"))(probe.probe)
 app.add_typer(events.events_app, name="events")
 app.command("routes", epilog=help_for("routes"))(routes.routes_cmd)
+app.add_typer(fleet.fleet_app, name="fleet", epilog=help_for("fleet"))
 app.command(epilog=help_for("preflight"))(preflight.preflight)
 app.command(epilog=help_for("uninstall"))(uninstall.uninstall)
 

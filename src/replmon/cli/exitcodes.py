@@ -67,6 +67,9 @@ COMMANDS: dict[str, tuple[Exit, ...]] = {
     "presets": _PLAIN,
     "cost": _PLAIN,
     "routes": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE),
+    "fleet": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE),
+    "fleet put": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE),
+    "fleet inventory": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE),
     "events parse": (Exit.OK, Exit.BREACH, Exit.USAGE),
     "fio parse": _PLAIN,
     "fio presets": _PLAIN,
@@ -88,6 +91,7 @@ SPECIFIC: dict[tuple[str, Exit], str] = {
     ("preflight", Exit.BREACH): "a check failed: the route is not ready to probe (each failure prints its fix)",
     ("preflight", Exit.INFRASTRUCTURE): "a configuration could not be read (the check says which permission to grant)",
     ("events parse", Exit.BREACH): "a record failed to parse (IngestEvents would retry it)",
+    ("fleet put", Exit.USAGE): "the route is invalid (the field and its fix are named) or changed since the version given",
 }
 
 

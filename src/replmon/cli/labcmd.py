@@ -293,7 +293,8 @@ def lab_bench_ingest(
 
 @lab_app.command("bench-mounts")
 def lab_bench_mounts(
-    reps: Annotated[int, typer.Option(min=1, max=10, help="M1: alternating repetitions of runner and bare fio.")] = 4,
+    reps: Annotated[int, typer.Option(min=3, max=10, help="Repetitions of M1 (alternating runner and bare fio) and of M2/M3: "
+                                      "every figure is reported as min / median / max.")] = 3,
     rtt_ms: Annotated[int, typer.Option(min=2, max=1000, help="M3: the round trip Toxiproxy adds, ms (145: Ohio - Tokyo).")] = 145,
     lab_dir: Annotated[Path, typer.Option("--dir", help="The bench's directory.")] = Path("lab-data/bench-mounts"),
     output: Annotated[Path, typer.Option(help="Where the generated report goes.")] = Path("docs/BENCH-MOUNTS.md"),

@@ -12,7 +12,13 @@ from replmon.core.defaults import DEFAULTS
 
 
 def routes_cmd(
-    source_bucket: Annotated[list[str], typer.Option(metavar="BUCKET", help="A replication source bucket (repeat for several).")],
+    source_bucket: Annotated[list[str], typer.Option(metavar="BUCKET", help="A replication source bucket (repeat for "
+                                                     "several).")] = [],  # noqa: B006
+    account: Annotated[str | None, typer.Option(metavar="ID", help="Instead of --source-bucket: every bucket of this "
+                                                "account, read through its MemberRolePrefix-inventory role as the "
+                                                "inventory reads it (nothing is written).")] = None,
+    member_role_prefix: Annotated[str, typer.Option(metavar="PREFIX", help="With --account: the member roles' prefix "
+                                                    "(MemberRolePrefix).")] = DEFAULTS.member_role_prefix,
     prefix: Annotated[str, typer.Option(metavar="PREFIX", help="The probe prefix the routes' probes use.")] = DEFAULTS.probe_prefix,
     role: Annotated[list[str], typer.Option(metavar="ACCOUNT=ROLE_ARN", help="The role replmon assumes for destinations in "
                                             "that account (repeat).")] = [],  # noqa: B006
@@ -37,6 +43,12 @@ def routes_cmd(
     from replmon.core.route import Endpoint
     from replmon.fleet.discovery import discover
 
+    if account is not None:
+        if source_bucket:
+            fail("--account or --source-bucket: one of them (an account's every bucket, or the buckets named)")
+        return _account_routes(account, member_role_prefix, prefix, source_region, profile, fmt)
+    if not source_bucket:
+        fail("--source-bucket: which bucket? (repeat for several), or --account ID for every bucket of an account")
     if endpoint_url is not None:  # the old names (CHANGELOG 0.2.0)
         err.print("--endpoint-url is deprecated: use --source-endpoint", highlight=False)
         source_endpoint = endpoint_url
@@ -76,4 +88,45 @@ def routes_cmd(
     if fmt is Format.table:
         for n in notes:
             err.print(f"note: {n}", highlight=False)
+    return OK
+
+
+def _account_routes(account: str, role_prefix: str, prefix: str, region: str | None, profile: str | None, fmt: Format) -> int:
+    """``--account``: the inventory's reading of one account (fleet/inventory.py), printed, not written."""
+    import time
+
+    from replmon.adapters import clients
+    from replmon.adapters.explain import explain
+    from replmon.adapters.member_buckets import AwsMembers, default_client
+    from replmon.core.names import ACCOUNT_RE
+    from replmon.core.ports import AccessDenied
+    from replmon.fleet.accounts import InventorySettings
+    from replmon.fleet.inventory import survey_account
+
+    if not ACCOUNT_RE.fullmatch(account):
+        fail(f"--account {account!r}: a 12-digit account id, e.g. 111122223333")
+
+    def make(service: str, reg: str | None, creds: object) -> object:  # STS with the caller's profile
+        return default_client(service, reg, creds) if creds else clients.client(service, clients.CONTROL, region=reg or region,  # type: ignore[arg-type]
+                                                                               profile=profile)
+
+    try:
+        reader = AwsMembers(role_prefix, make_client=make).open(account)
+        results = survey_account(reader, settings=InventorySettings(), probe_prefix=prefix, groups=1, members=[account],
+                                 now=time.time())
+    except AccessDenied as exc:
+        fail(f"--account {account}: {exc}; deploy templates/member-account.yaml there (or check --member-role-prefix)", INFRASTRUCTURE)
+    except Exception as exc:
+        fail(f"--account {account}: {explain(exc)}", INFRASTRUCTURE)
+    rows = []
+    for r in results:
+        if r.route is not None:
+            rows.append({"bucket": r.bucket, "mode": r.route.verdict.mode.value, "reason": r.route.verdict.reason_code.value,
+                         "destinations": [d.bucket for d in r.route.destinations], "detail": r.route.verdict.reason})
+        elif r.denied is not None:
+            rows.append({"bucket": r.bucket, "mode": "off", "reason": "ACCESS_DENIED", "destinations": [], "detail": r.denied["reason"]})
+    not_replicated = sum(1 for r in results if r.not_replicated)
+    emit(rows, fmt, f"account {account}: {len(results)} buckets, {len(rows)} replicated or unreadable, {not_replicated} not replicated",
+         columns=["bucket", "mode", "reason", "destinations", "detail"],
+         document={"account": account, "buckets": len(results), "not_replicated": not_replicated, "routes": rows})
     return OK

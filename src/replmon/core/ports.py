@@ -34,7 +34,9 @@ from replmon.core.registry import InventoryObservation, RouteSpec, RouteVerdict
 from replmon.core.route import Endpoint
 
 __all__ = [
-    "FioStore", "HeadResult", "Item", "LatencyStore", "LatencyTable", "Lease", "LeaseStore", "MetricQuery", "MetricReader",
+    "AccessDenied", "BucketPage", "BucketReader",
+    "FioStore", "HeadResult", "InventoryStore", "Item", "LatencyStore", "LatencyTable", "Lease", "LeaseStore", "MemberAccounts",
+    "MetricQuery", "MetricReader",
     "MetricReaders", "MetricSeries", "MetricsSink", "ObjectStore", "ObjectStores", "PlanRef", "PlanStore", "PutResult",
     "RaiseTo", "ReaderKey", "RecordSpool", "RegistryStore", "RollupStore", "SignalStore", "TransactAdd", "TransactItem",
     "TransactOutcome", "TransactPut", "UploadInfo", "VersionInfo",
@@ -269,6 +271,78 @@ class RegistryStore(Protocol):
         ...
 
 
+class InventoryStore(Protocol):
+    """The inventory's own items (core/partitions.py): one row per account it read
+    (``#inventory/accounts``) and the resume point of a run the deadline cut (``#inventory/checkpoint``)."""
+
+    def put_account(self, account: str, row: Mapping[str, Any]) -> None: ...
+
+    def accounts(self) -> dict[str, dict[str, Any]]: ...
+
+    def checkpoint(self) -> dict[str, Any] | None: ...
+
+    def put_checkpoint(self, state: Mapping[str, Any] | None) -> None:
+        """Write the resume point; ``None`` removes it (the run completed)."""
+        ...
+
+
+class AccessDenied(Exception):
+    """A member-account read was refused; ``action`` is the IAM action (``s3:GetReplicationConfiguration``)."""
+
+    def __init__(self, action: str, detail: str = "") -> None:
+        super().__init__(f"{action} denied{': ' + detail if detail else ''}")
+        self.action = action
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class BucketPage:
+    """One ListBuckets page: (name, BucketRegion or None) per bucket, and the next page's token."""
+
+    buckets: Sequence[tuple[str, str | None]]
+    next_token: str | None
+
+
+class BucketReader(Protocol):
+    """The inventory's reads of one account's buckets, through that account's inventory role.
+    Each raises :class:`AccessDenied` naming the action when the role or a bucket policy refuses it."""
+
+    account: str
+
+    def list_buckets(self, token: str | None) -> BucketPage: ...
+
+    def bucket_region(self, bucket: str) -> str:
+        """HeadBucket's ``x-amz-bucket-region`` (present on a 403 too): for buckets listed without
+        a Region and for destination buckets of other accounts."""
+        ...
+
+    def replication(self, bucket: str, region: str) -> Mapping[str, Any] | None:
+        """GetBucketReplication's ``ReplicationConfiguration``; None: the bucket has none."""
+        ...
+
+    def tags(self, bucket: str, region: str) -> dict[str, str]:
+        """GetBucketTagging; ``{}`` when the bucket has no tag set."""
+        ...
+
+    def default_kms_key(self, bucket: str, region: str) -> str | None:
+        """The default encryption's KMS key ARN when it is SSE-KMS (or DSSE-KMS); None otherwise
+        (``"aws/s3"`` when SSE-KMS names no key: the AWS managed key)."""
+        ...
+
+
+class MemberAccounts(Protocol):
+    """How the hub reaches the accounts it inventories."""
+
+    def organization_accounts(self) -> list[str]:
+        """ACTIVE accounts of the organization (Organizations ListAccounts, paged to the end)."""
+        ...
+
+    def open(self, account: str) -> BucketReader:
+        """A reader through ``<MemberRolePrefix>-inventory`` in ``account``; :class:`AccessDenied`
+        (action ``sts:AssumeRole``) when the role cannot be assumed."""
+        ...
+
+
 @dataclass(frozen=True)
 class Lease:
     """A route's ``<route>#live`` / ``lease`` item."""
@@ -302,6 +376,15 @@ class LeaseStore(Protocol):
     def record_skip(self, route: str, tick: str, holder: str, until: float, classes: Sequence[str]) -> bool:
         """Put ``<route>#runs`` / ``<tick>#skipped`` if absent; True only if this call wrote it (so a
         retried step counts ``RunSkipped`` once)."""
+        ...
+
+
+class ExecutionStatus(Protocol):
+    """Whether the run holding a lease still runs (19.3: a run may outlast its lease's ``until``)."""
+
+    def running(self, holder: str) -> bool | None:
+        """True while the execution ``holder`` (an execution ARN) is RUNNING, False once it ended or
+        does not exist, None when it cannot be told (not an ARN, access denied, the service down)."""
         ...
 
 

@@ -10,6 +10,12 @@ worst case (probe/plan.py ``worst_case_seconds``), so a run that dies frees its 
 A run that finds a route's lease held skips that route: the skip is written
 (``<route>#runs`` / ``<run id>#skipped``, with the holder and its expiry) and counted
 (``RunSkipped{Route}``) once, however often the step is retried - never silent.
+
+Expiry alone would let a run that *overran* its worst case (throttled Lambdas, slow Map children)
+lose its routes to the next tick while it still probes them. So an expired lease held by another
+run is taken only once that run is known not to be running (``deps.executions``, Step Functions'
+DescribeExecution on the holder's execution ARN); while it runs, the route is skipped as if the
+lease stood. Where that cannot be told (no execution ARN, the call denied), expiry decides.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from replmon.core.clock import Clock
-from replmon.core.ports import LeaseStore, MetricsSink
+from replmon.core.ports import ExecutionStatus, Lease, LeaseStore, MetricsSink
 from replmon.core.telemetry import ROUTE
 
 log = logging.getLogger("replmon")
@@ -34,6 +40,7 @@ class LeaseDeps(Protocol):
     leases: LeaseStore | None
     metrics: MetricsSink
     clock: Clock
+    executions: ExecutionStatus | None
 
 
 def _store(deps: LeaseDeps) -> LeaseStore:
@@ -57,18 +64,22 @@ def begin_run(event: Mapping[str, Any], deps: LeaseDeps) -> dict[str, Any]:
     held: list[str] = []
     skipped: list[dict[str, Any]] = []
     try:
+        overran = _overrunning(store, deps.executions, [r["name"] for r in plan["routes"]], holder, now)
         for route in plan["routes"]:
             name = route["name"]
-            if store.acquire(name, holder, now, until, {}) is not None:
-                held.append(name)
-                continue
-            current = store.leases([name]).get(name)
+            current = overran.get(name)
+            if current is None:
+                if store.acquire(name, holder, now, until, {}) is not None:
+                    held.append(name)
+                    continue
+                current = store.leases([name]).get(name)
             held_by = (current.holder if current else None) or "unknown"
             held_until = (current.until if current else None) or 0.0
             classes = sorted({p["size_class"] for p in plan["probes"] if p["route"]["name"] == name})
             if store.record_skip(name, plan["run_id"], held_by, held_until, classes):
                 deps.metrics.count(RUN_SKIPPED, dimensions={ROUTE: name})
-            log.warning("route skipped: its previous run still holds the lease",
+            log.warning("route skipped: its previous run " + ("outlasted its lease and still runs" if name in overran
+                                                               else "still holds the lease"),
                         extra={"route": name, "held_by": held_by, "until": held_until, "run_id": plan["run_id"]})
             skipped.append({"route": name, "held_by": held_by, "until": held_until})
     except Exception:
@@ -84,6 +95,20 @@ def begin_run(event: Mapping[str, Any], deps: LeaseDeps) -> dict[str, Any]:
     plan["lease"] = {"holder": holder, "until": until, "routes": held}
     plan["skipped"] = skipped
     return plan
+
+
+def _overrunning(store: LeaseStore, executions: ExecutionStatus | None, names: list[str], holder: str,
+                 now: float) -> dict[str, Lease]:
+    """The routes whose lease expired while another run holding it still runs (one BatchGetItem,
+    then one DescribeExecution per expired lease of another run)."""
+    if executions is None or not names:
+        return {}
+    out: dict[str, Lease] = {}
+    for name, lease in store.leases(names).items():
+        if (lease.holder and lease.holder != holder and lease.until is not None and lease.until < now
+                and executions.running(lease.holder) is True):
+            out[name] = lease
+    return out
 
 
 def end_run(event: Mapping[str, Any], deps: LeaseDeps) -> dict[str, Any]:

@@ -1,5 +1,7 @@
 """`make bench`: what the measurement costs and how exact it is, against ground truth, in the lab.
-It writes docs/BENCH.md itself (date, machine, versions, every table, what is modelled).
+It writes the raw figures and the run's facts to docs/bench/bench.json; lab/benchreport.py renders
+docs/BENCH.md and the README's bench block from that JSON (issue 22.8). Timings are repeated
+(P3 three times, P5 in five cold interpreters, P4 over every probe) and shown as min / median / max.
 
 P1  HEADs per probe, compared at equal error bound. Measured: the adaptive poller and two fixed
     loops polling the *same* probes concurrently, each starting at the PUT's end with the same
@@ -9,7 +11,7 @@ P1  HEADs per probe, compared at equal error bound. Measured: the adaptive polle
     fewest HEADs any schedule needs for the bound.
 P2  Accuracy: is the ground truth inside [lo, hi]? Ground truth = an independent observer listing
     the destination every 10 ms: the moment the replica first appears in a listing.
-P3  Time to create a 4 GiB probe by server-side composition vs boto3 upload_file.
+P3  Time to create a probe (--compose-size) by server-side composition vs boto3 upload_file.
 P4  Delay from the replica's appearance to the record being readable in the store.
 P5  Cold start: each handler's import time from the Lambda layer, and the layer's size.
 """
@@ -29,16 +31,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from statistics import mean, median
 from typing import Any
 
 from rich.console import Console
 
 from replmon.core.keys import probe_object_key
-from replmon.core.record import ProbeRecord, ProbeStatus
+from replmon.core.record import ProbeRecord
 from replmon.core.route import Endpoint, Route
-from replmon.core.sizes import format_size, parse_size
-from replmon.core.stats import percentile
+from replmon.core.sizes import parse_size
 from replmon.lab.lab import DEST_BUCKET, PREFIX, SOURCE_BUCKET, Lab, ReplicaObserver
 from replmon.lab.servers import cache_dir
 from replmon.local.execution import run_request
@@ -278,74 +278,27 @@ def machine() -> str:
     return f"{os.cpu_count()} cores ({cpu}), {mem} GiB, {platform.system()} {platform.release()} {platform.machine()}"
 
 
-def p1_p2(report: Report, runs: list[PolicyRun]) -> None:
-    rows, acc_rows = [], []
-    for run in runs:
-        by_size: dict[int, list[ProbeRecord]] = {}
-        for r in run.records:
-            by_size.setdefault(r.size_bytes, []).append(r)
-        for size, recs in sorted(by_size.items()):
-            done = [r for r in recs if r.status is ProbeStatus.COMPLETED]
-            heads = {"adaptive": [r.head_count for r in done], 1.0: [], 0.5: []}
-            widths: dict[Any, list[float]] = {"adaptive": [r.width or 0.0 for r in done], 1.0: [], 0.5: []}
-            unfinished = {1.0: 0, 0.5: 0}
-            inside = overlap = before = after = 0
-            errors: list[float] = []
-            truth_widths: list[float] = []
-            for r in done:
-                for period, res in run.loops.results.get(_key(r), {}).items():
-                    if res.hi is None:
-                        unfinished[period] += 1
-                        continue
-                    heads[period].append(res.heads)
-                    widths[period].append(res.hi - (res.lo or 0.0))
-                seen = run.truth.get(_key(r))
-                if seen and r.put_end is not None and r.latency_lo is not None and r.latency_hi is not None:
-                    t_lo, t_hi = seen[0] - r.put_end, seen[1] - r.put_end
-                    truth_widths.append(t_hi - t_lo)
-                    if r.latency_lo <= t_lo and t_hi <= r.latency_hi:
-                        inside += 1
-                    elif t_hi < r.latency_lo:
-                        before += 1
-                    elif r.latency_hi < t_lo:
-                        after += 1
-                    else:
-                        overlap += 1
-                    errors.append(abs((r.latency_mid or 0.0) - (t_lo + t_hi) / 2))
-            n = len(done)
-            rows.append([run.label, format_size(size), f"{n}/{len(recs)}",
-                         _fmt(mean(r.latency_mid or 0.0 for r in done) if done else None),
-                         _fmt(mean(heads["adaptive"]) if done else None, ".1f"),
-                         _fmt(mean(heads[1.0]) if heads[1.0] else None, ".1f"),
-                         _fmt(mean(heads[0.5]) if heads[0.5] else None, ".1f"),
-                         _fmt(max(widths["adaptive"]) if done else None),
-                         _fmt(max(widths[1.0]) if widths[1.0] else None),
-                         _fmt(max(widths[0.5]) if widths[0.5] else None),
-                         f"{unfinished[1.0]}/{unfinished[0.5]}"])
-            acc_rows.append([run.label, format_size(size), str(n), f"{inside}/{n}", f"{overlap}/{n}", f"{before}/{n}", f"{after}/{n}",
-                             _fmt(percentile(errors, 50)), _fmt(percentile(errors, 90)), _fmt(max(errors) if errors else None),
-                             _fmt(max(truth_widths) if truth_widths else None)])
-    report.table("P1 HEADs per probe (measured: the same probes, every method from the PUT's end, same client)",
-                 ["policy", "size", "completed", "latency s (mean mid)", "HEADs adaptive", "HEADs 1 s loop", "HEADs 0.5 s loop",
-                  "widest adaptive s", "widest 1 s loop s", "widest 0.5 s loop s", "unfinished 1 s / 0.5 s"], rows)
-    report.table("P2 ground truth inside the measured interval (the replica's first appearance in a 10 ms destination listing)",
-                 ["policy", "size", "probes", "truth inside [lo, hi]", "truth window overlaps", "truth before lo", "truth after hi",
-                  "|mid - truth| p50 s", "p90 s", "max s", "observer window max s"], acc_rows)
+def probes_json(run: PolicyRun) -> list[dict[str, Any]]:
+    """Each probe's raw figures, seconds after its PUT's end: the interval, HEADs, the fixed loops'
+    answers, the observer's window (ground truth) and when the record became readable (P1, P2, P4)."""
+    out = []
+    for r in run.records:
+        seen = run.truth.get(_key(r))
+        truth = [seen[0] - r.put_end, seen[1] - r.put_end] if seen and r.put_end is not None else None
+        stored = run.stored[r.probe_id] - seen[1] if seen and r.probe_id in run.stored else None
+        out.append({"size": r.size_bytes, "trial": r.trial, "status": r.status.value, "lo": r.latency_lo, "hi": r.latency_hi,
+                    "mid": r.latency_mid, "width": r.width, "heads": r.head_count, "truth": truth, "stored_after_truth": stored,
+                    "loops": {str(p): {"heads": x.heads, "lo": x.lo, "hi": x.hi, "unfinished": x.unfinished}
+                              for p, x in run.loops.results.get(_key(r), {}).items()}})
+    return out
 
 
-def p1_modelled(report: Report) -> None:
-    rows = []
-    for lat in (20, 60, 180, 240, 900, 1800):
-        m = modelled_heads(lat)
-        rows.append([f"{lat} s", f"{max(1.0, 0.02 * lat):.1f} s", str(m["adaptive"]), str(m["fewest"]),
-                     f"{m['adaptive'] / m['fewest']:.2f}", str(m["loop_1s"]), f"{m['loop_1s'] / m['adaptive']:.1f}",
-                     str(m["loop_0.5s"]), f"{m['loop_0.5s'] / m['adaptive']:.1f}"])
-    report.table("P1 modelled (stepping the schedules, not timing replication): HEADs until the answer after the published CRR latencies",
-                 ["latency", "adaptive bound", "HEADs adaptive", "fewest for that bound", "adaptive / fewest",
-                  "1 s loop (same bound)", "1 s loop / adaptive", "0.5 s loop (0.5 s bound)", "0.5 s loop / adaptive"], rows)
+def modelled() -> list[dict[str, int]]:
+    return [{"latency": lat, **modelled_heads(lat)} for lat in (20, 60, 180, 240, 900, 1800)]
 
 
-def p3(report: Report, lab: Lab, compose_size: str, lab_dir: Path) -> None:
+def measure_p3(lab: Lab, compose_size: str, lab_dir: Path, reps: int = 3) -> dict[str, Any]:
+    """A probe of ``compose_size`` made by server-side composition and by boto3 upload_file, ``reps`` times each."""
     size = parse_size(compose_size)
     route = Route.model_validate({  # outside the replicated prefix: P3 times creation only
         "name": "bench-p3", "prefix": "replmon-bench/",
@@ -359,8 +312,7 @@ def p3(report: Report, lab: Lab, compose_size: str, lab_dir: Path) -> None:
     state = ProbeState(probe_id="p3-compose", run_id="bench", planned_at=time.time(), route=route, size_bytes=size,
                        size_class=compose_size, trial=1, timeout_seconds=3600, target_seconds=900)
     upload_probe(state.model_copy(update={"probe_id": "p3-seed-warmup", "size_bytes": 300 * 2**20}), store, WallClock())
-    composed = upload_probe(state, store, WallClock(), UploadSettings()).upload
-    assert composed is not None
+    compose_s, plain_s, parts = [], [], 0
     plain_file = lab_dir / "p3-upload-file.bin"
     try:  # the file is the probe's size (GiBs): gone whether the upload worked or not (issue 22.10)
         with plain_file.open("wb") as fh:
@@ -368,39 +320,37 @@ def p3(report: Report, lab: Lab, compose_size: str, lab_dir: Path) -> None:
                 fh.write(os.urandom(64 * 2**20))
             fh.write(os.urandom(size % (64 * 2**20)))
         s3 = lab.s3("source")
-        t0 = time.time()
-        s3.upload_file(str(plain_file), SOURCE_BUCKET, "replmon-bench/bench/p3-upload-file")
-        plain = time.time() - t0
+        for i in range(reps):
+            composed = upload_probe(state.model_copy(update={"probe_id": f"p3-compose-{i}"}), store, WallClock(), UploadSettings()).upload
+            assert composed is not None
+            compose_s.append(composed.put_end - composed.put_start)
+            parts = composed.parts
+            store.delete_all_versions(SOURCE_BUCKET, _p3_key(route, state, f"p3-compose-{i}"))
+            t0 = time.time()
+            s3.upload_file(str(plain_file), SOURCE_BUCKET, "replmon-bench/bench/p3-upload-file")
+            plain_s.append(time.time() - t0)
+            store.delete_all_versions(SOURCE_BUCKET, "replmon-bench/bench/p3-upload-file")
     finally:
         plain_file.unlink(missing_ok=True)
-    for key in ("replmon-bench/bench/p3-compose", "replmon-bench/bench/p3-seed-warmup", "replmon-bench/bench/p3-upload-file"):
+    for key in (_p3_key(route, state, "p3-seed-warmup"), "replmon-bench/bench/p3-upload-file"):
         store.delete_all_versions(SOURCE_BUCKET, key)
-    report.table(f"P3 creating a {compose_size} probe on the source (seed already present)",
-                 ["method", "seconds", "bytes through the client"],
-                 [[f"server-side composition ({composed.parts} parts)", f"{composed.put_end - composed.put_start:.2f}",
-                   format_size(UploadSettings().part_size)],
-                  ["boto3 upload_file", f"{plain:.2f}", compose_size]])
+    return {"size": compose_size, "parts": parts, "part_size": UploadSettings().part_size, "compose_s": compose_s, "upload_file_s": plain_s}
 
 
-def p4(report: Report, runs: list[PolicyRun]) -> None:
-    rows = []
-    for run in runs:
-        delays = [run.stored[r.probe_id] - run.truth[_key(r)][1] for r in run.records
-                  if r.probe_id in run.stored and _key(r) in run.truth]
-        rows.append([run.label, _fmt(mean(delays) if delays else None), _fmt(percentile(delays, 50)),
-                     _fmt(max(delays) if delays else None)])
-    report.table("P4 replica's first appearance -> record readable in the store (s)", ["policy", "mean", "p50", "max"], rows)
+def _p3_key(route: Route, state: Any, probe_id: str) -> str:
+    return probe_object_key(route.prefix, state.run_id, route.name, probe_id)
 
 
-def p5(report: Report) -> None:
-    """Each handler's import time from a layer built by the layer's Makefile for this machine,
-    with a clean sys.path; and the arm64 layer `sam build` makes, zipped and unzipped."""
+def measure_p5(samples: int = 9) -> dict[str, Any]:
+    """Each handler's import time from a layer built by the layer's Makefile for this machine, with a
+    clean sys.path, in ``samples`` cold interpreters; and the arm64 layer `sam build` makes, zipped and unzipped."""
     functions = sorted(p.stem for p in (ROOT / "functions").glob("*.py"))
+    out: dict[str, Any] = {"interpreters": samples, "architecture": platform.machine(), "python": platform.python_version(),
+                           "imports_ms": {}}
     with tempfile.TemporaryDirectory() as tmp:
         host = Path(tmp) / "host"
         subprocess.run(["make", "-s", "-C", str(ROOT / "layers" / "replmon"), "build-ReplmonLayer", f"ARTIFACTS_DIR={host}",
                         "PIP_TARGET=", f"PYTHON={sys.executable}", f"REPLMON_SRC={ROOT / 'src'}"], check=True, capture_output=True)
-        rows = []
         for fn in functions:
             times = {}
             for trace in ("false", "true"):
@@ -408,24 +358,20 @@ def p5(report: Report) -> None:
                        "POWERTOOLS_SERVICE_NAME": "replmon", "REPLMON_TRACE_AWS_CALLS": trace, "PATH": os.environ["PATH"]}
                 code = (f"import sys,time; sys.path[:0]=[{str(host / 'python')!r},{str(ROOT / 'functions')!r}]\n"
                         f"t=time.perf_counter(); import {fn}; print((time.perf_counter()-t)*1000)")
-                samples = [float(subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, env=env,
-                                                check=True).stdout) for _ in range(9)]
-                times[trace] = (median(samples), min(samples))
-            rows.append([fn, f"{times['false'][0]:.0f} (min {times['false'][1]:.0f})", f"{times['true'][0]:.0f} (min {times['true'][1]:.0f})"])
-        report.table("P5 handler import time from the layer, ms (median of 9 cold interpreters; bytecode cached)",
-                     ["function", "default (X-Ray SDK off)", "TraceAwsCalls=true"], rows)
+                times[trace] = [round(float(subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True,
+                                                           env=env, check=True).stdout), 2) for _ in range(samples)]
+            out["imports_ms"][fn] = times
         arm = Path(tmp) / "arm64"
         subprocess.run(["make", "-s", "-C", str(ROOT / "layers" / "replmon"), "build-ReplmonLayer", f"ARTIFACTS_DIR={arm}",
                         f"PYTHON={sys.executable}", f"REPLMON_SRC={ROOT / 'src'}"], check=True, capture_output=True)
-        unzipped = sum(f.stat().st_size for f in arm.rglob("*") if f.is_file())
+        out["layer_unzipped"] = sum(f.stat().st_size for f in arm.rglob("*") if f.is_file())
         archive = Path(tmp) / "layer.zip"
         with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
             for f in arm.rglob("*"):
                 if f.is_file():
                     z.write(f, f.relative_to(arm))
-        report.table("P5 the Lambda layer (python3.13 arm64 wheels, as `sam build` makes it)",
-                     ["layer", "zipped MiB", "unzipped MiB", "Lambda's limit (unzipped, all layers)"],
-                     [["ReplmonLayer", f"{archive.stat().st_size / 2**20:.1f}", f"{unzipped / 2**20:.1f}", "250"]])
+        out["layer_zipped"] = archive.stat().st_size
+    return out
 
 
 def header(report: Report, title: str, subcommand: str, versions_line: str, command: str, note: str = "") -> None:
@@ -454,47 +400,30 @@ def measured_commit() -> str:
     return sha + (" with uncommitted changes" if dirty else "")
 
 
-def run_bench(console: Console, trials: int, sizes: str, compose_size: str, lab_dir: Path, output: Path | None = None) -> None:
+def run_bench(console: Console, trials: int, sizes: str, compose_size: str, lab_dir: Path, output: Path | None = None,
+              p3_reps: int = 3, p5_interpreters: int = 5) -> None:
+    """Measure P1-P5 into docs/bench/bench.json, then render docs/BENCH.md and the README's bench block from it."""
+    from replmon.lab import benchreport
+
     started = time.time()
-    report = Report(console)
-    header(report, "", "bench", ", ".join(f"{k} {v}" for k, v in versions().items()),
-           f"replmon lab bench --trials {trials} --sizes {sizes} --compose-size {compose_size}", " Modelled figures say so.")
+    command = f"replmon lab bench --trials {trials} --sizes {sizes} --compose-size {compose_size}"
+    doc: dict[str, Any] = {"schema": benchreport.SCHEMA, "report": "bench", "facts": benchreport.facts(command),
+                           "args": {"trials": trials, "sizes": sizes, "compose_size": compose_size, "p3_reps": p3_reps,
+                                    "p5_interpreters": p5_interpreters}}
     with Lab(lab_dir) as lab:
-        report.text(f"- lab: two MinIO servers on loopback, bucket replication limited to {lab.bandwidth}/s, DynamoDB Local; "
-                    "each function as its own least-privilege MinIO user; everything shares the machine's cores")
-        report.text()
-        report.text("## P1 HEAD requests, at equal error bound")
-        report.text()
-        report.text("The adaptive policy promises an interval no wider than max(floor, 2 % of the latency). For a latency "
-                    "not known in advance, the fixed loop that guarantees the same bound with the AWS-default 1 s floor is a "
-                    "1 s loop; the published method is a 0.5 s loop (a tighter 0.5 s bound). All three poll the same probes, "
-                    "each from the moment the PUT's answer arrived, with the same S3 client; Cleanup waits for the loops.")
-        report.text()
+        doc["args"]["bandwidth"] = lab.bandwidth
+        console.print("P1/P2/P4: the two poll policies")
         runs = [measure(lab, label, floor, sizes, trials) for label, floor in (("AWS default: 1 s, 2 %", 1.0), ("lab: 0.1 s, 2 %", 0.1))]
-        p1_p2(report, runs)
-        p1_modelled(report)
-        report.text("## P2 accuracy")
-        report.text()
-        report.text("The observer lists the destination every 10 ms: the replica's first appearance in a listing lies in its "
-                    "window (the last listing sent without it, the first answered with it; the window's width is the observer's "
-                    "own resolution, larger when its thread waits for a core). *Inside* means that whole window lies in "
-                    "[lo, hi]; *overlaps* that it neither lies inside nor misses. The two are different events: [lo, hi] "
-                    "brackets the source's switch to COMPLETED, the observer sees the replica in a listing; where the latency "
-                    "is a few tens of milliseconds (1 MiB) the observer's window is wider than the latency itself and no "
-                    "containment can be shown either way.")
-        report.text()
-        report.text("## P3 and P4")
-        report.text()
-        p3(report, lab, compose_size, Path(lab.root))
-        p4(report, runs)
+        doc["P1"] = {"runs": [{"label": r.label, "floor": r.floor, "probes": probes_json(r)} for r in runs], "modelled": modelled()}
+        console.print(f"P3: {compose_size} by composition and by upload_file, {p3_reps} times each")
+        doc["P3"] = measure_p3(lab, compose_size, Path(lab.root), p3_reps)
         left = lab.leftovers()
-    report.text("## P5 cold start")
-    report.text()
-    p5(report)
-    report.text(f"Left behind: {sum(map(len, left.values()))} probe objects/versions/uploads. Bench took {time.time() - started:.0f} s.")
-    if output is not None:
-        output.write_text(report.markdown())
-        console.print(f"wrote {output}")
+    console.print("P5: cold start")
+    doc["P5"] = measure_p5(p5_interpreters)
+    doc["left_behind"] = sum(map(len, left.values()))
+    json_path = benchreport.json_path_for(output, "bench")
+    benchreport.finish(doc, started, json_path, output)
+    console.print(f"wrote {json_path}" + (f" and {output}" if output is not None else ""))
 
 
 # ------------------------------------------------------------------------------ P6 event ingestion (issue 19.6)

@@ -1,5 +1,6 @@
-"""`make bench`, mount baselines: what the runner costs and what the lab's mounts deliver. It writes
-docs/BENCH-MOUNTS.md itself (date, machine, versions, every table).
+"""`make bench`, mount baselines: what the runner costs and what the lab's mounts deliver. It writes the
+raw figures to docs/bench/bench-mounts.json; lab/benchreport.py renders docs/BENCH-MOUNTS.md and the
+README's block from it. Every figure is measured in ``--reps`` (>= 3) repetitions: min / median / max.
 
 M1  Runner overhead: wall time of a preset through the runner (mount, lay out, fio per group of
     jobs, parse, knee, upload to a directory sink) vs bare fio running the same job file once (fio
@@ -19,18 +20,15 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from statistics import median
+from typing import Any
 
 from rich.console import Console
 
-from replmon.lab.bench import Report, header, versions
 from replmon.lab.lab import Lab
-from replmon.lab.mounts import TargetRun, run_lab_fio, xregion_drop
+from replmon.lab.mounts import TargetRun, mountpoint_binary, run_lab_fio
 from replmon.mounts.presets import expand
 from replmon.mounts.runner import DirSink, run
 from replmon.mounts.targets import Target
-
-OVERHEAD_GOAL = 1.05
 
 
 def _bare_fio(preset: str, scale: str, root: Path) -> float:
@@ -63,96 +61,59 @@ def _runner(preset: str, scale: str, root: Path) -> tuple[float, float, float]:
     return wall, res.run["layout_s"], res.run["fio_s"]
 
 
-def m1(report: Report, root: Path, preset: str, scale: str, reps: int) -> None:
+def m1(root: Path, preset: str, scale: str, reps: int) -> dict[str, Any]:
     root.mkdir(parents=True, exist_ok=True)
-    runs = []
+    out = []
     for i in range(reps):  # the order alternates too: whichever goes first meets the disk as the last one left it
         if i % 2:
             bare = _bare_fio(preset, scale, root)
-            runs.append((_runner(preset, scale, root), bare))
+            (wall, lay, fio) = _runner(preset, scale, root)
         else:
-            runs.append((_runner(preset, scale, root), _bare_fio(preset, scale, root)))
+            (wall, lay, fio) = _runner(preset, scale, root)
+            bare = _bare_fio(preset, scale, root)
+        out.append({"runner_first": not i % 2, "runner_s": wall, "layout_s": lay, "fio_s": fio, "bare_s": bare})
     shutil.rmtree(root / "results", ignore_errors=True)
-    r, b = median(x[0][0] for x in runs), median(x[1] for x in runs)
-    report.table(f"M1 runner overhead: {preset} at scale {scale} on a local directory ({reps} alternating repetitions)",
-                 ["repetition", "runner s", "of which lay out s", "of which fio s", "bare fio s", "ratio"],
-                 [[str(i + 1), f"{w:.2f}", f"{lay:.2f}", f"{f:.2f}", f"{y:.2f}", f"{w / y:.3f}"] for i, ((w, lay, f), y) in enumerate(runs)]
-                 + [["median", f"{r:.2f}", "", "", f"{b:.2f}", f"{r / b:.3f}"]])
-    report.text(f"Runner / bare fio (medians): **{r / b:.3f}x** (goal <= {OVERHEAD_GOAL}x: "
-                f"{'met' if r / b <= OVERHEAD_GOAL else 'NOT met'}). The runner lays out read jobs' files itself, four "
-                "files at once, each by one sequential writer (every target, Mountpoint included, can take such a file; "
-                "it keeps them for the next run, but here each repetition starts without them, as bare fio does), "
-                "and then starts fio once per group "
-                "of jobs (a new fio only where a job reads what an earlier one wrote); bare fio runs the whole job file "
-                "once and lays out its own files. The rest of the runner's time is parsing, the knee search, the upload "
-                "to the sink and removing the files.")
-    report.text()
+    return {"preset": preset, "scale": scale, "reps": out}
 
 
 def _by_job(run: TargetRun) -> dict[str, float]:
     return {x.key: x.bw_bytes for x in run.rows if x.direction == "read"}
 
 
-def m2_m3(report: Report, lab: Lab, rtt_ms: int, console: Console) -> None:
+def m2_m3(lab: Lab, rtt_ms: int, reps: int, console: Console) -> dict[str, Any]:
+    """Every read job's bytes/s per target, ``reps`` times over: Mountpoint and s3fs on both presets,
+    and Mountpoint behind Toxiproxy's +``rtt_ms`` on the cross-region one."""
     def say(m: str) -> None:
         console.print(m, highlight=False)
 
-    rows = []
-    xregion = None
-    for preset, scale in (("mountpoint-parity", "tiny"), ("mountpoint-xregion", "small")):
-        targets = ["mountpoint", "s3fs"] + (["mountpoint-xregion"] if preset == "mountpoint-xregion" else [])
-        runs = {r.target: r for r in run_lab_fio(lab, preset, scale, targets, rtt_ms=rtt_ms, progress=say)}
-        failed = [f"{t}: {r.result.run['errors']}" for t, r in runs.items() if r.result.exit_code]
-        if failed:
-            raise RuntimeError("; ".join(failed))
-        mp, s3fs = _by_job(runs["mountpoint"]), _by_job(runs["s3fs"])
-        rows += [[preset, scale, job, f"{mp[job] / 2**20:.1f}", f"{s3fs[job] / 2**20:.1f}", f"{mp[job] / s3fs[job]:.2f}"]
-                 for job in mp if s3fs.get(job)]
-        if preset == "mountpoint-xregion":
-            xregion = (runs, xregion_drop(list(runs.values())))
-    report.table("M2 reads, lab Mountpoint vs s3fs on the same MinIO bucket and machine (MiB/s)",
-                 ["preset", "scale", "job/direction", "Mountpoint", "s3fs", "Mountpoint / s3fs"], rows)
-    report.text("Both are FUSE clients; they differ in what they keep. s3fs stages an open object in a local temporary "
-                "file, filled by parallel ranged GETs, and serves repeated and random reads from it and the page cache; "
-                "Mountpoint streams ranged GETs through its prefetcher and, in this build (mountpoint-s3-fs 0.11, no "
-                "`--cache`), keeps no data of its own and answers each open without FOPEN_KEEP_CACHE, so the kernel drops "
-                "the file's cached pages at every open. The single-thread sequential rows (`T1`, `seq_read`) are the "
-                "closest to like for like.")
-    report.text()
-    assert xregion is not None
-    runs, drop = xregion
-    if drop is None or drop["mean"] is None:
-        raise RuntimeError("M3: no comparable jobs between mountpoint and mountpoint-xregion")
-    plain, far = _by_job(runs["mountpoint"]), _by_job(runs["mountpoint-xregion"])
-    report.table(f"M3 Mountpoint with +{rtt_ms} ms round trip (Toxiproxy, half each way) vs the plain mount (MiB/s)",
-                 ["job/direction", "plain", f"+{rtt_ms} ms", "drop"],
-                 [[f"{k}/read", f"{plain[k + '/read'] / 2**20:.1f}", f"{far[k + '/read'] / 2**20:.1f}", f"{d:.0%}"] for k, d in drop["per_job"].items()]
-                 + [["mean", "", "", f"{drop['mean']:.0%}"]])
-    report.text(f"Study (R2): Ohio -> Tokyo about 70 % below Tokyo -> Tokyo on the same jobs; the lab's mean drop at "
-                f"+{rtt_ms} ms is {drop['mean']:.0%}. Loopback has no bandwidth limit, so only the round trip differs.")
-    report.text()
+    out = []
+    for i in range(reps):
+        rep: dict[str, dict[str, dict[str, float]]] = {}
+        for preset, scale in (("mountpoint-parity", "tiny"), ("mountpoint-xregion", "small")):
+            say(f"M2/M3 repetition {i + 1}/{reps}: {preset} at scale {scale}")
+            targets = ["mountpoint", "s3fs"] + (["mountpoint-xregion"] if preset == "mountpoint-xregion" else [])
+            runs = {r.target: r for r in run_lab_fio(lab, preset, scale, targets, rtt_ms=rtt_ms, progress=say)}
+            failed = [f"{t}: {r.result.run['errors']}" for t, r in runs.items() if r.result.exit_code]
+            if failed:
+                raise RuntimeError("; ".join(failed))
+            rep[f"{preset}/{scale}"] = {t: _by_job(r) for t, r in runs.items()}
+        out.append(rep)
+    return {"rtt_ms": rtt_ms, "reps": out}
 
 
-def run_mount_bench(console: Console, lab_dir: Path, output: Path | None, *, reps: int = 4, rtt_ms: int = 145,
+def run_mount_bench(console: Console, lab_dir: Path, output: Path | None, *, reps: int = 3, rtt_ms: int = 145,
                     overhead_preset: str = "mountpoint-parity", overhead_scale: str = "tiny") -> None:
+    """M1-M3 into docs/bench/bench-mounts.json, then docs/BENCH-MOUNTS.md and the README's block rendered from it."""
+    from replmon.lab import benchreport
+
     started = time.time()
-    report = Report(console)
-    fio = subprocess.run(["fio", "--version"], capture_output=True, text=True, check=True).stdout.strip()
-    header(report, ": mount baselines", "bench-mounts",
-           ", ".join(f"{k} {v}" for k, v in versions().items() if k != "dynamodb-local")
-           + f", {fio}, mountpoint-s3-fs 0.11.0 (tools/mountpoint-lab), s3fs (Debian)",
-           f"replmon lab bench-mounts --reps {reps} --rtt-ms {rtt_ms}")
-    report.text("- lab: one MinIO on loopback; FUSE mounts on this machine; everything shares its 2 cores, so "
-                "absolute MiB/s are this machine's, not AWS's")
-    report.text()
-    report.text("## M1 runner overhead")
-    report.text()
-    m1(report, Path(lab_dir).resolve() / "overhead", overhead_preset, overhead_scale, reps)
+    doc: dict[str, Any] = {"schema": benchreport.SCHEMA, "report": "bench-mounts",
+                           "facts": benchreport.facts(f"replmon lab bench-mounts --reps {reps} --rtt-ms {rtt_ms}",
+                                                    mountpoint=mountpoint_binary())}
+    console.print(f"M1: runner vs bare fio, {reps} alternating repetitions")
+    doc["M1"] = m1(Path(lab_dir).resolve() / "overhead", overhead_preset, overhead_scale, reps)
     with Lab(lab_dir / "lab", events=False, least_privilege=False) as lab:
-        report.text("## M2 Mountpoint vs s3fs, M3 the added round trip")
-        report.text()
-        m2_m3(report, lab, rtt_ms, console)
-    report.text(f"Bench took {time.time() - started:.0f} s.")
-    if output is not None:
-        output.write_text(report.markdown())
-        console.print(f"wrote {output}")
+        doc["M2"] = m2_m3(lab, rtt_ms, reps, console)
+    json_path = benchreport.json_path_for(output, "bench-mounts")
+    benchreport.finish(doc, started, json_path, output)
+    console.print(f"wrote {json_path}" + (f" and {output}" if output is not None else ""))

@@ -184,6 +184,7 @@ class LocalStateMachine:
         # Explicit placeholder keys: the emulated services check none, and the caller's real
         # credentials (for S3, DynamoDB...) are never handed to the emulator.
         self.sfn = clients.client("stepfunctions", clients.CONTROL, region=REGION, keys=("local", "local"))
+        self.sfn._replmon_untracked = True  # the service's own calls, not a function's (tests/iam.py)
         self.arn = self.sfn.create_state_machine(
             name=f"replication-probe-{uuid.uuid4().hex[:8]}",
             definition=load_definition(self.definition),

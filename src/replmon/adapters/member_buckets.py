@@ -1,0 +1,169 @@
+"""The inventory's AWS reads of member accounts (core/ports.py :class:`MemberAccounts`, :class:`BucketReader`).
+
+- Accounts: Organizations ``ListAccounts`` (management account or delegated administrator only),
+  ``MaxResults`` 20, paged until ``NextToken`` is absent even after an empty page; ACTIVE only (C18.5).
+- Credentials: ``sts:AssumeRole`` of ``<MemberRolePrefix>-inventory`` in each account, with the
+  ExternalId when one is configured (C18.6); a refusal is :class:`AccessDenied` (``sts:AssumeRole``).
+- Buckets: ``ListBuckets`` always with ``MaxBuckets`` (so S3 returns each ``BucketRegion``), paged
+  on ``ContinuationToken`` (C18.1); a Region S3 did not give comes from HeadBucket's
+  ``x-amz-bucket-region`` header, present on a 403 too (C18.2). Per-bucket reads go to a client in
+  the bucket's Region.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from replmon.adapters import clients
+from replmon.core.errors import ConfigError
+from replmon.core.ports import AccessDenied, BucketPage
+from replmon.core.registry import member_role_arn
+
+#: ListBuckets page size: any parameter makes S3 return BucketRegion; 1,000 is a page the Lambda handles.
+MAX_BUCKETS = 1000
+#: Organizations ListAccounts: MaxResults is 1..20.
+MAX_ACCOUNTS = 20
+KMS_ALGORITHMS = ("aws:kms", "aws:kms:dsse")
+#: The AWS managed key (SSE-KMS without KMSMasterKeyID).
+AWS_MANAGED_KEY = "aws/s3"
+_DENIED = {"AccessDenied", "AccessDeniedException", "403", "Forbidden", "AllAccessDisabled"}
+
+#: make_client(service, region, credentials) -> a boto3 client; credentials from AssumeRole or None (the caller's).
+ClientFactory = Callable[[str, "str | None", "Mapping[str, str] | None"], Any]
+
+
+def default_client(service: str, region: str | None, credentials: Mapping[str, str] | None) -> Any:
+    base = clients.credentials_session(credentials) if credentials else None
+    return clients.client(service, clients.CONTROL, region=region, base=base)
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+class AwsBucketReader:
+    """:class:`~replmon.core.ports.BucketReader` of one account, with its assumed credentials."""
+
+    def __init__(self, account: str, credentials: Mapping[str, str] | None, make_client: ClientFactory = default_client) -> None:
+        self.account = account
+        self._credentials = credentials
+        self._make = make_client
+        self._clients: dict[str | None, Any] = {}
+        self._regions: dict[str, str] = {}
+
+    def _s3(self, region: str | None) -> Any:
+        if region not in self._clients:
+            self._clients[region] = self._make("s3", region, self._credentials)
+        return self._clients[region]
+
+    def list_buckets(self, token: str | None) -> BucketPage:
+        kwargs: dict[str, Any] = {"MaxBuckets": MAX_BUCKETS}
+        if token:
+            kwargs["ContinuationToken"] = token
+        try:
+            resp = self._s3(None).list_buckets(**kwargs)
+        except ClientError as exc:
+            if _code(exc) in _DENIED:
+                raise AccessDenied("s3:ListAllMyBuckets", str(exc)) from exc
+            raise
+        page = [(b["Name"], b.get("BucketRegion") or None) for b in resp.get("Buckets", [])]
+        for name, region in page:
+            if region:
+                self._regions[name] = region
+        return BucketPage(page, resp.get("ContinuationToken") or None)
+
+    def bucket_region(self, bucket: str) -> str:
+        if bucket in self._regions:
+            return self._regions[bucket]
+        try:
+            resp = self._s3(None).head_bucket(Bucket=bucket)
+            headers = resp.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+            region = resp.get("BucketRegion") or headers.get("x-amz-bucket-region")
+        except ClientError as exc:  # S3 names the Region on a 403 (and a 301) too
+            region = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("x-amz-bucket-region")
+            if not region:
+                raise AccessDenied("s3:ListBucket", f"HeadBucket {bucket}: {_code(exc)} without x-amz-bucket-region") from exc
+        self._regions[bucket] = str(region)
+        return self._regions[bucket]
+
+    def replication(self, bucket: str, region: str) -> Mapping[str, Any] | None:
+        try:
+            return dict(self._s3(region).get_bucket_replication(Bucket=bucket)["ReplicationConfiguration"])
+        except ClientError as exc:
+            if _code(exc) == "ReplicationConfigurationNotFoundError":
+                return None
+            if _code(exc) in _DENIED:
+                raise AccessDenied("s3:GetReplicationConfiguration", bucket) from exc
+            raise
+
+    def tags(self, bucket: str, region: str) -> dict[str, str]:
+        try:
+            return {t["Key"]: t["Value"] for t in self._s3(region).get_bucket_tagging(Bucket=bucket).get("TagSet", [])}
+        except ClientError as exc:
+            if _code(exc) == "NoSuchTagSet":
+                return {}
+            if _code(exc) in _DENIED:
+                raise AccessDenied("s3:GetBucketTagging", bucket) from exc
+            raise
+
+    def default_kms_key(self, bucket: str, region: str) -> str | None:
+        try:
+            cfg = self._s3(region).get_bucket_encryption(Bucket=bucket)["ServerSideEncryptionConfiguration"]
+        except ClientError as exc:
+            if _code(exc) == "ServerSideEncryptionConfigurationNotFoundError":
+                return None
+            if _code(exc) in _DENIED:
+                raise AccessDenied("s3:GetEncryptionConfiguration", bucket) from exc
+            raise
+        for rule in cfg.get("Rules", []):
+            default = rule.get("ApplyServerSideEncryptionByDefault") or {}
+            if default.get("SSEAlgorithm") in KMS_ALGORITHMS:
+                return str(default.get("KMSMasterKeyID") or AWS_MANAGED_KEY)
+        return None
+
+
+class AwsMembers:
+    """:class:`~replmon.core.ports.MemberAccounts` through STS and Organizations."""
+
+    def __init__(self, role_prefix: str, external_id: str | None = None, *, make_client: ClientFactory = default_client,
+                 partition: str = "aws", assume: bool = True) -> None:
+        self.role_prefix = role_prefix
+        self.external_id = external_id or None
+        self._make = make_client
+        self.partition = partition
+        self.assume = assume  # False: read with the caller's own credentials (replmon fleet inventory --no-assume)
+
+    def organization_accounts(self) -> list[str]:
+        org = self._make("organizations", None, None)
+        accounts: list[str] = []
+        kwargs: dict[str, Any] = {"MaxResults": MAX_ACCOUNTS}
+        while True:
+            try:
+                page = org.list_accounts(**kwargs)
+            except ClientError as exc:
+                raise ConfigError(f"DiscoverOrganizationAccounts: Organizations ListAccounts failed ({_code(exc)}); it works "
+                                  "only from the management account or a delegated administrator: list the accounts in "
+                                  "MemberAccounts instead") from exc
+            accounts += [a["Id"] for a in page.get("Accounts", []) if a.get("Status", "ACTIVE") == "ACTIVE"]
+            token = page.get("NextToken")
+            if not token:  # an empty page may still carry a token: only its absence ends the list (C18.5)
+                return accounts
+            kwargs["NextToken"] = token
+
+    def role_arn(self, account: str) -> str:
+        return member_role_arn(account, self.role_prefix, "inventory", self.partition)
+
+    def open(self, account: str) -> AwsBucketReader:
+        if not self.assume:
+            return AwsBucketReader(account, None, self._make)
+        kwargs: dict[str, Any] = {"RoleArn": self.role_arn(account), "RoleSessionName": "replmon-inventory"}
+        if self.external_id:
+            kwargs["ExternalId"] = self.external_id
+        try:
+            creds = self._make("sts", None, None).assume_role(**kwargs)["Credentials"]
+        except ClientError as exc:
+            raise AccessDenied("sts:AssumeRole", f"{self.role_arn(account)}: {_code(exc)}") from exc
+        return AwsBucketReader(account, {k: creds[k] for k in ("AccessKeyId", "SecretAccessKey", "SessionToken")}, self._make)

@@ -1,0 +1,243 @@
+"""`replmon fleet`: the route registry (fleet-design.md 1, 2, 9.2).
+
+    replmon fleet --stack-name replmon                  # every route: group, origin, mode, reason
+    replmon fleet put route.json --stack-name replmon   # an explicit route (wins over discovery)
+    replmon fleet inventory --stack-name replmon --member-accounts 444455556666 --dry-run
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from replmon.cli.common import INFRASTRUCTURE, OK, USAGE, aws_region_or_fail, check_url, config_message, fail, stack_outputs
+from replmon.cli.render import FORMAT_HELP, Format, emit, err
+from replmon.core.defaults import DEFAULTS
+from replmon.core.errors import ConfigError
+from replmon.core.registry import MAX_ROUTE_GROUPS, RouteSpec
+
+fleet_app = typer.Typer(rich_markup_mode=None, invoke_without_command=True,
+                        help="The route registry: every route the deployment measures, and why a route is not probed.")
+
+Table = Annotated[str | None, typer.Option(envvar="REPLMON_TABLE", metavar="NAME", help="Latency table (or --stack-name).")]
+Stack = Annotated[str | None, typer.Option(metavar="STACK", help="A deployed replmon stack: the table from its outputs.")]
+Region = Annotated[str | None, typer.Option(envvar="AWS_REGION", metavar="REGION", help="AWS Region of the table and stack.")]
+Profile = Annotated[str | None, typer.Option(envvar="AWS_PROFILE", metavar="PROFILE",
+                                             help="AWS profile (else the default credential chain).")]
+DynamoEndpoint = Annotated[str | None, typer.Option(envvar="REPLMON_DYNAMODB_ENDPOINT", metavar="URL",
+                                                    help="A DynamoDB-compatible URL, e.g. the lab's; omit for AWS.")]
+Groups = Annotated[int, typer.Option(min=1, max=MAX_ROUTE_GROUPS, metavar="N", help="The stack's RouteGroups (1-8).")]
+COLUMNS = ["name", "group", "origin", "mode", "reason", "destinations", "regions", "accounts"]
+
+
+def _registry(table: str | None, stack_name: str | None, region: str | None, profile: str | None, endpoint: str | None) -> Any:
+    from replmon.adapters import clients
+    from replmon.adapters.registry_table import DynamoRegistry
+
+    check_url(endpoint, "--dynamodb-endpoint")
+    aws_region_or_fail(region, endpoint, "--region", profile)
+    if stack_name:
+        table = stack_outputs(stack_name, region, profile).get("LatencyTableName")
+    if not table:
+        if not endpoint:
+            fail("--table or --stack-name: which latency table? (the deployed stack's output LatencyTableName)")
+        table = "replmon-latency"  # the lab's
+    return DynamoRegistry(table, clients.dynamodb(clients.READ, endpoint_url=endpoint, region=region, profile=profile))
+
+
+def route_row(spec: RouteSpec) -> dict[str, Any]:
+    """One registry route as a table row (a drifted explicit route shows what the inventory sees)."""
+    reason = spec.verdict.reason_code.value
+    if spec.verdict_observed is not None and spec.verdict_observed.reason_code is not spec.verdict.reason_code:
+        reason += f" (inventory sees: {spec.verdict_observed.reason_code.value})"
+    return {"name": spec.name, "group": spec.group, "origin": spec.origin.value, "mode": spec.verdict.mode.value, "reason": reason,
+            "destinations": [d.bucket for d in spec.destinations],
+            "regions": f"{spec.source.region}>{','.join(sorted({d.region for d in spec.destinations}))}",
+            "accounts": sorted({spec.source.account, *(d.account for d in spec.destinations)})}
+
+
+def route_json(spec: RouteSpec) -> dict[str, Any]:
+    return {"name": spec.name, "group": spec.group, "origin": spec.origin.value, "mode": spec.verdict.mode.value,
+            "reason_code": spec.verdict.reason_code.value, "reason": spec.verdict.reason,
+            "observed_reason_code": spec.verdict_observed.reason_code.value if spec.verdict_observed else None,
+            "superseded_by": spec.superseded_by, "version": spec.version,
+            "source": spec.source.model_dump(mode="json", exclude_none=True),
+            "destinations": [d.model_dump(mode="json", exclude_none=True) for d in spec.destinations],
+            "checked_at": spec.verdict.checked_at}
+
+
+def _document(specs: list[RouteSpec], accounts: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    from replmon import __version__
+    from replmon.core.keys import iso_ms
+
+    return {"schema_version": 1, "replmon_version": __version__, "command": "fleet", "generated_at": iso_ms(time.time()),
+            "routes": [route_json(s) for s in specs],
+            "accounts": [{"account": a, "status": str(r.get("status", "")), "reason": r.get("reason"),
+                          **{k: int(r.get(k, 0)) for k in ("buckets", "replicated", "not_replicated", "routes", "denied")}}
+                         for a, r in sorted(accounts.items())]}
+
+
+@fleet_app.callback(invoke_without_command=True)
+def fleet(
+    ctx: typer.Context,
+    table: Table = None, stack_name: Stack = None, region: Region = None, profile: Profile = None,
+    dynamodb_endpoint: DynamoEndpoint = None,
+    fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table,
+) -> None:
+    """Every route in the registry: group, origin, mode, reason, destinations, Regions, accounts.
+
+    Routes that are not probed are listed with their reason; explicit routes the inventory sees
+    differently say so. Subcommands write explicit routes and run the inventory.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    from replmon.adapters.explain import explain
+    from replmon.fleet.registrar import all_routes
+
+    registry = _registry(table, stack_name, region, profile, dynamodb_endpoint)
+    try:
+        specs = sorted(all_routes(registry), key=lambda s: s.name)
+        accounts = registry.accounts()
+    except Exception as exc:
+        fail(f"latency store {registry.table!r}: {explain(exc)}", INFRASTRUCTURE)
+    probing = sum(1 for s in specs if s.probing)
+    emit([route_row(s) for s in specs], fmt, f"{len(specs)} routes, {probing} probed", COLUMNS, document=_document(specs, accounts))
+    if fmt is Format.table:
+        for account, row in sorted(accounts.items()):
+            if row.get("status") not in (None, "OK") or row.get("denied"):
+                err.print(f"account {account}: {row.get('status')}: {row.get('reason') or row.get('denied_reads')}", highlight=False)
+    raise typer.Exit(OK)
+
+
+@fleet_app.command("put")
+def put(
+    file: Annotated[str, typer.Argument(metavar="FILE|-", help="A route as JSON (core/registry.py RouteSpec); - reads stdin.")],
+    route_groups: Groups = DEFAULTS.route_groups,
+    table: Table = None, stack_name: Stack = None, region: Region = None, profile: Profile = None,
+    dynamodb_endpoint: DynamoEndpoint = None,
+) -> int:
+    """Write an explicit route (it wins over discovered ones).
+
+    An explicit route wins over the inventory's discovered route of its name or source bucket.
+    "group" and "origin" may be left out (computed; origin is explicit). With "version", the write
+    happens only if the route still has that version (an edit of what you read); without it, over
+    the current item.
+    """
+    from replmon.core.registry import group_of, load_route_spec
+
+    try:
+        text = sys.stdin.read() if file == "-" else Path(file).read_text()
+    except OSError as exc:
+        fail(f"FILE {file}: {exc.strerror or exc}")
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        fail(f"FILE {file}: not JSON ({exc.msg} at line {exc.lineno}); give one route object")
+    if not isinstance(raw, dict):
+        fail(f"FILE {file}: give one route object ({{\"name\": ..., \"source\": ..., \"destinations\": [...]}}), not {type(raw).__name__}")
+    if raw.get("origin", "explicit") != "explicit":
+        fail(f"origin: {raw['origin']!r}: routes written with fleet put are explicit; drop the field")
+    name = raw.get("name")
+    if isinstance(name, str) and name:
+        want = group_of(name, route_groups)
+        if raw.get("group", want) != want:
+            fail(f"group: {raw['group']!r}, but {name!r} belongs to {want} with RouteGroups={route_groups}; drop the field")
+        raw = {**raw, "group": want}
+    expected = raw.pop("version", None)
+    try:
+        spec = load_route_spec({"origin": "explicit", **raw})
+    except ConfigError as exc:
+        fail(config_message(exc))
+    registry = _registry(table, stack_name, region, profile, dynamodb_endpoint)
+    try:
+        if expected is None:
+            current = registry.get_route(spec.group, spec.name)
+            expected = current.version if current is not None else None
+        written = registry.put_explicit(spec, expected)
+    except Exception as exc:
+        from replmon.adapters.explain import explain
+
+        fail(f"latency store {registry.table!r}: {explain(exc)}", INFRASTRUCTURE)
+    if not written:
+        fail(f"version: route {spec.name} changed since version {expected}; read it again (replmon fleet --format json) "
+             "and re-apply your edit", USAGE)
+    err.print(f"route {spec.name}: written to {spec.group} as version {(expected or 0) + 1} (explicit)", highlight=False)
+    return OK
+
+
+@fleet_app.command("inventory")
+def inventory(
+    member_accounts: Annotated[str, typer.Option(metavar="IDS", help="Member accounts, comma-separated (MemberAccounts); "
+                                                 "the caller's account is always read.")] = "",
+    discover_organization: Annotated[bool, typer.Option(help="Add every ACTIVE account of the organization "
+                                                        "(DiscoverOrganizationAccounts).")] = False,
+    member_role_prefix: Annotated[str, typer.Option(metavar="PREFIX", help="Member roles are PREFIX-inventory etc. "
+                                                    "(MemberRolePrefix).")] = DEFAULTS.member_role_prefix,
+    external_id_env: Annotated[str | None, typer.Option(metavar="VAR", help="Environment variable holding the roles' "
+                                                        "ExternalId (MemberExternalId).")] = None,
+    opt_out_tag: Annotated[str, typer.Option(metavar="KEY=VALUE", help="Source buckets tagged so are not probed "
+                                             "(OptOutTag).")] = DEFAULTS.opt_out_tag,
+    route_groups: Groups = DEFAULTS.route_groups,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what the inventory would write; write nothing.")] = False,
+    max_seconds: Annotated[float, typer.Option(metavar="SECONDS", min=10, help="Stop with a checkpoint after this long "
+                                               "(the next run resumes).")] = 840.0,
+    table: Table = None, stack_name: Stack = None, region: Region = None, profile: Profile = None,
+    dynamodb_endpoint: DynamoEndpoint = None,
+    fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table,
+) -> int:
+    """Run the inventory now, with your credentials.
+
+    Your credentials must be able to assume each account's PREFIX-inventory role
+    (templates/member-account.yaml), as the Inventory function does.
+    """
+    import os
+
+    from replmon.adapters import clients
+    from replmon.adapters.explain import explain
+    from replmon.adapters.member_buckets import AwsMembers, default_client
+    from replmon.core.fleetconfig import FleetSettings
+    from replmon.fleet.accounts import load_inventory_settings
+    from replmon.fleet.inventory import InventoryDeps, run_inventory
+    from replmon.fleet.registrar import PreviewRegistry
+
+    try:
+        settings = load_inventory_settings({"member_accounts": member_accounts, "discover_organization": discover_organization,
+                                            "opt_out_tag": opt_out_tag})
+        fleet_settings = FleetSettings(route_groups=route_groups, member_role_prefix=member_role_prefix)
+    except (ConfigError, ValueError) as exc:
+        fail(config_message(exc) if isinstance(exc, ConfigError) else str(exc))
+    external_id = os.environ.get(external_id_env) if external_id_env else None
+    if external_id_env and not external_id:
+        fail(f"--external-id-env: {external_id_env} is not set; export it or drop the flag")
+    registry = _registry(table, stack_name, region, profile, dynamodb_endpoint)
+    store: Any = PreviewRegistry(registry) if dry_run else registry
+    try:
+        hub = clients.client("sts", clients.CONTROL, region=region, profile=profile).get_caller_identity()["Account"]
+
+        def make(service: str, reg: str | None, creds: Any) -> Any:  # the caller's profile for STS and Organizations
+            return default_client(service, reg, creds) if creds else clients.client(service, clients.CONTROL, region=reg or region,
+                                                                                   profile=profile)
+
+        members = AwsMembers(member_role_prefix, external_id, make_client=make)
+        now = time.time()
+        summary = run_inventory(InventoryDeps(registry=store, rows=store, members=members, hub_account=hub, settings=settings,
+                                              fleet=fleet_settings), now, now + max_seconds)
+    except ConfigError as exc:
+        fail(config_message(exc))
+    except Exception as exc:
+        fail(f"inventory: {explain(exc)}", INFRASTRUCTURE)
+    rows = [route_row(s) for s in summary.routes]
+    document = {**summary.to_json(), "dry_run": dry_run, "writes": store.writes if dry_run else None}
+    emit(rows, fmt, f"inventory {summary.run_id}: {len(rows)} routes{' (dry run: nothing written)' if dry_run else ''}",
+         COLUMNS, document=document)
+    if fmt is Format.table:
+        for account, row in summary.accounts.items():
+            err.print(f"account {account}: {row.get('status')} {row.get('reason') or ''}".rstrip(), highlight=False)
+        if not summary.complete:
+            err.print("stopped at --max-seconds: run it again to resume from the checkpoint", highlight=False)
+    return OK

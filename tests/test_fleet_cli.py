@@ -1,0 +1,123 @@
+"""`replmon fleet`, `fleet put`, `fleet inventory --dry-run`, `routes --account` (cli/fleet.py, cli/routes.py),
+in-process on moto (DynamoDB, STS AssumeRole, S3).
+
+The JSON document is validated against docs/output.schema.json; errors name the field and its fix.
+AWS contract (the inventory's reads) as in tests/test_inventory.py: "ListBuckets" —
+https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListBuckets.html; "HeadBucket" —
+https://docs.aws.amazon.com/AmazonS3/latest/API/API_HeadBucket.html (moto returns no BucketRegion,
+so a bucket's Region comes from HeadBucket's x-amz-bucket-region here).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+import jsonschema
+import pytest
+from typer.testing import CliRunner
+
+from replmon.cli.app import app
+from replmon.cli.common import CliError
+from replmon.local.tables import ensure_table
+from tests.conftest import TABLE, TEMPLATE
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = json.loads((ROOT / "docs" / "output.schema.json").read_text())
+ACCOUNT = "123456789012"  # moto's
+ARGS = ["--table", TABLE, "--region", "us-east-1"]
+
+
+@pytest.fixture(scope="module")
+def aws() -> Iterator[Any]:
+    from moto import mock_aws
+
+    with mock_aws():
+        ddb = boto3.client("dynamodb", region_name="us-east-1")
+        ensure_table(ddb, TABLE, TEMPLATE)
+        s3 = boto3.client("s3", region_name="eu-west-1")
+        for b in ("orders", "orders-dr", "applogs", "applogs-dr", "plain"):
+            s3.create_bucket(Bucket=b, CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+            s3.put_bucket_versioning(Bucket=b, VersioningConfiguration={"Status": "Enabled"})
+        # (moto 5 returns every rule's Filter.Prefix as "": a disabled rule makes the passive route here)
+        for src, status in (("orders", "Enabled"), ("applogs", "Disabled")):
+            s3.put_bucket_replication(Bucket=src, ReplicationConfiguration={
+                "Role": f"arn:aws:iam::{ACCOUNT}:role/replication",
+                "Rules": [{"ID": "dr", "Priority": 1, "Status": status, "Filter": {"Prefix": ""},
+                           "DeleteMarkerReplication": {"Status": "Disabled"}, "Destination": {"Bucket": f"arn:aws:s3:::{src}-dr"}}]})
+        yield ddb
+
+
+@dataclass
+class Result:
+    exit_code: int
+    stdout: str
+    output: str  # stdout and stderr
+
+
+def run(*args: str, stdin: str | None = None) -> Result:
+    """As `replmon ...` runs (cli/app.py main): a CliError is one line and its exit code."""
+    r = CliRunner().invoke(app, list(args), input=stdin, env={"COLUMNS": "120"}, standalone_mode=False)
+    if isinstance(r.exception, CliError):
+        return Result(r.exception.code, r.stdout, f"{r.output}error: {r.exception}")
+    assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
+    code = r.return_value if isinstance(r.return_value, int) else r.exit_code
+    return Result(code, r.stdout, r.output)
+
+
+ROUTE = {"name": "dr-orders", "source": {"account": ACCOUNT, "region": "eu-west-1", "bucket": "orders"},
+         "destinations": [{"account": ACCOUNT, "region": "eu-west-1", "bucket": "orders-dr", "rule_id": "dr"}]}
+
+
+def test_put_then_list_and_the_json_is_the_schemas(aws: Any, tmp_path: Path) -> None:
+    r = run("fleet", "put", "-", *ARGS, stdin=json.dumps(ROUTE))
+    assert r.exit_code == 0, r.output
+    assert "version 1" in r.output
+    again = run("fleet", "put", "-", *ARGS, stdin=json.dumps({**ROUTE, "prefix": "p2/"}))
+    assert again.exit_code == 0 and "version 2" in again.output
+    stale = run("fleet", "put", "-", *ARGS, stdin=json.dumps({**ROUTE, "version": 1}))
+    assert stale.exit_code == 2 and "version" in stale.output and "read it again" in stale.output
+    doc = run("fleet", *ARGS, "--format", "json")
+    assert doc.exit_code == 0, doc.output
+    data = json.loads(doc.stdout)
+    jsonschema.validate(data, SCHEMA)
+    (route,) = data["routes"]
+    assert (route["name"], route["origin"], route["version"], route["reason_code"]) == ("dr-orders", "explicit", 2, "OK")
+    table = run("fleet", *ARGS)
+    assert table.exit_code == 0 and "dr-orders" in table.stdout and "eu-west-1>eu-west-1" in table.stdout
+
+
+@pytest.mark.parametrize(("route", "words"), [
+    ({**ROUTE, "destinations": []}, "at least one destination"),
+    ({**ROUTE, "source": {**ROUTE["source"], "account": "12"}}, "source.account"),
+    ({**ROUTE, "group": "g05"}, "group"),
+    ({**ROUTE, "origin": "discovered"}, "origin"),
+    ({**ROUTE, "colour": "red"}, "colour"),
+])
+def test_put_errors_name_the_field(aws: Any, route: dict[str, Any], words: str) -> None:
+    r = run("fleet", "put", "-", *ARGS, stdin=json.dumps(route))
+    assert r.exit_code == 2 and words in r.output, r.output
+
+
+def test_inventory_dry_run_writes_nothing_and_routes_account_reads_one_account(aws: Any) -> None:
+    r = run("fleet", "inventory", *ARGS, "--dry-run", "--format", "json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["dry_run"] and doc["complete"]
+    writes = {(w["op"], w.get("route") or w.get("account")): w for w in doc["writes"]}
+    assert writes[("put_discovered", "applogs")]["reason"] == "RULE_DISABLED"
+    # the explicit dr-orders measures bucket orders: the discovered route is listed, superseded
+    assert writes[("put_discovered", "orders")]["reason"] == "SUPERSEDED"
+    assert writes[("put_account", ACCOUNT)]["status"] == "OK"
+    after = json.loads(run("fleet", *ARGS, "--format", "json").stdout)
+    assert [x["name"] for x in after["routes"]] == ["dr-orders"] and after["accounts"] == [], "a dry run writes nothing"
+    acct = run("routes", "--account", ACCOUNT, "--source-region", "us-east-1", "--format", "json")
+    assert acct.exit_code == 0, acct.output
+    got = {row["bucket"]: row["reason"] for row in json.loads(acct.stdout)["routes"]}
+    assert got == {"applogs": "RULE_DISABLED", "orders": "OK"}
+    bad = run("routes", "--account", "12")
+    assert bad.exit_code == 2 and "--account" in bad.output
