@@ -83,9 +83,9 @@ test: venv node_modules/.installed lab-deps  ## THE TESTS: lint once, then every
 	$(BIN)/pytest -m "not lab" -n 2 $(ARGS)
 	$(BIN)/pytest -m lab $(ARGS)
 
-test-fast: venv node_modules/.installed  ## no lab servers, no builds, no network (fio from apt once): ~90 s on 2 cores
+test-fast: venv node_modules/.installed  ## no lab servers, no builds, no network (fio from apt once): 365 CPU-s on 2 cores (README)
 	bash scripts/lab-deps.sh apt >/dev/null
-	$(BIN)/pytest -m "not lab and not build" -n 2 $(ARGS)
+	$(BIN)/pytest -m "not lab and not build" -n 2 --dist loadgroup $(ARGS)
 
 clean:  ## remove build output and lab data (keeps the caches)
 	rm -rf .aws-sam lab-data

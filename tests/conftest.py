@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -8,6 +9,7 @@ from typing import Any
 import boto3
 import pytest
 
+import replmon.local.template as _template
 from replmon.adapters.dynamodb import DynamoLatencyStore
 from replmon.adapters.leases import DynamoLeases
 from replmon.core.clock import ManualClock
@@ -18,6 +20,36 @@ from tests.fakes import FakeReplication
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = ROOT / "template.yaml"
 SRC, DST, TABLE = "probe-source", "probe-replica", "replmon-latency"
+
+
+def _parsed_once(load: Any) -> Any:
+    """template.yaml parsed once per process (PyYAML's pure-Python loader takes ~0.5 s for it, and
+    ~50 tests read it): cached by the file's text, each caller gets its own deep copy to mutate.
+    Replaced in the module and wherever it was already imported by name; later imports get it."""
+    import copy
+    import functools
+
+    cache: dict[str, Any] = {}
+
+    @functools.wraps(load)
+    def load_template(path: Path = _template.TEMPLATE) -> dict[str, Any]:
+        text = Path(path).read_text()
+        if text not in cache:
+            cache[text] = load(path)
+        return copy.deepcopy(cache[text])  # type: ignore[no-any-return]
+
+    return load_template
+
+
+def _install_template_cache() -> None:
+    original = _template.load_template
+    cached = _parsed_once(original)
+    for module in list(sys.modules.values()):
+        if getattr(module, "__name__", "").startswith("replmon") and getattr(module, "load_template", None) is original:
+            module.load_template = cached  # type: ignore[attr-defined]
+
+
+_install_template_cache()
 
 
 @pytest.fixture(autouse=True)
@@ -99,3 +131,27 @@ def contract() -> Any:
         with mock_aws(config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}):
             run = run_contract_scenarios()
     return run
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "xdist_group(name): run on one xdist worker under --dist loadgroup (pytest-xdist's)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests sharing one of our session- or module-scoped fixtures (the contract run, a module's
+    moto run) go to one xdist worker under ``--dist loadgroup`` (make test-fast): run once, not once
+    per worker. Without xdist the marker does nothing."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        for name in item.fixturenames:  # type: ignore[attr-defined]
+            defs = info.name2fixturedefs.get(name)
+            if not defs or not getattr(defs[-1].func, "__module__", "").startswith("tests"):
+                continue
+            if defs[-1].scope == "session":
+                item.add_marker(pytest.mark.xdist_group(name))
+                break
+            if defs[-1].scope == "module":
+                item.add_marker(pytest.mark.xdist_group(item.module.__name__))  # type: ignore[attr-defined]
+                break

@@ -20,6 +20,7 @@ tools/iam-simulate.mjs). The mapping follows AWS's documentation:
 
 from __future__ import annotations
 
+import atexit
 import json
 import subprocess
 from collections.abc import Callable, Iterator
@@ -132,26 +133,57 @@ def _copy_source(src: Any) -> IamRequest:
     return IamRequest("s3:GetObjectVersion" if version else "s3:GetObject", _s3_object(bucket, key))
 
 
+_EVALUATOR: subprocess.Popen[str] | None = None
+
+
+def _evaluator() -> subprocess.Popen[str]:
+    """One evaluator process per test process (``--serve``), started on first use, ended at exit."""
+    global _EVALUATOR
+    if _EVALUATOR is None or _EVALUATOR.poll() is not None:
+        assert (ROOT / "node_modules" / "@cloud-copilot" / "iam-simulate").exists(), "run `make test` (npm ci installs the evaluator)"
+        _EVALUATOR = subprocess.Popen(["node", str(SIMULATOR), "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      text=True, cwd=ROOT)
+        atexit.register(_stop_evaluator)
+    return _EVALUATOR
+
+
+def _stop_evaluator() -> None:
+    if _EVALUATOR is not None and _EVALUATOR.poll() is None:
+        assert _EVALUATOR.stdin is not None
+        _EVALUATOR.stdin.close()  # the evaluator ends at end of input
+        try:
+            _EVALUATOR.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            _EVALUATOR.kill()
+
+
 def simulate(batch: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Evaluate requests (see tools/iam-simulate.mjs) and return results by id."""
-    assert (ROOT / "node_modules" / "@cloud-copilot" / "iam-simulate").exists(), "run `make test` (npm ci installs the evaluator)"
-    r = subprocess.run(["node", str(SIMULATOR)], input=json.dumps({"requests": batch}), capture_output=True, text=True,
-                       timeout=300, cwd=ROOT)
-    assert r.returncode == 0, r.stderr
-    return {x["id"]: x for x in json.loads(r.stdout)}
+    node = _evaluator()
+    assert node.stdin is not None and node.stdout is not None
+    node.stdin.write(json.dumps({"requests": batch}) + "\n")
+    node.stdin.flush()
+    line = node.stdout.readline()
+    assert line, f"the IAM evaluator ended (exit {node.wait()})"
+    answer = json.loads(line)
+    assert not isinstance(answer, dict), answer.get("error")
+    return {x["id"]: x for x in answer}
 
 
 def evaluate(requests: list[tuple[str, IamRequest]], policies: dict[str, list[dict[str, Any]]], account: str) -> list[str]:
-    """Each (function, request) against that function's identity policies; the denied ones, described."""
+    """Each (function, request) against that function's identity policies; the denied ones, described.
+    A request repeated (the same function, action, resource and context) is evaluated once."""
+    unique = list(dict.fromkeys(requests))
     batch = []
-    for i, (fn, req) in enumerate(requests):
+    for i, (fn, req) in enumerate(unique):
         batch.append({"id": str(i), "principal": f"arn:aws:iam::{account}:role/{fn}Role", "action": req.action,
                       "resource": req.resource, "accountId": account, "context": dict(req.context),
                       "identityPolicies": policies[fn]})
     results = simulate(batch) if batch else {}
+    verdict = {u: results[str(i)] for i, u in enumerate(unique)}
     denied = []
-    for i, (fn, req) in enumerate(requests):
-        res = results[str(i)]
+    for fn, req in requests:
+        res = verdict[(fn, req)]
         if res["result"] != "Allowed":
             denied.append(f"{fn}: {req.action} on {req.resource} {dict(req.context) or ''} -> {res['result']} {res.get('errors') or ''}")
     return denied
