@@ -80,10 +80,10 @@ runner-image:  ## the fio runner's image for ECS (x86_64, as the task definition
 
 test: venv node_modules/.installed lab-deps  ## THE TESTS: lint once, then every test (moto and builds on 2 workers, then the real lab)
 	$(MAKE) --no-print-directory lint
-	$(BIN)/pytest -m "not lab" -n 2 $(ARGS)
-	$(BIN)/pytest -m lab $(ARGS)
+	$(BIN)/pytest -m "not lab" -n 2 --dist loadgroup --durations=20 $(ARGS)
+	$(BIN)/pytest -m lab --durations=40 $(ARGS)
 
-test-fast: venv node_modules/.installed  ## no lab servers, no builds, no network (fio from apt once): 365 CPU-s on 2 cores (README)
+test-fast: venv node_modules/.installed  ## no lab servers, no builds, no network (fio from apt once): ~4 min on 2 cores (README)
 	bash scripts/lab-deps.sh apt >/dev/null
 	$(BIN)/pytest -m "not lab and not build" -n 2 --dist loadgroup $(ARGS)
 
