@@ -118,6 +118,63 @@ def test_a_failing_store_fails_only_the_messages_of_its_transaction() -> None:
     assert result.failed == {1} and result.notes[0] == "counted" and "throttled" in result.notes[1]
 
 
+def test_one_oddly_named_event_fails_nothing_in_its_batch_of_100() -> None:
+    """Review s26 M2: a Replication:* name the parser accepts but no counter was named for (here
+    with a '-') is counted under its letters and digits and kept as an item with the name S3 sent;
+    it never fails the other 99 messages of its SQS batch."""
+    from replmon.entry.ingest_events import handler
+    from replmon.local.aslrun import LambdaContext
+    from replmon.wiring import Deps, injected
+
+    kinds = ["Operation-X"] + [KINDS[i % 4] for i in range(99)]
+    batch = {"Records": [{"messageId": f"m{i}", "body": json.dumps({"Records": [_record(event(i, k, T0 + 60 + i))]})}
+                         for i, k in enumerate(kinds)]}
+    store = MemoryLatencyTable()
+    with injected(Deps(stores=None, store=store, metrics=NullMetrics(), defaults={"routes": [route()]})):  # type: ignore[arg-type]
+        assert handler(batch, LambdaContext("IngestEvents")) == {"batchItemFailures": []}
+    [hour] = counters(store).values()
+    assert sum(hour.values()) == 100 and hour.get("eU_OperationX_00") == 1
+
+
+def test_transaction_conflicts_are_retried_within_a_budget_and_never_count_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review s26 M3: concurrent transactions on one hour item conflict ("Amazon DynamoDB
+    Transactions: How it works", TransactionConflict in CancellationReasons,
+    https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis.html).
+    The adapter retries a conflict with jittered backoff within CONFLICT_BUDGET_SECONDS; the
+    transaction is all-or-nothing, so the count is applied once; past the budget the messages fail
+    (SQS redelivers them) rather than being dropped."""
+    from botocore.exceptions import ClientError
+
+    from replmon.adapters import dynamodb as ddb_adapter
+    from replmon.adapters.dynamodb import DynamoLatencyStore
+
+    monkeypatch.setattr(ddb_adapter.time, "sleep", lambda s: None)
+
+    class Client:
+        def __init__(self, conflicts: int) -> None:
+            self.conflicts, self.calls, self.applied = conflicts, 0, 0
+
+        def transact_write_items(self, **kwargs: Any) -> dict[str, Any]:
+            self.calls += 1
+            if self.calls <= self.conflicts:
+                reasons = [{"Code": "None"}] * (len(kwargs["TransactItems"]) - 1) + [{"Code": "TransactionConflict"}]
+                raise ClientError({"Error": {"Code": "TransactionCanceledException", "Message": "conflict"},
+                                   "CancellationReasons": reasons}, "TransactWriteItems")
+            self.applied += 1
+            return {}
+
+    writes = [TransactPut({"route": "primary#seen/0", "at": "k"}), TransactAdd("primary#roll", "h#2026-11-23T10", {"eF_00": 1}, {})]
+    busy = Client(conflicts=12)  # more than the old fixed 6 retries
+    assert DynamoLatencyStore("t", busy).transact(writes).applied and (busy.calls, busy.applied) == (13, 1)
+
+    clock = iter(float(i) for i in range(1000))  # each attempt a second later: the budget runs out
+    monkeypatch.setattr(ddb_adapter.time, "monotonic", lambda: next(clock))
+    stuck = Client(conflicts=10**6)
+    with pytest.raises(StoreUnavailable, match="TransactionConflict"):
+        DynamoLatencyStore("t", stuck).transact(writes)
+    assert stuck.applied == 0 and stuck.calls <= DynamoLatencyStore.CONFLICT_BUDGET_SECONDS + 2
+
+
 def _record(e: ReplicationEvent) -> dict[str, Any]:
 
     return {"eventVersion": "2.2", "eventSource": "aws:s3", "eventTime": iso_ms(e.event_time), "eventName": f"Replication:{e.kind}",

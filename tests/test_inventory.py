@@ -288,8 +288,13 @@ def test_list_accounts_reads_past_an_empty_page_until_the_token_is_absent() -> N
     org.add_response("list_accounts", {"Accounts": [{**acct, "Id": MEMBER, "Status": "ACTIVE"},
                                                     {**acct, "Id": FOREIGN, "Status": "SUSPENDED"}], "NextToken": "t2"},
                      {"MaxResults": 20, "NextToken": "t1"})
-    org.add_response("list_accounts", {"Accounts": [{**acct, "Id": DENIED, "Status": "ACTIVE"}]}, {"MaxResults": 20, "NextToken": "t2"})
-    assert AwsMembers("replmon", make_client=c).organization_accounts() == [MEMBER, DENIED]
+    # AWS retires Status for State on 2026-09-09 (ListAccounts API reference): State wins, and an
+    # account with neither is not taken as active.
+    org.add_response("list_accounts", {"Accounts": [{**acct, "Id": DENIED, "Status": "ACTIVE"},
+                                                    {**acct, "Id": "777788889999", "State": "SUSPENDED"},
+                                                    {**acct, "Id": "999988887777", "State": "ACTIVE"},
+                                                    {**acct, "Id": "123412341234"}]}, {"MaxResults": 20, "NextToken": "t2"})
+    assert AwsMembers("replmon", make_client=c).organization_accounts() == [MEMBER, DENIED, "999988887777"]
     c.done()
     c = Clients()
     c.stub("organizations").add_client_error("list_accounts", "AWSOrganizationsNotInUseException", http_status_code=400)

@@ -196,3 +196,24 @@ def test_removing_a_member_statement_is_caught(remove: str) -> None:
                   "resource": req.resource, "accountId": ACCOUNT, "identityPolicies": policies,
                   "context": {"s3:ResourceAccount": ACCOUNT}}])
     assert got == {"x": "ImplicitlyDenied"}
+
+
+def test_the_hub_stack_name_is_short_enough_for_every_generated_role_name_to_keep_it() -> None:
+    """The member trust admits ``<HubStackName>-*``. CloudFormation generates a role's name as
+    ``<stack>-<logical id>-<suffix>`` within IAM's 64 characters, shortening the parts when they do
+    not fit ("Name type", CloudFormation User Guide,
+    https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-properties-name.html; IAM
+    role names: 64 characters). So the parameter caps the stack name at what the longest hub
+    function role leaves: 64 - len(<logical id>Role) - a 12-character suffix - 2 hyphens."""
+    import re as _re
+
+    from replmon.local.template import load_template
+
+    member = load_template(ROOT / "templates" / "member-account.yaml")
+    hub = (ROOT / "template.yaml").read_text()
+    roles = [f"{i}Role" for i in _re.findall(r"^  ([A-Za-z0-9]+Function):\n    Type: AWS::Serverless::Function", hub, _re.M)]
+    longest = max(len(r) for r in roles)
+    pattern = member["Parameters"]["HubStackName"]["AllowedPattern"]
+    cap = int(_re.search(r"\{0,(\d+)\}\$$", pattern).group(1)) + 1  # type: ignore[union-attr]
+    assert cap + 1 + longest + 1 + 12 <= 64, (cap, longest)
+    assert _re.fullmatch(pattern, "a" * cap) and not _re.fullmatch(pattern, "a" * (cap + 1))

@@ -164,6 +164,12 @@ def test_an_expired_lease_of_an_ended_or_unknown_run_is_taken() -> None:
     assert out["lease"]["routes"] == ["a", "b"]
     assert [s["route"] for s in out["skipped"]] == ["c", "d"]
     assert sorted(d.executions.asked) == ["ended", "runs", "unknown"]
+    # A run holding many routes is asked about once.
+    d2 = D()
+    for n in "abcd":
+        assert d2.leases.acquire(n, "runs", 0.0, 500.0, {}) is not None
+    out = begin_run({"plan": plan, "execution": "me"}, d2)  # type: ignore[arg-type]
+    assert out["lease"]["routes"] == [] and d2.executions.asked == ["runs"]
 
 
 def test_a_retried_begin_holds_the_same_lease_and_counts_a_skip_once(env: Env) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
 import uuid
@@ -204,9 +205,16 @@ class DynamoLatencyStore:
             ConditionExpression=cond, ExpressionAttributeNames=names, ExpressionAttributeValues=values))
 
     # ------------------------------------------------------------------ rollups (core/ports.py RollupStore)
-    #: TransactionConflict (another transaction on one of the items, e.g. the hour item) is retried:
-    #: the transaction is all-or-nothing, so a retry never counts twice.
-    CONFLICT_RETRIES = 6
+    #: TransactionConflict (another transaction on one of the items: in a backlog, up to
+    #: EventsMaxConcurrency invocations ADD to one route's hour item at once) is retried with capped,
+    #: fully jittered backoff for up to CONFLICT_BUDGET_SECONDS: the transaction is all-or-nothing,
+    #: so a retry never counts twice. Past the budget the messages fail (SQS redelivers them; the
+    #: markers make the redelivery count once). AWS: "Avoid using transactions for ingesting data in
+    #: bulk" and concurrent transactions on one item conflict ("Amazon DynamoDB Transactions: How it
+    #: works", https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis.html):
+    #: docs/SEMANTICS.md says what this bounds.
+    CONFLICT_BUDGET_SECONDS = 8.0
+    CONFLICT_BACKOFF_CAP_SECONDS = 1.0
 
     def _transact_item(self, w: TransactItem) -> dict[str, Any]:
         if isinstance(w, TransactPut):
@@ -238,7 +246,8 @@ class DynamoLatencyStore:
         kwargs: dict[str, Any] = {"TransactItems": [self._transact_item(w) for w in writes]}
         if token:
             kwargs["ClientRequestToken"] = token
-        for attempt in range(self.CONFLICT_RETRIES + 1):
+        deadline = time.monotonic() + self.CONFLICT_BUDGET_SECONDS
+        for attempt in itertools.count():
             try:
                 self.client.transact_write_items(**kwargs)
                 return TransactOutcome(True)
@@ -250,8 +259,9 @@ class DynamoLatencyStore:
                 others = {c for c in codes if c not in ("None", "ConditionalCheckFailed")}
                 if failed and not others:
                     return TransactOutcome(False, failed)
-                if others <= {"TransactionConflict"} and others and attempt < self.CONFLICT_RETRIES:
-                    time.sleep(0.02 * 2**attempt * random.random())
+                pause = min(self.CONFLICT_BACKOFF_CAP_SECONDS, 0.02 * 2 ** min(attempt, 10)) * random.random()
+                if others <= {"TransactionConflict"} and others and time.monotonic() + pause < deadline:
+                    time.sleep(pause)
                     continue
                 raise StoreUnavailable(f"{self.table}: transaction cancelled: {', '.join(codes) or exc}") from exc
             except BotoCoreError as exc:

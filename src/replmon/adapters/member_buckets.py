@@ -147,7 +147,9 @@ class AwsMembers:
                 raise ConfigError(f"DiscoverOrganizationAccounts: Organizations ListAccounts failed ({_code(exc)}); it works "
                                   "only from the management account or a delegated administrator: list the accounts in "
                                   "MemberAccounts instead") from exc
-            accounts += [a["Id"] for a in page.get("Accounts", []) if a.get("Status", "ACTIVE") == "ACTIVE"]
+            # ``State`` replaces ``Status``, which AWS retires on 2026-09-09 (ListAccounts API reference);
+            # an account whose state is absent from both is not assumed active.
+            accounts += [a["Id"] for a in page.get("Accounts", []) if (a.get("State") or a.get("Status")) == "ACTIVE"]
             token = page.get("NextToken")
             if not token:  # an empty page may still carry a token: only its absence ends the list (C18.5)
                 return accounts

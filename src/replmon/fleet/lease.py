@@ -100,14 +100,17 @@ def begin_run(event: Mapping[str, Any], deps: LeaseDeps) -> dict[str, Any]:
 def _overrunning(store: LeaseStore, executions: ExecutionStatus | None, names: list[str], holder: str,
                  now: float) -> dict[str, Lease]:
     """The routes whose lease expired while another run holding it still runs (one BatchGetItem,
-    then one DescribeExecution per expired lease of another run)."""
+    then one DescribeExecution per other run holding an expired lease: a run holds many routes)."""
     if executions is None or not names:
         return {}
+    asked: dict[str, bool | None] = {}
     out: dict[str, Lease] = {}
     for name, lease in store.leases(names).items():
-        if (lease.holder and lease.holder != holder and lease.until is not None and lease.until < now
-                and executions.running(lease.holder) is True):
-            out[name] = lease
+        if lease.holder and lease.holder != holder and lease.until is not None and lease.until < now:
+            if lease.holder not in asked:
+                asked[lease.holder] = executions.running(lease.holder)
+            if asked[lease.holder] is True:
+                out[name] = lease
     return out
 
 

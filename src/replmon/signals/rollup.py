@@ -159,12 +159,15 @@ def event_attr(name: str, t: float) -> str:
 
     >>> event_attr("OperationFailedReplication", 1795428000.0 + 61), event_attr("OperationExploded", 1795428000.0 + 600)
     ('eF_00', 'eU_OperationExploded_10')
+    >>> event_attr("Operation-X", 1795428000.0), event_attr("-", 1795428000.0)
+    ('eU_OperationX_00', 'eU_Unnamed_00')
     """
     prefix = EVENT_ATTRS.get(name)
     if prefix is None:
-        if not name.isalnum():  # S3's replication operations are one word; 'ObjectCreated:Put' is not one
-            raise ValueError(f"unknown replication event {name!r}; one of {', '.join(EVENT_ATTRS)} or another Operation* name S3 sent")
-        prefix = f"{UNKNOWN_EVENT_PREFIX}_{name}"
+        # Counted under its letters and digits (at most 64), so one odd name never fails its batch;
+        # the event itself is kept as an item with the name S3 sent (signals/event_ingest.py).
+        safe = "".join(ch for ch in name if ch.isascii() and ch.isalnum())[:64] or "Unnamed"
+        prefix = f"{UNKNOWN_EVENT_PREFIX}_{safe}"
     return slot_attr(prefix, t)
 
 
