@@ -238,6 +238,29 @@ def test_the_collector_reports_the_same_numbers_from_counters_as_from_one_item_p
         assert got == ref
 
 
+def test_a_backlog_of_missed_thresholds_is_never_read_item_by_item() -> None:
+    """Review s26 S1: S3 sends OperationMissedThreshold for every late object, so a backlog keeps
+    many items; the collector reads the kept items only when the counters hold a failure."""
+    store = MemoryLatencyTable()
+    now = T0 + 3000
+    count_events([EventItem("primary", event(i, "OperationMissedThreshold", T0 + 60 + i)) for i in range(300)], store, T0, 30)
+    read: list[str] = []
+    items = store.items
+
+    def spy(pk: str, lo: float, hi: float) -> Any:
+        read.append(pk)
+        return items(pk, lo, hi)
+
+    store.items = spy  # type: ignore[method-assign]
+    h = route_health(store, "primary", now, SloSpec(), 3600)
+    assert h.events.get("OperationMissedThreshold") == 300 and not h.rpo.unbounded
+    assert not [pk for pk in read if "#events/" in pk]
+    count_events([EventItem("primary", event(999, "OperationFailedReplication", now - 10))], store, T0, 30)
+    read.clear()
+    assert route_health(store, "primary", now, SloSpec(), 3600).rpo.unbounded
+    assert [pk for pk in read if "#events/" in pk]  # now the failure is read exactly
+
+
 # ------------------------------------------------------------------------------ the DynamoDB adapter
 def test_the_dynamodb_adapter_names_the_duplicates_a_cancelled_transaction_had(monkeypatch: pytest.MonkeyPatch) -> None:
     """moto's TransactWriteItems returns CancellationReasons as DynamoDB does (one per action)."""
@@ -282,3 +305,16 @@ def test_the_modelled_first_throttle_is_well_above_the_old_layouts() -> None:
     worst = first_throttle("worst", ceiling=20_000)
     assert key_rates(worst, "worst").hottest[1] >= PARTITION_WCU  # and the replay found no key at the limit one batch earlier
     assert worst > 2 * PARTITION_WCU  # the old layout: one ~1 KB write per event to one key = 1,000 events/s
+
+
+def test_a_dedupe_marker_outlives_every_message_the_events_queues_keep() -> None:
+    """Review s26 S5: a DLQ redriven within its retention must not count a record twice, so the
+    marker lives at least as long as the events queue and its DLQ keep a message (SQS
+    MessageRetentionPeriod, seconds; "Amazon SQS message quotas",
+    https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-messages.html)."""
+    from replmon.local.template import load_template
+    from replmon.signals.event_ingest import MARKER_TTL_SECONDS
+
+    res = load_template(ROOT / "template.yaml")["Resources"]
+    kept = [res[q]["Properties"]["MessageRetentionPeriod"] for q in ("EventsQueue", "EventsDeadLetterQueue")]
+    assert max(kept) <= MARKER_TTL_SECONDS, (MARKER_TTL_SECONDS, kept)

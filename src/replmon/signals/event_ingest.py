@@ -59,9 +59,11 @@ def route_for_event(event: ReplicationEvent, routes: Sequence[Route]) -> str:
 #: Events kept as items (beside their counters): what a person reads when the route fails. Other
 #: kinds (and MinIO's completions) are only counted; a kind S3 does not document is kept as well.
 KEPT_KINDS = frozenset({"OperationFailedReplication", "OperationMissedThreshold"})
-#: How long a dedupe marker stops a redelivered event from counting twice (C19.23: TTL deletes
-#: within ~48 h after expiry, so a marker lives 2-4 days; SQS redelivers within its retention).
-MARKER_TTL_SECONDS = 2 * 86_400
+#: How long a dedupe marker stops a redelivered event from counting twice: as long as the events
+#: DLQ keeps a message (14 days, template.yaml EventsDeadLetterQueue) plus a day, so a redrive of the
+#: DLQ never counts a record twice. TTL deletes "typically within two days" after expiry (C19.23):
+#: not a bound, but only the upper side (a marker living longer) varies. ~100 B a marker.
+MARKER_TTL_SECONDS = 15 * 86_400
 
 
 @dataclass(frozen=True)

@@ -85,7 +85,10 @@ def route_health(store: LatencyTable, route: str, now: float, spec: SloSpec, win
     in_flight = in_flight_put_ends(store, route, now)
     rtc_samples = [RtcSample.from_item(i) for i in store.items(signal_partition(route, RTC), now - window, now)]
     counts = event_counts(store, route, now, window)
-    r = rpo(now, window, records, in_flight, latest(rtc_samples, now - window), failure_events(store, route, now, window))
+    # The counters' whole slots cover [now - window, now]: no failure counted there means none in
+    # the window, and the kept items (a backlog's missed thresholds among them) are not read.
+    failures = failure_events(store, route, now, window) if counts.get("OperationFailedReplication") else 0
+    r = rpo(now, window, records, in_flight, latest(rtc_samples, now - window), failures)
     return RouteHealth(route, r, slo_status(records, now, spec), rtc_samples, counts)
 
 
