@@ -435,3 +435,17 @@ def test_the_templates_inventory_settings_render_to_valid_settings() -> None:
     assert settings.run_seconds == timeout - 90, "the run checkpoints 90 s before Lambda's timeout"
     fleet = load_fleet_settings(render(env["REPLMON_FLEET"]["Fn::Sub"]))
     assert (fleet.route_groups, fleet.member_role_prefix) == (1, "replmon")
+
+
+def test_inventory_runs_never_overlap() -> None:
+    """Review s26 S3: runs share one checkpoint item, so one runs at a time: reserved concurrency 1
+    ("Configuring reserved concurrency", Lambda developer guide,
+    https://docs.aws.amazon.com/lambda/latest/dg/configuration-concurrency.html) and a schedule no
+    more frequent than the function's timeout."""
+    from replmon.local.template import load_template
+    from tests.conftest import TEMPLATE
+
+    t = load_template(TEMPLATE)
+    fn = t["Resources"]["InventoryFunction"]["Properties"]
+    assert fn["ReservedConcurrentExecutions"] == 1
+    assert t["Parameters"]["InventoryRateMinutes"]["MinValue"] * 60 >= fn["Timeout"]
