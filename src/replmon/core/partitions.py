@@ -122,7 +122,12 @@ def seen_partition(route: str, object_key: str) -> str:
 
 
 def events_partition(route: str, event_id: str) -> str:
-    return f"{route}#{EVENTS}/{shard(event_id, EVENT_SHARDS)}"
+    return events_shard_partition(route, shard(event_id, EVENT_SHARDS))
+
+
+def events_shard_partition(route: str, n: int) -> str:
+    """Shard ``n`` (< EVENT_SHARDS) of the route's kept events: readers query every shard."""
+    return f"{route}#{EVENTS}/{n}"
 
 
 def hour_sort_key(hour_start: float) -> str:

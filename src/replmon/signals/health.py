@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from replmon.core.partitions import EVENT_SHARDS, EVENTS, RTC, hour_sort_key, signal_partition
+from replmon.core.partitions import EVENT_SHARDS, EVENTS, RTC, events_shard_partition, hour_sort_key, signal_partition
 from replmon.core.ports import LatencyTable, MetricsSink
 from replmon.core.telemetry import ROUTE, WINDOW
 from replmon.signals.inflight import in_flight_put_ends
@@ -70,12 +70,9 @@ def failure_events(store: LatencyTable, route: str, now: float, window: float) -
     while there is one): the kept failure items (8 shard Queries, empty while the route replicates;
     they hold only failures and missed thresholds, never the bulk of a backlog) and the layout
     before counters."""
-    pks = [events_partition_n(route, n) for n in range(EVENT_SHARDS)] + [signal_partition(route, EVENTS)]
+    pks = [events_shard_partition(route, n) for n in range(EVENT_SHARDS)] + [signal_partition(route, EVENTS)]
     return sum(1 for pk in pks for i in store.items(pk, now - window, now) if i.get("kind") == "OperationFailedReplication")
 
-
-def events_partition_n(route: str, n: int) -> str:
-    return f"{signal_partition(route, EVENTS)}/{n}"
 
 
 def route_health(store: LatencyTable, route: str, now: float, spec: SloSpec, window: float) -> RouteHealth:
