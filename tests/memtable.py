@@ -12,11 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from replmon.adapters.memtable import apply_transaction
 from replmon.core.partitions import PERIOD, live_partition, roll_partition
-from replmon.core.ports import Item, RaiseTo, TransactItem, TransactOutcome, TransactPut
+from replmon.core.ports import Item, RaiseTo, TransactItem, TransactOutcome
 from replmon.core.record import PARTITION_KEY, SORT_KEY
-
-MAX_TRANSACT_ACTIONS = 100  # TransactWriteItems' limit (C19.22)
 
 
 @dataclass
@@ -28,25 +27,9 @@ class MemTable:
         return self.items.get((pk, sk))
 
     def transact(self, writes: Sequence[TransactItem], token: str | None = None) -> TransactOutcome:
-        if not 1 <= len(writes) <= MAX_TRANSACT_ACTIONS:
-            raise ValueError(f"a transaction holds 1..{MAX_TRANSACT_ACTIONS} actions, not {len(writes)}")
-        keys = [(w.item[PARTITION_KEY], w.item[SORT_KEY]) if isinstance(w, TransactPut) else (w.pk, w.sk) for w in writes]
-        if len(set(keys)) != len(keys):
-            raise ValueError("a transaction may not touch one item twice (DynamoDB: ValidationException)")
-        duplicates = tuple(i for i, w in enumerate(writes) if isinstance(w, TransactPut) and keys[i] in self.items)
-        if duplicates:
-            return TransactOutcome(False, duplicates)
-        self.transactions += 1
-        for key, w in zip(keys, writes, strict=True):
-            if isinstance(w, TransactPut):
-                self.items[key] = copy.deepcopy(dict(w.item))
-            else:
-                item = self.items.setdefault(key, {PARTITION_KEY: w.pk, SORT_KEY: w.sk})
-                for name, n in w.add.items():
-                    item[name] = item.get(name, 0) + n
-                for name, value in w.set_once.items():
-                    item.setdefault(name, value)
-        return TransactOutcome(True)
+        out = apply_transaction(self.items, writes)  # the adapter's own in-memory semantics
+        self.transactions += out.applied
+        return out
 
     def raise_to(self, op: RaiseTo) -> bool:
         item = self.items.setdefault((op.pk, op.sk), {PARTITION_KEY: op.pk, SORT_KEY: op.sk})

@@ -15,6 +15,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from replmon.adapters.tablecalls import table_call
 from replmon.core.errors import StoreUnavailable
 from replmon.core.partitions import LEASE, live_partition, runs_partition, skip_sort_key
 from replmon.core.ports import Lease
@@ -49,14 +50,7 @@ class DynamoLeases:
         return {PARTITION_KEY: {"S": live_partition(route)}, SORT_KEY: {"S": LEASE}}
 
     def _call(self, op: str, **kwargs: Any) -> Any:
-        try:
-            return getattr(self.client, op)(TableName=self.table, **kwargs)
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                raise
-            raise StoreUnavailable(f"{self.table}: {exc.response['Error']['Code']}: {exc}") from exc
-        except BotoCoreError as exc:
-            raise StoreUnavailable(f"{self.table}: {type(exc).__name__}: {exc}") from exc
+        return table_call(self.client, self.table, op, **kwargs)
 
     def acquire(self, route: str, run_id: str, now: float, until: float, started: Mapping[str, float]) -> Lease | None:
         names = {"#h": "holder", "#u": "until", "#a": "acquired"}

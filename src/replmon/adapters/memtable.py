@@ -95,25 +95,8 @@ class MemoryLatencyTable:
 
     # ------------------------------------------------------------------ rollups (core/ports.py RollupStore)
     def transact(self, writes: Sequence[TransactItem], token: str | None = None) -> TransactOutcome:
-        if not 1 <= len(writes) <= MAX_TRANSACT_ACTIONS:
-            raise ValueError(f"a transaction holds 1..{MAX_TRANSACT_ACTIONS} actions, not {len(writes)}")
-        keys = [(w.item[PARTITION_KEY], w.item[SORT_KEY]) if isinstance(w, TransactPut) else (w.pk, w.sk) for w in writes]
-        if len(set(keys)) != len(keys):
-            raise ValueError("a transaction may not touch one item twice (DynamoDB: ValidationException)")
         with self._lock:
-            duplicates = tuple(i for i, w in enumerate(writes) if isinstance(w, TransactPut) and keys[i] in self._items)
-            if duplicates:
-                return TransactOutcome(False, duplicates)
-            for key, w in zip(keys, writes, strict=True):
-                if isinstance(w, TransactPut):
-                    self._items[key] = copy.deepcopy({k: v for k, v in w.item.items() if v is not None})
-                else:
-                    item = self._items.setdefault(key, {PARTITION_KEY: w.pk, SORT_KEY: w.sk})
-                    for name, n in w.add.items():
-                        item[name] = item.get(name, 0) + n
-                    for name, value in w.set_once.items():
-                        item.setdefault(name, value)
-            return TransactOutcome(True)
+            return apply_transaction(self._items, writes)
 
     def raise_to(self, op: RaiseTo) -> bool:
         with self._lock:
@@ -143,3 +126,26 @@ class MemoryLatencyTable:
     def _range(self, pk: str, start: str, end: str) -> list[dict[str, Any]]:
         with self._lock:
             return [copy.deepcopy(v) for (p, s), v in sorted(self._items.items()) if p == pk and start <= s <= end]
+
+
+def apply_transaction(items: dict[tuple[str, str], dict[str, Any]], writes: Sequence[TransactItem]) -> TransactOutcome:
+    """``TransactWriteItems`` on an in-memory table, all or nothing: a TransactPut whose key exists
+    cancels it (the indices come back, nothing applied), as DynamoDB's ConditionalCheckFailed does."""
+    if not 1 <= len(writes) <= MAX_TRANSACT_ACTIONS:
+        raise ValueError(f"a transaction holds 1..{MAX_TRANSACT_ACTIONS} actions, not {len(writes)}")
+    keys = [(w.item[PARTITION_KEY], w.item[SORT_KEY]) if isinstance(w, TransactPut) else (w.pk, w.sk) for w in writes]
+    if len(set(keys)) != len(keys):
+        raise ValueError("a transaction may not touch one item twice (DynamoDB: ValidationException)")
+    duplicates = tuple(i for i, w in enumerate(writes) if isinstance(w, TransactPut) and keys[i] in items)
+    if duplicates:
+        return TransactOutcome(False, duplicates)
+    for key, w in zip(keys, writes, strict=True):
+        if isinstance(w, TransactPut):
+            items[key] = copy.deepcopy({k: v for k, v in w.item.items() if v is not None})
+        else:
+            item = items.setdefault(key, {PARTITION_KEY: w.pk, SORT_KEY: w.sk})
+            for name, n in w.add.items():
+                item[name] = item.get(name, 0) + n
+            for name, value in w.set_once.items():
+                item.setdefault(name, value)
+    return TransactOutcome(True)

@@ -15,9 +15,9 @@ from decimal import Decimal
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
-from replmon.core.errors import StoreUnavailable
+from replmon.adapters.tablecalls import table_call
 from replmon.core.partitions import INVENTORY_ACCOUNTS, INVENTORY_CHECKPOINT, registry_partition
 from replmon.core.record import PARTITION_KEY, SORT_KEY
 from replmon.core.registry import InventoryObservation, Origin, RouteSpec, RouteVerdict
@@ -56,14 +56,7 @@ class DynamoRegistry:
         self.client = client
 
     def _call(self, op: str, **kwargs: Any) -> Any:
-        try:
-            return getattr(self.client, op)(TableName=self.table, **kwargs)
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                raise
-            raise StoreUnavailable(f"{self.table}: {exc.response['Error']['Code']}: {exc}") from exc
-        except BotoCoreError as exc:
-            raise StoreUnavailable(f"{self.table}: {type(exc).__name__}: {exc}") from exc
+        return table_call(self.client, self.table, op, **kwargs)
 
     def _conditional(self, op: str, **kwargs: Any) -> bool:
         try:
