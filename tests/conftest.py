@@ -155,3 +155,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if defs[-1].scope == "module":
                 item.add_marker(pytest.mark.xdist_group(item.module.__name__))  # type: ignore[attr-defined]
                 break
+
+
+# The route registry on moto's DynamoDB (tests/test_registry.py, tests/test_inventory.py; a module
+# may define its own ``ddb``, as tests/test_store.py does).
+@pytest.fixture(scope="module")
+def ddb() -> Iterator[Any]:
+    from moto import mock_aws
+
+    with mock_aws():  # one mock per module (starting moto costs ~1 s); a fresh table per test
+        yield boto3.client("dynamodb", region_name="us-east-1")
+
+
+@pytest.fixture
+def registry(ddb: Any, request: pytest.FixtureRequest) -> Any:
+    from replmon.adapters.registry_table import DynamoRegistry
+
+    table = f"{TABLE}-{request.node.name[:200]}"
+    ensure_table(ddb, table, TEMPLATE)
+    return DynamoRegistry(table, ddb)

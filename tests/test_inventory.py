@@ -27,7 +27,7 @@ token: aws-contracts.md M.6, M.7):
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,8 +43,7 @@ from replmon.core.ports import AccessDenied, BucketPage
 from replmon.core.registry import Mode, Origin, Reason, group_of, load_route_spec
 from replmon.fleet.accounts import load_inventory_settings
 from replmon.fleet.inventory import InventoryDeps, run_inventory
-from replmon.local.tables import ensure_table
-from tests.conftest import TABLE, TEMPLATE
+from tests.conftest import TEMPLATE
 
 HUB, MEMBER, DENIED, FOREIGN = "111122223333", "444455556666", "777788889999", "999900001111"
 KEY = "arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
@@ -136,19 +135,6 @@ class FakeMembers:
         return self.readers[account]
 
 
-@pytest.fixture(scope="module")
-def ddb() -> Iterator[Any]:
-    from moto import mock_aws
-
-    with mock_aws():  # one mock per module (starting moto costs ~1 s); a fresh table per test
-        yield boto3.client("dynamodb", region_name="us-east-1")
-
-
-@pytest.fixture
-def registry(ddb: Any, request: pytest.FixtureRequest) -> DynamoRegistry:
-    table = f"{TABLE}-{request.node.name[:200]}"
-    ensure_table(ddb, table, TEMPLATE)
-    return DynamoRegistry(table, ddb)
 
 
 def fleet_fixture() -> dict[str, FakeBucket]:
@@ -437,15 +423,16 @@ def test_the_templates_inventory_settings_render_to_valid_settings() -> None:
     assert (fleet.route_groups, fleet.member_role_prefix) == (1, "replmon")
 
 
-def test_inventory_runs_never_overlap() -> None:
-    """Review s26 S3: runs share one checkpoint item, so one runs at a time: reserved concurrency 1
-    ("Configuring reserved concurrency", Lambda developer guide,
-    https://docs.aws.amazon.com/lambda/latest/dg/configuration-concurrency.html) and a schedule no
-    more frequent than the function's timeout."""
+def test_scheduled_inventory_runs_never_overlap() -> None:
+    """Review s26 S3: runs share one checkpoint item, so the schedule is no more frequent than the
+    function's timeout. Not reserved concurrency 1: "You can reserve up to the Unreserved account
+    concurrency value ... minus 100" ("Configuring reserved concurrency", Lambda developer guide,
+    https://docs.aws.amazon.com/lambda/latest/dg/configuration-concurrency.html), so a new account
+    with a low concurrency quota could not deploy the stack at all."""
     from replmon.local.template import load_template
     from tests.conftest import TEMPLATE
 
     t = load_template(TEMPLATE)
     fn = t["Resources"]["InventoryFunction"]["Properties"]
-    assert fn["ReservedConcurrentExecutions"] == 1
+    assert "ReservedConcurrentExecutions" not in fn
     assert t["Parameters"]["InventoryRateMinutes"]["MinValue"] * 60 >= fn["Timeout"]

@@ -10,17 +10,11 @@ https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Query.KeyCondit
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
-
-import boto3
-import pytest
 
 from replmon.adapters.registry_table import DynamoRegistry
 from replmon.core.registry import InventoryObservation, Origin, Reason, RouteSpec, RouteVerdict, group_of, load_route_spec
 from replmon.fleet.registrar import move_groups
-from replmon.local.tables import ensure_table
-from tests.conftest import TABLE, TEMPLATE
 
 
 def spec(name: str = "dr-orders", origin: str = "explicit", groups: int = 1, **over: Any) -> RouteSpec:
@@ -34,19 +28,6 @@ def spec(name: str = "dr-orders", origin: str = "explicit", groups: int = 1, **o
     return load_route_spec(raw)
 
 
-@pytest.fixture(scope="module")
-def ddb() -> Iterator[Any]:
-    from moto import mock_aws
-
-    with mock_aws():  # one mock per module (starting moto costs ~1 s); a fresh table per test
-        yield boto3.client("dynamodb", region_name="us-east-1")
-
-
-@pytest.fixture
-def registry(ddb: Any, request: pytest.FixtureRequest) -> DynamoRegistry:
-    table = f"{TABLE}-{request.node.name[:200]}"
-    ensure_table(ddb, table, TEMPLATE)
-    return DynamoRegistry(table, ddb)
 
 
 def test_a_route_round_trips_through_the_table_exactly(registry: DynamoRegistry) -> None:

@@ -89,35 +89,34 @@ class AwsBucketReader:
         self._regions[bucket] = str(region)
         return self._regions[bucket]
 
-    def replication(self, bucket: str, region: str) -> Mapping[str, Any] | None:
+    def _bucket_config(self, call: Callable[[], Any], bucket: str, absent: str, action: str) -> Any:
+        """A bucket configuration read: None when S3 answers ``absent`` (none set), AccessDenied
+        naming ``action`` when refused, any other error as it came."""
         try:
-            return dict(self._s3(region).get_bucket_replication(Bucket=bucket)["ReplicationConfiguration"])
+            return call()
         except ClientError as exc:
-            if _code(exc) == "ReplicationConfigurationNotFoundError":
+            if _code(exc) == absent:
                 return None
             if _code(exc) in _DENIED:
-                raise AccessDenied("s3:GetReplicationConfiguration", bucket) from exc
+                raise AccessDenied(action, bucket) from exc
             raise
+
+    def replication(self, bucket: str, region: str) -> Mapping[str, Any] | None:
+        got = self._bucket_config(lambda: self._s3(region).get_bucket_replication(Bucket=bucket), bucket,
+                                  "ReplicationConfigurationNotFoundError", "s3:GetReplicationConfiguration")
+        return None if got is None else dict(got["ReplicationConfiguration"])
 
     def tags(self, bucket: str, region: str) -> dict[str, str]:
-        try:
-            return {t["Key"]: t["Value"] for t in self._s3(region).get_bucket_tagging(Bucket=bucket).get("TagSet", [])}
-        except ClientError as exc:
-            if _code(exc) == "NoSuchTagSet":
-                return {}
-            if _code(exc) in _DENIED:
-                raise AccessDenied("s3:GetBucketTagging", bucket) from exc
-            raise
+        got = self._bucket_config(lambda: self._s3(region).get_bucket_tagging(Bucket=bucket), bucket,
+                                  "NoSuchTagSet", "s3:GetBucketTagging")
+        return {} if got is None else {t["Key"]: t["Value"] for t in got.get("TagSet", [])}
 
     def default_kms_key(self, bucket: str, region: str) -> str | None:
-        try:
-            cfg = self._s3(region).get_bucket_encryption(Bucket=bucket)["ServerSideEncryptionConfiguration"]
-        except ClientError as exc:
-            if _code(exc) == "ServerSideEncryptionConfigurationNotFoundError":
-                return None
-            if _code(exc) in _DENIED:
-                raise AccessDenied("s3:GetEncryptionConfiguration", bucket) from exc
-            raise
+        got = self._bucket_config(lambda: self._s3(region).get_bucket_encryption(Bucket=bucket), bucket,
+                                  "ServerSideEncryptionConfigurationNotFoundError", "s3:GetEncryptionConfiguration")
+        if got is None:
+            return None
+        cfg = got["ServerSideEncryptionConfiguration"]
         for rule in cfg.get("Rules", []):
             default = rule.get("ApplyServerSideEncryptionByDefault") or {}
             if default.get("SSEAlgorithm") in KMS_ALGORITHMS:
