@@ -1,4 +1,4 @@
-# replmon - every target installs what it needs (venv, npm tools, MinIO/mc, DynamoDB Local) and
+# replmon - every target installs what it needs (venv, npm tools, MinIO, DynamoDB Local) and
 # caches it: .venv/ and node_modules/ here, servers under ~/.cache/replmon (REPLMON_CACHE).
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -42,7 +42,7 @@ node_modules/.installed: package.json package-lock.json
 
 venv: $(BIN)/.installed  ## Python environment (.venv)
 
-lab-servers:  ## MinIO + mc, Toxiproxy (go install), DynamoDB Local (Maven): what `make demo` runs; cached
+lab-servers:  ## MinIO, Toxiproxy (go install), DynamoDB Local (Maven): what `make demo` runs; cached
 	@command -v go >/dev/null && command -v java >/dev/null && command -v mvn >/dev/null || \
 	  { echo "the lab needs go, java (17+) and mvn on PATH"; exit 1; }
 	bash scripts/lab-deps.sh servers

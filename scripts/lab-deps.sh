@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Installs the lab's tools once and caches them: MinIO + mc (built from the Go module proxy at
-# pinned versions), DynamoDB Local (Maven Central), Toxiproxy, fio + s3fs (apt) and the lab's
-# Mountpoint (cargo). Idempotent; prints the cache directory.
+# Installs the lab's tools once and caches them: MinIO and Toxiproxy (built from the Go module
+# proxy at pinned versions), DynamoDB Local (Maven Central), fio + s3fs (apt) and the lab's
+# Mountpoint (cargo). Idempotent; prints the cache directory. No mc: the lab configures MinIO
+# through its S3 and admin APIs from Python (src/replmon/lab/minio_admin.py, issue 22.6).
 set -euo pipefail
 CACHE="${REPLMON_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/replmon}"
 MINIO_VERSION="v0.0.0-20260212201848-7aac2a2c5b7c"   # minio master of 2026-02-12
-MC_VERSION="v0.0.0-20250313080218-cf909e1063a9"      # mc of 2025-03-13
 DDB_LOCAL_VERSION="2.5.4"
 TOXIPROXY_VERSION="v2.5.0"                             # network faults between the MinIO pair
 mkdir -p "$CACHE/bin"
@@ -75,14 +75,19 @@ build_mountpoint() {
 }
 
 lab_servers() {
-  build_go mc github.com/minio/mc "$MC_VERSION"; fetch_ddb_local; build_ddb_launcher
+  # DynamoDB Local's Maven fetch (network) runs while Go builds (CPU); its failure fails the script.
+  local ddb_log; ddb_log=$(mktemp)
+  (fetch_ddb_local; build_ddb_launcher) 2>"$ddb_log" &
+  local ddb=$!
   build_go toxiproxy-server github.com/Shopify/toxiproxy/v2/cmd/server "$TOXIPROXY_VERSION"
   build_go minio github.com/minio/minio "$MINIO_VERSION"
+  local rc=0; wait "$ddb" || rc=$?
+  cat "$ddb_log" >&2; rm -f "$ddb_log"
+  [ "$rc" = 0 ] || { echo "lab-deps: DynamoDB Local failed (exit $rc)" >&2; exit "$rc"; }
 }
 
 case "${1:-all}" in
   minio) build_go minio github.com/minio/minio "$MINIO_VERSION" ;;
-  mc) build_go mc github.com/minio/mc "$MC_VERSION" ;;
   toxiproxy) build_go toxiproxy-server github.com/Shopify/toxiproxy/v2/cmd/server "$TOXIPROXY_VERSION" ;;
   apt) apt_deps ;;
   mounts) apt_deps; build_mountpoint ;;
@@ -90,6 +95,6 @@ case "${1:-all}" in
   # What `make demo` runs (the replication lab): no fio, s3fs or Mountpoint build (issue 22.6).
   servers) lab_servers ;;
   all) lab_servers; apt_deps; build_mountpoint ;;
-  *) echo "usage: $0 [servers|mounts|all|minio|mc|toxiproxy|ddb|apt]" >&2; exit 2 ;;
+  *) echo "usage: $0 [servers|mounts|all|minio|toxiproxy|ddb|apt]" >&2; exit 2 ;;
 esac
 echo "$CACHE"

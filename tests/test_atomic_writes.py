@@ -80,14 +80,12 @@ def test_the_lab_fio_report_keeps_the_old_file_when_the_disk_is_full(tmp_path: P
 
 
 #: Files written in place on purpose: scratch data of a benchmark, logs and locks (appended or
-#: never read back as a whole), a policy file inside a TemporaryDirectory. Everything else replmon
+#: never read back as a whole). Everything else replmon
 #: writes (records, run files, charts, reports, session files) must go through write_atomic.
 IN_PLACE = {
     ("lab/mountbench.py", "job.fio"): "the bench's scratch job file in its temporary directory",
     ("lab/bench.py", "plain_file.open"): "P3's scratch data file, removed after the run",
     ("lab/lab.py", "os.O_RDWR | os.O_CREAT"): "the lab directory's lock file",
-    ("lab/lab.py", "os.O_WRONLY | os.O_CREAT | os.O_TRUNC"): "a MinIO policy file in a TemporaryDirectory, read by mc",
-    ("lab/lab.py", 'os.fdopen(fd, "w")'): "the same policy file",
     ("lab/servers.py", "O_APPEND"): "a server's log, appended",
     ("lab/servers.py", 'os.fdopen(fd, "ab")'): "the same log",
     ("lab/session.py", 'log.open("ab")'): "the supervisor's log, appended",

@@ -258,7 +258,7 @@ def test_no_secret_in_any_process_arguments(lab: Lab) -> None:
 
 
 def test_the_lab_directory_and_its_secrets_are_the_owners_alone(lab: Lab) -> None:
-    """Issue 22.3: the lab dir holds MinIO's root password (mc's hosts, the servers' data): 0700, and
+    """Issue 22.3: the lab dir holds MinIO's root password (the servers' data): 0700, and
     no file in it readable or writable by group or others."""
     root = Path(lab.root)
     assert os.stat(root).st_mode & 0o777 == 0o700

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 lab_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                       help="The local lab: two MinIO servers with real replication, DynamoDB Local, Toxiproxy.")
 
-#: MinIO refuses a replication bandwidth limit below this (mc replicate add --bandwidth).
+#: MinIO refuses a replication bandwidth limit below this (the remote target's bandwidthlimit, lab/minio_admin.py).
 MINIO_MIN_BANDWIDTH = 100 * 2**20
 
 

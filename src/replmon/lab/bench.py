@@ -19,6 +19,7 @@ P5  Cold start: each handler's import time from the Lambda layer, and the layer'
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 import os
 import platform
 import subprocess
@@ -264,9 +265,9 @@ def versions() -> dict[str, str]:
     import botocore
 
     out = {"python": platform.python_version(), "boto3": boto3.__version__, "botocore": botocore.__version__}
-    for name in ("minio", "mc"):
-        stamps = sorted(p.name for p in (cache_dir() / "bin").glob(f".{name}-*"))
-        out[name] = stamps[-1].removeprefix(f".{name}-") if stamps else "?"
+    stamps = sorted(p.name for p in (cache_dir() / "bin").glob(".minio-*"))
+    out["minio"] = stamps[-1].removeprefix(".minio-") if stamps else "?"
+    out["minio-py"] = importlib.metadata.version("minio")  # the lab's set-up (admin API), mc's successor
     out["dynamodb-local"] = "2.5.4"
     return out
 

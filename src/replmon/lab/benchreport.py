@@ -19,6 +19,7 @@ and README_BLOCKS; the facts and the header are shared.
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import platform
@@ -92,7 +93,8 @@ def versions(*, mountpoint: Path | None = None) -> dict[str, str]:
     from replmon.lab.servers import cache_dir
 
     out = {"python": platform.python_version(), "boto3": boto3.__version__, "botocore": botocore.__version__}
-    for name in ("minio", "mc", "toxiproxy-server"):
+    out["minio-py"] = importlib.metadata.version("minio")  # the lab's set-up: users, policies, remote target
+    for name in ("minio", "toxiproxy-server"):
         stamps = sorted(p.name.removeprefix(f".{name}-") for p in (cache_dir() / "bin").glob(f".{name}-*"))
         out[name] = f"{stamps[-1] if stamps else '?'} (installed; `--version`: {_ask(str(cache_dir() / 'bin' / name), '--version')})"
     ddb = sorted(p.parent.name.removeprefix("dynamodb-local-") for p in cache_dir().glob("dynamodb-local-*/DynamoDBLocal.jar"))

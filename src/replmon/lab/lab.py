@@ -7,7 +7,7 @@ always stops it.
 - Least privilege on a real server: each Lambda function runs as its own MinIO user whose
   policy is that function's S3 statements from template.yaml (MinIO enforces AWS-style
   policies), so a statement the code needs and the template lacks fails here too.
-- Credentials are random per start and reach servers and mc through the environment only.
+- Credentials are random per start and reach the servers through the environment only.
 """
 
 from __future__ import annotations
@@ -17,10 +17,9 @@ import json
 import os
 import secrets
 import shutil
-import tempfile
 import threading
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
@@ -43,6 +42,7 @@ from replmon.probe.upload import UploadSettings
 SOURCE_BUCKET, DEST_BUCKET, TABLE = "probe-source", "probe-replica", "replmon-latency"
 PREFIX = "replmon-probes/"
 REPLICATION_PROXY = "replication"  # the Toxiproxy listener the source replicates through
+REPLICATION_RULE = "replmon-probes"  # the source's replication rule ID
 EVENTS_TARGET = "arn:minio:sqs::REPLMON:webhook"  # the webhook both MinIO servers notify (lab/event_path.py)
 MARKER = ".replmon-lab"
 ROOT_USER = "replmon-admin"
@@ -150,7 +150,7 @@ class Lab:
 
             print(f"lab: stopped servers left by an earlier run: {', '.join(stale)}", file=sys.stderr)
         if self.fresh_buckets:  # object data is per run; the latency history (DynamoDB) is kept
-            for d in ("minio-source", "minio-destination", "mc"):
+            for d in ("minio-source", "minio-destination", "mc"):  # mc: what a lab before issue 22.6 left
                 shutil.rmtree(root / d, ignore_errors=True)
         # The servers' temporary files (TMPDIR, java.io.tmpdir): what a killed lab left is removed.
         shutil.rmtree(root / "tmp", ignore_errors=True)
@@ -183,11 +183,17 @@ class Lab:
 
         self.toxiproxy = Toxiproxy(self.servers["toxiproxy"].url)
         self.replication_proxy_port = self.toxiproxy.proxy(REPLICATION_PROXY, self.servers["destination"].port)
-        self.configure_replication()
-        if self.events:
-            self.configure_notifications()
-        if self.least_privilege:
-            self.create_function_users()
+        from botocore.exceptions import BotoCoreError, ClientError
+        from minio.error import MinioAdminException
+
+        try:
+            self.configure_replication()
+            if self.events:
+                self.configure_notifications()
+            if self.least_privilege:
+                self.create_function_users()
+        except (ClientError, BotoCoreError, MinioAdminException) as exc:  # one line, as mc's failures were
+            raise LabError(f"lab: configuring MinIO failed: {str(exc).splitlines()[0]}") from None
         ensure_table(self.dynamodb_client(), TABLE, TEMPLATE)
         self.release_dead_runs_leases(["lab", "bench"])
         if self.events:  # the event path outlives runs: IngestEvents keeps the lab's wiring whatever a run injects
@@ -214,66 +220,84 @@ class Lab:
         self.servers[name].wait_ready()
 
     # ------------------------------------------------------------------ setup
-    def mc_hosts(self) -> dict[str, str]:
-        hosts = {alias: f"http://{ROOT_USER}:{self.root_password}@{self.servers[name].url.removeprefix('http://')}"
-                 for alias, name in (("src", "source"), ("dst", "destination"))}
-        if self.replication_proxy_port:  # the destination through Toxiproxy
-            hosts["dstproxy"] = f"http://{ROOT_USER}:{self.root_password}@127.0.0.1:{self.replication_proxy_port}"
-        return hosts
-
-    def mc(self, *args: str, stdin: str | None = None) -> str:
-        return servers.mc(Path(self.root) / "mc", self.mc_hosts(), *args, stdin=stdin)
-
+    # Boto3 against the S3 API and MinIO's admin API (lab/minio_admin.py): no mc binary (issue 22.6).
     def configure_replication(self) -> None:
-        self.mc("mb", "--ignore-existing", f"src/{SOURCE_BUCKET}")
-        self.mc("mb", "--ignore-existing", f"dst/{DEST_BUCKET}")
-        self.mc("version", "enable", f"src/{SOURCE_BUCKET}")
-        self.mc("version", "enable", f"dst/{DEST_BUCKET}")
+        """Both buckets versioned, and the source's rule ``replmon-probes`` exactly as
+        ``mc replicate add src/probe-source/replmon-probes/ --priority 1 --id replmon-probes
+        --bandwidth B --replicate existing-objects`` made it: a remote target (the destination
+        through the Toxiproxy listener, so `replmon lab chaos` faults replication only) limited to
+        B bytes/s, and a rule on the probe prefix replicating existing objects and replica
+        modifications, neither delete markers nor versioned deletes (MinIO's default for an
+        absent DeleteReplication is Disabled)."""
+        from replmon.core.sizes import parse_size
+        from replmon.lab import minio_admin
+
+        src, dst = self.s3("source"), self.s3("destination")
+        for client, bucket in ((src, SOURCE_BUCKET), (dst, DEST_BUCKET)):
+            with suppress(client.exceptions.BucketAlreadyOwnedByYou):  # a kept lab (fresh_buckets=False)
+                client.create_bucket(Bucket=bucket)
+            client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
         try:
-            rules = self.mc("replicate", "ls", f"src/{SOURCE_BUCKET}")
-        except LabError:
-            rules = ""  # "replication configuration not set"
-        if "replmon-probes" not in rules:
-            self.mc(
-                "replicate", "add", f"src/{SOURCE_BUCKET}/{PREFIX}",  # rule filtered on the probe prefix
-                # The destination through the Toxiproxy listener: `replmon lab chaos` faults replication only.
-                "--remote-bucket", f"dstproxy/{DEST_BUCKET}",  # an alias: its credentials come from MC_HOST_dstproxy
-                "--priority", "1", "--id", "replmon-probes", "--bandwidth", self.bandwidth,
-                "--replicate", "existing-objects",
-            )
+            rules = src.get_bucket_replication(Bucket=SOURCE_BUCKET)["ReplicationConfiguration"]["Rules"]
+        except src.exceptions.ClientError as exc:
+            if exc.response["Error"]["Code"] != "ReplicationConfigurationNotFoundError":
+                raise
+            rules = []
+        if any(r.get("ID") == REPLICATION_RULE for r in rules):
+            return
+        target = minio_admin.remote_target(SOURCE_BUCKET, f"127.0.0.1:{self.replication_proxy_port}", self.keys,
+                                           DEST_BUCKET, parse_size(self.bandwidth))
+        try:
+            arn = minio_admin.set_remote_target(self.servers["source"].url, self.keys, SOURCE_BUCKET, target)
+        except RuntimeError as exc:
+            raise LabError(f"lab: the source's replication target: {exc}") from None
+        rule = {
+            "ID": REPLICATION_RULE, "Priority": 1, "Status": "Enabled",
+            "Filter": {"And": {"Prefix": PREFIX}},  # mc's filter shape: And with the prefix alone
+            "SourceSelectionCriteria": {"ReplicaModifications": {"Status": "Enabled"}},
+            "ExistingObjectReplication": {"Status": "Enabled"},
+            "DeleteMarkerReplication": {"Status": "Disabled"},
+            "Destination": {"Bucket": arn},  # MinIO: the remote target's ARN
+        }
+        src.put_bucket_replication(Bucket=SOURCE_BUCKET, ReplicationConfiguration={"Role": "", "Rules": [*rules, rule]})
 
     def configure_notifications(self) -> None:
         """Replication events (and ObjectCreated) from the source; ObjectCreated from the
         destination, which MinIO does not send for replicas (lab/event_path.py)."""
-        arn = EVENTS_TARGET
-        for alias, bucket, events in (("src", SOURCE_BUCKET, "put,replica"), ("dst", DEST_BUCKET, "put")):
-            if arn not in self.mc("event", "ls", f"{alias}/{bucket}"):
-                self.mc("event", "add", f"{alias}/{bucket}", arn, "--event", events, "--prefix", PREFIX)
+        for which, bucket, events in (("source", SOURCE_BUCKET, ["s3:ObjectCreated:*", "s3:Replication:*"]),
+                                      ("destination", DEST_BUCKET, ["s3:ObjectCreated:*"])):
+            client = self.s3(which)
+            config = client.get_bucket_notification_configuration(Bucket=bucket)
+            queues = config.get("QueueConfigurations", [])
+            if any(q["QueueArn"] == EVENTS_TARGET for q in queues):
+                continue
+            queues.append({"QueueArn": EVENTS_TARGET, "Events": events,
+                           "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": PREFIX}]}}})
+            config.pop("ResponseMetadata", None)
+            client.put_bucket_notification_configuration(Bucket=bucket, NotificationConfiguration={**config, "QueueConfigurations": queues})
 
     def create_function_users(self) -> None:
         """One MinIO user per function on both servers, with the function's S3 statements."""
         from concurrent.futures import ThreadPoolExecutor
 
-        with tempfile.TemporaryDirectory() as tmp:
+        from replmon.lab import minio_admin
 
-            def one(fn: str, alias: str, access: str, secret: str, policy: dict[str, Any] | None) -> None:
-                self.mc("admin", "user", "add", alias, access, stdin=f"{secret}\n")  # the secret on stdin, never argv
-                if policy is not None:
-                    path = Path(tmp) / f"{fn}-{alias}.json"
-                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                    with os.fdopen(fd, "w") as fh:
-                        json.dump(policy, fh)
-                    self.mc("admin", "policy", "create", alias, f"replmon-{fn.lower()}", str(path))
-                    self.mc("admin", "policy", "attach", alias, f"replmon-{fn.lower()}", "--user", access)
+        admins = {which: minio_admin.admin(self.servers[which].url, self.keys) for which in ("source", "destination")}
 
-            jobs = []
-            for fn in FUNCTIONS:
-                self.users[fn] = (f"fn-{fn.lower()}", secrets.token_urlsafe(24))
-                policy = function_policy(fn)
-                jobs += [(fn, alias, *self.users[fn], policy) for alias in ("src", "dst")]
-            with ThreadPoolExecutor(max_workers=6) as pool:
-                for f in [pool.submit(one, *job) for job in jobs]:
-                    f.result()
+        def one(fn: str, which: str, access: str, secret: str, policy: dict[str, Any] | None) -> None:
+            admins[which].user_add(access, secret)
+            if policy is not None:
+                admins[which].policy_add(f"replmon-{fn.lower()}", policy=policy)
+                admins[which].attach_policy([f"replmon-{fn.lower()}"], user=access)
+
+        jobs = []
+        for fn in FUNCTIONS:
+            self.users[fn] = (f"fn-{fn.lower()}", secrets.token_urlsafe(24))
+            policy = function_policy(fn)
+            jobs += [(fn, which, *self.users[fn], policy) for which in ("source", "destination")]
+        with ThreadPoolExecutor(max_workers=6) as pool:
+            for f in [pool.submit(one, *job) for job in jobs]:
+                f.result()
 
     # ------------------------------------------------------------------ what the probes use
     def release_dead_runs_leases(self, routes: list[str]) -> list[str]:

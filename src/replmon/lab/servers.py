@@ -282,20 +282,6 @@ def dynamodb_local(data: Path, logs: Path) -> Server:
     )
 
 
-def mc(config_dir: Path, hosts: dict[str, str], *args: str, stdin: str | None = None, timeout: float = 60) -> str:
-    """Run mc with aliases from ``hosts`` (alias -> URL with credentials) passed as MC_HOST_<alias>
-    environment variables: no secret in any process's arguments or in mc's config file."""
-    env = server_env({f"MC_HOST_{alias}": url for alias, url in hosts.items()}, config_dir.parent / "tmp")
-    r = subprocess.run([str(tool("mc")), "--config-dir", str(config_dir), "--quiet", "--no-color", *args],
-                       capture_output=True, text=True, timeout=timeout, env=env, input=stdin)
-    if r.returncode != 0:
-        message = (r.stderr.strip() or r.stdout.strip()).splitlines()[-1:] or ["(no message)"]
-        for url in hosts.values():  # never echo a secret back
-            message = [m.replace(url, "<alias>") for m in message]
-        raise LabError(f"mc {' '.join(args[:3])} failed: {message[0]}")
-    return r.stdout
-
-
 def toxiproxy(logs: Path) -> Server:
     """Toxiproxy (Shopify) on loopback: the lab's network faults (latency, bandwidth, hangs, resets)."""
     port = free_port()
