@@ -108,6 +108,7 @@ def from_env(env: Mapping[str, str] = os.environ) -> Deps:
     from replmon.adapters.executions import StepFunctionsExecutions
     from replmon.adapters.leases import DynamoLeases
     from replmon.adapters.metrics import EmfMetrics, NullMetrics
+    from replmon.adapters.plans import S3Plans
     from replmon.adapters.registry_table import DynamoRegistry
     from replmon.adapters.s3 import S3Stores
     from replmon.adapters.spool import SqsSpool
@@ -118,6 +119,7 @@ def from_env(env: Mapping[str, str] = os.environ) -> Deps:
         upload = UploadSettings(compose_threshold=parse_size(env["REPLMON_COMPOSE_THRESHOLD"]))
     queue = env.get("REPLMON_SPOOL_QUEUE_URL")
     table = clients.dynamodb(clients.STORE, endpoint_url=env.get("REPLMON_DYNAMODB_ENDPOINT") or None)
+    fleet = load_fleet_settings(json.loads(env.get(FLEET_ENV) or "{}"))
     return Deps(
         stores=S3Stores(),
         store=DynamoLatencyStore(env["REPLMON_TABLE"], table),
@@ -133,7 +135,8 @@ def from_env(env: Mapping[str, str] = os.environ) -> Deps:
         event_skew=float(env.get("REPLMON_EVENT_CLOCK_SKEW", DEFAULTS.event_clock_skew_seconds)),
         slo=slo_spec(json.loads(env.get("REPLMON_SLO") or "{}")),
         metric_readers=CloudWatchReaders() if env.get("REPLMON_READ_RTC", "false").lower() == "true" else None,
-        fleet=load_fleet_settings(json.loads(env.get(FLEET_ENV) or "{}")),
+        fleet=fleet,
+        plans=S3Plans(fleet.plan_bucket, clients.client("s3", clients.STORE)) if fleet.plan_bucket else None,
     )
 
 

@@ -1,0 +1,270 @@
+"""Issue 18.2: the scheduled run plans every probe-mode route of the registry - the real ASL under
+moto's interpreter (ManualClock), the registry, leases and plan bucket in moto's DynamoDB and S3.
+
+AWS contracts encoded here:
+- "Maximum input or output size for a task, state, or execution: 262,144 bytes of data as a UTF-8
+  encoded string" ("Step Functions service quotas",
+  https://docs.aws.amazon.com/step-functions/latest/dg/limits-overview.html; aws-contracts.md
+  C19.14). moto enforces it (States.DataLimitExceeded): the 1,000-route run below would fail if any
+  state's input or output crossed it; its sizes are also measured on the real outputs.
+- ItemReader reads a JSON array from an S3 object: ``"Resource": "arn:aws:states:::s3:getObject"``,
+  ``"ReaderConfig": {"InputType": "JSON"}``, ``Parameters`` ``Bucket``/``Key`` (``.$`` paths
+  allowed), "the JSON file must contain an array"; the state machine's role needs ``s3:GetObject``
+  on the object ("ItemReader (Map)",
+  https://docs.aws.amazon.com/step-functions/latest/dg/input-output-itemreader.html; "IAM policies
+  for using Distributed Map states",
+  https://docs.aws.amazon.com/step-functions/latest/dg/iam-policies-eg-dist-map.html).
+  Checked against the definition and template.yaml here, and run by moto's interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import boto3
+import pytest
+
+from replmon.adapters.plans import S3Plans
+from replmon.adapters.registry_table import DynamoRegistry
+from replmon.core.cadence import ProbeClasses, due_classes, start_offset, tick_start
+from replmon.core.fleetconfig import FleetSettings
+from replmon.core.partitions import LEASE, live_partition, runs_partition, skip_sort_key
+from replmon.core.registry import group_of, load_route_spec
+from replmon.fleet import planner
+from replmon.local.aslrun import LambdaContext, LocalStateMachine, load_handler, state_machine_handlers
+from replmon.local.template import DEFINITION
+from replmon.wiring import injected
+from tests.conftest import DST, SRC, TABLE, Env
+
+QUOTA = 262_144  # bytes (C19.14)
+PLAN_BUCKET = "replmon-plans-test"
+CLASSES = "1KiB@15m,2KiB@1h,3KiB@6h"
+TICK = 900
+T0 = tick_start(1_790_000_000.0, TICK) + TICK  # a tick's start
+
+
+def size(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":")).encode())
+
+
+def spec(name: str, **over: Any) -> Any:
+    raw: dict[str, Any] = {
+        "name": name, "group": group_of(name, 1), "origin": "explicit",
+        "source": {"account": "111122223333", "region": "us-east-1", "bucket": SRC},
+        "destinations": [{"account": "111122223333", "region": "us-east-1", "bucket": DST}],
+        "verdict": {"mode": "probe", "reason_code": "OK", "checked_at": 1795000000.0},
+    }
+    raw.update(over)
+    return load_route_spec(raw)
+
+
+def fleet_env(env: Env, **fleet: Any) -> DynamoRegistry:
+    """Registry, leases and plan bucket wired into ``env.deps`` (as wiring.from_env does in Lambda)."""
+    s3 = boto3.client("s3", region_name="us-east-1")
+    s3.create_bucket(Bucket=PLAN_BUCKET)
+    registry = DynamoRegistry(TABLE, env.ddb)
+    env.deps.registry = registry
+    env.deps.plans = S3Plans(PLAN_BUCKET, s3)
+    env.deps.fleet = FleetSettings(probe_classes=CLASSES, spread_seconds=60, plan_bucket=PLAN_BUCKET, **fleet)
+    return registry
+
+
+def lease_item(env: Env, route: str) -> dict[str, Any]:
+    return env.ddb.get_item(TableName=TABLE, Key={"route": {"S": live_partition(route)}, "at": {"S": LEASE}}).get("Item") or {}
+
+
+def uploads(result: Any) -> Counter[str]:
+    return Counter(i.event["route"]["name"] for i in result.invocations if i.function == "UploadProbe")
+
+
+def test_twenty_registry_routes_run_their_due_classes_and_a_held_lease_skips_one(env: Env) -> None:
+    registry = fleet_env(env)
+    names = [f"r{i:02d}" for i in range(20)]
+    for i, name in enumerate(names):
+        over = {"probe": {"classes": {"1KiB": {"every": "30m"}, "2KiB": {"every": "15m", "trials": 2}}}} if i % 5 == 0 else {}
+        assert registry.put_explicit(spec(name, **over), None)
+    # History: some classes ran one tick ago (not due yet), some a day ago (due, overdue).
+    for i, name in enumerate(names[1:10], start=1):
+        ls = ({"1KiB": T0, "2KiB": T0 - TICK, "3KiB": T0 - TICK} if i % 3 == 0  # ran at this tick already: nothing due
+              else {"1KiB": T0 - TICK} if i % 2 else {"2KiB": T0 - 86_400, "3KiB": T0 - 86_400})
+        env.leases.acquire(name, "old-run", T0 - 3600, T0 - 3000, ls)
+        env.leases.release(name, "old-run", T0 - 3000)
+    env.leases.acquire("r07", "arn:aws:states:us-east-1:123456789012:execution:sm:other", T0 - 60, T0 + 3600, {})
+    before = {n: {k: v for k, v in lease_item(env, n).items() if k.startswith("ls_")} for n in names}
+    fleet = ProbeClasses.parse(CLASSES)
+
+    def expected(name: str) -> list[str]:
+        classes = registry.get_route("g00", name).classes(fleet)  # type: ignore[union-attr]
+        last = {k[3:]: float(v["N"]) for k, v in before[name].items()}
+        return [c.label for c in due_classes(name, classes, T0, TICK, last) for _ in range(c.trials)]
+
+    env.clock.advance(T0 + 7 - env.clock.now())
+    with injected(env.deps), LocalStateMachine(state_machine_handlers(), clock=env.clock) as sm:
+        result = sm.run({}, timeout=120)
+    assert result.status == "SUCCEEDED", (result.error, result.cause)
+    want = {n: expected(n) for n in names}
+    due = {n: w for n, w in want.items() if w}
+    assert 8 <= len(due) < 20 and len({len(w) for w in due.values()}) >= 2, want  # different due classes per route
+    # The held route is skipped once, recorded and counted; every other due route ran exactly its due classes.
+    assert result.output["skipped"] == [{"route": "r07", "held_by": "arn:aws:states:us-east-1:123456789012:execution:sm:other",
+                                         "until": T0 + 3600}]
+    assert [c for c in env.counted if c[0] == "RunSkipped"] == [("RunSkipped", 1, {"Route": "r07"})]
+    assert env.ddb.get_item(TableName=TABLE, Key={"route": {"S": runs_partition("r07")},
+                                                  "at": {"S": skip_sort_key(result.output["run_id"])}}).get("Item")
+    ran = {n: sorted(e["size_class"] for e in (i.event for i in result.invocations if i.function == "UploadProbe")
+                     if e["route"]["name"] == n) for n in names}
+    assert {n: r for n, r in ran.items() if r} == {n: sorted(w) for n, w in due.items() if n != "r07"}
+    records = [r for n in names for r in env.store.query(n, 0, 4e9)]
+    assert len(records) == sum(len(w) for n, w in due.items() if n != "r07")
+    assert all(r.status.value == "COMPLETED" for r in records), Counter(r.status.value for r in records)
+    # ls_<class> = the tick's start for what ran, unchanged for the rest (the skipped route's too).
+    for n in names:
+        ls = {k: v for k, v in lease_item(env, n).items() if k.startswith("ls_")}
+        ran_classes = set() if n == "r07" else set(want[n])
+        assert {k for k, v in ls.items() if float(v["N"]) == T0} >= {f"ls_{c}" for c in ran_classes}, n
+        assert {k: v for k, v in ls.items() if k[3:] not in ran_classes} == \
+            {k: v for k, v in before[n].items() if k[3:] not in ran_classes}, n
+    assert result.output["lease_end"]["not_held"] == []
+
+
+def test_spread_each_probe_waits_its_routes_offset_before_uploading(env: Env) -> None:
+    """Offsets lie in [0, SpreadSeconds); a route's probes share one; the child's Wait (SecondsPath)
+    runs before UploadProbe, so each upload starts no earlier than its route's offset."""
+    registry = fleet_env(env)
+    names = [f"s{i:02d}" for i in range(12)]
+    for name in names:
+        registry.put_explicit(spec(name, probe={"classes": {"1KiB": {"every": "15m"}}}), None)
+    env.clock.advance(T0 + 2 - env.clock.now())
+    plan = planner.fleet_plan(planner.registry_routes(env.deps), env.deps)  # type: ignore[arg-type]
+    waits = {p["route"]["name"]: p["wait_seconds"] for p in plan["probes"]}
+    assert set(waits) == set(names)
+    for n, w in waits.items():
+        offset = start_offset(n, 60)
+        assert 0 <= offset < 60 and abs(w - max(0.0, offset - 2)) <= 1, (n, w, offset)
+    assert [p["wait_seconds"] for p in plan["probes"]] == sorted(waits.values())  # items in start order
+    assert len(set(waits.values())) > 6  # spread, not one second
+    raw = json.loads(DEFINITION.read_text())
+    proc = raw["States"]["Probes"]["ItemProcessor"]
+    assert proc["StartAt"] == "Spread" and proc["States"]["StartDelay"] == {"Type": "Wait", "SecondsPath": "$.wait_seconds",
+                                                                              "Next": "UploadProbe"}
+    advances: list[float] = []
+    advance = env.clock.advance
+
+    def recorded(seconds: float) -> None:
+        advances.append(seconds)
+        advance(seconds)
+
+    env.clock.advance = recorded  # type: ignore[method-assign]
+    with injected(env.deps), LocalStateMachine(state_machine_handlers(), clock=env.clock) as sm:
+        result = sm.run({}, timeout=120)
+    assert result.status == "SUCCEEDED", (result.error, result.cause)
+    # Each positive wait was played by a Wait state (moto's Wait advances the ManualClock).
+    assert not Counter(w for w in waits.values() if w > 0) - Counter(int(a) for a in advances)
+    starts = [i.event for i in result.invocations if i.function == "UploadProbe"]
+    assert len(starts) == len(names)
+    assert all(e["wait_seconds"] == waits[e["route"]["name"]] for e in starts)
+
+
+def test_caps_defer_routes_by_name_count_them_and_run_them_first_at_the_next_tick(env: Env) -> None:
+    registry = fleet_env(env, max_route_runs=5, max_probes=8)
+    names = [f"c{i:02d}" for i in range(9)]
+    for name in names:  # two probes per route, every tick
+        registry.put_explicit(spec(name, probe={"classes": {"1KiB": {"every": "15m"}, "2KiB": {"every": "15m"}}}), None)
+    handler = load_handler("PlanProbes")
+    env.clock.advance(T0 + 1 - env.clock.now())
+    with injected(env.deps):
+        first = handler({}, LambdaContext("PlanProbes"))
+    planned = sorted(first["route_classes"])
+    assert len(planned) == 4 and first["probe_count"] == 8  # FleetMaxProbes binds before FleetMaxRouteRuns
+    deferred = [d["route"] for d in first["deferred"]]
+    assert sorted(planned + deferred) == names and first["deferred_count"] == 5
+    assert {d["reason"] for d in first["deferred"]} == {"FleetMaxProbes"}
+    assert sorted(c[2]["Route"] for c in env.counted if c[0] == "RunSkipped") == sorted(deferred)
+    # The planned routes start (their leases record the tick); the deferred ones keep no ls_<class>.
+    begin = load_handler("BeginRouteRun")
+    with injected(env.deps):
+        begun = begin({"plan": first, "execution": "exec-1"}, LambdaContext("BeginRouteRun"))
+        load_handler("EndRouteRun")({"holder": "exec-1", "routes": begun["lease"]["routes"]}, LambdaContext("EndRouteRun"))
+    assert sorted(begun["lease"]["routes"]) == planned
+    assert all(not any(k.startswith("ls_") for k in lease_item(env, n)) for n in deferred)
+    # Next tick: every class of every route is due again; the deferred routes (overdue) come first.
+    env.clock.advance(TICK)
+    with injected(env.deps):
+        second = handler({}, LambdaContext("PlanProbes"))
+    assert set(second["route_classes"]) <= set(deferred) and len(second["route_classes"]) == 4
+
+
+def test_a_plan_too_large_for_the_state_is_read_from_the_plan_bucket_by_item_reader(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small plans stay inline; past INLINE_PLAN_BYTES the items go to the plan bucket and the
+    ProbesFromPlan Map reads them (ItemReader). A skipped route's probes are taken out of the object
+    the Map reads (BeginRouteRun writes the narrowed plan beside it)."""
+    monkeypatch.setattr(planner, "INLINE_PLAN_BYTES", 4096)
+    registry = fleet_env(env)
+    names = [f"p{i:02d}" for i in range(6)]
+    for name in names:
+        registry.put_explicit(spec(name, probe={"classes": {"1KiB": {"every": "15m"}, "2KiB": {"every": "15m"}}}), None)
+    env.leases.acquire("p03", "another-run", T0 - 10, T0 + 3600, {})
+    env.clock.advance(T0 + 1 - env.clock.now())
+    with injected(env.deps), LocalStateMachine(state_machine_handlers(), clock=env.clock) as sm:
+        result = sm.run({}, timeout=120)
+    assert result.status == "SUCCEEDED", (result.error, result.cause)
+    out = result.output
+    plan_calls = [i for i in result.invocations if i.function == "PlanProbes"]
+    ref = plan_calls[0].result["plan"]
+    assert ref["bucket"] == PLAN_BUCKET and ref["key"].startswith("plans/") and ref["items"] == 12
+    assert plan_calls[0].result["probes"] == []  # nothing inline
+    narrowed = [i for i in result.invocations if i.function == "BeginRouteRun"][0].result["plan"]
+    assert narrowed["items"] == 10 and "-held-" in narrowed["key"]
+    items = json.loads(boto3.client("s3", region_name="us-east-1").get_object(Bucket=PLAN_BUCKET, Key=narrowed["key"])["Body"].read())
+    assert isinstance(items, list) and "p03" not in {p["route"]["name"] for p in items}
+    assert out["results"] == {"probes": 10}
+    assert sorted(uploads(result)) == [n for n in names if n != "p03"]
+    assert out["skipped"][0]["route"] == "p03"
+
+
+def test_the_two_probe_maps_run_the_same_workflow_and_item_reader_is_granted() -> None:
+    raw = json.loads(DEFINITION.read_text())
+    inline, from_plan = raw["States"]["Probes"], raw["States"]["ProbesFromPlan"]
+    assert inline["ItemProcessor"] == from_plan["ItemProcessor"]
+    assert {k: v for k, v in inline.items() if k not in ("ItemsPath", "Comment", "Label")} == \
+        {k: v for k, v in from_plan.items() if k not in ("ItemReader", "Comment", "Label")}
+    assert from_plan["ItemReader"] == {"Resource": "arn:aws:states:::s3:getObject", "ReaderConfig": {"InputType": "JSON"},
+                                       "Parameters": {"Bucket.$": "$.plan.bucket", "Key.$": "$.plan.key"}}
+    assert "ItemsPath" not in from_plan
+
+
+def test_a_thousand_route_plan_keeps_every_state_under_the_quota(env: Env) -> None:
+    """1,000 routes x 3 classes, all due: the 3,000 items (MiBs inline) go to the plan bucket; every
+    route is held by another run here, so the real ASL runs PlanProbes and BeginRouteRun at full
+    size (1,000 leases tried, 1,000 skips recorded) without 3,000 child executions; moto would fail
+    the execution with States.DataLimitExceeded past the quota, and the outputs are measured too."""
+    from replmon.core.registry import RouteSpec
+
+    class Registry:  # the RegistryStore read PlanProbes makes (1,000 moto PutItems would cost seconds)
+        def __init__(self, specs: list[RouteSpec]) -> None:
+            self.specs = specs
+
+        def routes(self, group: str) -> list[RouteSpec]:
+            return [s for s in self.specs if s.group == group]
+
+    fleet_env(env, max_route_runs=1000, max_probes=3000)
+    specs = [spec(f"route-{i:04d}-of-the-fleet", probe={"classes": {"1KiB": {"every": "15m"}, "2KiB": {"every": "15m"},
+                                                                      "3KiB": {"every": "15m"}}}) for i in range(1000)]
+    env.deps.registry = Registry(specs)  # type: ignore[assignment]
+    holder = "arn:aws:states:us-east-1:123456789012:execution:sm:" + "x" * 36
+    for s in specs:
+        env.leases.acquire(s.name, holder, T0 - 10, T0 + 3600, {})
+    env.clock.advance(T0 + 1 - env.clock.now())
+    with injected(env.deps), LocalStateMachine(state_machine_handlers(), clock=env.clock) as sm:
+        result = sm.run({}, timeout=300)
+    assert result.status == "SUCCEEDED", (result.error, result.cause and result.cause[:300])
+    plan = [i for i in result.invocations if i.function == "PlanProbes"][0].result
+    begun = [i for i in result.invocations if i.function == "BeginRouteRun"][0].result
+    body = boto3.client("s3", region_name="us-east-1").get_object(Bucket=PLAN_BUCKET, Key=plan["plan"]["key"])["Body"].read()
+    assert plan["plan"]["items"] == 3000 and len(body) > 4 * QUOTA  # could never have passed inline
+    assert size(plan) < QUOTA // 2 and size(begun) < QUOTA // 2 and size(result.output) < QUOTA // 2, \
+        (size(plan), size(begun), size(result.output))
+    assert begun["skipped_count"] == 1000 and len(begun["skipped"]) == 100
+    assert len([c for c in env.counted if c[0] == "RunSkipped"]) == 1000
