@@ -240,6 +240,7 @@ def test_a_thousand_route_plan_keeps_every_state_under_the_quota(env: Env) -> No
     route is held by another run here, so the real ASL runs PlanProbes and BeginRouteRun at full
     size (1,000 leases tried, 1,000 skips recorded) without 3,000 child executions; moto would fail
     the execution with States.DataLimitExceeded past the quota, and the outputs are measured too."""
+    from replmon.adapters.leases import MemoryLeases
     from replmon.core.registry import RouteSpec
 
     class Registry:  # the RegistryStore read PlanProbes makes (1,000 moto PutItems would cost seconds)
@@ -253,9 +254,10 @@ def test_a_thousand_route_plan_keeps_every_state_under_the_quota(env: Env) -> No
     specs = [spec(f"route-{i:04d}-of-the-fleet", probe={"classes": {"1KiB": {"every": "15m"}, "2KiB": {"every": "15m"},
                                                                       "3KiB": {"every": "15m"}}}) for i in range(1000)]
     env.deps.registry = Registry(specs)  # type: ignore[assignment]
+    env.deps.leases = MemoryLeases()  # the lease semantics are tests/test_run_lease.py's; here only the sizes matter
     holder = "arn:aws:states:us-east-1:123456789012:execution:sm:" + "x" * 36
     for s in specs:
-        env.leases.acquire(s.name, holder, T0 - 10, T0 + 3600, {})
+        env.deps.leases.acquire(s.name, holder, T0 - 10, T0 + 3600, {})
     env.clock.advance(T0 + 1 - env.clock.now())
     with injected(env.deps), LocalStateMachine(state_machine_handlers(), clock=env.clock) as sm:
         result = sm.run({}, timeout=300)
@@ -268,3 +270,56 @@ def test_a_thousand_route_plan_keeps_every_state_under_the_quota(env: Env) -> No
         (size(plan), size(begun), size(result.output))
     assert begun["skipped_count"] == 1000 and len(begun["skipped"]) == 100
     assert len([c for c in env.counted if c[0] == "RunSkipped"]) == 1000
+
+
+def test_the_fleet_calls_are_allowed_by_the_deployed_roles_and_by_nothing_wider(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every AWS call PlanProbes, BeginRouteRun and EndRouteRun make in a plan-bucket run (registry
+    Query, lease BatchGetItem/UpdateItem, skip PutItem, plan PutObject/GetObject) is allowed by the
+    role template.yaml gives the function (the iam-simulate evaluator, tests/iam.py); the state
+    machine's role may GetObject a plan (the ItemReader's need, "IAM policies for using Distributed
+    Map states", https://docs.aws.amazon.com/step-functions/latest/dg/iam-policies-eg-dist-map.html)
+    and nothing else of the bucket; PlanProbes may not read it."""
+    from tests.cfnutil import ACCOUNT, default_transformed, function_role_policies, resolver
+    from tests.iam import CallRecorder, IamRequest, evaluate
+
+    cfn = default_transformed()
+    r = resolver(cfn)
+    bucket = r.ref("PlanBucket")
+    monkeypatch.setattr(planner, "INLINE_PLAN_BYTES", 2048)
+    registry = fleet_env(env)
+    s3 = boto3.client("s3", region_name="us-east-1")
+    s3.create_bucket(Bucket=bucket)
+    env.deps.plans = S3Plans(bucket, s3)
+    for name in ("a1", "a2", "a3"):
+        registry.put_explicit(spec(name, probe={"classes": {"1KiB": {"every": "15m"}}}), None)
+    env.leases.acquire("a2", "another-run", T0 - 10, T0 + 3600, {})
+    recorder = CallRecorder(ACCOUNT)
+    handlers = state_machine_handlers()
+    fleet_fns = ("PlanProbes", "BeginRouteRun", "EndRouteRun")
+
+    def recorded(name: str) -> Any:
+        def call(event: dict[str, Any], context: Any) -> Any:
+            with recorder.function(name):
+                return handlers[name](event, context)
+        return call
+
+    env.clock.advance(T0 + 1 - env.clock.now())
+    with recorder.recording(), injected(env.deps), \
+            LocalStateMachine({**handlers, **{n: recorded(n) for n in fleet_fns}}, clock=env.clock) as sm:
+        result = sm.run({}, timeout=120)
+    assert result.status == "SUCCEEDED", (result.error, result.cause)
+    assert result.output["results"] == {"probes": 2}
+    ops = {(c.function, c.operation) for c in recorder.calls}
+    assert {("PlanProbes", "Query"), ("PlanProbes", "BatchGetItem"), ("PlanProbes", "PutObject"),
+            ("BeginRouteRun", "GetObject"), ("BeginRouteRun", "PutObject"), ("BeginRouteRun", "UpdateItem"),
+            ("BeginRouteRun", "PutItem"), ("EndRouteRun", "UpdateItem")} <= ops, ops
+    policies = {fn: function_role_policies(cfn, fn, r) for fn in fleet_fns}
+    assert evaluate(recorder.requests(), policies, ACCOUNT) == []
+    role = cfn["Resources"][cfn["Resources"]["ProbeStateMachine"]["Properties"]["RoleArn"]["Fn::GetAtt"][0]]["Properties"]
+    policies["ProbeStateMachine"] = [{"name": p["PolicyName"], "policy": r.resolve(p["PolicyDocument"])} for p in role["Policies"]]
+    key = f"arn:aws:s3:::{bucket}/plans/20261123T101500Z-x.json"
+    assert evaluate([("ProbeStateMachine", IamRequest("s3:GetObject", key))], policies, ACCOUNT) == []
+    denied = evaluate([("ProbeStateMachine", IamRequest("s3:PutObject", key)),
+                       ("ProbeStateMachine", IamRequest("s3:GetObject", f"arn:aws:s3:::{bucket}/results/x")),
+                       ("PlanProbes", IamRequest("s3:GetObject", key))], policies, ACCOUNT)
+    assert len(denied) == 3, denied
