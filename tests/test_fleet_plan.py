@@ -7,14 +7,17 @@ AWS contracts encoded here:
   https://docs.aws.amazon.com/step-functions/latest/dg/limits-overview.html; aws-contracts.md
   C19.14). moto enforces it (States.DataLimitExceeded): the 1,000-route run below would fail if any
   state's input or output crossed it; its sizes are also measured on the real outputs.
-- ItemReader reads a JSON array from an S3 object: ``"Resource": "arn:aws:states:::s3:getObject"``,
-  ``"ReaderConfig": {"InputType": "JSON"}``, ``Parameters`` ``Bucket``/``Key`` (``.$`` paths
-  allowed), "the JSON file must contain an array"; the state machine's role needs ``s3:GetObject``
-  on the object ("ItemReader (Map)",
-  https://docs.aws.amazon.com/step-functions/latest/dg/input-output-itemreader.html; "IAM policies
-  for using Distributed Map states",
-  https://docs.aws.amazon.com/step-functions/latest/dg/iam-policies-eg-dist-map.html).
-  Checked against the definition and template.yaml here, and run by moto's interpreter.
+- ItemReader reads the items from an S3 object: ``"Resource": "arn:aws:states:::s3:getObject"``,
+  ``Parameters`` ``Bucket``/``Key`` (JSONPath workflows), ``ReaderConfig.InputType`` one of CSV, JSON,
+  JSONL, MANIFEST ("ItemReader (Map)",
+  https://docs.aws.amazon.com/step-functions/latest/dg/input-output-itemreader.html); with
+  ``InputType JSON`` the object holds one JSON array, each element an item ("S3JsonItemReader: Item
+  Reader configuration for iterating over items in a JSON array stored in a S3 file", AWS CDK API
+  reference, https://docs.aws.amazon.com/cdk/api/v2/docs/aws-cdk-lib.aws_stepfunctions.S3JsonItemReader.html).
+  The state machine's role needs S3 read for ItemReader (aws-contracts.md C19.16, "Using Map state in
+  Distributed mode", https://docs.aws.amazon.com/step-functions/latest/dg/state-map-distributed.html).
+  Checked against the definition and template.yaml (the IAM evaluator), and run by moto's interpreter
+  (which reads JSON and CSV only: the plan is a JSON array, never JSONL).
 """
 
 from __future__ import annotations
@@ -215,7 +218,7 @@ def test_a_plan_too_large_for_the_state_is_read_from_the_plan_bucket_by_item_rea
     ref = plan_calls[0].result["plan"]
     assert ref["bucket"] == PLAN_BUCKET and ref["key"].startswith("plans/") and ref["items"] == 12
     assert plan_calls[0].result["probes"] == []  # nothing inline
-    narrowed = [i for i in result.invocations if i.function == "BeginRouteRun"][0].result["plan"]
+    narrowed = next(i for i in result.invocations if i.function == "BeginRouteRun").result["plan"]
     assert narrowed["items"] == 10 and "-held-" in narrowed["key"]
     items = json.loads(boto3.client("s3", region_name="us-east-1").get_object(Bucket=PLAN_BUCKET, Key=narrowed["key"])["Body"].read())
     assert isinstance(items, list) and "p03" not in {p["route"]["name"] for p in items}
@@ -224,15 +227,24 @@ def test_a_plan_too_large_for_the_state_is_read_from_the_plan_bucket_by_item_rea
     assert out["skipped"][0]["route"] == "p03"
 
 
-def test_the_two_probe_maps_run_the_same_workflow_and_item_reader_is_granted() -> None:
+def test_the_two_probe_maps_run_the_same_workflow() -> None:
+    """ProbesFromPlan is Probes with an ItemReader instead of ItemsPath and its states renamed (state
+    names are unique in a definition): written by tools/render_probe_maps.py, current."""
+    import importlib.util
+
+    from tests.conftest import ROOT
+
+    spec_ = importlib.util.spec_from_file_location("render_probe_maps", ROOT / "tools" / "render_probe_maps.py")
+    assert spec_ is not None and spec_.loader is not None
+    tool = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(tool)
     raw = json.loads(DEFINITION.read_text())
-    inline, from_plan = raw["States"]["Probes"], raw["States"]["ProbesFromPlan"]
-    assert inline["ItemProcessor"] == from_plan["ItemProcessor"]
-    assert {k: v for k, v in inline.items() if k not in ("ItemsPath", "Comment", "Label")} == \
-        {k: v for k, v in from_plan.items() if k not in ("ItemReader", "Comment", "Label")}
+    assert raw == tool.render(raw), "ProbesFromPlan is stale: python tools/render_probe_maps.py --write"
+    from_plan = raw["States"]["ProbesFromPlan"]
     assert from_plan["ItemReader"] == {"Resource": "arn:aws:states:::s3:getObject", "ReaderConfig": {"InputType": "JSON"},
                                        "Parameters": {"Bucket.$": "$.plan.bucket", "Key.$": "$.plan.key"}}
-    assert "ItemsPath" not in from_plan
+    assert "ItemsPath" not in from_plan and from_plan["ItemProcessor"]["StartAt"] == "SpreadFromPlan"
+    assert raw["States"]["AnyRouteLeased"]["Choices"][0]["Next"] == "ProbesFromPlan"
 
 
 def test_a_thousand_route_plan_keeps_every_state_under_the_quota(env: Env) -> None:
@@ -262,8 +274,8 @@ def test_a_thousand_route_plan_keeps_every_state_under_the_quota(env: Env) -> No
     with injected(env.deps), LocalStateMachine(state_machine_handlers(), clock=env.clock) as sm:
         result = sm.run({}, timeout=300)
     assert result.status == "SUCCEEDED", (result.error, result.cause and result.cause[:300])
-    plan = [i for i in result.invocations if i.function == "PlanProbes"][0].result
-    begun = [i for i in result.invocations if i.function == "BeginRouteRun"][0].result
+    plan = next(i for i in result.invocations if i.function == "PlanProbes").result
+    begun = next(i for i in result.invocations if i.function == "BeginRouteRun").result
     body = boto3.client("s3", region_name="us-east-1").get_object(Bucket=PLAN_BUCKET, Key=plan["plan"]["key"])["Body"].read()
     assert plan["plan"]["items"] == 3000 and len(body) > 4 * QUOTA  # could never have passed inline
     assert size(plan) < QUOTA // 2 and size(begun) < QUOTA // 2 and size(result.output) < QUOTA // 2, \
@@ -278,7 +290,7 @@ def test_the_fleet_calls_are_allowed_by_the_deployed_roles_and_by_nothing_wider(
     role template.yaml gives the function (the iam-simulate evaluator, tests/iam.py); the state
     machine's role may GetObject a plan (the ItemReader's need, "IAM policies for using Distributed
     Map states", https://docs.aws.amazon.com/step-functions/latest/dg/iam-policies-eg-dist-map.html)
-    and nothing else of the bucket; PlanProbes may not read it."""
+    and nothing else of the bucket; PlanProbes may not read it (C19.16, page above)."""
     from tests.cfnutil import ACCOUNT, default_transformed, function_role_policies, resolver
     from tests.iam import CallRecorder, IamRequest, evaluate
 
@@ -323,3 +335,30 @@ def test_the_fleet_calls_are_allowed_by_the_deployed_roles_and_by_nothing_wider(
                        ("ProbeStateMachine", IamRequest("s3:GetObject", f"arn:aws:s3:::{bucket}/results/x")),
                        ("PlanProbes", IamRequest("s3:GetObject", key))], policies, ACCOUNT)
     assert len(denied) == 3, denied
+
+
+def test_the_plan_bucket_is_private_encrypted_tls_only_and_expires_plans() -> None:
+    """S3 bucket hygiene the stack's other buckets have: default encryption, every public-access
+    block, bucket-owner-enforced ownership, a Deny of ``aws:SecureTransport = false`` ("Amazon S3
+    supports both HTTP and HTTPS protocols ... HTTP traffic is accepted": "Protecting data in transit
+    with encryption", https://docs.aws.amazon.com/AmazonS3/latest/userguide/UsingEncryptionInTransit.html),
+    and a lifecycle expiry (plans serve one run)."""
+    from replmon.local.template import load_template
+    from tests.conftest import TEMPLATE
+
+    res = load_template(TEMPLATE)["Resources"]
+    props = res["PlanBucket"]["Properties"]
+    assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"]["SSEAlgorithm"]
+    assert all(props["PublicAccessBlockConfiguration"][k] is True for k in
+               ("BlockPublicAcls", "BlockPublicPolicy", "IgnorePublicAcls", "RestrictPublicBuckets"))
+    assert props["OwnershipControls"]["Rules"] == [{"ObjectOwnership": "BucketOwnerEnforced"}]
+    [rule] = props["LifecycleConfiguration"]["Rules"]
+    assert rule["Status"] == "Enabled" and 1 <= rule["ExpirationInDays"] <= 30
+    [deny] = res["PlanBucketPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert deny["Effect"] == "Deny" and deny["Principal"] == "*" and deny["Action"] == "s3:*"
+    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    # Every function that reads REPLMON_FLEET gets the bucket and the fleet parameters.
+    for fn in ("PlanProbesFunction", "BeginRouteRunFunction"):
+        text = json.dumps(res[fn]["Properties"]["Environment"]["Variables"]["REPLMON_FLEET"])
+        for name in ("ProbeClasses", "SpreadSeconds", "FleetMaxRouteRuns", "FleetMaxProbes", "ScheduleRateMinutes", "PlanBucket"):
+            assert "${" + name + "}" in text, (fn, name)

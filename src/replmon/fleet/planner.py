@@ -34,11 +34,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from replmon.core.cadence import ProbeClass, ProbeClasses, due_classes, start_offset, tick_start
-from replmon.core.clock import Clock
 from replmon.core.errors import ConfigError
 from replmon.core.fleetconfig import FleetSettings
 from replmon.core.keys import new_run_id, plan_object_key, tick_id
-from replmon.core.ports import Lease, LeaseStore, MetricsSink, PlanStore, RegistryStore
+from replmon.core.ports import Lease, LeaseStore, PlanStore, RegistryStore
 from replmon.core.route import Route
 from replmon.core.telemetry import ROUTE
 from replmon.fleet.lease import RUN_SKIPPED
@@ -50,7 +49,7 @@ from replmon.probe.steps import plan_step as adhoc_plan_step
 
 log = logging.getLogger("replmon")
 
-__all__ = ["DEFERRED_NAMED", "INLINE_PLAN_BYTES", "FleetRoute", "FleetPlanDeps", "fleet_plan", "plan_step"]
+__all__ = ["DEFERRED_NAMED", "INLINE_PLAN_BYTES", "FleetPlanDeps", "FleetRoute", "fleet_plan", "plan_step"]
 
 #: Probe items above this many bytes go to the plan bucket: the state keeps room for the route
 #: list, the leases and the skips below the 256 KiB quota (C19.14).
