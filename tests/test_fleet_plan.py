@@ -362,3 +362,28 @@ def test_the_plan_bucket_is_private_encrypted_tls_only_and_expires_plans() -> No
         text = json.dumps(res[fn]["Properties"]["Environment"]["Variables"]["REPLMON_FLEET"])
         for name in ("ProbeClasses", "SpreadSeconds", "FleetMaxRouteRuns", "FleetMaxProbes", "ScheduleRateMinutes", "PlanBucket"):
             assert "${" + name + "}" in text, (fn, name)
+
+
+def test_inputs_that_ask_for_something_and_an_empty_registry_plan_as_before(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``events/probe_now.json`` names sizes, not routes: the stack's own route with those sizes,
+    whatever the registry holds; the schedule's ``{}`` with an empty registry: the stack's route too.
+    Past the state budget, routes are deferred by name (StateSize), never carried into a failing run."""
+    from tests.conftest import route
+
+    registry = fleet_env(env)
+    env.deps.defaults = {"routes": [route()], "sizes": "1KiB", "trials": 1}
+    handler = load_handler("PlanProbes")
+    with injected(env.deps):
+        empty = handler({}, LambdaContext("PlanProbes"))
+    assert [r["name"] for r in empty["routes"]] == ["primary"] and "route_classes" not in empty
+    registry.put_explicit(spec("reg-1"), None)
+    registry.put_explicit(spec("reg-2"), None)
+    with injected(env.deps):
+        sized = handler({"sizes": ["1KiB", "2KiB"], "trials": 1}, LambdaContext("PlanProbes"))
+        scheduled = handler({}, LambdaContext("PlanProbes"))
+    assert [p["size_class"] for p in sized["probes"]] == ["1KiB", "2KiB"] and {p["route"]["name"] for p in sized["probes"]} == {"primary"}
+    assert set(scheduled["route_classes"]) == {"reg-1", "reg-2"}
+    monkeypatch.setattr(planner, "STATE_ROUTE_BYTES", 40)
+    with injected(env.deps):
+        tight = handler({}, LambdaContext("PlanProbes"))
+    assert len(tight["route_classes"]) == 1 and [d["reason"] for d in tight["deferred"]] == ["StateSize"]

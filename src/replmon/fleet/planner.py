@@ -54,6 +54,9 @@ __all__ = ["DEFERRED_NAMED", "INLINE_PLAN_BYTES", "FleetPlanDeps", "FleetRoute",
 #: Probe items above this many bytes go to the plan bucket: the state keeps room for the route
 #: list, the leases and the skips below the 256 KiB quota (C19.14).
 INLINE_PLAN_BYTES = 96 * 1024
+#: The route names and classes one run's state carries at most (the probes themselves may be in the
+#: plan bucket; names are not): ~2,000 routes of ~20 characters per tick, well below the quota.
+STATE_ROUTE_BYTES = 128 * 1024
 #: How many deferred routes the plan's output names (all are counted and logged): the output stays
 #: bounded whatever the registry holds.
 DEFERRED_NAMED = 100
@@ -90,10 +93,15 @@ class _Candidate:
         return sum(c.trials for c in self.due)
 
 
+#: Input keys that make a run ad hoc (``events/probe_now.json`` names sizes, not routes: the stack's
+#: own routes with those sizes, as before). The schedule's ``{}`` names none of them.
+REQUEST_KEYS = frozenset(ProbeRequest.model_fields) - {"run_id"}
+
+
 def plan_step(event: Mapping[str, Any], deps: FleetPlanDeps) -> dict[str, Any]:
-    """PlanProbes' handler: the fleet plan when the input names no routes and the registry has
-    probe-mode routes; otherwise today's request plan."""
-    if event.get("routes") or deps.registry is None:
+    """PlanProbes' handler: the fleet plan when the input asks for nothing in particular (the
+    schedule's ``{}``) and the registry has probe-mode routes; otherwise today's request plan."""
+    if set(event) & REQUEST_KEYS or deps.registry is None:
         return adhoc_plan_step(event, deps)
     routes = registry_routes(deps)
     if not routes:
@@ -131,7 +139,7 @@ def _settings(deps: FleetPlanDeps, event: Mapping[str, Any]) -> ProbeRequest:
     """The run-wide probe settings (target, poll policy) from the deployment's defaults, validated
     as a request is (a placeholder route: the routes come from the registry)."""
     data = {k: v for k, v in deps.defaults.items() if k in ("target_seconds", "poll", "timeout_seconds")}
-    data.update({k: v for k, v in event.items() if k in ("target_seconds", "poll", "run_id")})
+    data.update({k: v for k, v in event.items() if k == "run_id"})
     data["routes"] = [{"name": "placeholder", "source": {"bucket": "placeholder"}, "destinations": [{"bucket": "placeholder"}]}]
     return load_request(data, poll_function_timeout=deps.poll_function_timeout)
 
@@ -163,14 +171,21 @@ def fleet_plan(routes: Sequence[FleetRoute], deps: FleetPlanDeps, event: Mapping
     chosen: list[_Candidate] = []
     deferred: list[dict[str, Any]] = []
     probes_total = 0
+    state_bytes = 0
     for c in candidates:
+        # what the route adds to the state even when its probes are in the plan bucket: its name in
+        # route_classes and in the lease's routes, its due classes
+        route_bytes = 2 * len(c.fr.route.name) + sum(len(x.label) + 3 for x in c.due) + 16
         if len(chosen) >= fleet.max_route_runs:
             reason = "FleetMaxRouteRuns"
         elif probes_total + c.probes > fleet.max_probes:
             reason = "FleetMaxProbes"
+        elif state_bytes + route_bytes > STATE_ROUTE_BYTES:
+            reason = "StateSize"  # lower FleetMaxRouteRuns: the rest run at the next ticks
         else:
             chosen.append(c)
             probes_total += c.probes
+            state_bytes += route_bytes
             continue
         deferred.append({"route": c.fr.route.name, "classes": [x.label for x in c.due], "reason": reason})
     for d in deferred:
