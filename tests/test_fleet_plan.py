@@ -387,3 +387,28 @@ def test_inputs_that_ask_for_something_and_an_empty_registry_plan_as_before(env:
     with injected(env.deps):
         tight = handler({}, LambdaContext("PlanProbes"))
     assert len(tight["route_classes"]) == 1 and [d["reason"] for d in tight["deferred"]] == ["StateSize"]
+
+
+def test_registry_probes_may_assume_the_member_prober_role_of_listed_accounts_only() -> None:
+    """Registry routes carry ``<MemberRolePrefix>-prober`` role ARNs per account (core/registry.py
+    ``to_route``): the probe functions may AssumeRole exactly that role name, in this account and the
+    MemberAccounts (``aws:ResourceAccount``, "AWS global condition context keys",
+    https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-keys.html), and no
+    other role - evaluated with iam-simulate on the deployed roles."""
+    from replmon.local.cfn import Resolver
+    from tests.cfnutil import ACCOUNT, MODES, REGION, STACK, default_transformed, function_role_policies
+    from tests.iam import IamRequest, evaluate
+
+    cfn = default_transformed()  # the transform does not depend on parameter values
+    r = Resolver(cfn, {**MODES["create-demo"], "MemberAccounts": ["210987654321"]}, region=REGION, account=ACCOUNT, stack=STACK,
+                 physical={"DemoSourceBucket": SRC, "DemoDestinationBucket": DST, "LatencyTable": TABLE})
+    fns = ("UploadProbe", "PollReplication", "Cleanup")
+    policies = {fn: function_role_policies(cfn, fn, r) for fn in fns}
+
+    def assume(fn: str, account: str, role: str = "replmon-prober") -> tuple[str, IamRequest]:
+        return fn, IamRequest("sts:AssumeRole", f"arn:aws:iam::{account}:role/{role}", (("aws:ResourceAccount", account),))
+
+    assert evaluate([assume(fn, a) for fn in fns for a in (ACCOUNT, "210987654321")], policies, ACCOUNT) == []
+    denied = evaluate([assume(fn, "999999999999") for fn in fns] + [assume(fn, "210987654321", "replmon-inventory") for fn in fns],
+                      policies, ACCOUNT)
+    assert len(denied) == 6, denied
