@@ -366,7 +366,8 @@ def test_the_plan_bucket_is_private_encrypted_tls_only_and_expires_plans() -> No
 
 def test_inputs_that_ask_for_something_and_an_empty_registry_plan_as_before(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     """``events/probe_now.json`` names sizes, not routes: the stack's own route with those sizes,
-    whatever the registry holds; the schedule's ``{}`` with an empty registry: the stack's route too.
+    whatever the registry holds; the schedule's ``{}`` with an empty registry: the stack's route too;
+    with registry routes, the stack's route joins them unless the registry probes its bucket already.
     Past the state budget, routes are deferred by name (StateSize), never carried into a failing run."""
     from tests.conftest import route
 
@@ -382,11 +383,15 @@ def test_inputs_that_ask_for_something_and_an_empty_registry_plan_as_before(env:
         sized = handler({"sizes": ["1KiB", "2KiB"], "trials": 1}, LambdaContext("PlanProbes"))
         scheduled = handler({}, LambdaContext("PlanProbes"))
     assert [p["size_class"] for p in sized["probes"]] == ["1KiB", "2KiB"] and {p["route"]["name"] for p in sized["probes"]} == {"primary"}
-    assert set(scheduled["route_classes"]) == {"reg-1", "reg-2"}
+    assert set(scheduled["route_classes"]) == {"reg-1", "reg-2"}  # "primary"'s bucket is a registry route's: not twice
+    env.deps.defaults["routes"] = [route(), route(name="legacy", source={"bucket": "legacy-src"})]
+    with injected(env.deps):
+        joined = handler({}, LambdaContext("PlanProbes"))
+    assert set(joined["route_classes"]) == {"reg-1", "reg-2", "legacy"}  # the stack's own route is never dropped
     monkeypatch.setattr(planner, "STATE_ROUTE_BYTES", 40)
     with injected(env.deps):
         tight = handler({}, LambdaContext("PlanProbes"))
-    assert len(tight["route_classes"]) == 1 and [d["reason"] for d in tight["deferred"]] == ["StateSize"]
+    assert len(tight["route_classes"]) == 1 and [d["reason"] for d in tight["deferred"]] == ["StateSize"] * 2
 
 
 def test_registry_probes_may_assume_the_member_prober_role_of_listed_accounts_only() -> None:

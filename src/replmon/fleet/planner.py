@@ -38,6 +38,7 @@ from replmon.core.errors import ConfigError
 from replmon.core.fleetconfig import FleetSettings
 from replmon.core.keys import new_run_id, plan_object_key, tick_id
 from replmon.core.ports import Lease, LeaseStore, PlanStore, RegistryStore
+from replmon.core.registry import group_of
 from replmon.core.route import Route
 from replmon.core.telemetry import ROUTE
 from replmon.fleet.lease import RUN_SKIPPED
@@ -63,6 +64,9 @@ DEFERRED_NAMED = 100
 
 
 class FleetPlanDeps(ProbeDeps, Protocol):
+    @property
+    def routes(self) -> list[Route]: ...  # the stack's own routes (REPLMON_DEFAULTS)
+
     fleet: FleetSettings
     registry: RegistryStore | None
     leases: LeaseStore | None
@@ -100,14 +104,30 @@ REQUEST_KEYS = frozenset(ProbeRequest.model_fields) - {"run_id"}
 
 def plan_step(event: Mapping[str, Any], deps: FleetPlanDeps) -> dict[str, Any]:
     """PlanProbes' handler: the fleet plan when the input asks for nothing in particular (the
-    schedule's ``{}``) and the registry has probe-mode routes; otherwise today's request plan."""
+    schedule's ``{}``) and the registry has probe-mode routes (the stack's own routes join it, :func:`stack_routes`); otherwise today's request plan."""
     if set(event) & REQUEST_KEYS or deps.registry is None:
         return adhoc_plan_step(event, deps)
     routes = registry_routes(deps)
     if not routes:
         log.info("the registry holds no probe-mode route: planning the stack's own routes")
         return adhoc_plan_step(event, deps)
-    return fleet_plan(routes, deps, event)
+    return fleet_plan(routes + stack_routes(deps, routes), deps, event)
+
+
+def stack_routes(deps: FleetPlanDeps, registry: Sequence[FleetRoute]) -> list[FleetRoute]:
+    """The stack's own routes (``REPLMON_DEFAULTS``) join a fleet run on the fleet's classes, unless
+    the registry probes their source bucket already (the inventory found it): never dropped, never
+    probed twice."""
+    names = {r.route.name for r in registry}
+    buckets = {(r.route.source.account, r.route.source.bucket) for r in registry} | {(None, r.route.source.bucket) for r in registry}
+    out = []
+    for route in deps.routes:
+        if route.name in names or (route.source.account, route.source.bucket) in buckets:
+            log.info("the stack's route is in the registry: probed as a registry route", extra={"route": route.name})
+            continue
+        out.append(FleetRoute(route=route, group=group_of(route.name, deps.fleet.route_groups), classes=deps.fleet.classes,
+                              timeout_seconds=_default_timeout(deps)))
+    return out
 
 
 def registry_routes(deps: FleetPlanDeps) -> list[FleetRoute]:
