@@ -210,7 +210,8 @@ def test_a_plan_too_large_for_the_state_is_read_from_the_plan_bucket_by_item_rea
         registry.put_explicit(spec(name, probe={"classes": {"1KiB": {"every": "15m"}, "2KiB": {"every": "15m"}}}), None)
     env.leases.acquire("p03", "another-run", T0 - 10, T0 + 3600, {})
     env.clock.advance(T0 + 1 - env.clock.now())
-    with injected(env.deps), LocalStateMachine(state_machine_handlers(), clock=env.clock) as sm:
+    plan_s3 = boto3.client("s3", region_name="us-east-1")  # through aslrun's ItemReader patch point
+    with injected(env.deps), LocalStateMachine(state_machine_handlers(), clock=env.clock, plan_s3=plan_s3) as sm:
         result = sm.run({}, timeout=120)
     assert result.status == "SUCCEEDED", (result.error, result.cause)
     out = result.output
@@ -417,3 +418,18 @@ def test_registry_probes_may_assume_the_member_prober_role_of_listed_accounts_on
     denied = evaluate([assume(fn, "999999999999") for fn in fns] + [assume(fn, "210987654321", "replmon-inventory") for fn in fns],
                       policies, ACCOUNT)
     assert len(denied) == 6, denied
+
+
+def test_a_local_run_without_a_plan_bucket_refuses_to_read_plans_rather_than_reach_aws(env: Env) -> None:
+    """moto builds the ItemReader's S3 client with no endpoint; in a local run S3 passes through, so
+    it would read from AWS itself. local_state_machine hands it a client that refuses, by name."""
+    import importlib
+
+    from replmon.local.aslrun import ITEM_READER_CLIENT, NoPlanBucket, check_patch_points
+
+    check_patch_points()
+    module, _, name = ITEM_READER_CLIENT.rpartition(".")
+    with LocalStateMachine({}, plan_s3=NoPlanBucket()):
+        client = getattr(importlib.import_module(module), name)("us-east-1", "s3")
+        with pytest.raises(RuntimeError, match="no plan bucket"):
+            client.get_object(Bucket=PLAN_BUCKET, Key="plans/x.json")
