@@ -328,6 +328,11 @@ def test_the_fleet_calls_are_allowed_by_the_deployed_roles_and_by_nothing_wider(
             ("BeginRouteRun", "PutItem"), ("EndRouteRun", "UpdateItem")} <= ops, ops
     policies = {fn: function_role_policies(cfn, fn, r) for fn in fleet_fns}
     assert evaluate(recorder.requests(), policies, ACCOUNT) == []
+    # ...and nothing wider: every S3/DynamoDB action these roles grant is used by a recorded call.
+    used = {(c.function, q.action) for c in recorder.calls for q in c.requests}
+    granted = {(fn, a) for fn in fleet_fns for p in policies[fn] for st in p["policy"]["Statement"]
+               for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]]) if a.split(":")[0] in ("s3", "dynamodb")}
+    assert granted - used == set(), granted - used
     role = cfn["Resources"][cfn["Resources"]["ProbeStateMachine"]["Properties"]["RoleArn"]["Fn::GetAtt"][0]]["Properties"]
     policies["ProbeStateMachine"] = [{"name": p["PolicyName"], "policy": r.resolve(p["PolicyDocument"])} for p in role["Policies"]]
     key = f"arn:aws:s3:::{bucket}/plans/20261123T101500Z-x.json"
