@@ -282,6 +282,14 @@ class InventoryStore(Protocol):
         ...
 
 
+class BucketMissing(Exception):
+    """A bucket the inventory looked up does not exist (HeadBucket 404: S3 names no Region for it)."""
+
+    def __init__(self, bucket: str, detail: str = "") -> None:
+        super().__init__(f"bucket {bucket} does not exist{': ' + detail if detail else ''}")
+        self.bucket = bucket
+
+
 class AccessDenied(Exception):
     """A member-account read was refused; ``action`` is the IAM action (``s3:GetReplicationConfiguration``)."""
 

@@ -29,7 +29,7 @@ from replmon.core.defaults import DEFAULTS
 from replmon.core.fleetconfig import FleetSettings
 from replmon.core.keys import RUN_STAMP
 from replmon.core.names import KMS_KEY_ARN_RE
-from replmon.core.ports import AccessDenied, BucketReader, InventoryStore, MemberAccounts, RegistryStore
+from replmon.core.ports import AccessDenied, BucketMissing, BucketReader, InventoryStore, MemberAccounts, RegistryStore
 from replmon.core.registry import (
     DestinationSpec,
     InventoryObservation,
@@ -83,7 +83,7 @@ class BucketResult:
     bucket: str
     route: RouteSpec | None = None
     not_replicated: bool = False
-    denied: dict[str, str] | None = None  # {"bucket", "action", "reason"}
+    denied: dict[str, str] | None = None  # {"bucket", "action", "reason"} (+ "code": a Reason other than ACCESS_DENIED)
 
 
 def _arn(value: str | None) -> str | None:
@@ -151,6 +151,8 @@ def inspect_bucket(reader: BucketReader, bucket: str, region: str | None, *, set
         config = reader.replication(bucket, region)
     except AccessDenied as exc:
         return BucketResult(bucket, denied={"bucket": bucket, "action": exc.action, "reason": str(exc)})
+    except BucketMissing:  # deleted between ListBuckets and now: nothing to measure
+        return BucketResult(bucket, not_replicated=True)
     if config is None:
         return BucketResult(bucket, not_replicated=True)
     denied: str | None = None
@@ -182,6 +184,9 @@ def inspect_bucket(reader: BucketReader, bucket: str, region: str | None, *, set
                                          replica_kms_key_arn=_arn(enc.get("ReplicaKmsKeyID"))))
     except AccessDenied as exc:
         return BucketResult(bucket, denied={"bucket": bucket, "action": exc.action, "reason": f"destination Region: {exc}"})
+    except BucketMissing as exc:  # replication to it fails: named as its own reason, not as a refused read
+        return BucketResult(bucket, denied={"bucket": bucket, "action": "s3:ListBucket", "reason": f"destination {exc}; "
+                                            f"{Reason.DESTINATION_MISSING.fix}", "code": Reason.DESTINATION_MISSING.value})
     observed = {"rules": [r.to_json() for r in found.rules], "notes": found.notes, "default_kms_key": kms_key,
                 "opt_out_tag": settings.opt_out_tag if opted_out else None}
     spec = RouteSpec(
@@ -276,7 +281,7 @@ def _record(deps: InventoryDeps, res: BucketResult, explicit: Mapping[str, str],
     if res.denied is not None:  # replicated or not is unknown: the row names the bucket and the action
         counts["denied"] += 1
         counts["denied_reads"].append(res.denied)
-        summary.reasons[Reason.ACCESS_DENIED.value] += 1
+        summary.reasons[res.denied.get("code", Reason.ACCESS_DENIED.value)] += 1
         return
     counts["replicated"] += 1
     spec = res.route
