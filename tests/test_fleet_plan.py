@@ -423,6 +423,18 @@ def test_registry_probes_may_assume_the_member_prober_role_of_listed_accounts_on
     denied = evaluate([assume(fn, "999999999999") for fn in fns] + [assume(fn, "210987654321", "replmon-inventory") for fn in fns],
                       policies, ACCOUNT)
     assert len(denied) == 6, denied
+    # With OrganizationId: any account of the organization too, and the listed ones outside it still.
+    r_org = Resolver(cfn, {**MODES["create-demo"], "MemberAccounts": ["210987654321"], "OrganizationId": "o-abcdef1234"}, region=REGION,
+                     account=ACCOUNT, stack=STACK, physical={"DemoSourceBucket": SRC, "DemoDestinationBucket": DST, "LatencyTable": TABLE})
+    org = {fn: function_role_policies(cfn, fn, r_org) for fn in fns}
+
+    def in_org(fn: str, account: str, org_id: str) -> tuple[str, IamRequest]:
+        return fn, IamRequest("sts:AssumeRole", f"arn:aws:iam::{account}:role/replmon-prober",
+                              (("aws:ResourceAccount", account), ("aws:ResourceOrgID", org_id)))
+
+    assert evaluate([in_org(fn, "333333333333", "o-abcdef1234") for fn in fns]
+                    + [in_org(fn, "210987654321", "o-other00000") for fn in fns], org, ACCOUNT) == []
+    assert len(evaluate([in_org(fn, "333333333333", "o-other00000") for fn in fns], org, ACCOUNT)) == 3
 
 
 def test_a_local_run_without_a_plan_bucket_refuses_to_read_plans_rather_than_reach_aws(env: Env) -> None:
