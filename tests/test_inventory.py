@@ -27,6 +27,7 @@ token: aws-contracts.md M.6, M.7):
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,7 +43,7 @@ from replmon.core.fleetconfig import FleetSettings
 from replmon.core.ports import AccessDenied, BucketMissing, BucketPage
 from replmon.core.registry import Mode, Origin, Reason, group_of, load_route_spec
 from replmon.fleet.accounts import load_inventory_settings
-from replmon.fleet.inventory import InventoryDeps, run_inventory
+from replmon.fleet.inventory import RUN_LEASE_MARGIN_SECONDS, InventoryDeps, run_inventory
 from tests.conftest import TEMPLATE
 
 HUB, MEMBER, DENIED, FOREIGN = "111122223333", "444455556666", "777788889999", "999900001111"
@@ -245,6 +246,33 @@ def test_a_run_past_its_deadline_checkpoints_and_the_next_run_resumes(registry: 
     assert len(registry.routes("g00")) == 7
     assert registry.accounts()[HUB]["routes"] == 7 and registry.accounts()[HUB]["buckets"] == 7
     assert reader.calls.count("ListBuckets:0") == 1, "the resumed run starts at the checkpoint's page"
+
+
+def test_one_run_at_a_time_a_second_run_does_nothing_and_names_the_first(registry: DynamoRegistry) -> None:
+    """A scheduled run and `replmon fleet inventory` at once: the second finds the first's lease,
+    writes nothing (no rows, no checkpoint) and says whose lease stands; once the first ends, or
+    its lease expires, the next run proceeds."""
+    buckets = {f"b{i:02d}": FakeBucket(replication=cfg(rule("all", f"b{i:02d}-dr"))) for i in range(3)}
+    seen: list[Any] = []
+
+    class Interleaved(FakeReader):
+        def list_buckets(self, token: str | None) -> BucketPage:
+            if not seen:  # the second run starts while the first is reading its first page
+                seen.append(run_inventory(deps_for(registry, {HUB: FakeReader(HUB, buckets)}, member_accounts=""), NOW + 5, NOW + 65))
+            return super().list_buckets(token)
+
+    first = run_inventory(deps_for(registry, {HUB: Interleaved(HUB, buckets)}, member_accounts=""), NOW, NOW + 60)
+    [second] = seen
+    assert first.complete and len(first.routes) == 3
+    assert second.held_by is not None and second.held_by["until"] == NOW + 60 + RUN_LEASE_MARGIN_SECONDS
+    assert not second.routes and not second.accounts and second.to_json()["held_by"] == second.held_by
+    assert second.held_by["holder"].startswith(time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(NOW)))  # the first run's
+    assert registry.accounts()[HUB]["run_id"] == first.run_id and registry.checkpoint() is None
+    assert run_inventory(deps_for(registry, {HUB: FakeReader(HUB, buckets)}, member_accounts=""), NOW + 900, NOW + 960).complete
+    # a run that died keeps the lease until its deadline + margin, then the next run takes it
+    assert registry.take_run("dead-run", NOW + 1000, NOW + 1100) is None
+    assert run_inventory(deps_for(registry, {HUB: FakeReader(HUB, buckets)}, member_accounts=""), NOW + 1050, NOW + 1110).held_by
+    assert run_inventory(deps_for(registry, {HUB: FakeReader(HUB, buckets)}, member_accounts=""), NOW + 1101, NOW + 1160).complete
 
 
 def test_inventory_settings_errors_name_the_parameter() -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -47,6 +48,8 @@ from replmon.fleet.registrar import all_routes, explicit_sources, move_groups, r
 log = logging.getLogger(__name__)
 
 #: Counts kept per account row (and carried in a checkpoint).
+#: How long after a run's deadline its lease still stands if it died (Lambda's own timeout is past by then).
+RUN_LEASE_MARGIN_SECONDS = 120.0
 COUNTS = ("buckets", "replicated", "not_replicated", "routes", "observed", "denied")
 
 
@@ -70,10 +73,11 @@ class InventorySummary:
     accounts: dict[str, dict[str, Any]] = field(default_factory=dict)
     reasons: Counter[str] = field(default_factory=Counter)
     routes: list[RouteSpec] = field(default_factory=list)  # every route written or observed, in order
+    held_by: dict[str, Any] | None = None  # another run's lease stood: this run did nothing
 
     def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "complete": self.complete, "moved": self.moved, "accounts": self.accounts,
-                "reasons": dict(sorted(self.reasons.items())), "routes": len(self.routes)}
+                "reasons": dict(sorted(self.reasons.items())), "routes": len(self.routes), "held_by": self.held_by}
 
 
 @dataclass
@@ -217,7 +221,22 @@ def _new_counts() -> dict[str, Any]:
 
 
 def run_inventory(deps: InventoryDeps, now: float, deadline: float) -> InventorySummary:
-    """One inventory run; stops at ``deadline`` (epoch seconds, read from ``deps.clock``) with a checkpoint."""
+    """One inventory run; stops at ``deadline`` (epoch seconds, read from ``deps.clock``) with a
+    checkpoint. Runs one at a time: a run that finds another's lease standing (a scheduled run and
+    ``replmon fleet inventory`` at once) does nothing and says whose it is (``held_by``); a run
+    that died frees it ``RUN_LEASE_MARGIN_SECONDS`` after its deadline."""
+    holder = f"{time.strftime(RUN_STAMP, time.gmtime(now))}-{uuid.uuid4().hex[:8]}"
+    held = deps.rows.take_run(holder, now, deadline + RUN_LEASE_MARGIN_SECONDS)
+    if held is not None:
+        log.warning("another inventory run holds the lease (%s until %s): this run does nothing", held.get("holder"), held.get("until"))
+        return InventorySummary("", complete=False, held_by=held)
+    try:
+        return _run(deps, now, deadline)
+    finally:
+        deps.rows.end_run(holder)
+
+
+def _run(deps: InventoryDeps, now: float, deadline: float) -> InventorySummary:
     checkpoint = deps.rows.checkpoint()
     run_id = str(checkpoint["run_id"]) if checkpoint else time.strftime(RUN_STAMP, time.gmtime(now)) + "-inv"
     summary = InventorySummary(run_id)
