@@ -15,7 +15,8 @@ AWS contracts encoded here:
   (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/multi-time-series-alarm.html),
   "Alarm data queries" (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/alarm-data-queries.html),
   "Configuring how CloudWatch alarms treat missing data"
-  (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/AlarmThatSendsEmail.html#alarms-and-missing-data):
+  (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/alarms-and-missing-data.html),
+  section "Missing Data in CloudWatch Metrics Insights alarms":
   each series a contributor; GROUP BY and ORDER BY required; a series no longer returned goes OK ("No
   data was returned for this contributor") whatever TreatMissingData says, which applies per
   datapoint; an empty result makes the alarm INSUFFICIENT_DATA; > 500 series is PARTIAL_DATA; at
@@ -41,10 +42,11 @@ from replmon.local.insights import (
     evaluate,
     parse,
     points_from_emf,
+    template_alarms,
 )
 from replmon.signals.health import RouteHealth, publish_health
 from replmon.signals.slo import Rpo, SloStatus
-from tests.cfnutil import default_transformed, resolver
+from tests.cfnutil import default_transformed
 
 #: "Metrics Insights sample queries", verbatim.
 AWS_SAMPLES = (
@@ -163,11 +165,9 @@ def health(route: str, rpo_s: float, page: float, ticket: float) -> RouteHealth:
 
 
 def template_alarm(name: str, groups: int = 1) -> AlarmEvaluator:
-    cfn = default_transformed()
-    r = resolver(cfn)
-    r.params["RouteGroups"] = str(groups)
-    assert r.exists(name), name
-    return AlarmEvaluator.from_properties(r.resolve(cfn["Resources"][name]["Properties"]))
+    alarms = template_alarms(default_transformed(), {"RouteGroups": str(groups)})
+    assert len(alarms) == 13 * groups
+    return alarms[name]
 
 
 @pytest.mark.usefixtures("lambda_env")

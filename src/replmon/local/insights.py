@@ -366,3 +366,14 @@ class AlarmEvaluator:
         alarmed = any(c.state == "ALARM" for c in seen.values())
         overall = "ALARM" if alarmed else "OK" if result.series else "INSUFFICIENT_DATA"  # no series at all: INSUFFICIENT_DATA
         return AlarmState(overall, seen, "PARTIAL_DATA" if result.partial else "")
+
+
+def template_alarms(template: dict[str, Any], parameters: Mapping[str, Any] | None = None) -> dict[str, AlarmEvaluator]:
+    """Every Metrics Insights alarm a template creates with these parameters (defaults otherwise),
+    by logical id, ready to :meth:`AlarmEvaluator.step` over the EMF a run printed."""
+    from replmon.local.cfn import Resolver
+
+    r = Resolver(template, parameters)
+    return {name: AlarmEvaluator.from_properties(r.resolve(res["Properties"]))
+            for name, res in template.get("Resources", {}).items()
+            if res.get("Type") == "AWS::CloudWatch::Alarm" and "Metrics" in res.get("Properties", {}) and r.exists(name)}
