@@ -122,3 +122,28 @@ def test_past_500_routes_the_fleet_shards_by_group() -> None:
     assert fa.route_capacity() == 4000
     docs = (ROOT / "docs" / "ALARMS.md").read_text()
     assert "500 routes" in docs and "RouteGroups" in docs and "PARTIAL_DATA" in docs and "100 contributors" in docs
+
+
+def test_the_burn_pair_metric_is_over_its_factor_exactly_when_both_windows_are() -> None:
+    """SloBurnPage / SloBurnTicket = min(long, short): one alarm on it is the old composite's AND."""
+    import random
+
+    from replmon.core.record import ProbeRecord, ProbeStatus
+    from replmon.signals.slo import DEFAULT_PAIRS, SloSpec, slo_status
+
+    rng, now, spec = random.Random(18), 1_790_000_000.0, SloSpec(threshold_seconds=60.0, target=0.999)
+    fired = set()
+    for case in range(200):
+        records = []
+        for i in range(rng.randint(0, 40)):
+            at = now - rng.uniform(0, 8 * 3600)
+            status = rng.choice([ProbeStatus.COMPLETED] * 6 + [ProbeStatus.FAILED, ProbeStatus.STUCK])
+            hi = rng.choice([5.0, 90.0]) if status is ProbeStatus.COMPLETED else None
+            records.append(ProbeRecord(route="r", probe_id=f"p{case}-{i}", run_id="x", planned_at=at, size_bytes=1, size_class="1B",
+                                       trial=1, status=status, put_end=at, latency_lo=hi and hi - 1, latency_hi=hi, target_seconds=60.0))
+        s = slo_status(records, now, spec)
+        for pair in DEFAULT_PAIRS:
+            burn = s.pair_burn[pair.name]
+            assert s.alerts[pair.name] == (burn is not None and burn > pair.factor), (case, pair.name)
+            fired |= {pair.name} if s.alerts[pair.name] else set()
+    assert fired == {"page", "ticket"}  # both pairs fired in some histories: the check is not vacuous
