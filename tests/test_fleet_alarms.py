@@ -147,3 +147,23 @@ def test_the_burn_pair_metric_is_over_its_factor_exactly_when_both_windows_are()
             assert s.alerts[pair.name] == (burn is not None and burn > pair.factor), (case, pair.name)
             fired |= {pair.name} if s.alerts[pair.name] else set()
     assert fired == {"page", "ticket"}  # both pairs fired in some histories: the check is not vacuous
+
+
+@pytest.mark.parametrize("groups", [1, 3])
+def test_every_emitting_function_knows_route_groups_so_its_metrics_land_in_an_existing_alarm_set(groups: int) -> None:
+    """RouteGroup = group_of(Route, RouteGroups) in adapters/metrics.py: the functions get RouteGroups
+    through REPLMON_FLEET (Globals), and wiring.from_env hands it to EmfMetrics."""
+    import json
+
+    from replmon import wiring
+    from replmon.adapters.metrics import EmfMetrics
+    from tests.cfnutil import function_environment
+
+    cfn = default_transformed()
+    r = resolver(cfn)
+    r.params["RouteGroups"] = str(groups)
+    for fn in ("RecordResult", "CollectSignals", "IngestEvents", "Cleanup", "Housekeeping"):
+        env = function_environment(cfn, fn, r)
+        assert json.loads(env["REPLMON_FLEET"])["route_groups"] == groups, fn
+    deps = wiring.from_env({**env, "AWS_DEFAULT_REGION": "us-east-1"})
+    assert isinstance(deps.metrics, EmfMetrics) and deps.metrics.route_groups == groups
