@@ -51,7 +51,9 @@ lab-deps: lab-servers  ## + the mount lab: fio + s3fs (apt), the lab's Mountpoin
 	@command -v cargo >/dev/null || { echo "the mount lab needs cargo (Rust) on PATH"; exit 1; }
 	bash scripts/lab-deps.sh mounts
 
-demo: $(BIN)/.installed-lab lab-servers  ## THE MAIN JOB: measure real replication in the local lab (table + chart)
+# The venv (pip: mostly downloads) and the servers (go install: CPU) are built side by side.
+demo:  ## THE MAIN JOB: measure real replication in the local lab (table + chart)
+	$(MAKE) --no-print-directory -j2 $(BIN)/.installed-lab lab-servers
 	$(BIN)/replmon lab run $(ARGS)
 
 bench: venv lab-deps  ## P1-P5 (docs/BENCH.md), P6 event ingestion (docs/BENCH-INGEST.md), M1-M3 mounts: runner overhead, Mountpoint vs s3fs (docs/BENCH-MOUNTS.md)

@@ -52,6 +52,20 @@ def _install_template_cache() -> None:
 _install_template_cache()
 
 
+def _install_command_cache() -> None:
+    """typer builds replmon's click command from every function's signature on each call (~0.5 s:
+    it evaluates each annotation); a process builds it once, and so do the tests that run the
+    console entry in-process (test_cli, test_preflight, test_fleet_cli...): one build per worker."""
+    import functools
+
+    import typer.main
+
+    typer.main.get_command = functools.cache(typer.main.get_command)
+
+
+_install_command_cache()
+
+
 @pytest.fixture(autouse=True)
 def _offline_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fake credentials: nothing here may reach AWS (moto intercepts; loopback is the lab's)."""
@@ -137,10 +151,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "xdist_group(name): run on one xdist worker under --dist loadgroup (pytest-xdist's)")
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests sharing one of our session- or module-scoped fixtures (the contract run, a module's
     moto run) go to one xdist worker under ``--dist loadgroup`` (make test-fast): run once, not once
-    per worker. Without xdist the marker does nothing."""
+    per worker. Without xdist the marker does nothing. ``tryfirst``: xdist's worker reads the
+    markers in its own hook of the same name (to suffix node ids with ``@group``); a conftest hook
+    runs after it unless told otherwise, and the groups were silently ignored."""
     for item in items:
         info = getattr(item, "_fixtureinfo", None)
         if info is None:
@@ -155,6 +172,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if defs[-1].scope == "module":
                 item.add_marker(pytest.mark.xdist_group(item.module.__name__))  # type: ignore[attr-defined]
                 break
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Under ``--dist loadgroup`` each xdist worker suffixes a grouped test's node id with
+    ``@<group>``: the scheduler groups by that suffix. If the suffix is missing (pytest 9.2 stopped
+    reading the attribute xdist 3.8.0 sets), every shared run silently ran once per worker: stop."""
+    if not getattr(session.config.option, "loadgroup", False) or not hasattr(session.config, "workerinput"):
+        return
+    lost = [i.nodeid for i in session.items if i.get_closest_marker("xdist_group") and "@" not in i.nodeid]
+    if lost:
+        raise pytest.UsageError(f"pytest-xdist did not group {len(lost)} tests (e.g. {lost[0]}): "
+                                "pin a pytest that pytest-xdist supports (requirements-dev.txt)")
 
 
 # The route registry on moto's DynamoDB (tests/test_registry.py, tests/test_inventory.py; a module

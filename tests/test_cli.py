@@ -3,6 +3,8 @@ endpoint is contacted), documented exit codes, one document on stdout for JSON."
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -10,6 +12,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -22,8 +25,20 @@ AWS_LESS = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
 
 
 def cli(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*REPLMON, *args], capture_output=True, text=True, timeout=60, cwd=cwd,
-                          env={**(AWS_LESS if env is None else env), "REPLMON_CACHE": "/nonexistent"})
+    """``replmon ARGS`` in this process (the console entry, ``main``, with exactly this environment
+    and working directory): what a shell sees, without a second interpreter's imports per call.
+    tests/test_operator_cli.py runs the installed command as a process."""
+    from replmon.cli import main
+
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with mock.patch.dict(os.environ, {**(AWS_LESS if env is None else env), "REPLMON_CACHE": "/nonexistent"}, clear=True), \
+            contextlib.chdir(cwd), contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+    return subprocess.CompletedProcess([*REPLMON, *args], code, stdout.getvalue(), stderr.getvalue())
 
 
 LAB = ["lab", "run", "--dir"]
