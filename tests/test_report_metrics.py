@@ -76,8 +76,10 @@ def test_emf_output_carries_latency_and_status(capsys: pytest.CaptureFixture[str
     def names(b: dict[str, Any]) -> list[str]:
         return [m["Name"] for d in b["_aws"]["CloudWatchMetrics"] for m in d["Metrics"]]
     latency = [b for b in blobs if "ReplicationLatencySeconds" in names(b)]
-    assert [b["ReplicationLatencySeconds"] for b in latency] in ([2.0, 2.0], [[2.0], [2.0]])  # the upper bound
-    assert [sorted(b["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0]) for b in latency] == [["Route"], ["Route", "SizeClass"]]
+    assert [b["ReplicationLatencySeconds"] for b in latency] in ([2.0], [[2.0]])  # the upper bound
+    # one set: the fleet's (RouteGroup from the route; core/telemetry.py SWITCHED)
+    assert [sorted(b["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0]) for b in latency] == [["Route", "RouteGroup", "SizeClass"]]
+    assert latency[0]["RouteGroup"] == "g00"
     assert next(b for b in blobs if "ProbeCompleted" in names(b))["Route"] == "primary"
     assert next(b for b in blobs if "ProbeStuck" in names(b))["ProbeStuck"] in (1.0, [1.0])
     assert not any("ReplicationLatencySeconds" in names(b) for b in blobs[-1:])

@@ -10,7 +10,7 @@ from typing import Any
 
 from replmon.core.partitions import EVENT_SHARDS, EVENTS, RTC, events_shard_partition, hour_sort_key, signal_partition
 from replmon.core.ports import LatencyTable, MetricsSink
-from replmon.core.telemetry import ROUTE, WINDOW
+from replmon.core.telemetry import ROUTE
 from replmon.signals.inflight import in_flight_put_ends
 from replmon.signals.rollup import event_counts as rollup_event_counts
 from replmon.signals.rtc import RtcSample, latest
@@ -89,14 +89,18 @@ def route_health(store: LatencyTable, route: str, now: float, spec: SloSpec, win
     return RouteHealth(route, r, slo_status(records, now, spec), rtc_samples, counts)
 
 
+#: A burn pair (signals/slo.py DEFAULT_PAIRS) -> its per-route metric, min(long, short) burn rate.
+BURN_METRICS = {"page": "SloBurnPage", "ticket": "SloBurnTicket"}
+
+
 def publish_health(metrics: MetricsSink, h: RouteHealth) -> None:
     metrics.count("RpoSeconds", h.rpo.seconds, {ROUTE: h.route})
     metrics.count("RpoUnbounded", 1 if h.rpo.unbounded else 0, {ROUTE: h.route})
     if h.slo.budget_left is not None:
         metrics.count("ErrorBudgetRemaining", round(h.slo.budget_left * 100, 4), {ROUTE: h.route})
-    for label, rate in h.slo.burn.items():
-        if rate is not None:  # no judged probe in the window: no data, not zero
-            metrics.count("SloBurnRate", rate, {ROUTE: h.route, WINDOW: label})
+    for pair, rate in h.slo.pair_burn.items():
+        if rate is not None and pair in BURN_METRICS:  # a window without a judged probe: no data, not zero
+            metrics.count(BURN_METRICS[pair], rate, {ROUTE: h.route})
     for name, attr in (("RtcBytesPending", "rtc_bytes_pending"), ("RtcOperationsPending", "rtc_operations_pending")):
         value = h.rpo.inputs.get(attr)
         if value is not None:
