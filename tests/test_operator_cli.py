@@ -303,7 +303,7 @@ def test_report_fleet_lists_every_registry_route_riskiest_first(table: str) -> N
     from replmon.adapters import clients
     from replmon.adapters.registry_table import DynamoRegistry
     from replmon.core.registry import Reason, RouteVerdict, group_of, load_route_spec
-    from replmon.fleet.report import COLUMNS
+    from replmon.fleet.risk import COLUMNS
 
     registry = DynamoRegistry(table, clients.dynamodb(clients.STORE, region="us-east-1", keys=("testing", "testing")))
 

@@ -126,7 +126,8 @@ def from_env(env: Mapping[str, str] = os.environ) -> Deps:
         leases=DynamoLeases(env["REPLMON_TABLE"], table),
         registry=DynamoRegistry(env["REPLMON_TABLE"], table),
         executions=StepFunctionsExecutions(lambda: clients.client("stepfunctions", clients.STORE)),
-        metrics=NullMetrics() if env.get("REPLMON_METRICS", "emf") == "none" else EmfMetrics(),
+        # the fleet alarms' RouteGroup dimension comes from RouteGroups (fleet/alarms.py)
+        metrics=NullMetrics() if env.get("REPLMON_METRICS", "emf") == "none" else EmfMetrics(route_groups=fleet.route_groups),
         upload=upload,
         retention_days=int(env.get("REPLMON_RETENTION_DAYS", str(DEFAULTS.retention_days))),
         defaults=json.loads(env.get("REPLMON_DEFAULTS") or "{}"),

@@ -50,7 +50,10 @@ def cost(
     runs = DEFAULTS_MONTH_MINUTES / rate_minutes
     # Mount baselines are their own stack (templates/mount-baselines.yaml): not priced here.
     resources = load_template(TEMPLATE)["Resources"].values()
-    alarms = sum(1 for r in resources if r["Type"] == "AWS::CloudWatch::Alarm")
+    # Standard alarms, plus the fleet's Metrics Insights alarms of one RouteGroup (RouteGroups=1): AWS
+    # prices those per metric analyzed (aws-contracts C18.13, rate unconfirmed), one per route here, at
+    # the standard alarm's rate. Group g01.. alarms exist only with RouteGroups > 1.
+    alarms = sum(1 for r in resources if r["Type"] == "AWS::CloudWatch::Alarm" and not str(r.get("Condition", "")).startswith("HasGroup"))
     extra: dict[str, float] = {"composite_alarms": sum(1 for r in resources if r["Type"] == "AWS::CloudWatch::CompositeAlarm")}
     if replication_mib_per_s:
         extra["replication_mib_per_s"] = replication_mib_per_s

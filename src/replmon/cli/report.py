@@ -50,11 +50,11 @@ def report(
     are read with the default AWS credential chain (environment, AWS_PROFILE or --profile, SSO,
     instance role). See docs/SEMANTICS.md for what each number means.
     """
-    from replmon.cli.output import envelope, health_json, summary_json, within_counts
+    from replmon.cli.output import envelope, summary_json, within_counts
     from replmon.core.keys import iso_ms
     from replmon.core.stats import summarize
     from replmon.probe.latency_report import records_in
-    from replmon.signals.health import route_health
+    from replmon.signals.health import health_output, route_health
     from replmon.signals.slo import slo_spec
     from replmon.signals.verdict import duration, judge_health
     from replmon.wiring import latency_table
@@ -98,14 +98,12 @@ def report(
     registry_rows: list[dict[str, object]] = []
     if fleet:
         from replmon.adapters.registry_table import DynamoRegistry
-        from replmon.fleet.registrar import all_routes
+        from replmon.fleet.risk import registry_rows as read_registry
 
         try:
-            specs = all_routes(DynamoRegistry(store.table, store.client))  # type: ignore[attr-defined]
+            registry_rows = read_registry(DynamoRegistry(store.table, store.client))  # type: ignore[attr-defined]
         except Exception as exc:
             fail(f"route registry in {table!r}: {explain(exc)}", INFRASTRUCTURE)
-        registry_rows = [{"route": s.name, "group": s.group, "mode": s.verdict.mode.value, "reason_code": s.verdict.reason_code.value,
-                          "reason": s.verdict.reason} for s in specs]
         route = [str(r["route"]) for r in registry_rows]
         if not route:
             fail(f"--fleet: the registry in {table!r} has no routes (replmon fleet put, or the inventory, adds them)", Exit.NO_DATA)
@@ -133,9 +131,9 @@ def report(
         chart_files = [str(over), str(vs)]
     doc = envelope("report", verdicts, code, target, window={"start_at": iso_ms(start), "end_at": iso_ms(now), "hours": hours},
                    probes=len(records), summaries=[summary_json(s, counts) for s in summaries],
-                   health=[health_json(h) for h in health], chart_files=chart_files)
+                   health=[health_output(h) for h in health], chart_files=chart_files)
     if fleet:
-        from replmon.fleet.report import COLUMNS, fleet_rows
+        from replmon.fleet.risk import COLUMNS, fleet_rows
 
         rows_f = fleet_rows(registry_rows, {h["route"]: h for h in doc["health"]}, {v.route: str(v.verdict) for v in verdicts},
                             doc["summaries"], target_seconds=target)
@@ -172,7 +170,7 @@ def report(
 
 
 def health_row(h: dict[str, object], wide: bool) -> dict[str, object]:
-    """One route's RPO and SLO (output.health_json) as a table row; ``wide`` adds burn rates,
+    """One route's RPO and SLO (signals/health.py health_output) as a table row; ``wide`` adds burn rates,
     pending bytes and events."""
     slo = h["slo"]
     assert isinstance(slo, dict)

@@ -30,8 +30,18 @@ registry does not probe (passive or off) carry their reason, so a route is never
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from replmon.core.keys import iso_ms
+from replmon.core.ports import LatencyTable, RegistryStore
+from replmon.core.stats import summarize
+from replmon.fleet.registrar import all_routes
+from replmon.probe.latency_report import records_in
+from replmon.signals.health import health_output, route_health
+from replmon.signals.slo import SloSpec
+from replmon.signals.verdict import judge_health
 
 #: Columns of a fleet row, in order (table, json and csv alike).
 COLUMNS = ("route", "group", "mode", "verdict", "rpo_seconds", "rpo_share_of_target", "attainment_percent",
@@ -78,7 +88,7 @@ def risk_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
 def fleet_rows(routes: Sequence[Mapping[str, Any]], health: Mapping[str, Mapping[str, Any]], verdicts: Mapping[str, str],
                summaries: Sequence[Mapping[str, Any]], *, target_seconds: float) -> list[dict[str, Any]]:
     """One row per registry route (``route``, ``group``, ``mode``, ``reason_code`` [, ``reason``]),
-    joined with its health (output.health_json), verdict and size summaries; riskiest first."""
+    joined with its health (signals/health.py ``health_output``), verdict and size summaries; riskiest first."""
     rows = []
     for r in routes:
         name = str(r["route"])
@@ -96,3 +106,25 @@ def fleet_rows(routes: Sequence[Mapping[str, Any]], health: Mapping[str, Mapping
             "probes": probes, "reason": "-" if r.get("reason_code") in (None, "OK") else f"{r['reason_code']}: {r.get('reason', '')}".rstrip(": "),
         })
     return sorted(rows, key=risk_key)
+
+
+def registry_rows(registry: RegistryStore) -> list[dict[str, Any]]:
+    """Every route of the registry (all groups) as the ``routes`` input of :func:`fleet_rows`."""
+    return [{"route": s.name, "group": s.group, "mode": s.verdict.mode.value, "reason_code": s.verdict.reason_code.value,
+             "reason": s.verdict.reason} for s in all_routes(registry)]
+
+
+def fleet_report(store: LatencyTable, registry: RegistryStore, *, slo: SloSpec, rpo_window_seconds: float, now: float,
+                 hours: float = 24.0) -> dict[str, Any]:
+    """The Report function's ``{"fleet": true}``: the same rows as ``replmon report --fleet``."""
+    routes = registry_rows(registry)
+    names = [str(r["route"]) for r in routes]
+    start = now - hours * 3600
+    records = records_in(store, names, start, now) if names else []
+    raw = {n: route_health(store, n, now, slo, rpo_window_seconds).to_json(slo) for n in names}
+    health = {n: health_output(h) for n, h in raw.items()}
+    verdicts = {n: str(judge_health(raw[n], [r for r in records if r.route == n], target_seconds=slo.threshold_seconds,
+                                    rpo_window_seconds=rpo_window_seconds, now=now).verdict) for n in names}
+    summaries = [{"route": s.route, "size_class": s.size_class, "probes": s.probes, "max_seconds": s.max} for s in summarize(records)]
+    return {"window": {"start": iso_ms(start), "end": iso_ms(now), "hours": hours}, "generated_at": iso_ms(time.time()),
+            "fleet": fleet_rows(routes, health, verdicts, summaries, target_seconds=slo.threshold_seconds)}
