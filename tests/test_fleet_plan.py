@@ -249,9 +249,9 @@ def test_the_two_probe_maps_run_the_same_workflow() -> None:
 
 
 def test_a_thousand_route_plan_keeps_every_state_under_the_quota(env: Env) -> None:
-    """1,000 routes x 3 classes, all due: the 3,000 items (MiBs inline) go to the plan bucket; every
-    route is held by another run here, so the real ASL runs PlanProbes and BeginRouteRun at full
-    size (1,000 leases tried, 1,000 skips recorded) without 3,000 child executions; moto would fail
+    """1,000 routes, one class each, all due (FleetMaxProbes' largest value): the 1,000 items go to
+    the plan bucket; every route is held by another run here, so the real ASL runs PlanProbes and
+    BeginRouteRun at full size (1,000 leases tried, 1,000 skips recorded) without 1,000 child executions; moto would fail
     the execution with States.DataLimitExceeded past the quota, and the outputs are measured too."""
     from replmon.adapters.leases import MemoryLeases
     from replmon.core.registry import RouteSpec
@@ -263,9 +263,9 @@ def test_a_thousand_route_plan_keeps_every_state_under_the_quota(env: Env) -> No
         def routes(self, group: str) -> list[RouteSpec]:
             return [s for s in self.specs if s.group == group]
 
-    fleet_env(env, max_route_runs=1000, max_probes=3000)
-    specs = [spec(f"route-{i:04d}-of-the-fleet", probe={"classes": {"1KiB": {"every": "15m"}, "2KiB": {"every": "15m"},
-                                                                      "3KiB": {"every": "15m"}}}) for i in range(1000)]
+    # FleetMaxProbes' largest value (1,000: the Map's result array bound, test_payload_bounds.py): one class per route.
+    fleet_env(env, max_route_runs=1000, max_probes=1000)
+    specs = [spec(f"route-{i:04d}-of-the-fleet", probe={"classes": {"1KiB": {"every": "15m"}}}) for i in range(1000)]
     env.deps.registry = Registry(specs)  # type: ignore[assignment]
     env.deps.leases = MemoryLeases()  # the lease semantics are tests/test_run_lease.py's; here only the sizes matter
     holder = "arn:aws:states:us-east-1:123456789012:execution:sm:" + "x" * 36
@@ -278,7 +278,7 @@ def test_a_thousand_route_plan_keeps_every_state_under_the_quota(env: Env) -> No
     plan = next(i for i in result.invocations if i.function == "PlanProbes").result
     begun = next(i for i in result.invocations if i.function == "BeginRouteRun").result
     body = boto3.client("s3", region_name="us-east-1").get_object(Bucket=PLAN_BUCKET, Key=plan["plan"]["key"])["Body"].read()
-    assert plan["plan"]["items"] == 3000 and len(body) > 4 * QUOTA  # could never have passed inline
+    assert plan["plan"]["items"] == 1000 and len(body) > 2 * QUOTA  # could never have passed inline
     assert size(plan) < QUOTA // 2 and size(begun) < QUOTA // 2 and size(result.output) < QUOTA // 2, \
         (size(plan), size(begun), size(result.output))
     assert begun["skipped_count"] == 1000 and len(begun["skipped"]) == 100

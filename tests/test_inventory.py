@@ -216,14 +216,23 @@ def test_every_reason_is_written_as_a_route_or_an_account_row_and_explicit_route
 def test_a_rule_to_a_deleted_bucket_is_its_own_reason_not_a_refused_read(registry: DynamoRegistry) -> None:
     """Review s26 N2: a destination bucket that no longer exists (HeadBucket 404, no Region) is
     reported as DESTINATION_MISSING with its fix; a source bucket deleted mid-run is skipped."""
-    buckets = {"orphan-src": FakeBucket(replication=cfg(rule("all", "gone-dst"))), "vanished": FakeBucket(region=None)}
-    readers = {HUB: FakeReader(HUB, buckets, missing={"gone-dst", "vanished"})}
+    buckets = {"orphan-src": FakeBucket(replication=cfg(rule("all", "gone-dst"))), "vanished": FakeBucket(region=None),
+               "listed-gone": FakeBucket(replication=cfg(rule("all", "x-dst")))}
+
+    class Deleting(FakeReader):
+        def tags(self, bucket: str, region: str) -> dict[str, str]:
+            if bucket == "listed-gone":  # listed with its Region, deleted before this read
+                raise BucketMissing(bucket, "NoSuchBucket")
+            return super().tags(bucket, region)
+
+    readers = {HUB: Deleting(HUB, buckets, missing={"gone-dst", "vanished"})}
     summary = run_inventory(deps_for(registry, readers), NOW, NOW + 600)
+    assert summary.complete
     assert summary.reasons[Reason.DESTINATION_MISSING.value] == 1 and summary.reasons[Reason.ACCESS_DENIED.value] == 0
     [row] = registry.accounts()[HUB]["denied_reads"]
     assert row["bucket"] == "orphan-src" and row["code"] == "DESTINATION_MISSING"
     assert "gone-dst does not exist" in row["reason"] and "create the bucket" in row["reason"]
-    assert registry.accounts()[HUB]["not_replicated"] == 1  # "vanished": deleted between ListBuckets and HeadBucket
+    assert registry.accounts()[HUB]["not_replicated"] == 2  # deleted between ListBuckets and HeadBucket, or a later read
     assert Reason.DESTINATION_MISSING.mode is Mode.OFF
 
 
@@ -397,6 +406,8 @@ def test_bucket_reads_go_to_the_buckets_region_and_map_the_documented_errors() -
     s3.add_response("get_bucket_encryption", {"ServerSideEncryptionConfiguration": {"Rules": [
         {"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]}})
     s3.add_client_error("get_bucket_encryption", "AccessDenied", http_status_code=403)
+    # a bucket deleted since ListBuckets named its Region (review s27: it ended the whole run)
+    s3.add_client_error("get_bucket_replication", "NoSuchBucket", http_status_code=404)
     reader = AwsMembers("replmon", make_client=c).open(MEMBER)
     assert reader.replication("src", "eu-west-1") == cfg(rule("all", "dst"))
     assert reader.replication("src", "eu-west-1") is None
@@ -409,6 +420,8 @@ def test_bucket_reads_go_to_the_buckets_region_and_map_the_documented_errors() -
     assert reader.default_kms_key("src", "eu-west-1") is None
     with pytest.raises(AccessDenied, match="GetEncryptionConfiguration"):
         reader.default_kms_key("src", "eu-west-1")
+    with pytest.raises(BucketMissing):
+        reader.replication("src", "eu-west-1")
     assert {k for cr in c.credentials if cr for k in cr} == {"AccessKeyId", "SecretAccessKey", "SessionToken"}
     assert c.credentials[0] is None, "STS is called with the caller's credentials; S3 with the assumed ones"
     c.done()

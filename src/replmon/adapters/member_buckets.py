@@ -103,6 +103,8 @@ class AwsBucketReader:
                 return None
             if _code(exc) in _DENIED:
                 raise AccessDenied(action, bucket) from exc
+            if _code(exc) in _MISSING:  # deleted since ListBuckets (which named its Region)
+                raise BucketMissing(bucket, _code(exc)) from exc
             raise
 
     def replication(self, bucket: str, region: str) -> Mapping[str, Any] | None:

@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from replmon.core.defaults import DEFAULTS
 from replmon.core.fleetconfig import FleetSettings
@@ -48,6 +48,8 @@ from replmon.fleet.registrar import all_routes, explicit_sources, move_groups, r
 log = logging.getLogger(__name__)
 
 #: Counts kept per account row (and carried in a checkpoint).
+T = TypeVar("T")
+
 #: How long after a run's deadline its lease still stands if it died (Lambda's own timeout is past by then).
 RUN_LEASE_MARGIN_SECONDS = 120.0
 COUNTS = ("buckets", "replicated", "not_replicated", "routes", "observed", "denied")
@@ -147,6 +149,14 @@ def verdict(found: Discovery, raw_config: Mapping[str, Any], *, probe_prefix: st
     return RouteVerdict.of(Reason.OK, checked_at=now), rules
 
 
+def _allowed(call: Callable[[], T], default: T, denied: str | None) -> tuple[T, str | None]:
+    """``call()``, or ``default`` and the first refused action when the read is denied."""
+    try:
+        return call(), denied
+    except AccessDenied as exc:
+        return default, denied or exc.action
+
+
 def inspect_bucket(reader: BucketReader, bucket: str, region: str | None, *, settings: InventorySettings, probe_prefix: str,
                    groups: int, members: Sequence[str], run_id: str, now: float) -> BucketResult:
     """Read one bucket and build its discovered route (or say why there is none)."""
@@ -160,16 +170,13 @@ def inspect_bucket(reader: BucketReader, bucket: str, region: str | None, *, set
     if config is None:
         return BucketResult(bucket, not_replicated=True)
     denied: str | None = None
-    tags: dict[str, str] = {}
+    no_tags: dict[str, str] = {}
     kms_key: str | None = None
-    try:
-        tags = reader.tags(bucket, region)
-    except AccessDenied as exc:
-        denied = exc.action
-    try:
-        kms_key = reader.default_kms_key(bucket, region)
-    except AccessDenied as exc:
-        denied = denied or exc.action
+    try:  # each read on its own: a refusal names its action and the other read still answers
+        tags, denied = _allowed(lambda: reader.tags(bucket, region), no_tags, denied)
+        kms_key, denied = _allowed(lambda: reader.default_kms_key(bucket, region), None, denied)
+    except BucketMissing:  # deleted between ListBuckets and now: nothing to measure
+        return BucketResult(bucket, not_replicated=True)
     found = discover(bucket, config, probe_prefix)
     opted_out = settings.opted_out(tags)
     v, rules = verdict(found, config, probe_prefix=probe_prefix, opted_out=opted_out, kms_key=kms_key, members=members,
