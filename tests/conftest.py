@@ -52,6 +52,20 @@ def _install_template_cache() -> None:
 _install_template_cache()
 
 
+def _install_command_cache() -> None:
+    """typer builds replmon's click command from every function's signature on each call (~0.5 s:
+    it evaluates each annotation); a process builds it once, and so do the tests that run the
+    console entry in-process (test_cli, test_preflight, test_fleet_cli...): one build per worker."""
+    import functools
+
+    import typer.main
+
+    typer.main.get_command = functools.cache(typer.main.get_command)
+
+
+_install_command_cache()
+
+
 @pytest.fixture(autouse=True)
 def _offline_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fake credentials: nothing here may reach AWS (moto intercepts; loopback is the lab's)."""

@@ -9,6 +9,13 @@
   sources from AWS services and encrypted topics"); alias/aws/sns cannot.
 - Names must not collide between two stacks in one account and region (schedule names are unique
   per schedule group): no fixed physical name unless it carries the stack's name.
+- A Metrics Insights alarm (fleet/alarms.py) reads ``FROM SCHEMA(namespace, keys...)``, which
+  matches only metrics with *exactly* those dimension keys ("Query components and syntax in
+  CloudWatch Metrics Insights",
+  https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/cloudwatch-metrics-insights-querylanguage.html);
+  a GROUP BY key a matched metric lacks gives the group ``Other``. Each query is parsed with
+  local/insights.py and checked against the EMF: namespace, metric, SCHEMA set (with ``service``),
+  GROUP BY and WHERE keys inside it, WHERE values really emitted.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from typing import Any
 import pytest
 
 from replmon.core import telemetry
+from replmon.local.insights import parse
 from replmon.local.template import load_template
 from tests.cfnutil import ACCOUNT, REGION, default_transformed, resolver, transformed
 from tests.conftest import TEMPLATE
@@ -48,6 +56,8 @@ def alarm_gaps(cfn: dict[str, Any], seen: Emitted) -> list[str]:
         if res["Type"] != "AWS::CloudWatch::Alarm" or not r.exists(name):
             continue
         p = r.resolve(res["Properties"])
+        if "Metrics" in p:  # a Metrics Insights alarm: metrics_insights_gaps
+            continue
         if p["Namespace"] != namespace:
             continue
         key = (p["Namespace"], p["MetricName"], frozenset((d["Name"], str(d["Value"])) for d in p.get("Dimensions", [])))
@@ -56,9 +66,34 @@ def alarm_gaps(cfn: dict[str, Any], seen: Emitted) -> list[str]:
     return gaps
 
 
+def metrics_insights_gaps(cfn: dict[str, Any], seen: Emitted) -> list[str]:
+    """Metrics Insights alarms whose query matches nothing the code emits, or groups by a key it lacks."""
+    r = resolver(cfn)
+    gaps, checked = [], 0
+    for name, res in cfn["Resources"].items():
+        if res["Type"] != "AWS::CloudWatch::Alarm" or "Metrics" not in res["Properties"] or not r.exists(name):
+            continue
+        checked += 1
+        (m,) = r.resolve(res["Properties"]["Metrics"])
+        q = parse(m["Expression"])
+        sets = {frozenset(d for d, _ in dims) for ns, metric, dims in seen if ns == q.namespace and metric == q.metric}
+        if q.schema is None or frozenset(q.schema) not in sets:
+            gaps.append(f"{name}: {q.namespace}/{q.metric} SCHEMA {q.schema} is not a dimension set it is emitted with {sorted(map(sorted, sets))}")
+            continue
+        if not q.group_by or not set(q.group_by) <= set(q.schema) or q.order is None:
+            gaps.append(f"{name}: GROUP BY {q.group_by} / ORDER BY {q.order}: each key must be in the SCHEMA, ORDER BY present")
+        for key, op, value in q.where:
+            emitted_values = {v for ns, metric, dims in seen if metric == q.metric for d, v in dims if d == key}
+            if key not in q.schema or (op == "=" and value not in emitted_values):
+                gaps.append(f"{name}: WHERE {key} {op} '{value}' matches nothing emitted ({sorted(emitted_values)})")
+    assert checked >= 10
+    return gaps
+
+
 def test_every_replmon_alarm_watches_an_emitted_metric(contract: ContractRun) -> None:
     seen = emitted(contract)
     assert alarm_gaps(default_transformed(), seen) == []
+    assert metrics_insights_gaps(default_transformed(), seen) == []
     # The functions' environment names the same namespace and service as telemetry.py.
     assert {ns for ns, _, _ in seen} == {telemetry.NAMESPACE}
     assert all(("service", telemetry.SERVICE) in dims for _, _, dims in seen)
@@ -67,9 +102,23 @@ def test_every_replmon_alarm_watches_an_emitted_metric(contract: ContractRun) ->
 def test_the_check_fails_for_an_alarm_without_the_service_dimension(contract: ContractRun) -> None:
     """The defect this guards: alarms naming only Route never match Powertools' metrics."""
     t = copy.deepcopy(load_template(TEMPLATE))
-    dims = t["Resources"]["ProbeFailedAlarm"]["Properties"]["Dimensions"]
-    t["Resources"]["ProbeFailedAlarm"]["Properties"]["Dimensions"] = [d for d in dims if d["Name"] != "service"]
-    assert [g.split(":")[0] for g in alarm_gaps(transformed(t), emitted(contract))] == ["ProbeFailedAlarm"]
+    dims = t["Resources"]["HeartbeatAlarm"]["Properties"]["Dimensions"]
+    t["Resources"]["HeartbeatAlarm"]["Properties"]["Dimensions"] = [d for d in dims if d["Name"] != "service"]
+    assert [g.split(":")[0] for g in alarm_gaps(transformed(t), emitted(contract))] == ["HeartbeatAlarm"]
+
+
+@pytest.mark.parametrize(("breakage", "expected"), [
+    ("SCHEMA(\"Replmon\", RouteGroup, Route, service)", "SCHEMA(\"Replmon\", RouteGroup, Route)"),  # Powertools' service forgotten
+    ("SCHEMA(\"Replmon\", RouteGroup, Route, service)", "SCHEMA(\"Replmon\", Route, service)"),  # today's set, not the fleet's
+    ("GROUP BY Route", "GROUP BY SizeClass"),  # a key the schema lacks: one group "Other"
+    ("WHERE RouteGroup = 'g00'", "WHERE RouteGroup = 'G00'"),  # identifiers and values are case-sensitive
+])
+def test_the_metrics_insights_check_bites(contract: ContractRun, breakage: str, expected: str) -> None:
+    t = copy.deepcopy(load_template(TEMPLATE))
+    (m,) = t["Resources"]["RpoAboveTargetG00Alarm"]["Properties"]["Metrics"]
+    assert breakage in m["Expression"]
+    m["Expression"] = m["Expression"].replace(breakage, expected)
+    assert [g.split(":")[0] for g in metrics_insights_gaps(transformed(t), emitted(contract))] == ["RpoAboveTargetG00Alarm"]
 
 
 def test_every_metric_telemetry_names_is_emitted_with_its_dimension_sets(contract: ContractRun) -> None:
@@ -183,8 +232,9 @@ def test_every_alarm_notifies_on_ok_too_and_the_heartbeat_only_pages_when_schedu
             assert "${" + name + "}" in composed, f"{name} has no actions and is in no composite alarm"
             continue
         assert a["Properties"].get("OKActions") == a["Properties"]["AlarmActions"], name
-    assert children == {"BurnRate1hAlarm", "BurnRate5mAlarm", "BurnRate6hAlarm", "BurnRate30mAlarm", "RpoAboveTargetAlarm",
-                        "RpoUnboundedAlarm", "LatencyAboveTargetAlarm", "ProbeFailedAlarm", "ReplicationFailedEventAlarm", "SloFastBurnAlarm"}
+    # No composites: a composite over multi-time-series alarms sees alarm-level state only and its
+    # notification would not name the route; each fleet alarm notifies per contributor (fleet/alarms.py).
+    assert children == set()
     assert alarms["HeartbeatAlarm"]["Condition"] == "ScheduleEnabled"
     assert alarms["CollectorHeartbeatAlarm"]["Condition"] == "ScheduleEnabled"
     assert t["Conditions"]["ScheduleEnabled"] == {"Fn::Equals": [{"Ref": "ScheduleState"}, "ENABLED"]}
@@ -239,5 +289,6 @@ def test_every_dashboard_metric_is_emitted_with_its_dimensions(contract: Contrac
     # and the check bites: a widget without the service dimension names a metric nobody emits
     t = copy.deepcopy(load_template(TEMPLATE))
     body = t["Resources"]["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"]
-    body[0] = body[0].replace('"RpoSeconds","service","${Svc}",', '"RpoSeconds",')
-    assert [g.split(":")[1].split()[0] for g in dashboard_gaps(transformed(t), emitted(contract))] == ["RpoSeconds"]
+    body[0] = body[0].replace('"ProbeCompleted","service","${Svc}",', '"ProbeCompleted",')
+    body[0] = body[0].replace('{${Ns},service,RouteGroup,Route} MetricName=\\"RpoSeconds\\"', '{${Ns},service,Route} MetricName=\\"RpoSeconds\\"')
+    assert [g.split(":")[1].split()[0] for g in dashboard_gaps(transformed(t), emitted(contract))] == ["RpoSeconds", "ProbeCompleted"]

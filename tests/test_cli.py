@@ -4,7 +4,6 @@ endpoint is contacted), documented exit codes, one document on stdout for JSON."
 from __future__ import annotations
 
 import contextlib
-import functools
 import io
 import json
 import os
@@ -13,26 +12,16 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 from unittest import mock
 
 import pytest
-import typer.main
 
 from replmon.cli.common import exit_code
 from replmon.core.record import ProbeRecord, ProbeStatus
 from tests.conftest import ROOT
 
 REPLMON = [sys.executable, "-m", "replmon.cli"]
-_GET_COMMAND = typer.main.get_command
 AWS_LESS = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-
-
-@functools.cache
-def _command_once(app: Any) -> Any:
-    """typer builds the click command from the functions' signatures on every call (~0.5 s); a
-    process builds it once, so the in-process runner does too."""
-    return _GET_COMMAND(app)
 
 
 def cli(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
@@ -42,7 +31,7 @@ def cli(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT) -> subp
     from replmon.cli import main
 
     stdout, stderr = io.StringIO(), io.StringIO()
-    with mock.patch("typer.main.get_command", _command_once), mock.patch.dict(os.environ, {**(AWS_LESS if env is None else env), "REPLMON_CACHE": "/nonexistent"}, clear=True), \
+    with mock.patch.dict(os.environ, {**(AWS_LESS if env is None else env), "REPLMON_CACHE": "/nonexistent"}, clear=True), \
             contextlib.chdir(cwd), contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
         try:
             main(list(args))

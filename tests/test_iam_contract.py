@@ -83,6 +83,10 @@ def test_no_role_grants_an_action_no_handler_needs(contract: ContractRun) -> Non
     # (Lambda developer guide, "Asynchronous invocation", destinations): scheduled functions have one.
     used |= {(v["Properties"]["FunctionName"]["Ref"].removesuffix("Function"), "sqs:SendMessage") for v in cfn["Resources"].values()
              if v["Type"] == "AWS::Lambda::EventInvokeConfig"}
+    # The fleet path (PlanProbes from the registry, a plan in the plan bucket) is recorded and checked
+    # the same way, both sides, by tests/test_fleet_plan.py::test_the_fleet_calls_are_allowed_...
+    used |= {("PlanProbes", "dynamodb:Query"), ("PlanProbes", "dynamodb:BatchGetItem"), ("PlanProbes", "s3:PutObject"),
+             ("BeginRouteRun", "s3:GetObject"), ("BeginRouteRun", "s3:PutObject")}
     unused = []
     for fn in FUNCTIONS:
         for policy in function_role_policies(cfn, fn, r):

@@ -27,6 +27,7 @@ token: aws-contracts.md M.6, M.7):
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,10 +40,10 @@ from replmon.adapters.member_buckets import AwsMembers
 from replmon.adapters.registry_table import DynamoRegistry
 from replmon.core.errors import ConfigError
 from replmon.core.fleetconfig import FleetSettings
-from replmon.core.ports import AccessDenied, BucketPage
+from replmon.core.ports import AccessDenied, BucketMissing, BucketPage
 from replmon.core.registry import Mode, Origin, Reason, group_of, load_route_spec
 from replmon.fleet.accounts import load_inventory_settings
-from replmon.fleet.inventory import InventoryDeps, run_inventory
+from replmon.fleet.inventory import RUN_LEASE_MARGIN_SECONDS, InventoryDeps, run_inventory
 from tests.conftest import TEMPLATE
 
 HUB, MEMBER, DENIED, FOREIGN = "111122223333", "444455556666", "777788889999", "999900001111"
@@ -90,6 +91,7 @@ class FakeReader:
     page_size: int = 2
     regions: dict[str, str] = field(default_factory=dict)
     calls: list[str] = field(default_factory=list)
+    missing: set[str] = field(default_factory=set)  # buckets HeadBucket answers 404 for
 
     def list_buckets(self, token: str | None) -> BucketPage:
         names = sorted(self.buckets)
@@ -101,6 +103,8 @@ class FakeReader:
 
     def bucket_region(self, bucket: str) -> str:
         self.calls.append(f"HeadBucket:{bucket}")
+        if bucket in self.missing:
+            raise BucketMissing(bucket, "HeadBucket 404")
         if bucket in self.buckets and self.buckets[bucket].region:
             return str(self.buckets[bucket].region)
         return self.regions.get(bucket, "eu-central-1")
@@ -209,6 +213,29 @@ def test_every_reason_is_written_as_a_route_or_an_account_row_and_explicit_route
     assert registry.get_route("g00", "kmsok-src").version == 1  # type: ignore[union-attr]
 
 
+def test_a_rule_to_a_deleted_bucket_is_its_own_reason_not_a_refused_read(registry: DynamoRegistry) -> None:
+    """Review s26 N2: a destination bucket that no longer exists (HeadBucket 404, no Region) is
+    reported as DESTINATION_MISSING with its fix; a source bucket deleted mid-run is skipped."""
+    buckets = {"orphan-src": FakeBucket(replication=cfg(rule("all", "gone-dst"))), "vanished": FakeBucket(region=None),
+               "listed-gone": FakeBucket(replication=cfg(rule("all", "x-dst")))}
+
+    class Deleting(FakeReader):
+        def tags(self, bucket: str, region: str) -> dict[str, str]:
+            if bucket == "listed-gone":  # listed with its Region, deleted before this read
+                raise BucketMissing(bucket, "NoSuchBucket")
+            return super().tags(bucket, region)
+
+    readers = {HUB: Deleting(HUB, buckets, missing={"gone-dst", "vanished"})}
+    summary = run_inventory(deps_for(registry, readers), NOW, NOW + 600)
+    assert summary.complete
+    assert summary.reasons[Reason.DESTINATION_MISSING.value] == 1 and summary.reasons[Reason.ACCESS_DENIED.value] == 0
+    [row] = registry.accounts()[HUB]["denied_reads"]
+    assert row["bucket"] == "orphan-src" and row["code"] == "DESTINATION_MISSING"
+    assert "gone-dst does not exist" in row["reason"] and "create the bucket" in row["reason"]
+    assert registry.accounts()[HUB]["not_replicated"] == 2  # deleted between ListBuckets and HeadBucket, or a later read
+    assert Reason.DESTINATION_MISSING.mode is Mode.OFF
+
+
 def test_a_run_past_its_deadline_checkpoints_and_the_next_run_resumes(registry: DynamoRegistry) -> None:
     buckets = {f"b{i:02d}": FakeBucket(replication=cfg(rule("all", f"b{i:02d}-dr"))) for i in range(7)}
     reader = FakeReader(HUB, buckets, page_size=3)
@@ -228,6 +255,33 @@ def test_a_run_past_its_deadline_checkpoints_and_the_next_run_resumes(registry: 
     assert len(registry.routes("g00")) == 7
     assert registry.accounts()[HUB]["routes"] == 7 and registry.accounts()[HUB]["buckets"] == 7
     assert reader.calls.count("ListBuckets:0") == 1, "the resumed run starts at the checkpoint's page"
+
+
+def test_one_run_at_a_time_a_second_run_does_nothing_and_names_the_first(registry: DynamoRegistry) -> None:
+    """A scheduled run and `replmon fleet inventory` at once: the second finds the first's lease,
+    writes nothing (no rows, no checkpoint) and says whose lease stands; once the first ends, or
+    its lease expires, the next run proceeds."""
+    buckets = {f"b{i:02d}": FakeBucket(replication=cfg(rule("all", f"b{i:02d}-dr"))) for i in range(3)}
+    seen: list[Any] = []
+
+    class Interleaved(FakeReader):
+        def list_buckets(self, token: str | None) -> BucketPage:
+            if not seen:  # the second run starts while the first is reading its first page
+                seen.append(run_inventory(deps_for(registry, {HUB: FakeReader(HUB, buckets)}, member_accounts=""), NOW + 5, NOW + 65))
+            return super().list_buckets(token)
+
+    first = run_inventory(deps_for(registry, {HUB: Interleaved(HUB, buckets)}, member_accounts=""), NOW, NOW + 60)
+    [second] = seen
+    assert first.complete and len(first.routes) == 3
+    assert second.held_by is not None and second.held_by["until"] == NOW + 60 + RUN_LEASE_MARGIN_SECONDS
+    assert not second.routes and not second.accounts and second.to_json()["held_by"] == second.held_by
+    assert second.held_by["holder"].startswith(time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(NOW)))  # the first run's
+    assert registry.accounts()[HUB]["run_id"] == first.run_id and registry.checkpoint() is None
+    assert run_inventory(deps_for(registry, {HUB: FakeReader(HUB, buckets)}, member_accounts=""), NOW + 900, NOW + 960).complete
+    # a run that died keeps the lease until its deadline + margin, then the next run takes it
+    assert registry.take_run("dead-run", NOW + 1000, NOW + 1100) is None
+    assert run_inventory(deps_for(registry, {HUB: FakeReader(HUB, buckets)}, member_accounts=""), NOW + 1050, NOW + 1110).held_by
+    assert run_inventory(deps_for(registry, {HUB: FakeReader(HUB, buckets)}, member_accounts=""), NOW + 1101, NOW + 1160).complete
 
 
 def test_inventory_settings_errors_name_the_parameter() -> None:
@@ -315,6 +369,8 @@ def test_list_buckets_pages_with_max_buckets_and_locates_a_bucket_without_region
     s3.add_client_error("head_bucket", "403", http_status_code=403, expected_params={"Bucket": "b"},
                         response_meta={"HTTPHeaders": {"x-amz-bucket-region": "ap-southeast-2"}})
     s3.add_client_error("head_bucket", "403", http_status_code=403, expected_params={"Bucket": "gone"})
+    # A bucket that does not exist: 404 and no Region ("HeadBucket", https://docs.aws.amazon.com/AmazonS3/latest/API/API_HeadBucket.html)
+    s3.add_client_error("head_bucket", "404", http_status_code=404, expected_params={"Bucket": "deleted"})
     reader = AwsMembers("replmon", make_client=c, assume=False).open(HUB)
     seen, token = [], None
     while True:
@@ -328,6 +384,8 @@ def test_list_buckets_pages_with_max_buckets_and_locates_a_bucket_without_region
     assert reader.bucket_region("b") == "ap-southeast-2" and reader.bucket_region("b") == "ap-southeast-2"
     with pytest.raises(AccessDenied):
         reader.bucket_region("gone")
+    with pytest.raises(BucketMissing):  # not "access denied": the bucket is not there
+        reader.bucket_region("deleted")
     c.done()
 
 
@@ -348,6 +406,8 @@ def test_bucket_reads_go_to_the_buckets_region_and_map_the_documented_errors() -
     s3.add_response("get_bucket_encryption", {"ServerSideEncryptionConfiguration": {"Rules": [
         {"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]}})
     s3.add_client_error("get_bucket_encryption", "AccessDenied", http_status_code=403)
+    # a bucket deleted since ListBuckets named its Region (review s27: it ended the whole run)
+    s3.add_client_error("get_bucket_replication", "NoSuchBucket", http_status_code=404)
     reader = AwsMembers("replmon", make_client=c).open(MEMBER)
     assert reader.replication("src", "eu-west-1") == cfg(rule("all", "dst"))
     assert reader.replication("src", "eu-west-1") is None
@@ -360,6 +420,8 @@ def test_bucket_reads_go_to_the_buckets_region_and_map_the_documented_errors() -
     assert reader.default_kms_key("src", "eu-west-1") is None
     with pytest.raises(AccessDenied, match="GetEncryptionConfiguration"):
         reader.default_kms_key("src", "eu-west-1")
+    with pytest.raises(BucketMissing):
+        reader.replication("src", "eu-west-1")
     assert {k for cr in c.credentials if cr for k in cr} == {"AccessKeyId", "SecretAccessKey", "SessionToken"}
     assert c.credentials[0] is None, "STS is called with the caller's credentials; S3 with the assumed ones"
     c.done()

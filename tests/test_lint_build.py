@@ -86,7 +86,7 @@ def test_iam_has_no_wildcard_actions_on_data() -> None:
 def test_one_source_for_target_ttl_and_runtime() -> None:
     t = load_template(TEMPLATE)
     res = t["Resources"]
-    assert res["LatencyAboveTargetAlarm"]["Properties"]["Threshold"] == {"Ref": "LatencyTargetSeconds"}
+    assert res["RpoAboveTargetG00Alarm"]["Properties"]["Threshold"] == {"Ref": "LatencyTargetSeconds"}
     assert "${LatencyTargetSeconds}" in json.dumps(t["Globals"]["Function"]["Environment"])
     assert res["LatencyTable"]["Properties"]["TimeToLiveSpecification"]["AttributeName"] == TTL_ATTRIBUTE
     g = t["Globals"]["Function"]

@@ -98,14 +98,20 @@ def test_trust_admits_only_the_hub_stacks_roles_with_the_external_id() -> None:
                    "other-role-in-hub": "ImplicitlyDenied", "unlisted-account": "ImplicitlyDenied"}
 
 
-def test_with_an_organization_the_hub_may_assume_the_role_in_its_accounts_only() -> None:
-    policies = hub_policies(OrganizationId="o-abcdefghij", MemberAccounts=[""])
+def test_with_an_organization_the_hub_may_assume_the_role_in_its_accounts_and_the_listed_ones() -> None:
+    """OrganizationId adds the organization's accounts; MemberAccounts stay allowed even outside it
+    (two statements, either allows: review s26 N3, the parameter's description says so)."""
     trust = member_roles(OTHER, external_id="")["replmon-inventory"]["trust"]
     role = f"arn:aws:iam::{OTHER}:role/replmon-inventory"
-    base = {"action": "sts:AssumeRole", "resource": role, "accountId": OTHER, "resourcePolicy": trust, "identityPolicies": policies}
-    got = check([{"id": "in-org", **base, "context": {"aws:ResourceOrgID": "o-abcdefghij", "aws:ResourceAccount": OTHER}},
-                 {"id": "other-org", **base, "context": {"aws:ResourceOrgID": "o-zzzzzzzzzz", "aws:ResourceAccount": OTHER}}])
-    assert got == {"in-org": "Allowed", "other-org": "ImplicitlyDenied"}
+
+    def case(i: str, org: str, members: list[str]) -> dict[str, Any]:
+        return {"id": i, "action": "sts:AssumeRole", "resource": role, "accountId": OTHER, "resourcePolicy": trust,
+                "identityPolicies": hub_policies(OrganizationId="o-abcdefghij", MemberAccounts=members),
+                "context": {"aws:ResourceOrgID": org, "aws:ResourceAccount": OTHER}}
+
+    got = check([case("in-org", "o-abcdefghij", [""]), case("other-org", "o-zzzzzzzzzz", [""]),
+                 case("listed-outside-org", "o-zzzzzzzzzz", [OTHER])])
+    assert got == {"in-org": "Allowed", "other-org": "ImplicitlyDenied", "listed-outside-org": "Allowed"}
 
 
 def test_the_prober_reaches_probe_keys_of_its_own_account_only() -> None:

@@ -296,6 +296,47 @@ def test_report_is_a_gate_a_script_can_trust(table: str, route: str, code: int, 
         assert doc["routes"][0]["rpo_seconds"] is None and doc["health"][0]["rpo_seconds"] is None
 
 
+def test_report_fleet_lists_every_registry_route_riskiest_first(table: str) -> None:
+    """Issue 18.7: `report --fleet` reads the registry, not a list of names: every route, probed or
+    not, in risk order (unbounded, breach, a probed route with no data, the rest by RPO share),
+    the exit code the worst route's; a passive route keeps its reason."""
+    from replmon.adapters import clients
+    from replmon.adapters.registry_table import DynamoRegistry
+    from replmon.core.registry import Reason, RouteVerdict, group_of, load_route_spec
+    from replmon.fleet.risk import COLUMNS
+
+    registry = DynamoRegistry(table, clients.dynamodb(clients.STORE, region="us-east-1", keys=("testing", "testing")))
+
+    def spec(name: str, origin: str = "explicit", verdict: RouteVerdict | None = None) -> Any:
+        raw: dict[str, Any] = {"name": name, "group": group_of(name, 1), "origin": origin,
+                               "source": {"account": "111122223333", "region": "us-east-1", "bucket": f"{name}-src"},
+                               "destinations": [{"account": "111122223333", "region": "eu-west-1", "bucket": f"{name}-dst"}]}
+        if verdict is not None:
+            raw["verdict"] = verdict.model_dump()
+        return load_route_spec(raw)
+
+    for name in ("healthy", "late", "broken", "fresh"):
+        assert registry.put_explicit(spec(name), None)
+    assert registry.put_discovered(spec("optout", "discovered", RouteVerdict.of(Reason.OPTED_OUT)))
+    r = report(table, "--fleet", "--format", "json")
+    doc = json.loads(r.stdout)
+    validate(doc)
+    rows = doc["fleet"]
+    assert [x["route"] for x in rows] == ["broken", "late", "fresh", "healthy", "optout"], rows
+    assert r.returncode == doc["exit_code"] == 1
+    assert rows[0]["rpo_seconds"] == "unbounded" and rows[1]["verdict"] == "breach" and rows[1]["worst_size_class"] == "1GiB"
+    assert rows[2]["verdict"] == "no_data" and rows[2]["mode"] == "probe" and rows[2]["probes"] == 0
+    assert rows[3]["rpo_share_of_target"] == round(78 / 900, 3) and rows[3]["reason"] == "-"
+    assert rows[4]["mode"] == "passive" and rows[4]["reason"].startswith("OPTED_OUT: the source bucket carries the opt-out tag")
+    table_out = report(table, "--fleet", columns=200).stdout
+    assert table_out.splitlines()[0] == "fleet: 5 routes: 2 breach, 0 not measured, 2 no data, 1 ok"
+    assert report(table, "--fleet", "--format", "csv").stdout.splitlines()[0] == ",".join(COLUMNS)
+    both = report(table, "--fleet", "--route", "late")
+    assert both.returncode == 2 and "--fleet and --route" in both.stderr
+    for name in ("healthy", "late", "broken", "fresh", "optout"):  # the module's other tests read routes by name only
+        registry.delete_route(group_of(name, 1), name)
+
+
 def test_a_looser_target_passes_the_late_route_and_several_routes_give_the_worst_code(table: str) -> None:
     assert report(table, "--route", "late", "--target", "2000").returncode == 0
     assert report(table, "--route", "healthy", "--route", "helthy").returncode == 4

@@ -358,7 +358,7 @@ def test_events_parse_exits_0_for_a_clean_payload(tmp_path: Path, capsys: pytest
     routes = tmp_path / "routes.json"
     routes.write_text(json.dumps({"routes": [{"name": "orders", "source": {"bucket": "probe-source"}, "destinations": [{"bucket": "probe-replica"}]}]}))
     with pytest.raises(SystemExit) as exc:
-        main(["events", "parse", str(S3_EVENTS / "replication_failed.json"), "--routes", str(routes), "--format", "json"])
+        main(["events", "parse", str(S3_EVENTS / "replication_failed.json"), "--routes-file", str(routes), "--format", "json"])
     assert exc.value.code == 0
     assert json.loads(capsys.readouterr().out)["records"][0]["store"]["route"] == "orders"
 

@@ -119,6 +119,13 @@ def test_the_map_array_itself_is_bounded_without_the_result_selector(runs: dict[
     # summary: still within a quarter of the quota.
     wrapper = size(raw.output) - size(results)
     assert max(200, runs["trials"]) * (per_child + 1) + wrapper < QUOTA // 4, (per_child, wrapper)
+    # A fleet tick's Map (ProbesFromPlan reads its items from the plan bucket) holds at most
+    # FleetMaxProbes children: their array stays under the quota too, whether or not it is counted
+    # before the ResultSelector (undocumented, C19.15).
+    from replmon.local.template import load_template
+
+    most = load_template()["Parameters"]["FleetMaxProbes"]["MaxValue"]
+    assert most * (per_child + 1) + wrapper < QUOTA, (most, per_child)
 
 
 def test_a_handlers_long_error_message_is_cut_before_step_functions_sees_it(env: Env) -> None:

@@ -76,8 +76,39 @@ def test_emf_output_carries_latency_and_status(capsys: pytest.CaptureFixture[str
     def names(b: dict[str, Any]) -> list[str]:
         return [m["Name"] for d in b["_aws"]["CloudWatchMetrics"] for m in d["Metrics"]]
     latency = [b for b in blobs if "ReplicationLatencySeconds" in names(b)]
-    assert [b["ReplicationLatencySeconds"] for b in latency] in ([2.0, 2.0], [[2.0], [2.0]])  # the upper bound
-    assert [sorted(b["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0]) for b in latency] == [["Route"], ["Route", "SizeClass"]]
+    assert [b["ReplicationLatencySeconds"] for b in latency] in ([2.0], [[2.0]])  # the upper bound
+    # one set: the fleet's (RouteGroup from the route; core/telemetry.py SWITCHED)
+    assert [sorted(b["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0]) for b in latency] == [["Route", "RouteGroup", "SizeClass"]]
+    assert latency[0]["RouteGroup"] == "g00"
     assert next(b for b in blobs if "ProbeCompleted" in names(b))["Route"] == "primary"
     assert next(b for b in blobs if "ProbeStuck" in names(b))["ProbeStuck"] in (1.0, [1.0])
     assert not any("ReplicationLatencySeconds" in names(b) for b in blobs[-1:])
+
+
+def test_the_report_function_answers_fleet_with_every_registry_route() -> None:
+    """`{"fleet": true}` (issue 18.7): every registry route, riskiest first, from the same table,
+    through the deployed entry point; other keys are refused by name."""
+    from replmon.adapters.registry_table import DynamoRegistry
+    from replmon.core.registry import group_of, load_route_spec
+    from replmon.entry.report import report
+    from replmon.signals.slo import SloSpec
+
+    with mock_aws():
+        ddb = boto3.client("dynamodb", region_name="us-east-1")
+        ensure_table(ddb, TABLE, TEMPLATE)
+        store, registry = DynamoLatencyStore(TABLE, ddb), DynamoRegistry(TABLE, ddb)
+        now = 1_790_000_000.0
+        store.put_once(rec(2**20, 1.0, 2.0, at=now - 600, probe="ok"))  # route "primary": 2 s against 60 s
+        for name in ("primary", "quiet"):
+            registry.put_explicit(load_route_spec({
+                "name": name, "group": group_of(name, 1), "origin": "explicit",
+                "source": {"account": "111122223333", "region": "us-east-1", "bucket": f"{name}-src"},
+                "destinations": [{"account": "111122223333", "region": "eu-west-1", "bucket": f"{name}-dst"}]}), None)
+        deps = Deps(stores=lambda e: None, store=store, metrics=None, clock=ManualClock(now),  # type: ignore[arg-type,return-value]
+                    slo=SloSpec(threshold_seconds=60.0), registry=registry)
+        out = report(json.loads((TEMPLATE.parent / "events" / "report_fleet.json").read_text()), deps)  # what sam remote invoke sends
+        assert [(r["route"], r["verdict"], r["probes"]) for r in out["fleet"]] == [("quiet", "no_data", 0), ("primary", "ok", 1)]
+        assert out["fleet"][1]["worst_size_class"] == "1MiB" and out["fleet"][1]["worst_max_seconds"] == 1.5
+        with pytest.raises(ValueError, match="routes"):
+            report({"fleet": True, "routes": ["x"]}, deps)
+        assert report({"hours": 24, "routes": ["primary"]}, deps)["probes"] == 1  # without "fleet": the per-route report

@@ -52,6 +52,19 @@ def test_the_latency_table_is_retained_on_deletion_and_replacement() -> None:
     assert "LatencyTable" in uninstall and "--delete-table" in uninstall and "DeletionPolicy" in uninstall
 
 
+def test_the_plan_bucket_can_be_emptied_before_the_stack_is_deleted() -> None:
+    """CloudFormation deletes a bucket only when it is empty ("AWS::S3::Bucket": "Only empty
+    buckets can be deleted", https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-s3-bucket.html):
+    the stack outputs PlanBucketName and UNINSTALL.md empties it first; unversioned, so `aws s3 rm
+    --recursive` leaves nothing behind."""
+    t = load_template(TEMPLATE)
+    bucket = t["Resources"]["PlanBucket"]
+    assert "VersioningConfiguration" not in bucket["Properties"]
+    assert t["Outputs"]["PlanBucketName"]["Value"] == {"Ref": "PlanBucket"}
+    uninstall = (ROOT / "docs" / "UNINSTALL.md").read_text()
+    assert uninstall.index("PlanBucketName") < uninstall.index("sam delete")
+
+
 def test_removing_our_entries_keeps_everything_else() -> None:
     cfg = {"QueueConfigurations": [{"Id": "x", "QueueArn": "arn:aws:sqs:us-east-1:1:q", "Events": ["s3:Replication:*"]},
                                    {"Id": "audit", "QueueArn": "arn:aws:sqs:us-east-1:1:audit", "Events": ["s3:ObjectCreated:*"]}],

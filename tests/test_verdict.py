@@ -127,7 +127,7 @@ def test_the_memory_table_keeps_the_stores_contract() -> None:
 def test_every_findings_severity_is_its_alarms_severity_tag() -> None:
     """One severity per cause (issue 23.3): the CLI's headline pages exactly where the deployed
     stack's alarm for the same cause pages (its ``Severity`` tag in template.yaml). A STUCK probe
-    is a ticket in both; the RPO it raises pages through RpoAboveTargetAlarm / rpo_over_target."""
+    is a ticket in both; the RPO it raises pages through RpoAboveTargetG00Alarm / rpo_over_target."""
     from replmon.local.template import load_template
     from replmon.signals.verdict import FINDING_ALARMS
     from tests.conftest import TEMPLATE
@@ -139,4 +139,4 @@ def test_every_findings_severity_is_its_alarms_severity_tag() -> None:
     assert {k: str(FINDING_KINDS[k][0]) for k, a in FINDING_ALARMS.items() if a} == {k: tags[a] for k, a in FINDING_ALARMS.items() if a}
     # a finding that pages must be a breach (the verdict's exit code 1), never "shown only"
     assert all(effect == "breach" for sev, effect in FINDING_KINDS.values() if sev == "page")
-    assert FINDING_KINDS["probe_stuck"][0] == "ticket" and FINDING_ALARMS["probe_stuck"] == "ProbeStuckAlarm"
+    assert FINDING_KINDS["probe_stuck"][0] == "ticket" and FINDING_ALARMS["probe_stuck"] == "ProbeStuckG00Alarm"

@@ -62,8 +62,20 @@ def _value(v: Any, params: dict[str, Any]) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
+def route_group(res: dict[str, Any]) -> str | None:
+    """A fleet alarm's RouteGroup tag (fleet/alarms.py: one Metrics Insights alarm per signal and group)."""
+    return next((tag["Value"] for tag in res["Properties"].get("Tags", []) if tag.get("Key") == "RouteGroup"), None)
+
+
 def condition(res: dict[str, Any], params: dict[str, Any]) -> str:
     p = res["Properties"]
+    if "Metrics" in p:  # a Metrics Insights alarm: each route (GROUP BY Route) is a contributor
+        (m,) = p["Metrics"]
+        n, datapoints = p.get("EvaluationPeriods", 1), p.get("DatapointsToAlarm", p.get("EvaluationPeriods", 1))
+        span = f"{m['Period'] // 60} min" if n == 1 else f"{datapoints} of {n} periods of {m['Period']} s"
+        query = m["Expression"].replace("'g00'", "'gNN'")
+        return (f"per route: `{query}` {OPS[p['ComparisonOperator']]} {_value(p['Threshold'], params)} over {span}; "
+                f"missing data: {p.get('TreatMissingData', 'missing')}")
     if "AlarmRule" in p:
         rule = p["AlarmRule"].get("Fn::Sub", p["AlarmRule"]) if isinstance(p["AlarmRule"], dict) else p["AlarmRule"]
         return re.sub(r'"?\$\{(\w+)\}"?', r"\1", str(rule))
@@ -87,14 +99,20 @@ def render(template: dict[str, Any] | None = None) -> str:
     t = template or load_template(TEMPLATE)
     all_alarms = alarms(t)
     params = t.get("Parameters", {})
-    lines = [f"{len(all_alarms)} alarms, {sum(bool(topics(a)) for a in all_alarms.values())} of them notify; "
-             f"{sum(severity(a) == 'page' for a in all_alarms.values())} are page severity.", "",
+    fleet = [a for a in all_alarms.values() if route_group(a) == "g00"]
+    shown = {k: v for k, v in all_alarms.items() if route_group(v) in (None, "g00")}
+    groups = len({route_group(a) for a in all_alarms.values()} - {None})
+    lines = [f"{len(shown) - len(fleet)} stack alarms and {len(fleet)} fleet alarms (Metrics Insights, one contributor per route; "
+             f"one set per RouteGroup, up to {groups} sets = {len(fleet) * groups} alarms); "
+             f"{sum(severity(a) == 'page' for a in shown.values())} of the {len(shown)} kinds are page severity.", "",
              "| alarm | severity | notifies | fires when | likely causes | what to do |", "| --- | --- | --- | --- | --- | --- |"]
     order = {"page": 0, "ticket": 1}
-    for name, res in sorted(all_alarms.items(), key=lambda kv: (order.get(str(severity(kv[1])), 2), not topics(kv[1]), kv[0])):
+    for name, res in sorted(shown.items(), key=lambda kv: (order.get(str(severity(kv[1])), 2), not topics(kv[1]), kv[0])):
         runbook = res.get("Metadata", {}).get("Runbook", {})
         via = topics(res) or [f"through {p}" for p in parents(name, all_alarms)] or ["nobody"]
         only = f" (only with {res['Condition']})" if res.get("Condition") else ""
+        if route_group(res):
+            only = f" (and G01..G{groups - 1:02d}Alarm while RouteGroups > 01..{groups - 1:02d})"
         cells = [f"`{name}`{only}", str(severity(res)), ", ".join(via), condition(res, params),
                  runbook.get("Causes", ""), runbook.get("Action", "")]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")

@@ -108,6 +108,7 @@ def from_env(env: Mapping[str, str] = os.environ) -> Deps:
     from replmon.adapters.executions import StepFunctionsExecutions
     from replmon.adapters.leases import DynamoLeases
     from replmon.adapters.metrics import EmfMetrics, NullMetrics
+    from replmon.adapters.plans import S3Plans
     from replmon.adapters.registry_table import DynamoRegistry
     from replmon.adapters.s3 import S3Stores
     from replmon.adapters.spool import SqsSpool
@@ -118,13 +119,15 @@ def from_env(env: Mapping[str, str] = os.environ) -> Deps:
         upload = UploadSettings(compose_threshold=parse_size(env["REPLMON_COMPOSE_THRESHOLD"]))
     queue = env.get("REPLMON_SPOOL_QUEUE_URL")
     table = clients.dynamodb(clients.STORE, endpoint_url=env.get("REPLMON_DYNAMODB_ENDPOINT") or None)
+    fleet = load_fleet_settings(json.loads(env.get(FLEET_ENV) or "{}"))
     return Deps(
         stores=S3Stores(),
         store=DynamoLatencyStore(env["REPLMON_TABLE"], table),
         leases=DynamoLeases(env["REPLMON_TABLE"], table),
         registry=DynamoRegistry(env["REPLMON_TABLE"], table),
         executions=StepFunctionsExecutions(lambda: clients.client("stepfunctions", clients.STORE)),
-        metrics=NullMetrics() if env.get("REPLMON_METRICS", "emf") == "none" else EmfMetrics(),
+        # the fleet alarms' RouteGroup dimension comes from RouteGroups (fleet/alarms.py)
+        metrics=NullMetrics() if env.get("REPLMON_METRICS", "emf") == "none" else EmfMetrics(route_groups=fleet.route_groups),
         upload=upload,
         retention_days=int(env.get("REPLMON_RETENTION_DAYS", str(DEFAULTS.retention_days))),
         defaults=json.loads(env.get("REPLMON_DEFAULTS") or "{}"),
@@ -133,7 +136,8 @@ def from_env(env: Mapping[str, str] = os.environ) -> Deps:
         event_skew=float(env.get("REPLMON_EVENT_CLOCK_SKEW", DEFAULTS.event_clock_skew_seconds)),
         slo=slo_spec(json.loads(env.get("REPLMON_SLO") or "{}")),
         metric_readers=CloudWatchReaders() if env.get("REPLMON_READ_RTC", "false").lower() == "true" else None,
-        fleet=load_fleet_settings(json.loads(env.get(FLEET_ENV) or "{}")),
+        fleet=fleet,
+        plans=S3Plans(fleet.plan_bucket, clients.client("s3", clients.STORE)) if fleet.plan_bucket else None,
     )
 
 

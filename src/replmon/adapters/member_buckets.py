@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError
 
 from replmon.adapters import clients
 from replmon.core.errors import ConfigError
-from replmon.core.ports import AccessDenied, BucketPage
+from replmon.core.ports import AccessDenied, BucketMissing, BucketPage
 from replmon.core.registry import member_role_arn
 
 #: ListBuckets page size: any parameter makes S3 return BucketRegion; 1,000 is a page the Lambda handles.
@@ -30,6 +30,8 @@ KMS_ALGORITHMS = ("aws:kms", "aws:kms:dsse")
 #: The AWS managed key (SSE-KMS without KMSMasterKeyID).
 AWS_MANAGED_KEY = "aws/s3"
 _DENIED = {"AccessDenied", "AccessDeniedException", "403", "Forbidden", "AllAccessDisabled"}
+# A HEAD's error has no body: botocore names it by its status ("404"); other calls say NoSuchBucket.
+_MISSING = {"404", "NoSuchBucket", "NotFound"}
 
 #: make_client(service, region, credentials) -> a boto3 client; credentials from AssumeRole or None (the caller's).
 ClientFactory = Callable[[str, "str | None", "Mapping[str, str] | None"], Any]
@@ -82,8 +84,10 @@ class AwsBucketReader:
             resp = self._s3(None).head_bucket(Bucket=bucket)
             headers = resp.get("ResponseMetadata", {}).get("HTTPHeaders", {})
             region = resp.get("BucketRegion") or headers.get("x-amz-bucket-region")
-        except ClientError as exc:  # S3 names the Region on a 403 (and a 301) too
+        except ClientError as exc:  # S3 names the Region on a 403 (and a 301) too, never for a bucket that is not there
             region = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("x-amz-bucket-region")
+            if not region and _code(exc) in _MISSING:
+                raise BucketMissing(bucket, f"HeadBucket {_code(exc)}") from exc
             if not region:
                 raise AccessDenied("s3:ListBucket", f"HeadBucket {bucket}: {_code(exc)} without x-amz-bucket-region") from exc
         self._regions[bucket] = str(region)
@@ -99,6 +103,8 @@ class AwsBucketReader:
                 return None
             if _code(exc) in _DENIED:
                 raise AccessDenied(action, bucket) from exc
+            if _code(exc) in _MISSING:  # deleted since ListBuckets (which named its Region)
+                raise BucketMissing(bucket, _code(exc)) from exc
             raise
 
     def replication(self, bucket: str, region: str) -> Mapping[str, Any] | None:

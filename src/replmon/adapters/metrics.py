@@ -1,7 +1,10 @@
 """CloudWatch metrics through Powertools Metrics (EMF on stdout; no API calls from Lambda).
 
 Every metric and its dimension sets come from :mod:`replmon.core.telemetry`; Powertools adds the
-``service`` dimension itself (POWERTOOLS_SERVICE_NAME), which telemetry lists too.
+``service`` dimension itself (POWERTOOLS_SERVICE_NAME), which telemetry lists too. A metric whose set
+carries ``RouteGroup`` (the fleet alarms' shard, fleet/alarms.py) gets it here from its ``Route``:
+``group_of(route, RouteGroups)`` is the group the registry files the route under, so emitters pass
+the route only and a route's series always land in an alarm set the stack has.
 """
 
 from __future__ import annotations
@@ -12,17 +15,30 @@ from aws_lambda_powertools import single_metric
 from aws_lambda_powertools.metrics import MetricUnit
 
 from replmon.core.record import ProbeRecord, ProbeStatus
-from replmon.core.telemetry import LATENCY_METRIC, METRICS, NAMESPACE, ROUTE, SERVICE_DIM, SIZE_CLASS, STATUS_METRICS
+from replmon.core.registry import group_of
+from replmon.core.telemetry import (
+    LATENCY_METRIC,
+    METRICS,
+    NAMESPACE,
+    ROUTE,
+    ROUTE_GROUP,
+    SERVICE_DIM,
+    SIZE_CLASS,
+    STATUS_METRICS,
+)
 
 
 class EmfMetrics:
-    def __init__(self, namespace: str = NAMESPACE) -> None:
+    def __init__(self, namespace: str = NAMESPACE, route_groups: int = 1) -> None:
         self.namespace = namespace
+        self.route_groups = route_groups  # RouteGroups (REPLMON_FLEET): a route's group is group_of(route, this)
 
     def count(self, metric: str, value: float = 1, dimensions: Mapping[str, str] | None = None) -> None:
         """Emit ``metric`` once per dimension set telemetry defines for it."""
         spec = METRICS[metric]
-        dimensions = dimensions or {}
+        dimensions = dict(dimensions or {})
+        if ROUTE_GROUP in spec.own_dimensions and ROUTE_GROUP not in dimensions and ROUTE in dimensions:
+            dimensions[ROUTE_GROUP] = group_of(dimensions[ROUTE], self.route_groups)
         missing = spec.own_dimensions - set(dimensions)
         if missing:
             raise ValueError(f"metric {metric} needs dimensions {sorted(missing)}")

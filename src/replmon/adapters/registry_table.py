@@ -1,7 +1,7 @@
 """The route registry in the latency table (core/ports.py :class:`RegistryStore` and :class:`InventoryStore`).
 
 Items: ``#routes/<group>`` / route name (:meth:`RouteSpec.to_item`), ``#inventory/accounts`` / account
-id, ``#inventory/checkpoint`` / ``checkpoint`` (core/partitions.py). Every registry write is one
+id, ``#inventory/checkpoint`` / ``checkpoint`` and ``lease`` (core/partitions.py). Every registry write is one
 conditional PutItem, UpdateItem or DeleteItem: DynamoDB evaluates the condition and the write
 atomically, so an explicit route is never overwritten by the inventory, and two edits of one
 explicit route cannot both win (fleet-design.md 1.3).
@@ -23,6 +23,7 @@ from replmon.core.record import PARTITION_KEY, SORT_KEY
 from replmon.core.registry import InventoryObservation, Origin, RouteSpec, RouteVerdict
 
 CHECKPOINT = "checkpoint"
+RUN_LEASE = "lease"  # one inventory run at a time: a scheduled run and `replmon fleet inventory` never share a checkpoint
 _ser = TypeSerializer()
 _de = TypeDeserializer()
 
@@ -150,3 +151,25 @@ class DynamoRegistry:
             self._call("delete_item", Key=self._key(INVENTORY_CHECKPOINT, CHECKPOINT))
         else:
             self._call("put_item", Item=to_attrs({**state, PARTITION_KEY: INVENTORY_CHECKPOINT, SORT_KEY: CHECKPOINT}))
+
+    def take_run(self, holder: str, now: float, until: float) -> dict[str, Any] | None:
+        try:
+            self._call("update_item", Key=self._key(INVENTORY_CHECKPOINT, RUN_LEASE), UpdateExpression="SET #h = :h, #u = :u",
+                       ConditionExpression="attribute_not_exists(#h) OR #u < :now OR #h = :h",
+                       ExpressionAttributeNames={"#h": "holder", "#u": "until"},
+                       ExpressionAttributeValues={":h": {"S": holder}, ":u": {"N": repr(until)}, ":now": {"N": repr(now)}})
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
+            item = self._call("get_item", Key=self._key(INVENTORY_CHECKPOINT, RUN_LEASE), ConsistentRead=True).get("Item") or {}
+            row = from_attrs(item)
+            return {"holder": row.get("holder", "?"), "until": row.get("until")}
+        return None
+
+    def end_run(self, holder: str) -> None:
+        try:
+            self._call("delete_item", Key=self._key(INVENTORY_CHECKPOINT, RUN_LEASE), ConditionExpression="#h = :h",
+                       ExpressionAttributeNames={"#h": "holder"}, ExpressionAttributeValues={":h": {"S": holder}})
+        except ClientError as exc:  # expired and taken by the next run: its lease now
+            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise

@@ -25,6 +25,10 @@ def cost(
     replication_mib_per_s: Annotated[float | None, typer.Option(min=0.001, help="Modelled replication throughput (pricing.json's assumption otherwise).")] = None,
     mount_preset: Annotated[str | None, typer.Option(help="Instead: one run of this mount preset's cross-region reads (replmon fio cost).")] = None,
     bucket_region: Annotated[str, typer.Option(help="With --mount-preset: the bucket's region (its transfer rate).")] = "ap-northeast-1",
+    routes: Annotated[str | None, typer.Option(metavar="N[,N...]", help="Instead: the fleet's cost for N routes (e.g. 1,10,100,1000) "
+                                               "on --probe-classes, with the cost per route.")] = None,
+    probe_classes: Annotated[str, typer.Option(metavar="CLASSES", help="With --routes: the fleet's ProbeClasses.")] = DEFAULTS.probe_classes,
+    route_groups: Annotated[int, typer.Option(min=1, max=8, help="With --routes: RouteGroups.")] = 1,
     fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table,
 ) -> int:
     """Monthly cost of a schedule: Step Functions, Lambda, S3 requests, the RTC fee and transfer,
@@ -34,6 +38,8 @@ def cost(
         from replmon.cli.fio import print_cost
 
         return print_cost(mount_preset, bucket_region, "full", False, 30 * 24 * 60 / rate_minutes, fmt)
+    if routes is not None:
+        return _fleet_cost(routes, probe_classes, route_groups, cross_region, rtc, source_region, fmt)
     from replmon.cost.estimate import estimate, pricing
     from replmon.local.template import TEMPLATE, load_template
     from replmon.probe.request import load_request
@@ -50,7 +56,10 @@ def cost(
     runs = DEFAULTS_MONTH_MINUTES / rate_minutes
     # Mount baselines are their own stack (templates/mount-baselines.yaml): not priced here.
     resources = load_template(TEMPLATE)["Resources"].values()
-    alarms = sum(1 for r in resources if r["Type"] == "AWS::CloudWatch::Alarm")
+    # Standard alarms, plus the fleet's Metrics Insights alarms of one RouteGroup (RouteGroups=1): AWS
+    # prices those per metric analyzed (aws-contracts C18.13, rate unconfirmed), one per route here, at
+    # the standard alarm's rate. Group g01.. alarms exist only with RouteGroups > 1.
+    alarms = sum(1 for r in resources if r["Type"] == "AWS::CloudWatch::Alarm" and not str(r.get("Condition", "")).startswith("HasGroup"))
     extra: dict[str, float] = {"composite_alarms": sum(1 for r in resources if r["Type"] == "AWS::CloudWatch::CompositeAlarm")}
     if replication_mib_per_s:
         extra["replication_mib_per_s"] = replication_mib_per_s
@@ -78,3 +87,56 @@ def cost(
 
 
 DEFAULTS_MONTH_MINUTES = 30 * 24 * 60  # pricing.json's days_per_month, in minutes
+
+
+def _fleet_cost(routes: str, probe_classes: str, route_groups: int, cross_region: bool, rtc: bool, source_region: str | None,
+                fmt: Format) -> int:
+    """``--routes``: the fleet's monthly cost for each N, per route and marginal (cost/fleet.py)."""
+    from replmon.core.cadence import ProbeClasses
+    from replmon.cost.estimate import pricing
+    from replmon.cost.fleet import fleet_estimate
+    from replmon.fleet.alarms import FLEET_ALARMS
+    from replmon.local.template import TEMPLATE, load_template
+
+    try:
+        counts = sorted({int(x) for x in routes.split(",") if x.strip()})
+    except ValueError:
+        fail(f"--routes: {routes!r} is not a comma-separated list of route counts, e.g. 1,10,100,1000")
+    if not counts or counts[0] < 1 or counts[-1] > 4000:
+        fail(f"--routes: {routes!r}: each count from 1 to 4000 (8 route groups of 500), e.g. 1,10,100,1000")
+    try:
+        classes = ProbeClasses.parse(probe_classes, "--probe-classes")
+    except ConfigError as exc:
+        fail(config_message(exc))
+    resources = list(load_template(TEMPLATE)["Resources"].values())
+    alarms = [r for r in resources if r["Type"] == "AWS::CloudWatch::Alarm" and not str(r.get("Condition", "")).startswith("HasGroup")]
+    standard = len(alarms) - len(FLEET_ALARMS)  # the g00 Metrics Insights alarms carry no condition: priced per route instead
+    composite = sum(1 for r in resources if r["Type"] == "AWS::CloudWatch::CompositeAlarm")
+    try:
+        ests = [fleet_estimate(n, classes, cross_region=cross_region, rtc=rtc, source_region=source_region, route_groups=route_groups,
+                               standard_alarms=standard, composite_alarms=composite) for n in counts]
+    except ConfigError as exc:
+        fail(str(exc))
+    rows = [{"routes": e.routes, "usd_per_month": round(e.total, 2), "usd_per_route_month": round(e.total / e.routes, 2),
+             "marginal_usd_per_route_month": round(e.per_route, 2)} for e in ests]
+    last = ests[-1]
+    doc = {"schema_version": 1, "command": "cost", "modelled": True, "region": last.region, "prices_as_of": last.as_of,
+           "probe_classes": str(classes), "fleet": rows,
+           "per_route_lines": [{"item": x.item, "quantity": round(x.quantity, 3), "unit": x.unit, "usd_per_month": round(x.dollars, 4)}
+                               for x in last.per_route_lines],
+           "fixed_lines": [{"item": x.item, "quantity": round(x.quantity, 3), "unit": x.unit, "usd_per_month": round(x.dollars, 2)}
+                           for x in last.fixed_lines],
+           "assumptions": last.assumptions, "sources": pricing()["sources"]}
+    if fmt is Format.json:
+        emit([], fmt, document=doc)
+    elif fmt is Format.csv:
+        emit(rows, fmt)
+    else:
+        emit([{"routes": f"{r['routes']:,}", "$ per month": f"{r['usd_per_month']:,.2f}", "$ per route": f"{r['usd_per_route_month']:,.2f}",
+               "marginal $ per route": f"{r['marginal_usd_per_route_month']:,.2f}"} for r in rows], fmt,
+             f"replmon cost --routes (modelled; {last.region} list prices of {last.as_of}; classes {classes})")
+        emit([{"per route, per month": x.item, "quantity": f"{x.quantity:,.1f} {x.unit}", "$": f"{x.dollars:,.3f}"}
+              for x in last.per_route_lines], fmt, "what one route adds")
+        err.print("modelled: " + "; ".join(f"{k}={v}" for k, v in last.assumptions.items() if k != "metric_months_per_route"),
+                  highlight=False)
+    return OK

@@ -23,18 +23,19 @@ def _routes_from(path: Path | None) -> list[Route]:
     try:
         raw = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
-        fail(f"--routes {path}: {exc}")
+        fail(f"--routes-file {path}: {exc}")
     items = raw.get("routes", raw) if isinstance(raw, dict) else raw
     try:
         return [Route.model_validate(r) for r in items]
     except ValidationError as exc:
-        fail(f"--routes {path}: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
+        fail(f"--routes-file {path}: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
 
 
 @events_app.command("parse")
 def parse(
     file: Annotated[Path, typer.Argument(help="A payload as delivered: an SQS batch, a bare S3 notification, an EventBridge event, or one record ('-' reads stdin).")],
-    routes: Annotated[Path | None, typer.Option(help="JSON routes (a probe request, or its routes list): events map onto them.")] = None,
+    routes: Annotated[Path | None, typer.Option("--routes-file", metavar="FILE",
+                                                help="JSON routes (a probe request, or its routes list): events map onto them.")] = None,
     fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table,
 ) -> int:
     """Print what would be stored for each record, and which records fail and why (exit 1 if any)."""

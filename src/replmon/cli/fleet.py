@@ -231,6 +231,11 @@ def inventory(
         fail(config_message(exc))
     except Exception as exc:
         fail(f"inventory: {explain(exc)}", INFRASTRUCTURE)
+    if summary.held_by is not None:
+        until = summary.held_by.get("until")
+        at = time.strftime("%H:%M:%S UTC", time.gmtime(float(until))) if isinstance(until, (int, float)) else "?"
+        fail(f"inventory: another run holds the inventory's lease ({summary.held_by.get('holder')}, until {at}); "
+             "run it again after that, or use --dry-run", INFRASTRUCTURE)
     rows = [route_row(s) for s in summary.routes]
     document = {**summary.to_json(), "dry_run": dry_run, "writes": store.writes if dry_run else None}
     emit(rows, fmt, f"inventory {summary.run_id}: {len(rows)} routes{' (dry run: nothing written)' if dry_run else ''}",

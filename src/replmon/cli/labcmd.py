@@ -386,7 +386,8 @@ def lab_chaos(
             left = lab.leftovers()
     except LabError as exc:
         fail(str(exc), USAGE if str(exc).startswith("--dir") else INFRASTRUCTURE)
-    from replmon.cli.output import envelope, health_json
+    from replmon.cli.output import envelope
+    from replmon.signals.health import health_output
 
     rows = [p.row() for p in phases]
     ok = not phases[0].breached and phases[1].breached and not phases[2].breached
@@ -395,7 +396,7 @@ def lab_chaos(
     outcome = ("breached under the fault and recovered after healing" if ok else "did NOT breach and recover as expected")
     doc = envelope("lab chaos", [now], code, target, fault=fault, breached_and_recovered=ok, left_behind=left, phases=[
         {"phase": p.name, "fault": p.fault, "duration_seconds": p.seconds, "statuses": [str(s) for s in p.statuses],
-         "breached": p.breached, "verdict": p.verdict().to_json(), "health": health_json(p.health), "notes": p.notes} for p in phases])
+         "breached": p.breached, "verdict": p.verdict().to_json(), "health": health_output(p.health), "notes": p.notes} for p in phases])
     print_headline([now], fmt)
     (out if fmt is Format.table else err).print(f"lab chaos {fault}: {outcome}", highlight=False, markup=False)
     if fmt is Format.csv:

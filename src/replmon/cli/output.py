@@ -73,40 +73,6 @@ def record_json(r: ProbeRecord, target_seconds: float) -> dict[str, Any]:
     }
 
 
-def health_json(h: Mapping[str, Any]) -> dict[str, Any]:
-    """A route's RPO and SLO (signals/health.py RouteHealth.to_json) in the output's words."""
-    rpo, slo = h["rpo"], h["slo"]
-
-    def pct(v: float | None) -> float | None:
-        return None if v is None else round(100 * v, 4)
-
-    inputs = rpo["inputs"]
-    return {
-        "route": h["route"],
-        "rpo_seconds": rpo["seconds"] if any(inputs.get(k) is not None for k in ("oldest_unfinished_probe", "recent_probe_latency",
-                                                                                  "rtc_replication_latency")) else None,
-        "rpo_unbounded": rpo["unbounded"], "rpo_unbounded_reasons": list(rpo["reasons"]),
-        "rpo_inputs": {
-            "oldest_unfinished_probe_seconds": inputs.get("oldest_unfinished_probe"),
-            "recent_probe_latency_seconds": inputs.get("recent_probe_latency"),
-            "rtc_replication_latency_seconds": inputs.get("rtc_replication_latency"),
-            "rtc_bytes_pending_bytes": inputs.get("rtc_bytes_pending"),
-            "rtc_operations_pending_count": inputs.get("rtc_operations_pending"),
-        },
-        "rpo_by_size_class": [{"size_class": k, "rpo_seconds": v} for k, v in rpo["by_size_class"].items()],
-        "rpo_missing_inputs": list(rpo["missing"]),
-        "slo": {
-            "threshold_seconds": slo["threshold_seconds"], "objective_percent": pct(slo["target"]), "period_days": slo["period_days"],
-            "good_probes": slo["good"], "judged_probes": slo["total"], "attainment_percent": pct(slo["attainment"]),
-            "budget_left_percent": pct(slo["budget_left"]),
-            # the window really used: "5m→15m" when the short window is widened to the probe interval
-            "burn_rates": [{"window": slo.get("windows", {}).get(w, w), "rate": v} for w, v in slo["burn_rates"].items()],
-            "alerts": {k: bool(v) for k, v in slo["alerts"].items()},
-        },
-        "events": [{"kind": k, "count": n} for k, n in sorted(h.get("events", {}).items())],
-    }
-
-
 def envelope(command: str, verdicts: Sequence[RouteJudgement], exit_code: int, target_seconds: float, **fields: Any) -> dict[str, Any]:
     """What every measuring command's JSON starts with; ``fields`` are the command's own."""
     return {

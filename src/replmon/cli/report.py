@@ -20,7 +20,9 @@ from replmon.core.names import check_route_name
 
 
 def report(
-    route: Annotated[list[str], typer.Option(metavar="NAME", help="Route name (repeat for several).")],
+    route: Annotated[list[str] | None, typer.Option(metavar="NAME", help="Route name (repeat for several).")] = None,
+    fleet: Annotated[bool, typer.Option("--fleet", help="Every route of the registry (replmon fleet), riskiest first: "
+                                        "RPO, SLO attainment, budget left, burn and worst size class per route.")] = False,
     hours: Annotated[float, typer.Option(metavar="HOURS", help="Window of the statistics: the last N hours.")] = 24.0,
     target: Annotated[float, typer.Option(metavar="SECONDS", min=0.001, help="Latency target: RPO and every probe are judged "
                                           "against it (the stack's LatencyTargetSeconds).")] = DEFAULTS.target_seconds,
@@ -48,11 +50,11 @@ def report(
     are read with the default AWS credential chain (environment, AWS_PROFILE or --profile, SSO,
     instance role). See docs/SEMANTICS.md for what each number means.
     """
-    from replmon.cli.output import envelope, health_json, summary_json, within_counts
+    from replmon.cli.output import envelope, summary_json, within_counts
     from replmon.core.keys import iso_ms
     from replmon.core.stats import summarize
     from replmon.probe.latency_report import records_in
-    from replmon.signals.health import route_health
+    from replmon.signals.health import health_output, route_health
     from replmon.signals.slo import slo_spec
     from replmon.signals.verdict import duration, judge_health
     from replmon.wiring import latency_table
@@ -72,6 +74,11 @@ def report(
             fail(f"--charts: {exc.name or 'matplotlib'} is not installed (it comes with the lab extra: pip install 'replmon[lab]')")
     if not 0 < hours <= 24 * 400:
         fail(f"--hours: {hours:g} is outside (0, 9600]; give the window in hours, e.g. 24")
+    if fleet and route:
+        fail("--fleet and --route: --fleet reports every route of the registry; give one or the other")
+    if not fleet and not route:
+        fail("--route or --fleet: which routes? (--route NAME, repeatable, or --fleet for the registry's)")
+    route = list(route or [])
     for name in route:  # one name pattern (core/names.py): a bad name is a usage error naming the flag
         try:
             check_route_name(name)
@@ -88,6 +95,18 @@ def report(
     now = time.time()
     start = now - hours * 3600
     spec = slo_spec({"threshold_seconds": target, "target_percent": slo_target_percent})
+    registry_rows: list[dict[str, object]] = []
+    if fleet:
+        from replmon.adapters.registry_table import DynamoRegistry
+        from replmon.fleet.risk import registry_rows as read_registry
+
+        try:
+            registry_rows = read_registry(DynamoRegistry(store.table, store.client))  # type: ignore[attr-defined]
+        except Exception as exc:
+            fail(f"route registry in {table!r}: {explain(exc)}", INFRASTRUCTURE)
+        route = [str(r["route"]) for r in registry_rows]
+        if not route:
+            fail(f"--fleet: the registry in {table!r} has no routes (replmon fleet put, or the inventory, adds them)", Exit.NO_DATA)
     try:
         records = records_in(store, route, start, now)
         health = [route_health(store, r, now, spec, rpo_window).to_json(spec) for r in route]
@@ -112,7 +131,24 @@ def report(
         chart_files = [str(over), str(vs)]
     doc = envelope("report", verdicts, code, target, window={"start_at": iso_ms(start), "end_at": iso_ms(now), "hours": hours},
                    probes=len(records), summaries=[summary_json(s, counts) for s in summaries],
-                   health=[health_json(h) for h in health], chart_files=chart_files)
+                   health=[health_output(h) for h in health], chart_files=chart_files)
+    if fleet:
+        from replmon.fleet.risk import COLUMNS, fleet_rows
+
+        rows_f = fleet_rows(registry_rows, {h["route"]: h for h in doc["health"]}, {v.route: str(v.verdict) for v in verdicts},
+                            doc["summaries"], target_seconds=target)
+        doc["fleet"] = rows_f
+        if fmt is Format.table:  # one line for the fleet, then the table (a headline per route would repeat it)
+            tally = {v: sum(1 for r in rows_f if r["verdict"] == v) for v in ("breach", "not_measured", "no_data", "ok")}
+            out.print(f"fleet: {len(rows_f)} routes: "
+                      + ", ".join(f"{n} {v.replace('_', ' ')}" for v, n in tally.items()), highlight=False)
+            emit(rows_f, fmt, f"fleet: {len(rows_f)} routes, riskiest first (last {hours:g} h; RPO now, SLO {slo_target_percent:g} % "
+                 f"within {target:g} s over {spec.period_days} days)", columns=list(COLUMNS))
+        else:
+            emit(rows_f if fmt is Format.csv else [], fmt, document=None if fmt is Format.csv else doc, columns=list(COLUMNS))
+        for f in chart_files:
+            err.print(f"chart: {f}", highlight=False)
+        return code
     print_headline(verdicts, fmt, counted=f"last {hours:g} h")
     if fmt is Format.json:
         emit([], fmt, document=doc)
@@ -134,7 +170,7 @@ def report(
 
 
 def health_row(h: dict[str, object], wide: bool) -> dict[str, object]:
-    """One route's RPO and SLO (output.health_json) as a table row; ``wide`` adds burn rates,
+    """One route's RPO and SLO (signals/health.py health_output) as a table row; ``wide`` adds burn rates,
     pending bytes and events."""
     slo = h["slo"]
     assert isinstance(slo, dict)

@@ -50,7 +50,7 @@ class FleetSettings(BaseModel):
     tick_minutes: int = Field(default=DEFAULTS.schedule_rate_minutes, ge=1, le=1440)
     spread_seconds: int = Field(default=DEFAULTS.spread_seconds, ge=0)
     max_route_runs: int = Field(default=DEFAULTS.fleet_max_route_runs, ge=1, le=10_000)
-    max_probes: int = Field(default=DEFAULTS.fleet_max_probes, ge=1, le=10_000)
+    max_probes: int = Field(default=DEFAULTS.fleet_max_probes, ge=1, le=1_000)  # FleetMaxProbes MaxValue (the Map result bound)
     heartbeat_seconds: int = Field(default=DEFAULTS.heartbeat_seconds, ge=10, le=3600)
     member_role_prefix: str = Field(default=DEFAULTS.member_role_prefix, pattern=r"^[\w+=,.@-]{1,40}$")
     member_external_id: str | None = None

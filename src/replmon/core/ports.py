@@ -281,6 +281,23 @@ class InventoryStore(Protocol):
         """Write the resume point; ``None`` removes it (the run completed)."""
         ...
 
+    def take_run(self, holder: str, now: float, until: float) -> dict[str, Any] | None:
+        """Take the inventory's one-run lease until ``until``: None when taken (free, expired, or
+        already ``holder``'s), else the standing lease (``holder``, ``until``). One conditional write."""
+        ...
+
+    def end_run(self, holder: str) -> None:
+        """Give the lease back if ``holder`` still has it."""
+        ...
+
+
+class BucketMissing(Exception):
+    """A bucket the inventory looked up does not exist (HeadBucket 404: S3 names no Region for it)."""
+
+    def __init__(self, bucket: str, detail: str = "") -> None:
+        super().__init__(f"bucket {bucket} does not exist{': ' + detail if detail else ''}")
+        self.bucket = bucket
+
 
 class AccessDenied(Exception):
     """A member-account read was refused; ``action`` is the IAM action (``s3:GetReplicationConfiguration``)."""

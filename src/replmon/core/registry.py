@@ -121,6 +121,8 @@ _FIXES: dict[str, tuple[Mode, str]] = {
     "DESTINATION_NOT_MEMBER": (Mode.PASSIVE, "the destination account has no replmon member roles, so replicas cannot be "
                                              "verified or cleaned; deploy templates/member-account.yaml there and add "
                                              "the account to MemberAccounts"),
+    "DESTINATION_MISSING": (Mode.OFF, "a rule replicates to a bucket that does not exist (HeadBucket 404), so "
+                                      "replication to it fails; create the bucket or fix the rule's Destination"),
     "ACCESS_DENIED": (Mode.OFF, "the inventory role was denied the read the reason names; allow it for "
                                 "<MemberRolePrefix>-inventory (templates/member-account.yaml) or in the bucket policy"),
     "ASSUME_ROLE_DENIED": (Mode.OFF, "the hub could not assume the account's inventory role; deploy "
@@ -140,6 +142,7 @@ class Reason(StrEnum):
     TAG_FILTER = "TAG_FILTER"
     KMS_OBJECTS_NOT_REPLICATED = "KMS_OBJECTS_NOT_REPLICATED"
     DESTINATION_NOT_MEMBER = "DESTINATION_NOT_MEMBER"
+    DESTINATION_MISSING = "DESTINATION_MISSING"
     ACCESS_DENIED = "ACCESS_DENIED"
     ASSUME_ROLE_DENIED = "ASSUME_ROLE_DENIED"  # an account-level reason (#inventory/accounts)
     SUPERSEDED = "SUPERSEDED"

@@ -7,8 +7,10 @@ metric when ``POWERTOOLS_SERVICE_NAME`` is set (template.yaml sets it for every 
 test (tests/test_alarm_contract.py) runs each function's metric code with that function's
 environment and fails if an alarm watches a (namespace, metric, dimensions) nobody emits.
 
->>> METRICS["ProbeFailed"].dimension_sets
+>>> METRICS["ProbeCompleted"].dimension_sets
 (('service', 'Route'),)
+>>> METRICS["ProbeFailed"].dimension_sets  # switched: the fleet alarms' schema
+(('service', 'RouteGroup', 'Route'),)
 
 **The fleet's metrics** (issues 18/19/21, fleet-design.md 6.1) are :data:`FLEET_METRICS`: every
 per-route series carries ``RouteGroup`` (the Metrics Insights alarms' shard), fleet totals carry
@@ -21,7 +23,7 @@ last emitter and alarm).
 >>> FLEET_METRICS["StallSeconds"].dimension_sets
 (('service', 'RouteGroup', 'Route'),)
 >>> sorted(RETIRING)
-['RtcBytesPending', 'RtcOperationsPending', 'SloBurnRate']
+['RtcBytesPending', 'RtcOperationsPending']
 """
 
 from __future__ import annotations
@@ -41,7 +43,6 @@ SIZE_CLASS = "SizeClass"
 EVENT = "Event"  # S3 replication event name (passive signals)
 RULE = "RuleId"
 ROUTE_GROUP = "RouteGroup"  # the fleet's shard: g00..g07 (core/registry.py group_of)
-WINDOW = "Window"  # an SLO burn-rate window: "1h", "5m", "6h", "30m"
 TARGET = "Target"  # a mount baseline's target (its configured name)
 PRESET = "Preset"  # a mount preset (replmon/mounts/presets.json)
 JOB = "Job"  # a fio job (or dd test) of a preset, with its direction: "1M-read/read"
@@ -94,7 +95,6 @@ _TODAY: dict[str, MetricDef] = {
         _m("RpoSeconds", "Seconds", "the route's current RPO (signals/slo.py): the largest bounded input", (ROUTE,)),
         _m("RpoUnbounded", "Count", "1 when an object is known not to be on the destination, else 0", (ROUTE,)),
         _m("ErrorBudgetRemaining", "Percent", "SLO error budget left over the period (negative: overspent)", (ROUTE,)),
-        _m("SloBurnRate", "None", "error rate / allowed error rate over a window", (ROUTE, WINDOW)),
         _m("RtcBytesPending", "Bytes", "S3 BytesPendingReplication (Maximum) in the window", (ROUTE,)),
         _m("RtcOperationsPending", "Count", "S3 OperationsPendingReplication (Maximum) in the window", (ROUTE,)),
         _m("RtcReadFailed", "Count", "collections whose GetMetricData call failed", (ROUTE,)),
@@ -178,12 +178,31 @@ FLEET_METRICS: dict[str, MetricDef] = {
 }
 
 #: Today's metrics the fleet drops: S3 publishes the pending metrics itself (alarmed natively in the
-#: member Region); the two burn metrics replace SloBurnRate and its Window dimension.
-RETIRING = frozenset({"SloBurnRate", "RtcBytesPending", "RtcOperationsPending"})
+#: member Region). (SloBurnRate and its Window dimension are gone: SloBurnPage/SloBurnTicket replaced them.)
+RETIRING = frozenset({"RtcBytesPending", "RtcOperationsPending"})
 
 #: Fleet metrics the code already emits with their fleet dimension sets. A package that moves a
 #: metric's emitter adds its name here (one per line), in the same commit as the emitter and alarm.
 SWITCHED: frozenset[str] = frozenset({
+    # package D (fleet alarms, fleet/alarms.py): what the Metrics Insights alarms read, and the rest of
+    # the per-route series; EmfMetrics adds RouteGroup = group_of(Route, RouteGroups) to each.
+    "RpoSeconds",
+    "RpoUnbounded",
+    "SloBurnPage",
+    "SloBurnTicket",
+    "ErrorBudgetRemaining",
+    "ProbeFailed",
+    "ProbeStuck",
+    "ProbeError",
+    "ProbeInterrupted",
+    "RunSkipped",
+    "RecordLost",
+    "RecordSpooled",
+    "CleanupFailed",
+    "RtcReadFailed",
+    "EventClockDisagreement",
+    "ReplicationLatencySeconds",
+    "ReplicationEvents",
 })
 
 #: What the code emits now: today's definitions, with each switched metric's fleet definition.

@@ -19,17 +19,18 @@ from __future__ import annotations
 import logging
 import re
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from replmon.core.defaults import DEFAULTS
 from replmon.core.fleetconfig import FleetSettings
 from replmon.core.keys import RUN_STAMP
 from replmon.core.names import KMS_KEY_ARN_RE
-from replmon.core.ports import AccessDenied, BucketReader, InventoryStore, MemberAccounts, RegistryStore
+from replmon.core.ports import AccessDenied, BucketMissing, BucketReader, InventoryStore, MemberAccounts, RegistryStore
 from replmon.core.registry import (
     DestinationSpec,
     InventoryObservation,
@@ -47,6 +48,10 @@ from replmon.fleet.registrar import all_routes, explicit_sources, move_groups, r
 log = logging.getLogger(__name__)
 
 #: Counts kept per account row (and carried in a checkpoint).
+T = TypeVar("T")
+
+#: How long after a run's deadline its lease still stands if it died (Lambda's own timeout is past by then).
+RUN_LEASE_MARGIN_SECONDS = 120.0
 COUNTS = ("buckets", "replicated", "not_replicated", "routes", "observed", "denied")
 
 
@@ -70,10 +75,11 @@ class InventorySummary:
     accounts: dict[str, dict[str, Any]] = field(default_factory=dict)
     reasons: Counter[str] = field(default_factory=Counter)
     routes: list[RouteSpec] = field(default_factory=list)  # every route written or observed, in order
+    held_by: dict[str, Any] | None = None  # another run's lease stood: this run did nothing
 
     def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "complete": self.complete, "moved": self.moved, "accounts": self.accounts,
-                "reasons": dict(sorted(self.reasons.items())), "routes": len(self.routes)}
+                "reasons": dict(sorted(self.reasons.items())), "routes": len(self.routes), "held_by": self.held_by}
 
 
 @dataclass
@@ -83,7 +89,7 @@ class BucketResult:
     bucket: str
     route: RouteSpec | None = None
     not_replicated: bool = False
-    denied: dict[str, str] | None = None  # {"bucket", "action", "reason"}
+    denied: dict[str, str] | None = None  # {"bucket", "action", "reason"} (+ "code": a Reason other than ACCESS_DENIED)
 
 
 def _arn(value: str | None) -> str | None:
@@ -143,6 +149,14 @@ def verdict(found: Discovery, raw_config: Mapping[str, Any], *, probe_prefix: st
     return RouteVerdict.of(Reason.OK, checked_at=now), rules
 
 
+def _allowed(call: Callable[[], T], default: T, denied: str | None) -> tuple[T, str | None]:
+    """``call()``, or ``default`` and the first refused action when the read is denied."""
+    try:
+        return call(), denied
+    except AccessDenied as exc:
+        return default, denied or exc.action
+
+
 def inspect_bucket(reader: BucketReader, bucket: str, region: str | None, *, settings: InventorySettings, probe_prefix: str,
                    groups: int, members: Sequence[str], run_id: str, now: float) -> BucketResult:
     """Read one bucket and build its discovered route (or say why there is none)."""
@@ -151,19 +165,18 @@ def inspect_bucket(reader: BucketReader, bucket: str, region: str | None, *, set
         config = reader.replication(bucket, region)
     except AccessDenied as exc:
         return BucketResult(bucket, denied={"bucket": bucket, "action": exc.action, "reason": str(exc)})
+    except BucketMissing:  # deleted between ListBuckets and now: nothing to measure
+        return BucketResult(bucket, not_replicated=True)
     if config is None:
         return BucketResult(bucket, not_replicated=True)
     denied: str | None = None
-    tags: dict[str, str] = {}
+    no_tags: dict[str, str] = {}
     kms_key: str | None = None
-    try:
-        tags = reader.tags(bucket, region)
-    except AccessDenied as exc:
-        denied = exc.action
-    try:
-        kms_key = reader.default_kms_key(bucket, region)
-    except AccessDenied as exc:
-        denied = denied or exc.action
+    try:  # each read on its own: a refusal names its action and the other read still answers
+        tags, denied = _allowed(lambda: reader.tags(bucket, region), no_tags, denied)
+        kms_key, denied = _allowed(lambda: reader.default_kms_key(bucket, region), None, denied)
+    except BucketMissing:  # deleted between ListBuckets and now: nothing to measure
+        return BucketResult(bucket, not_replicated=True)
     found = discover(bucket, config, probe_prefix)
     opted_out = settings.opted_out(tags)
     v, rules = verdict(found, config, probe_prefix=probe_prefix, opted_out=opted_out, kms_key=kms_key, members=members,
@@ -182,6 +195,9 @@ def inspect_bucket(reader: BucketReader, bucket: str, region: str | None, *, set
                                          replica_kms_key_arn=_arn(enc.get("ReplicaKmsKeyID"))))
     except AccessDenied as exc:
         return BucketResult(bucket, denied={"bucket": bucket, "action": exc.action, "reason": f"destination Region: {exc}"})
+    except BucketMissing as exc:  # replication to it fails: named as its own reason, not as a refused read
+        return BucketResult(bucket, denied={"bucket": bucket, "action": "s3:ListBucket", "reason": f"destination {exc}; "
+                                            f"{Reason.DESTINATION_MISSING.fix}", "code": Reason.DESTINATION_MISSING.value})
     observed = {"rules": [r.to_json() for r in found.rules], "notes": found.notes, "default_kms_key": kms_key,
                 "opt_out_tag": settings.opt_out_tag if opted_out else None}
     spec = RouteSpec(
@@ -212,7 +228,22 @@ def _new_counts() -> dict[str, Any]:
 
 
 def run_inventory(deps: InventoryDeps, now: float, deadline: float) -> InventorySummary:
-    """One inventory run; stops at ``deadline`` (epoch seconds, read from ``deps.clock``) with a checkpoint."""
+    """One inventory run; stops at ``deadline`` (epoch seconds, read from ``deps.clock``) with a
+    checkpoint. Runs one at a time: a run that finds another's lease standing (a scheduled run and
+    ``replmon fleet inventory`` at once) does nothing and says whose it is (``held_by``); a run
+    that died frees it ``RUN_LEASE_MARGIN_SECONDS`` after its deadline."""
+    holder = f"{time.strftime(RUN_STAMP, time.gmtime(now))}-{uuid.uuid4().hex[:8]}"
+    held = deps.rows.take_run(holder, now, deadline + RUN_LEASE_MARGIN_SECONDS)
+    if held is not None:
+        log.warning("another inventory run holds the lease (%s until %s): this run does nothing", held.get("holder"), held.get("until"))
+        return InventorySummary("", complete=False, held_by=held)
+    try:
+        return _run(deps, now, deadline)
+    finally:
+        deps.rows.end_run(holder)
+
+
+def _run(deps: InventoryDeps, now: float, deadline: float) -> InventorySummary:
     checkpoint = deps.rows.checkpoint()
     run_id = str(checkpoint["run_id"]) if checkpoint else time.strftime(RUN_STAMP, time.gmtime(now)) + "-inv"
     summary = InventorySummary(run_id)
@@ -276,7 +307,7 @@ def _record(deps: InventoryDeps, res: BucketResult, explicit: Mapping[str, str],
     if res.denied is not None:  # replicated or not is unknown: the row names the bucket and the action
         counts["denied"] += 1
         counts["denied_reads"].append(res.denied)
-        summary.reasons[Reason.ACCESS_DENIED.value] += 1
+        summary.reasons[res.denied.get("code", Reason.ACCESS_DENIED.value)] += 1
         return
     counts["replicated"] += 1
     spec = res.route

@@ -25,7 +25,8 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from replmon.core.clock import Clock
-from replmon.core.ports import ExecutionStatus, Lease, LeaseStore, MetricsSink
+from replmon.core.keys import plan_object_key
+from replmon.core.ports import ExecutionStatus, Lease, LeaseStore, MetricsSink, PlanStore
 from replmon.core.telemetry import ROUTE
 
 log = logging.getLogger("replmon")
@@ -34,6 +35,8 @@ log = logging.getLogger("replmon")
 #: machine's own scheduling delays and Lambda retries beyond the steps' bounds.
 LEASE_MARGIN_SECONDS = 600.0
 RUN_SKIPPED = "RunSkipped"
+#: How many skipped routes BeginRouteRun's output names (all are recorded in <route>#runs and counted).
+SKIPPED_NAMED = 100
 
 
 class LeaseDeps(Protocol):
@@ -41,6 +44,7 @@ class LeaseDeps(Protocol):
     metrics: MetricsSink
     clock: Clock
     executions: ExecutionStatus | None
+    plans: PlanStore | None
 
 
 def _store(deps: LeaseDeps) -> LeaseStore:
@@ -59,23 +63,29 @@ def begin_run(event: Mapping[str, Any], deps: LeaseDeps) -> dict[str, Any]:
     """
     plan = dict(event["plan"])
     holder = str(event.get("execution") or plan["run_id"])
+    # A fleet plan (fleet/planner.py) names each route's due classes: the lease records the tick's
+    # start as their ls_<class> (the due rule's clock), only for a route that really starts.
+    fleet: dict[str, list[str]] | None = plan.get("route_classes")
+    names = list(fleet) if fleet is not None else [r["name"] for r in plan["routes"]]
+    started_at = float(plan.get("tick_start") or 0.0)
     store, now = _store(deps), deps.clock.now()
     until = now + float(plan["bound_seconds"]) + LEASE_MARGIN_SECONDS
     held: list[str] = []
     skipped: list[dict[str, Any]] = []
     try:
-        overran = _overrunning(store, deps.executions, [r["name"] for r in plan["routes"]], holder, now)
-        for route in plan["routes"]:
-            name = route["name"]
+        overran = _overrunning(store, deps.executions, names, holder, now)
+        for name in names:
             current = overran.get(name)
             if current is None:
-                if store.acquire(name, holder, now, until, {}) is not None:
+                started = {c: started_at for c in fleet[name]} if fleet is not None else {}
+                if store.acquire(name, holder, now, until, started) is not None:
                     held.append(name)
                     continue
                 current = store.leases([name]).get(name)
             held_by = (current.holder if current else None) or "unknown"
             held_until = (current.until if current else None) or 0.0
-            classes = sorted({p["size_class"] for p in plan["probes"] if p["route"]["name"] == name})
+            classes = (sorted(fleet[name]) if fleet is not None
+                       else sorted({p["size_class"] for p in plan["probes"] if p["route"]["name"] == name}))
             if store.record_skip(name, plan["run_id"], held_by, held_until, classes):
                 deps.metrics.count(RUN_SKIPPED, dimensions={ROUTE: name})
             log.warning("route skipped: its previous run " + ("outlasted its lease and still runs" if name in overran
@@ -89,12 +99,34 @@ def begin_run(event: Mapping[str, Any], deps: LeaseDeps) -> dict[str, Any]:
             except Exception as exc:
                 log.warning("lease not released after a failed begin", extra={"route": name, "error": f"{type(exc).__name__}: {exc}"})
         raise
-    plan["routes"] = [r for r in plan["routes"] if r["name"] in held]
-    plan["probes"] = [p for p in plan["probes"] if p["route"]["name"] in held]
-    plan["probe_count"] = len(plan["probes"])
+    kept = set(held)
+    plan["routes"] = [r for r in plan["routes"] if r["name"] in kept]
+    if fleet is not None:
+        plan["route_classes"] = {n: c for n, c in fleet.items() if n in kept}
+    if plan.get("plan"):  # the probes are in the plan bucket: the Map reads only the held routes' probes
+        if skipped:
+            plan["plan"] = _held_plan(deps, plan, kept, holder)
+        plan["probe_count"] = int(plan["plan"]["items"])
+    else:
+        plan["probes"] = [p for p in plan["probes"] if p["route"]["name"] in kept]
+        plan["probe_count"] = len(plan["probes"])
     plan["lease"] = {"holder": holder, "until": until, "routes": held}
-    plan["skipped"] = skipped
+    # Named up to SKIPPED_NAMED (the state stays bounded at any fleet size); each is recorded and counted.
+    plan["skipped"] = skipped[:SKIPPED_NAMED]
+    if len(skipped) > SKIPPED_NAMED:
+        plan["skipped_count"] = len(skipped)
     return plan
+
+
+def _held_plan(deps: LeaseDeps, plan: Mapping[str, Any], kept: set[str], holder: str) -> dict[str, Any]:
+    """The plan object without the skipped routes' probes, written beside the planned one (a
+    retried BeginRouteRun writes the same object again)."""
+    if deps.plans is None:
+        raise RuntimeError("no plan store wired (wiring.Deps.plans): the plan in the plan bucket cannot be narrowed to the held routes")
+    items = [p for p in deps.plans.get_plan(str(plan["plan"]["key"])) if p["route"]["name"] in kept]
+    suffix = holder.rsplit(":", 1)[-1][-40:]
+    ref = deps.plans.put_plan(plan_object_key(str(plan["tick"]), f"{plan['run_id']}-held-{suffix}"), items)
+    return {"bucket": ref.bucket, "key": ref.key, "items": ref.items}
 
 
 def _overrunning(store: LeaseStore, executions: ExecutionStatus | None, names: list[str], holder: str,

@@ -145,3 +145,9 @@ class PreviewRegistry:
     def put_checkpoint(self, state: Mapping[str, Any] | None) -> None:
         if state is not None:
             self.writes.append({"op": "put_checkpoint", "account": state.get("account"), "applied": True})
+
+    def take_run(self, holder: str, now: float, until: float) -> dict[str, Any] | None:
+        return None  # a dry run writes nothing, so it needs no lease
+
+    def end_run(self, holder: str) -> None:
+        return None

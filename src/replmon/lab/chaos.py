@@ -27,9 +27,11 @@ from replmon.signals.verdict import RouteJudgement, judge_health
 
 
 def alarm_factors() -> dict[str, float]:
-    """The burn-rate alarms' thresholds, as template.yaml sets them (window label -> factor)."""
+    """The burn-rate alarms' thresholds, as template.yaml sets them (window label -> factor): the fleet
+    alarms on SloBurnPage (1 h / 5 min) and SloBurnTicket (6 h / 30 min), fleet/alarms.py."""
     res = load_template(TEMPLATE)["Resources"]
-    return {w: float(res[f"BurnRate{w}Alarm"]["Properties"]["Threshold"]) for w in ("1h", "5m", "6h", "30m")}
+    fast, slow = (float(res[f"{name}G00Alarm"]["Properties"]["Threshold"]) for name in ("SloFastBurn", "SloSlowBurn"))
+    return {"1h": fast, "5m": fast, "6h": slow, "30m": slow}
 
 
 def lab_spec(target_seconds: float, phase_seconds: float, target: float = 0.9999) -> SloSpec:

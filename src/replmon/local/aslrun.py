@@ -11,7 +11,11 @@ them (moto is pinned in pyproject.toml):
 - ``LambdaSimpleBackend.invoke`` (runs the handler instead of echoing the payload);
 - with a ManualClock only: ``WaitFunction._wait_interval`` and the ``time`` the Retry
   backoff sleeps with (``retrier_decl``) advance the clock instead of sleeping, so a
-  30-minute replication or a long backoff plays in milliseconds.
+  30-minute replication or a long backoff plays in milliseconds;
+- the S3 client of a Distributed Map's ``ItemReader`` (``item_reader...resource_eval_s3.boto_client_for``,
+  a fleet plan in the plan bucket): ``plan_s3`` when given. moto builds it with no endpoint, which
+  in a local run (S3 passed through) would reach AWS itself: :func:`local_state_machine` refuses
+  it unless the caller hands the plan bucket's client.
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ FUNCTIONS = ("PlanProbes", "BeginRouteRun", "EndRouteRun", "Housekeeping", "Uplo
 #: What moto emulates in a local run; everything else passes through to the real endpoint.
 EMULATED = ("states", "lambda")
 PASSTHROUGH = rf"^https?://(?!({'|'.join(EMULATED)})\.[a-z0-9-]+\.amazonaws\.com)"
+#: The ItemReader's client factory (moto 5.2.5).
+ITEM_READER_CLIENT = "moto.stepfunctions.parser.asl.component.state.exec.state_map.item_reader.eval.resource_eval_s3.boto_client_for"
 
 Handler = Callable[[dict[str, Any], Any], Any]
 
@@ -61,6 +67,9 @@ def check_patch_points() -> None:
 
     if "time.sleep(interval_seconds)" not in inspect.getsource(retrier_decl):
         raise RuntimeError("moto's Retry backoff no longer sleeps with time.sleep; update replmon.local.aslrun")
+    module, _, name = ITEM_READER_CLIENT.rpartition(".")
+    if not callable(getattr(importlib.import_module(module), name, None)):
+        raise RuntimeError(f"moto's ItemReader no longer builds its S3 client with {ITEM_READER_CLIENT}; update replmon.local.aslrun")
 
 
 def function_arn(name: str) -> str:
@@ -109,8 +118,9 @@ class LocalStateMachine:
     """
 
     def __init__(self, handlers: dict[str, Handler], clock: ManualClock | None = None, definition: Path = DEFINITION,
-                 environments: Mapping[str, Mapping[str, str]] | None = None):
+                 environments: Mapping[str, Mapping[str, str]] | None = None, plan_s3: Any = None):
         self.handlers = handlers
+        self.plan_s3 = plan_s3  # the ItemReader's S3 client (None: moto's own, for a test inside mock_aws)
         self.clock = clock
         self.definition = definition
         self.environments = environments or {}
@@ -179,6 +189,13 @@ class LocalStateMachine:
                 time = staticmethod(clock.now)
 
             self._stack.enter_context(mock.patch("moto.stepfunctions.parser.asl.component.common.retry.retrier_decl.time", BackoffTime))
+        if self.plan_s3 is not None:
+            plan_s3 = self.plan_s3
+
+            def item_reader_client(region: str, service: str, state_credentials: Any = None) -> Any:
+                return plan_s3
+
+            self._stack.enter_context(mock.patch(ITEM_READER_CLIENT, item_reader_client))
         from replmon.adapters import clients
 
         # Explicit placeholder keys: the emulated services check none, and the caller's real
@@ -254,10 +271,20 @@ def local_config() -> dict[str, Any]:
     }
 
 
+class NoPlanBucket:
+    """The ItemReader's client in a local run without a plan bucket: every call refuses (moto's own
+    client has no endpoint, and S3 passes through: it would read from AWS itself)."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError("this local run has no plan bucket: a fleet plan read by ItemReader needs "
+                           "local_state_machine(..., plan_s3=<the plan bucket's S3 client>)")
+
+
 @contextmanager
-def local_state_machine(deps: DepsSource, clock: ManualClock | None = None) -> Iterator[LocalStateMachine]:
+def local_state_machine(deps: DepsSource, clock: ManualClock | None = None, plan_s3: Any = None) -> Iterator[LocalStateMachine]:
     """The real definition and handlers, with ``deps`` injected; only Step Functions and Lambda are emulated."""
     from moto import mock_aws
 
-    with mock_aws(config=local_config()), wiring.injected(deps), LocalStateMachine(state_machine_handlers(), clock=clock) as sm:  # type: ignore[call-overload]
+    machine = LocalStateMachine(state_machine_handlers(), clock=clock, plan_s3=plan_s3 or NoPlanBucket())
+    with mock_aws(config=local_config()), wiring.injected(deps), machine as sm:  # type: ignore[call-overload]
         yield sm

@@ -10,7 +10,7 @@ from typing import Any
 
 from replmon.core.partitions import EVENT_SHARDS, EVENTS, RTC, events_shard_partition, hour_sort_key, signal_partition
 from replmon.core.ports import LatencyTable, MetricsSink
-from replmon.core.telemetry import ROUTE, WINDOW
+from replmon.core.telemetry import ROUTE
 from replmon.signals.inflight import in_flight_put_ends
 from replmon.signals.rollup import event_counts as rollup_event_counts
 from replmon.signals.rtc import RtcSample, latest
@@ -89,16 +89,55 @@ def route_health(store: LatencyTable, route: str, now: float, spec: SloSpec, win
     return RouteHealth(route, r, slo_status(records, now, spec), rtc_samples, counts)
 
 
+#: A burn pair (signals/slo.py DEFAULT_PAIRS) -> its per-route metric, min(long, short) burn rate.
+BURN_METRICS = {"page": "SloBurnPage", "ticket": "SloBurnTicket"}
+
+
 def publish_health(metrics: MetricsSink, h: RouteHealth) -> None:
     metrics.count("RpoSeconds", h.rpo.seconds, {ROUTE: h.route})
     metrics.count("RpoUnbounded", 1 if h.rpo.unbounded else 0, {ROUTE: h.route})
     if h.slo.budget_left is not None:
         metrics.count("ErrorBudgetRemaining", round(h.slo.budget_left * 100, 4), {ROUTE: h.route})
-    for label, rate in h.slo.burn.items():
-        if rate is not None:  # no judged probe in the window: no data, not zero
-            metrics.count("SloBurnRate", rate, {ROUTE: h.route, WINDOW: label})
+    for pair, rate in h.slo.pair_burn.items():
+        if rate is not None and pair in BURN_METRICS:  # a window without a judged probe: no data, not zero
+            metrics.count(BURN_METRICS[pair], rate, {ROUTE: h.route})
     for name, attr in (("RtcBytesPending", "rtc_bytes_pending"), ("RtcOperationsPending", "rtc_operations_pending")):
         value = h.rpo.inputs.get(attr)
         if value is not None:
             metrics.count(name, value, {ROUTE: h.route})
     metrics.count("CollectorHeartbeat", 1)
+
+
+def health_output(h: Mapping[str, Any]) -> dict[str, Any]:
+    """A route's RPO and SLO (:meth:`RouteHealth.to_json`) in the output's words (docs/output.schema.json
+    ``health``): what `replmon report` prints and the fleet report ranks."""
+    rpo, slo = h["rpo"], h["slo"]
+
+    def pct(v: float | None) -> float | None:
+        return None if v is None else round(100 * v, 4)
+
+    inputs = rpo["inputs"]
+    return {
+        "route": h["route"],
+        "rpo_seconds": rpo["seconds"] if any(inputs.get(k) is not None for k in ("oldest_unfinished_probe", "recent_probe_latency",
+                                                                                  "rtc_replication_latency")) else None,
+        "rpo_unbounded": rpo["unbounded"], "rpo_unbounded_reasons": list(rpo["reasons"]),
+        "rpo_inputs": {
+            "oldest_unfinished_probe_seconds": inputs.get("oldest_unfinished_probe"),
+            "recent_probe_latency_seconds": inputs.get("recent_probe_latency"),
+            "rtc_replication_latency_seconds": inputs.get("rtc_replication_latency"),
+            "rtc_bytes_pending_bytes": inputs.get("rtc_bytes_pending"),
+            "rtc_operations_pending_count": inputs.get("rtc_operations_pending"),
+        },
+        "rpo_by_size_class": [{"size_class": k, "rpo_seconds": v} for k, v in rpo["by_size_class"].items()],
+        "rpo_missing_inputs": list(rpo["missing"]),
+        "slo": {
+            "threshold_seconds": slo["threshold_seconds"], "objective_percent": pct(slo["target"]), "period_days": slo["period_days"],
+            "good_probes": slo["good"], "judged_probes": slo["total"], "attainment_percent": pct(slo["attainment"]),
+            "budget_left_percent": pct(slo["budget_left"]),
+            # the window really used: "5m→15m" when the short window is widened to the probe interval
+            "burn_rates": [{"window": slo.get("windows", {}).get(w, w), "rate": v} for w, v in slo["burn_rates"].items()],
+            "alerts": {k: bool(v) for k, v in slo["alerts"].items()},
+        },
+        "events": [{"kind": k, "count": n} for k, n in sorted(h.get("events", {}).items())],
+    }

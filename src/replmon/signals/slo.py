@@ -93,9 +93,13 @@ class SloStatus:
     total: int
     attainment: float | None  # good / total over the period
     budget_left: float | None  # 1 - (bad / total) / (1 - target); negative when overspent
-    burn: dict[str, float | None]  # window label -> burn rate (the label the metric's Window dimension carries)
+    burn: dict[str, float | None]  # window label -> burn rate ("1h", "5m", "6h", "30m")
     alerts: dict[str, bool]  # pair name -> both windows above the factor
     windows: dict[str, str] = field(default_factory=dict)  # window label -> the window really used ("5m" -> "5m→15m")
+    #: pair name -> min(long, short) burn: above the pair's factor exactly when both windows are, so one
+    #: per-route metric (SloBurnPage / SloBurnTicket) carries the pair to one Metrics Insights alarm
+    #: (a composite over two multi-series alarms sees alarm-level state only). None: a window had no sample.
+    pair_burn: dict[str, float | None] = field(default_factory=dict)
 
     def budget_events(self, target: float) -> float:
         """The error budget over the period, in bad samples: (1 - target) x judged samples."""
@@ -168,6 +172,7 @@ def slo_status(records: Sequence[ProbeRecord], now: float, spec: SloSpec) -> Slo
     burn: dict[str, float | None] = {}
     alerts: dict[str, bool] = {}
     windows: dict[str, str] = {}
+    pair_burn: dict[str, float | None] = {}
     for pair in spec.pairs:
         rates = []
         short = max(pair.short_seconds, spec.probe_interval_seconds)
@@ -179,11 +184,13 @@ def slo_status(records: Sequence[ProbeRecord], now: float, spec: SloSpec) -> Slo
         # A short window narrower than the probe interval is widened to it: the label says so.
         windows[pair.short_label] = pair.short_label if short == pair.short_seconds else f"{pair.short_label}→{window_label(short)}"
         alerts[pair.name] = all(r is not None and r > pair.factor for r in rates)
+        known = [r for r in rates if r is not None]
+        pair_burn[pair.name] = min(known) if len(known) == len(rates) else None
     good = sum(is_good(r, spec.threshold_seconds) for r in judged)
     total = len(judged)
     attainment = good / total if total else None
     budget = None if not total else 1.0 - ((total - good) / total) / (1.0 - spec.target)
-    return SloStatus(good, total, attainment, budget, burn, alerts, windows)
+    return SloStatus(good, total, attainment, budget, burn, alerts, windows, pair_burn)
 
 
 @dataclass

@@ -87,20 +87,21 @@ FINDING_KINDS: Mapping[str, tuple[Severity, str]] = {
 
 #: The template.yaml alarm that watches the same cause as each finding kind: the finding's severity
 #: must equal that alarm's ``Severity`` tag (tests/test_verdict.py; docs/ALARMS.md shows the pairs).
-#: None: no deployed alarm can see it (a CLI run's own interruption).
+#: None: no deployed alarm can see it (a CLI run's own interruption). ``...G00Alarm``: the fleet alarm
+#: of group g00 (fleet/alarms.py; every group's has the same severity).
 FINDING_ALARMS: Mapping[str, str | None] = {
-    "rpo_over_target": "RpoAboveTargetAlarm",
-    "rpo_unbounded": "RpoUnboundedAlarm",
-    "probe_failed": "ProbeFailedAlarm",
-    "probe_stuck": "ProbeStuckAlarm",
-    "slo_page_burn": "SloFastBurnAlarm",
-    "probe_error": "ProbeErrorAlarm",
+    "rpo_over_target": "RpoAboveTargetG00Alarm",
+    "rpo_unbounded": "RpoUnboundedG00Alarm",
+    "probe_failed": "ProbeFailedG00Alarm",
+    "probe_stuck": "ProbeStuckG00Alarm",
+    "slo_page_burn": "SloFastBurnG00Alarm",
+    "probe_error": "ProbeErrorG00Alarm",
     "probe_interrupted": None,
-    "records_missing": "RecordLostAlarm",
+    "records_missing": "RecordLostG00Alarm",
     "run_failed": "ExecutionsFailedAlarm",
-    "slo_ticket_burn": "SloSlowBurnAlarm",
-    "missed_threshold_events": "MissedThresholdEventAlarm",
-    "probe_error_recent": "ProbeErrorAlarm",
+    "slo_ticket_burn": "SloSlowBurnG00Alarm",
+    "missed_threshold_events": "MissedThresholdEventG00Alarm",
+    "probe_error_recent": "ProbeErrorG00Alarm",
 }
 
 

@@ -1,0 +1,137 @@
+"""What the fleet costs per month for N routes (`replmon cost --routes 1,10,100,1000`, issue 18.7).
+
+*Modelled*, like cost/estimate.py, whose single-route model it reuses: each size class of the
+fleet's ``ProbeClasses`` is played as one route's probe schedule at that class's cadence
+(:func:`~replmon.cost.estimate.estimate`: the real plan and poller), and its per-probe lines are
+counted once per route. The rest is counted from what the code defines:
+
+- **custom metrics** from core/telemetry.py ``FLEET_METRICS`` as emitted today (``SWITCHED``):
+  CloudWatch bills a metric for each hour it receives data, so a per-route metric counts as the
+  share of hours it is emitted in: continuous ones every hour (``ErrorBudgetRemaining`` in hours
+  = 0 mod 6 only: 4 of 24), a class's ``ReplicationLatencySeconds`` in the hours a probe of it
+  completes (min(1, 1 h / cadence)), sparse ones (failures) not at all in a healthy month; plus
+  S3's own replication metrics (4 per rule with RTC, billed as custom metrics);
+- **Metrics Insights alarms** (fleet/alarms.py, per RouteGroup): priced per metric analyzed at the
+  standard alarm's rate, one metric per route per alarm (AWS's per-metric-analyzed rate is not
+  confirmed here: aws-contracts C18.13); the stack's other alarms at the standard rate;
+- **the collector**: per route, the S3 replication metrics it reads (GetMetricData) and the SLO
+  window it queries (until the rollups land), every run.
+
+Each class's run overhead (the parent execution's own transitions and steps) is counted per
+route: in the fleet one tick's run serves every route, so the probe lines are an upper bound.
+
+>>> from replmon.core.cadence import ProbeClasses
+>>> one, hundred = (fleet_estimate(n, ProbeClasses.parse("1MiB@1h")) for n in (1, 100))
+>>> round(hundred.per_route - one.per_route, 6) == 0   # linear in N: one marginal cost per route
+True
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from replmon.core.cadence import ProbeClasses
+from replmon.core.telemetry import CONTINUOUS, FLEET_METRICS, PER_PROBE, PER_ROUTE, PER_ROUTE_CLASS, SWITCHED
+from replmon.cost.estimate import Line, estimate, pricing
+from replmon.fleet.alarms import FLEET_ALARMS
+from replmon.probe.request import load_request
+
+MONTH_HOURS = 30 * 24
+#: The single-route model's lines that scale with each probe (the rest is counted here).
+PROBE_LINES = ("Step Functions transitions", "Lambda duration (arm64)", "Lambda requests", "S3 PUT/COPY/LIST requests",
+               "S3 GET/HEAD requests", "S3 RTC fee", "DynamoDB writes and reads", "CloudWatch Logs ingestion", "X-Ray traces")
+TRANSFER = "S3 inter-region transfer"
+#: ErrorBudgetRemaining is emitted in hours = 0 mod 6 only (core/telemetry.py).
+HOUR_SHARE = {"ErrorBudgetRemaining": 4 / 24}
+
+
+@dataclass
+class FleetEstimate:
+    routes: int
+    per_route_lines: list[Line] = field(default_factory=list)  # one route's share, per month
+    fixed_lines: list[Line] = field(default_factory=list)  # the deployment's, whatever N
+    as_of: str = ""
+    region: str = ""
+    assumptions: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def per_route(self) -> float:
+        return sum(x.dollars for x in self.per_route_lines)
+
+    @property
+    def fixed(self) -> float:
+        return sum(x.dollars for x in self.fixed_lines)
+
+    @property
+    def total(self) -> float:
+        return self.routes * self.per_route + self.fixed
+
+
+def metric_months_per_route(classes: ProbeClasses, rtc: bool) -> dict[str, float]:
+    """Billed metric-months of one healthy route, by metric (see the module docstring)."""
+    out: dict[str, float] = {}
+    for m in FLEET_METRICS.values():
+        if m.name not in SWITCHED:
+            continue  # not emitted with its fleet dimensions yet (e.g. StallSeconds: no heartbeat yet)
+        dims = m.dimension_sets[0][1:]  # after Powertools' service
+        if dims == PER_ROUTE and m.cadence == CONTINUOUS:
+            out[m.name] = HOUR_SHARE.get(m.name, 1.0)
+        elif dims == PER_ROUTE_CLASS and m.cadence == PER_PROBE:
+            for c in classes:
+                out[f"{m.name}[{c.label}]"] = min(1.0, 3600 / c.every_seconds)
+    if rtc:
+        out["S3 replication metrics (RTC)"] = float(pricing()["assumptions"]["s3_replication_metrics_per_rule"])
+    return out
+
+
+def fleet_estimate(routes: int, classes: ProbeClasses, *, cross_region: bool = False, rtc: bool = True,
+                   source_region: str | None = None, route_groups: int = 1, standard_alarms: int = 7, composite_alarms: int = 0,
+                   collector_rate_minutes: float | None = None) -> FleetEstimate:
+    """N routes on ``classes``; ``standard_alarms`` / ``composite_alarms``: the stack's own (the CLI
+    counts them in template.yaml), the Metrics Insights alarms apart."""
+    data = pricing()
+    p, a = data["prices"], data["assumptions"]
+    est = FleetEstimate(routes, as_of=data["as_of"], region=data["region"])
+    per: dict[str, Line] = {}
+
+    def add(item: str, quantity: float, unit: str, dollars: float) -> None:
+        line = per.setdefault(item, Line(item, 0.0, unit, 0.0))
+        line.quantity += quantity
+        line.dollars += dollars
+
+    for c in classes:
+        request = load_request({"routes": [{"name": "r", "source": {"bucket": "src-bucket"}, "destinations": [{"bucket": "dst-bucket"}]}],
+                                "sizes": c.label, "trials": c.trials})
+        runs = MONTH_HOURS * 3600 / c.every_seconds
+        one = estimate(request, runs, cross_region, rtc, source_region=source_region)
+        for line in one.lines:
+            if line.item in PROBE_LINES or line.item.startswith(TRANSFER):
+                add(line.item, line.quantity, line.unit, line.dollars)
+    months = metric_months_per_route(classes, rtc)
+    add("CloudWatch metrics (metric-months: the hours each is emitted in)", sum(months.values()), "metric-months",
+        sum(months.values()) * p["cloudwatch_per_metric_month"])
+    mi = len(FLEET_ALARMS)
+    add("Metrics Insights alarms (per metric analyzed, standard rate; modelled)", mi, "alarm-metrics",
+        mi * p["cloudwatch_per_standard_alarm_month"])
+    rate = collector_rate_minutes or a["collector_rate_minutes"]
+    collector_runs = MONTH_HOURS * 60 / rate
+    window_reads = math.ceil(sum(MONTH_HOURS * 3600 / c.every_seconds * c.trials for c in classes) * a["record_bytes"] / 4096) / 2
+    add("CollectSignals per route (GetMetricData, the SLO window's Query, Lambda time)", collector_runs, "runs",
+        collector_runs * ((a["s3_replication_metrics_per_rule"] / 1000 * p["cloudwatch_getmetricdata_per_1000_metrics"] if rtc else 0.0)
+                          + window_reads / 1e6 * p["dynamodb_per_million_read_units"]
+                          + 0.25 * a["collector_seconds"] * p["lambda_arm_per_gb_second"]))
+    est.per_route_lines = list(per.values())
+    est.fixed_lines = [
+        Line("CloudWatch alarms (the stack's standard alarms)", standard_alarms, "alarms",
+             standard_alarms * p["cloudwatch_per_standard_alarm_month"]),
+        Line("CollectSignals invocations (one per group and run)", route_groups * collector_runs, "invocations",
+             route_groups * collector_runs * p["lambda_per_million_requests"] / 1e6),
+        Line("Dashboard, composite alarms, KMS key", 1 + composite_alarms + 1, "resources",
+             p["cloudwatch_per_dashboard_month"] + composite_alarms * p["cloudwatch_per_composite_alarm_month"] + p["kms_per_key_month"]),
+    ]
+    est.assumptions = {"probe_classes": str(classes), "metric_months_per_route": {k: round(v, 4) for k, v in months.items()},
+                       "metrics_insights_alarms_per_group": mi, "collector_rate_minutes": rate,
+                       "probe_lines": "upper bound: each class's run overhead counted per route"}
+    return est

@@ -1,0 +1,274 @@
+"""The fleet's per-route alarms, defined once: one CloudWatch Metrics Insights alarm per signal and
+RouteGroup, each route a contributor (issue 18.4, fleet-design.md 6.2-6.3).
+
+A per-route signal is one :class:`FleetAlarm`; :func:`query` is its Metrics Insights query for a
+group, e.g.::
+
+    SELECT MAX(RpoSeconds) FROM SCHEMA("Replmon", RouteGroup, Route, service)
+    WHERE RouteGroup = 'g00' GROUP BY Route ORDER BY MAX() DESC LIMIT 500
+
+Why this shape (AWS's pages, cited by tests/test_fleet_alarms.py):
+
+- ``SCHEMA`` matches only metrics with *exactly* those dimensions, and Powertools adds ``service`` to
+  every set the code emits: the schema names ``service`` too (core/telemetry.py holds the sets).
+- A multi-time-series alarm needs ``GROUP BY`` *and* ``ORDER BY``; each series is a contributor with
+  its own state and its own notification (naming the route in ``AlarmContributorAttributes``).
+- One query evaluates at most 500 series (more: PARTIAL_DATA, the rest unseen), at most 10,000
+  matched metrics, only the last 3 hours, and at most 100 contributors are in ALARM at once; the
+  account has 200 Metrics Insights alarms per Region by default. ``RouteGroup`` shards the fleet
+  (``RouteGroups`` = 1..8, group_of(route) = crc32 mod RouteGroups): at most 500 routes per group
+  (core/registry.py MAX_ROUTES_PER_GROUP, 4,000 in all); past 500 a group's alarms report
+  PARTIAL_DATA and ``ORDER BY ... DESC LIMIT 500`` makes the 500 worst routes the ones evaluated.
+  8 groups x 13 alarms = 104 alarms.
+- A series that stops coming back turns its contributor OK whatever TreatMissingData says: the
+  continuous metrics (RpoSeconds, the burn pair) are emitted for every route on every collector run.
+
+:func:`resources` renders each alarm for each group as template.yaml resources (one Condition per
+group beyond g00); ``tools/render_fleet.py`` writes them between markers and
+tests/test_fleet_alarms.py fails when the checked-in template differs from a fresh render.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Literal
+
+from replmon.core.registry import MAX_ROUTE_GROUPS, MAX_ROUTES_PER_GROUP, group_names
+from replmon.core.telemetry import EVENT, NAMESPACE, PER_ROUTE, ROUTE, ROUTE_GROUP, SERVICE_DIM
+
+Function = Literal["MAX", "MIN", "SUM", "AVG", "COUNT"]
+Severity = Literal["page", "ticket"]
+
+#: AWS's limits the alarms are built around (tests/test_fleet_alarms.py cites the pages).
+MI_ALARMS_PER_REGION = 200
+MAX_SERIES_PER_QUERY = 500
+MAX_CONTRIBUTORS_IN_ALARM = 100
+MAX_EVALUATED_SECONDS = 3 * 3600
+
+OPS = {">": "GreaterThanThreshold", ">=": "GreaterThanOrEqualToThreshold", "<": "LessThanThreshold",
+       "<=": "LessThanOrEqualToThreshold"}
+TOPIC = {"page": ("CreatePageTopic", "PageTopic", "PageTopicArn"),
+         "ticket": ("CreateTicketTopic", "TicketTopic", "TicketTopicArn")}
+
+
+@dataclass(frozen=True)
+class FleetAlarm:
+    """One per-route signal, alarmed for every route of a group by one Metrics Insights alarm."""
+
+    name: str  # the logical id is <name><G00>Alarm
+    metric: str  # a core/telemetry.py metric with RouteGroup and Route in its dimension set
+    function: Function
+    op: str  # ">", ">=", ...
+    threshold: float | str  # a number, or a template parameter's name
+    severity: Severity
+    description: str
+    causes: str
+    action: str
+    period: int = 300
+    evaluation_periods: int = 1
+    datapoints: int = 1
+    schema: tuple[str, ...] = PER_ROUTE  # without service (added: Powertools puts it on every set)
+    where: tuple[tuple[str, str], ...] = ()  # extra fixed dimensions (Event = '...')
+
+
+FLEET_ALARMS: tuple[FleetAlarm, ...] = (
+    # ---- page: the route is late or losing objects now
+    FleetAlarm(
+        "RpoAboveTarget", "RpoSeconds", "MAX", ">", "LatencyTargetSeconds", "page",
+        "A route's RPO (oldest probe in flight, recent probe latency, RTC ReplicationLatency) is above LatencyTargetSeconds.",
+        "the route's RPO now (oldest probe in flight, recent probe latency, RTC ReplicationLatency) is above LatencyTargetSeconds",
+        "the notification's Route attribute names the route: replmon report --route ROUTE for the inputs; check S3's "
+        "BytesPendingReplication; if the source's write rate rose, RTC's SLA may still hold - compare with RtcLatency"),
+    FleetAlarm(
+        "RpoUnbounded", "RpoUnbounded", "MAX", ">=", 1, "page",
+        "An object is known not to be on a route's destination (a failed probe or a failed replication event): the RPO is unbounded.",
+        "a probe FAILED or S3 reported OperationFailedReplication in the RPO window: some object will not replicate by itself",
+        "replmon report --route ROUTE names the failed probe or event; replmon preflight --source-bucket SRC names the broken "
+        "precondition; re-replicate with S3 Batch Replication once fixed"),
+    FleetAlarm(
+        "SloFastBurn", "SloBurnPage", "MAX", ">", 14.4, "page",
+        "A route's SLO error budget burns at more than 14.4x over 1 h and over the short window (SloBurnPage = the smaller of the two).",
+        "2 % of the month's error budget burned within 1 h (14.4x over 1 h and 5 min): most of the route's probes are late or failing now",
+        "treat as an outage of the route; replmon report --route ROUTE shows SLO attainment, budget left and the late probes"),
+    FleetAlarm(
+        "ProbeFailed", "ProbeFailed", "SUM", ">=", 1, "page",
+        "S3 reported a probe's replication FAILED on a route, or a replica did not match.",
+        "S3 marked a probe FAILED (role lost permissions, destination bucket policy or KMS key changed, versioning suspended "
+        "on the destination) or a replica did not match",
+        "replmon preflight --source-bucket SRC names the broken precondition; the record's reason says what S3 answered"),
+    FleetAlarm(
+        "ReplicationFailedEvent", "ReplicationEvents", "SUM", ">", 0, "page",
+        "S3 sent OperationFailedReplication for an object on a route (an S3 event notification, not a probe).",
+        "S3 sent s3:Replication:OperationFailedReplication for a real object; failureReason names why "
+        "(AssumeRoleNotPermitted, DstBucketUnversioned, KMS errors...)",
+        "read the event in the latency table (replmon report --format json) or the events queue; fix the named cause; "
+        "re-replicate the objects with S3 Batch Replication",
+        schema=(ROUTE_GROUP, ROUTE, EVENT), where=((EVENT, "OperationFailedReplication"),)),
+    # ---- ticket: working hours
+    FleetAlarm(
+        "SloSlowBurn", "SloBurnTicket", "MAX", ">", 6, "ticket",
+        "A route's SLO error budget burns at more than 6x over 6 h and over the short window (SloBurnTicket = the smaller of the two).",
+        "5 % of the error budget burned within 6 h (6x over 6 h and 30 min): the route is steadily slower than its SLO",
+        "replmon report --route ROUTE --hours 24 for the late probes; decide whether the target or the route needs to change"),
+    FleetAlarm(
+        "MissedThresholdEvent", "ReplicationEvents", "SUM", ">", 0, "ticket",
+        "S3 sent OperationMissedThreshold for an object on a route (an S3 event notification, not a probe).",
+        "S3 sent s3:Replication:OperationMissedThreshold: an object took longer than RTC's 15 minutes",
+        "compare with RpoAboveTarget (pages when over your target); S3 may credit missed RTC SLA time",
+        schema=(ROUTE_GROUP, ROUTE, EVENT), where=((EVENT, "OperationMissedThreshold"),)),
+    FleetAlarm(
+        "ProbeStuck", "ProbeStuck", "SUM", ">=", 1, "ticket",
+        "A route's probe was still PENDING when its timeout ran out.",
+        "a probe was still PENDING at its timeout (ProbeTimeoutSeconds): a very slow route, or S3 keeping a failing object PENDING",
+        "check RpoAboveTarget for the route (it pages if the route is late); look for the probe's key on the destination; "
+        "raise ProbeTimeoutSeconds if the largest probe size needs it"),
+    FleetAlarm(
+        "ProbeError", "ProbeError", "SUM", ">=", 1, "ticket",
+        "A route's probe could not be measured (upload or polling error); replication itself is unknown.",
+        "a probe could not be measured (upload or polling error): credentials, a bucket policy denying replmon's role, "
+        "throttling, a network error",
+        "the execution's failed step has the error; replmon probe --stack-name STACK --sizes smoke reproduces it with a readable message"),
+    FleetAlarm(
+        "RunSkipped", "RunSkipped", "SUM", ">=", 2, "ticket",
+        "A route's runs were skipped twice within an hour because its previous run still held the route's lease (runs pile up).",
+        "runs outlast the schedule: the route's previous run still held its lease (a replication stall holds probes to their "
+        "timeout, or the schedule is shorter than a run's worst case)",
+        "the skip items <route>#runs/<run id>#skipped name the holding execution and its lease expiry; check the RPO and stuck "
+        "probes, or lengthen ScheduleRateMinutes / shorten the probe timeout",
+        period=3600),
+    FleetAlarm(
+        "RecordSpooled", "RecordSpooled", "SUM", ">=", 1, "ticket",
+        "The latency store could not take a route's probe record; it waits in the spool for the next run's Housekeeping.",
+        "the latency table refused a record (throttling, an outage, a permission change); it waits in the spool queue",
+        "nothing is lost yet: Housekeeping replays the spool on the next run; if it persists, check the table and the RecordResult role"),
+    FleetAlarm(
+        "RecordLost", "RecordLost", "SUM", ">=", 1, "ticket",
+        "A route's probe record could be neither stored nor spooled (that measurement is lost).",
+        "a record could be neither stored nor spooled: table and spool queue both failed",
+        "that measurement is lost; check the table, the spool queue and RecordResult's logs"),
+    FleetAlarm(
+        "CleanupFailed", "CleanupFailed", "SUM", ">=", 1, "ticket",
+        "A Cleanup could not remove a route's probe objects or uploads (the sweep retries once they expire).",
+        "Cleanup could not remove a probe's objects or multipart uploads (permissions, a bucket policy, object lock)",
+        "the probe prefix's lifecycle rule expires them; replmon uninstall --stack-name STACK (a dry run) lists what is left"),
+)
+
+
+def schema_dimensions(alarm: FleetAlarm) -> tuple[str, ...]:
+    """The exact dimension set the query's SCHEMA names: the alarm's, plus Powertools' ``service``."""
+    return (*alarm.schema, SERVICE_DIM)
+
+
+def _quote(identifier: str) -> str:
+    """Metrics Insights: identifiers of letters, digits and _ go bare; anything else in double quotes."""
+    return identifier if identifier.replace("_", "a").isalnum() and not identifier[0].isdigit() else json.dumps(identifier)
+
+
+def query(alarm: FleetAlarm, group: str) -> str:
+    """The alarm's Metrics Insights query for one RouteGroup (``g00``)."""
+    where = " AND ".join(f"{_quote(k)} = '{v}'" for k, v in ((ROUTE_GROUP, group), *alarm.where))
+    return (f"SELECT {alarm.function}({_quote(alarm.metric)}) FROM SCHEMA({json.dumps(NAMESPACE)}, "
+            f"{', '.join(_quote(d) for d in schema_dimensions(alarm))}) WHERE {where} GROUP BY {ROUTE} "
+            f"ORDER BY {alarm.function}() DESC LIMIT {MAX_SERIES_PER_QUERY}")
+
+
+def logical_id(alarm: FleetAlarm, group: str) -> str:
+    return f"{alarm.name}{group.upper()}Alarm"
+
+
+def group_condition(group: str) -> str | None:
+    """g00 always exists; g01.. exist while RouteGroups is larger than their number (HasGroup01..07)."""
+    n = int(group[1:])
+    return f"HasGroup{n:02d}" if n else None
+
+
+def alarm_count(route_groups: int) -> int:
+    """Metrics Insights alarms a stack with ``RouteGroups = route_groups`` creates (quota: 200 per Region)."""
+    return len(FLEET_ALARMS) * route_groups
+
+
+def route_capacity(route_groups: int = MAX_ROUTE_GROUPS) -> int:
+    """Routes the alarms watch with every series evaluated: 500 per group."""
+    return MAX_ROUTES_PER_GROUP * route_groups
+
+
+# ------------------------------------------------------------------------------ rendering (template.yaml text)
+CONDITIONS_START = "  # >>> generated: fleet conditions (tools/render_fleet.py from src/replmon/fleet/alarms.py; do not edit)"
+RESOURCES_START = "  # >>> generated: fleet alarms (tools/render_fleet.py from src/replmon/fleet/alarms.py; do not edit)"
+END = "  # <<< generated"
+
+
+def _yaml_str(text: str) -> str:
+    return json.dumps(text)  # a JSON string is a valid YAML double-quoted scalar
+
+
+def _number(v: float) -> str:
+    return f"{v:g}"
+
+
+def render_conditions() -> str:
+    """``HasGroupNN``: RouteGroups > NN (CloudFormation has no "greater than": not one of 1..NN)."""
+    lines = [CONDITIONS_START]
+    for n in range(1, MAX_ROUTE_GROUPS):
+        equals = [f'!Equals [!Ref RouteGroups, "{k}"]' for k in range(1, n + 1)]
+        rule = equals[0] if n == 1 else f"!Or [{', '.join(equals)}]"
+        lines.append(f"  HasGroup{n:02d}: !Not [{rule}]")
+    lines.append(END)
+    return "\n".join(lines) + "\n"
+
+
+def _resource(alarm: FleetAlarm, group: str) -> list[str]:
+    cond, topic, arn = TOPIC[alarm.severity]
+    action = f"[!If [{cond}, !Ref {topic}, !Ref {arn}]]"
+    threshold = f"!Ref {alarm.threshold}" if isinstance(alarm.threshold, str) else _number(alarm.threshold)
+    condition = group_condition(group)
+    return [
+        f"  {logical_id(alarm, group)}:",
+        "    Type: AWS::CloudWatch::Alarm",
+        *([f"    Condition: {condition}"] if condition else []),
+        "    Metadata:",
+        "      Runbook:",
+        f"        Causes: {_yaml_str(alarm.causes)}",
+        f"        Action: {_yaml_str(alarm.action)}",
+        "    Properties:",
+        f"      AlarmDescription: {_yaml_str(f'{alarm.description} RouteGroup {group}: each route is a contributor.')}",
+        "      Metrics:",
+        "        - Id: q",
+        f"          Expression: {_yaml_str(query(alarm, group))}",
+        f"          Period: {alarm.period}",
+        "          ReturnData: true",
+        f"      EvaluationPeriods: {alarm.evaluation_periods}",
+        f"      DatapointsToAlarm: {alarm.datapoints}",
+        f"      Threshold: {threshold}",
+        f"      ComparisonOperator: {OPS[alarm.op]}",
+        "      TreatMissingData: notBreaching",
+        f"      AlarmActions: {action}",
+        f"      OKActions: {action}",
+        f"      Tags: [{{Key: Severity, Value: {alarm.severity}}}, {{Key: RouteGroup, Value: {group}}}]",
+    ]
+
+
+def render_resources() -> str:
+    """Every fleet alarm for every group a stack can have (g01.. behind their conditions)."""
+    lines = [RESOURCES_START,
+             f"  # {len(FLEET_ALARMS)} Metrics Insights alarms per RouteGroup; contributor-level notifications name the Route."]
+    for group in group_names(MAX_ROUTE_GROUPS):
+        for alarm in FLEET_ALARMS:
+            lines += ["", *_resource(alarm, group)]
+    lines.append(END)
+    return "\n".join(lines) + "\n"
+
+
+def render_into(template_text: str) -> str:
+    """template.yaml with both generated blocks replaced by a fresh render."""
+    out = template_text
+    for start, body in ((CONDITIONS_START, render_conditions()), (RESOURCES_START, render_resources())):
+        head, found, rest = out.partition(start + "\n")
+        if not found:
+            raise ValueError(f"template.yaml has no line {start!r}: add it (and {END!r}) where the block goes")
+        _, found, tail = rest.partition(END + "\n")
+        if not found:
+            raise ValueError(f"template.yaml: no {END!r} after {start!r}")
+        out = head + body + tail
+    return out

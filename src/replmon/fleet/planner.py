@@ -1,0 +1,275 @@
+"""PlanProbes for the fleet: the scheduled run plans every probe-mode route of the registry (issue
+18.2, fleet-design.md 3.2-3.6).
+
+An input that names routes (``sam remote invoke``, ``replmon probe``, the lab) is planned as
+before (probe/steps.py ``plan_step``). An input that names none - the schedule's ``{}`` - reads
+the registry (every route group) and, per route, plans the size classes due at this tick
+(core/cadence.py ``due_classes``; ``last_started`` is the lease's ``ls_<class>``, written by
+BeginRouteRun only when the route really starts). With an empty registry the schedule plans the
+stack's own route(s) (``REPLMON_DEFAULTS``) as it always did.
+
+Caps (FleetMaxRouteRuns, FleetMaxProbes) bound what one tick plans. What is over them is
+*deferred*, never dropped: named in the plan's output (the first :data:`DEFERRED_NAMED`; all of
+them in the log line), counted (``RunSkipped{Route}``), and - since it did not start, its
+``ls_<class>`` is unchanged - due again at the next tick, where it comes first: routes are
+planned most-overdue first, so a deferred route cannot starve.
+
+Spread: every probe item carries ``wait_seconds``, its route's start offset
+(core/cadence.py ``start_offset``, within SpreadSeconds) less the time already gone since the
+tick's start; the child workflow waits that long before UploadProbe. Items are sorted by it.
+
+Size: Step Functions passes at most 256 KiB between states (aws-contracts.md C19.14). A plan whose
+probes would not fit inline (:data:`INLINE_PLAN_BYTES`) is written to the plan bucket (core/keys.py
+``plan_object_key``) as one JSON array, and the state machine's Map reads it with ``ItemReader``
+(``s3:getObject``, ``InputType JSON``); the state then carries only the route names and classes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from replmon.core.cadence import ProbeClass, ProbeClasses, due_classes, start_offset, tick_start
+from replmon.core.errors import ConfigError
+from replmon.core.fleetconfig import FleetSettings
+from replmon.core.keys import new_run_id, plan_object_key, tick_id
+from replmon.core.ports import Lease, LeaseStore, PlanStore, RegistryStore
+from replmon.core.registry import group_of
+from replmon.core.route import Route
+from replmon.core.telemetry import ROUTE
+from replmon.fleet.lease import RUN_SKIPPED
+from replmon.probe.plan import CLEANUP_BOUND_SECONDS, HOUSEKEEPING_BOUND_SECONDS, MAX_PLAN_BYTES, RECORD_BOUND_SECONDS
+from replmon.probe.request import PollSettings, ProbeRequest, load_request
+from replmon.probe.state import ProbeState
+from replmon.probe.steps import ProbeDeps
+from replmon.probe.steps import plan_step as adhoc_plan_step
+
+log = logging.getLogger("replmon")
+
+__all__ = ["DEFERRED_NAMED", "INLINE_PLAN_BYTES", "FleetPlanDeps", "FleetRoute", "fleet_plan", "plan_step"]
+
+#: Probe items above this many bytes go to the plan bucket: the state keeps room for the route
+#: list, the leases and the skips below the 256 KiB quota (C19.14).
+INLINE_PLAN_BYTES = 96 * 1024
+#: The route names and classes one run's state carries at most (the probes themselves may be in the
+#: plan bucket; names are not): ~2,000 routes of ~20 characters per tick, well below the quota.
+STATE_ROUTE_BYTES = 128 * 1024
+#: How many deferred routes the plan's output names (all are counted and logged): the output stays
+#: bounded whatever the registry holds.
+DEFERRED_NAMED = 100
+
+
+class FleetPlanDeps(ProbeDeps, Protocol):
+    @property
+    def routes(self) -> list[Route]: ...  # the stack's own routes (REPLMON_DEFAULTS)
+
+    fleet: FleetSettings
+    registry: RegistryStore | None
+    leases: LeaseStore | None
+    plans: PlanStore | None
+
+
+@dataclass(frozen=True)
+class FleetRoute:
+    """One route as the planner sees it: where it is, its classes, its probe settings."""
+
+    route: Route
+    group: str
+    classes: ProbeClasses
+    timeout_seconds: int
+    max_concurrency: int = 1
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    fr: FleetRoute
+    due: list[ProbeClass]
+    overdue: float  # seconds past due (the most overdue class); inf for a class that never ran
+    held: bool  # its lease is visibly held by another run: planned last (BeginRouteRun will skip it)
+    offset: float
+
+    @property
+    def probes(self) -> int:
+        return sum(c.trials for c in self.due)
+
+
+#: Input keys that make a run ad hoc (``events/probe_now.json`` names sizes, not routes: the stack's
+#: own routes with those sizes, as before). The schedule's ``{}`` names none of them.
+REQUEST_KEYS = frozenset(ProbeRequest.model_fields) - {"run_id"}
+
+
+def plan_step(event: Mapping[str, Any], deps: FleetPlanDeps) -> dict[str, Any]:
+    """PlanProbes' handler: the fleet plan when the input asks for nothing in particular (the
+    schedule's ``{}``) and the registry has probe-mode routes (the stack's own routes join it, :func:`stack_routes`); otherwise today's request plan."""
+    if set(event) & REQUEST_KEYS or deps.registry is None:
+        return adhoc_plan_step(event, deps)
+    routes = registry_routes(deps)
+    if not routes:
+        log.info("the registry holds no probe-mode route: planning the stack's own routes")
+        return adhoc_plan_step(event, deps)
+    return fleet_plan(routes + stack_routes(deps, routes), deps, event)
+
+
+def stack_routes(deps: FleetPlanDeps, registry: Sequence[FleetRoute]) -> list[FleetRoute]:
+    """The stack's own routes (``REPLMON_DEFAULTS``) join a fleet run on the fleet's classes, unless
+    the registry probes their source bucket already (the inventory found it): never dropped, never
+    probed twice."""
+    names = {r.route.name for r in registry}
+    buckets = {(r.route.source.account, r.route.source.bucket) for r in registry} | {(None, r.route.source.bucket) for r in registry}
+    out = []
+    for route in deps.routes:
+        if route.name in names or (route.source.account, route.source.bucket) in buckets:
+            log.info("the stack's route is in the registry: probed as a registry route", extra={"route": route.name})
+            continue
+        out.append(FleetRoute(route=route, group=group_of(route.name, deps.fleet.route_groups), classes=deps.fleet.classes,
+                              timeout_seconds=_default_timeout(deps)))
+    return out
+
+
+def registry_routes(deps: FleetPlanDeps) -> list[FleetRoute]:
+    """Every probe-mode route of every route group, with its classes (its own, else the fleet's)."""
+    assert deps.registry is not None
+    fleet_classes = deps.fleet.classes
+    out: list[FleetRoute] = []
+    for group in deps.fleet.groups:
+        for spec in deps.registry.routes(group):
+            if not spec.probing:
+                continue
+            probe = spec.probe
+            try:
+                out.append(FleetRoute(
+                    route=spec.to_route(deps.fleet.member_role_prefix), group=spec.group, classes=spec.classes(fleet_classes),
+                    timeout_seconds=probe.timeout_seconds if probe else _default_timeout(deps),
+                    max_concurrency=probe.max_concurrency if probe else 1))
+            except (ConfigError, ValueError) as exc:  # one bad item must not stop the fleet: logged and counted
+                log.error("registry route not planned", extra={"route": spec.name, "error": f"{type(exc).__name__}: {exc}"})
+                deps.metrics.count(RUN_SKIPPED, dimensions={ROUTE: spec.name})
+    return out
+
+
+def _default_timeout(deps: ProbeDeps) -> int:
+    return int(deps.defaults.get("timeout_seconds") or ProbeRequest.model_fields["timeout_seconds"].default)
+
+
+def _settings(deps: FleetPlanDeps, event: Mapping[str, Any]) -> ProbeRequest:
+    """The run-wide probe settings (target, poll policy) from the deployment's defaults, validated
+    as a request is (a placeholder route: the routes come from the registry)."""
+    data = {k: v for k, v in deps.defaults.items() if k in ("target_seconds", "poll", "timeout_seconds")}
+    data.update({k: v for k, v in event.items() if k == "run_id"})
+    data["routes"] = [{"name": "placeholder", "source": {"bucket": "placeholder"}, "destinations": [{"bucket": "placeholder"}]}]
+    return load_request(data, poll_function_timeout=deps.poll_function_timeout)
+
+
+def fleet_plan(routes: Sequence[FleetRoute], deps: FleetPlanDeps, event: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The plan of one tick: due classes per route, caps, spread, inline or in the plan bucket."""
+    event = event or {}
+    fleet, now = deps.fleet, deps.clock.now()
+    settings = _settings(deps, event)
+    tick_s = fleet.tick_seconds
+    start = tick_start(now, tick_s)
+    run_id = settings.run_id or new_run_id(now)
+    leases: dict[str, Lease] = deps.leases.leases([r.route.name for r in routes]) if deps.leases else {}
+
+    candidates: list[_Candidate] = []
+    for fr in routes:
+        lease = leases.get(fr.route.name)
+        last = dict(lease.last_started) if lease else {}
+        due = due_classes(fr.route.name, fr.classes, start, tick_s, last)
+        if not due:
+            continue
+        # a class that never ran ranks first: a route deferred before its first run must not starve
+        overdue = max((start - last[c.label] - c.every_seconds) if c.label in last else math.inf for c in due)
+        held = bool(lease and lease.holder and lease.until is not None and lease.until >= now)
+        candidates.append(_Candidate(fr, due, overdue, held, start_offset(fr.route.name, fleet.spread_seconds)))
+    # Most overdue first (a deferred route leads the next tick), visibly held routes last.
+    candidates.sort(key=lambda c: (c.held, -c.overdue, c.offset, c.fr.route.name))
+
+    chosen: list[_Candidate] = []
+    deferred: list[dict[str, Any]] = []
+    probes_total = 0
+    state_bytes = 0
+    for c in candidates:
+        # what the route adds to the state even when its probes are in the plan bucket: its name in
+        # route_classes and in the lease's routes, its due classes
+        route_bytes = 2 * len(c.fr.route.name) + sum(len(x.label) + 3 for x in c.due) + 16
+        if len(chosen) >= fleet.max_route_runs:
+            reason = "FleetMaxRouteRuns"
+        elif probes_total + c.probes > fleet.max_probes:
+            reason = "FleetMaxProbes"
+        elif state_bytes + route_bytes > STATE_ROUTE_BYTES:
+            reason = "StateSize"  # lower FleetMaxRouteRuns: the rest run at the next ticks
+        else:
+            chosen.append(c)
+            probes_total += c.probes
+            state_bytes += route_bytes
+            continue
+        deferred.append({"route": c.fr.route.name, "classes": [x.label for x in c.due], "reason": reason})
+    for d in deferred:
+        deps.metrics.count(RUN_SKIPPED, dimensions={ROUTE: d["route"]})
+    if deferred:
+        log.warning("routes deferred to the next tick by the fleet caps", extra={
+            "deferred": deferred, "max_route_runs": fleet.max_route_runs, "max_probes": fleet.max_probes, "run_id": run_id})
+
+    elapsed = max(0.0, now - start)
+    items: list[dict[str, Any]] = []
+    for c in sorted(chosen, key=lambda c: (c.offset, c.fr.route.name)):
+        wait = max(0, math.floor(c.offset - elapsed))
+        for p in _route_probes(c.fr, c.due, run_id, now, settings):
+            items.append({**p.dump(), "wait_seconds": wait})
+    max_timeout = max((c.fr.timeout_seconds for c in chosen), default=0)
+    concurrency = max(1, min(fleet.max_probes, sum(c.fr.max_concurrency for c in chosen) or 1))
+    waves = math.ceil(len(items) / concurrency) if items else 0
+    max_wait = max((i["wait_seconds"] for i in items), default=0)
+
+    out: dict[str, Any] = {
+        "run_id": run_id, "planned_at": now, "tick": tick_id(start), "tick_start": start,
+        "max_concurrency": concurrency,
+        # the run's worst case (probes in waves of max_concurrency, the spread, housekeeping): the
+        # routes' leases expire this long (plus a margin) after BeginRouteRun
+        "bound_seconds": float(max_wait + waves * (max_timeout + RECORD_BOUND_SECONDS + CLEANUP_BOUND_SECONDS) + HOUSEKEEPING_BOUND_SECONDS),
+        "route_classes": {c.fr.route.name: [x.label for x in c.due] for c in chosen},
+        "planned_routes": len(chosen), "probe_count": len(items),
+        "deferred": deferred[:DEFERRED_NAMED], "deferred_count": len(deferred),
+        "routes": [c.fr.route.model_dump(mode="json", exclude_none=True) for c in chosen],
+        "probes": items,
+    }
+    if _size(out) > INLINE_PLAN_BYTES:
+        if deps.plans is None:
+            raise ConfigError(f"the plan of {len(items)} probes ({_size(out) // 1024} KiB) does not fit in the state "
+                              f"({INLINE_PLAN_BYTES // 1024} KiB) and no plan bucket is wired (REPLMON_FLEET plan_bucket, "
+                              "the stack's PlanBucket)")
+        out["plan"] = _as_dict(deps.plans.put_plan(plan_object_key(out["tick"], run_id), items))
+        out["probes"] = []
+        out["routes"] = []  # the probes carry their routes; Housekeeping sweeps inline plans' routes only
+        if _size(out) > MAX_PLAN_BYTES:
+            raise ConfigError(f"{len(chosen)} planned routes do not fit in the state even with the probes in the plan "
+                              f"bucket; lower FleetMaxRouteRuns")
+    log.info("fleet plan", extra={"run_id": run_id, "tick": out["tick"], "routes": len(chosen), "probes": len(items),
+                                  "deferred": len(deferred), "plan": out.get("plan")})
+    return out
+
+
+def _route_probes(fr: FleetRoute, due: Sequence[ProbeClass], run_id: str, now: float, settings: ProbeRequest) -> list[ProbeState]:
+    """Trials in rounds (every due class once, then again), ids as probe/plan.py makes them."""
+    poll: PollSettings = settings.poll
+    out = []
+    for trial in range(1, max(c.trials for c in due) + 1):
+        for c in due:
+            if trial <= c.trials:
+                out.append(ProbeState(
+                    probe_id=f"{run_id}-{fr.route.name}-{c.label}-t{trial}", run_id=run_id, planned_at=now, route=fr.route,
+                    size_bytes=c.size_bytes, size_class=c.label, trial=trial, timeout_seconds=fr.timeout_seconds,
+                    target_seconds=settings.target_seconds, poll_settings=poll))
+    return out
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":")).encode())
+
+
+def _as_dict(ref: Any) -> dict[str, Any]:
+    return {"bucket": ref.bucket, "key": ref.key, "items": ref.items}

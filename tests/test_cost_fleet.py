@@ -1,0 +1,61 @@
+"""`replmon cost --routes N` (issue 18.7): the fleet's monthly cost, per route and in total, from
+the same single-route model and the metric and alarm definitions the code uses (cost/fleet.py).
+Modelled; the figures are the command's, never typed here."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from replmon.core.cadence import ProbeClasses
+from replmon.core.defaults import DEFAULTS
+from replmon.cost.fleet import fleet_estimate, metric_months_per_route
+from replmon.fleet.alarms import FLEET_ALARMS
+from tests.test_cli import cli
+
+CLASSES = ProbeClasses.parse(DEFAULTS.probe_classes)
+
+
+def test_the_cost_is_linear_in_routes_with_one_marginal_cost_per_route() -> None:
+    one, hundred, thousand = (fleet_estimate(n, CLASSES) for n in (1, 100, 1000))
+    assert one.per_route == pytest.approx(thousand.per_route) and one.fixed == pytest.approx(thousand.fixed)
+    assert thousand.total - hundred.total == pytest.approx(900 * one.per_route)
+    assert thousand.total / 1000 < one.total  # the fixed part spreads over the routes
+
+
+def test_metrics_are_billed_for_the_hours_they_are_emitted_in() -> None:
+    """CloudWatch bills custom metrics per hour with data: a per-route continuous metric counts 1,
+    a class probed every 6 h 1/6 of a month, ErrorBudgetRemaining (hours = 0 mod 6) 4/24, S3's 4
+    replication metrics only with RTC; sparse failure metrics nothing in a healthy month."""
+    months = metric_months_per_route(CLASSES, rtc=True)
+    assert months["RpoSeconds"] == 1.0 and months["ErrorBudgetRemaining"] == pytest.approx(4 / 24)
+    assert months["ReplicationLatencySeconds[1MiB]"] == 1.0 and months["ReplicationLatencySeconds[64MiB]"] == pytest.approx(1 / 6)
+    assert months["S3 replication metrics (RTC)"] == 4.0 and "ProbeFailed" not in months
+    assert "S3 replication metrics (RTC)" not in metric_months_per_route(CLASSES, rtc=False)
+    line = next(x for x in fleet_estimate(1, CLASSES).per_route_lines if x.item.startswith("CloudWatch metrics"))
+    assert line.quantity == pytest.approx(sum(months.values()))
+
+
+def test_alarms_and_transfer_follow_the_fleet_and_the_source_region() -> None:
+    est = fleet_estimate(10, CLASSES, cross_region=True, source_region="ap-northeast-1")
+    mi = next(x for x in est.per_route_lines if x.item.startswith("Metrics Insights alarms"))
+    assert mi.quantity == len(FLEET_ALARMS)
+    transfer = next(x for x in est.per_route_lines if x.item.startswith("S3 inter-region transfer"))
+    rtc = next(x for x in est.per_route_lines if x.item == "S3 RTC fee")
+    assert transfer.quantity == pytest.approx(rtc.quantity) and transfer.dollars == pytest.approx(0.09 * transfer.quantity)
+    assert "(from ap-northeast-1, $0.09/GB)" in transfer.item
+
+
+def test_cost_routes_prints_each_fleet_size_and_refuses_bad_counts() -> None:
+    r = cli("cost", "--routes", "1,10,100,1000", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    rows = doc["fleet"]
+    assert [x["routes"] for x in rows] == [1, 10, 100, 1000] and doc["modelled"] is True
+    assert len({x["marginal_usd_per_route_month"] for x in rows}) == 1
+    assert rows[-1]["usd_per_route_month"] < rows[0]["usd_per_route_month"]
+    assert sum(x["usd_per_month"] for x in doc["per_route_lines"]) == pytest.approx(rows[0]["marginal_usd_per_route_month"], abs=0.01)
+    bad = cli("cost", "--routes", "ten")
+    assert bad.returncode == 2 and "--routes: 'ten' is not a comma-separated list" in bad.stderr
+    assert cli("cost", "--routes", "5000").returncode == 2

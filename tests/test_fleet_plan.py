@@ -1,0 +1,452 @@
+"""Issue 18.2: the scheduled run plans every probe-mode route of the registry - the real ASL under
+moto's interpreter (ManualClock), the registry, leases and plan bucket in moto's DynamoDB and S3.
+
+AWS contracts encoded here:
+- "Maximum input or output size for a task, state, or execution: 262,144 bytes of data as a UTF-8
+  encoded string" ("Step Functions service quotas",
+  https://docs.aws.amazon.com/step-functions/latest/dg/limits-overview.html; aws-contracts.md
+  C19.14). moto enforces it (States.DataLimitExceeded): the 1,000-route run below would fail if any
+  state's input or output crossed it; its sizes are also measured on the real outputs.
+- ItemReader reads the items from an S3 object: ``"Resource": "arn:aws:states:::s3:getObject"``,
+  ``Parameters`` ``Bucket``/``Key`` (JSONPath workflows), ``ReaderConfig.InputType`` one of CSV, JSON,
+  JSONL, MANIFEST ("ItemReader (Map)",
+  https://docs.aws.amazon.com/step-functions/latest/dg/input-output-itemreader.html); with
+  ``InputType JSON`` the object holds one JSON array, each element an item ("S3JsonItemReader: Item
+  Reader configuration for iterating over items in a JSON array stored in a S3 file", AWS CDK API
+  reference, https://docs.aws.amazon.com/cdk/api/v2/docs/aws-cdk-lib.aws_stepfunctions.S3JsonItemReader.html).
+  The state machine's role needs S3 read for ItemReader (aws-contracts.md C19.16, "Using Map state in
+  Distributed mode", https://docs.aws.amazon.com/step-functions/latest/dg/state-map-distributed.html).
+  Checked against the definition and template.yaml (the IAM evaluator), and run by moto's interpreter
+  (which reads JSON and CSV only: the plan is a JSON array, never JSONL).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import boto3
+import pytest
+
+from replmon.adapters.plans import S3Plans
+from replmon.adapters.registry_table import DynamoRegistry
+from replmon.core.cadence import ProbeClasses, due_classes, start_offset, tick_start
+from replmon.core.fleetconfig import FleetSettings
+from replmon.core.partitions import LEASE, live_partition, runs_partition, skip_sort_key
+from replmon.core.registry import group_of, load_route_spec
+from replmon.fleet import planner
+from replmon.local.aslrun import LambdaContext, LocalStateMachine, load_handler, state_machine_handlers
+from replmon.local.template import DEFINITION
+from replmon.wiring import injected
+from tests.conftest import DST, SRC, TABLE, Env
+
+QUOTA = 262_144  # bytes (C19.14)
+PLAN_BUCKET = "replmon-plans-test"
+CLASSES = "1KiB@15m,2KiB@1h,3KiB@6h"
+TICK = 900
+T0 = tick_start(1_790_000_000.0, TICK) + TICK  # a tick's start
+
+
+def size(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":")).encode())
+
+
+def spec(name: str, **over: Any) -> Any:
+    raw: dict[str, Any] = {
+        "name": name, "group": group_of(name, 1), "origin": "explicit",
+        "source": {"account": "111122223333", "region": "us-east-1", "bucket": SRC},
+        "destinations": [{"account": "111122223333", "region": "us-east-1", "bucket": DST}],
+        "verdict": {"mode": "probe", "reason_code": "OK", "checked_at": 1795000000.0},
+    }
+    raw.update(over)
+    return load_route_spec(raw)
+
+
+def fleet_env(env: Env, **fleet: Any) -> DynamoRegistry:
+    """Registry, leases and plan bucket wired into ``env.deps`` (as wiring.from_env does in Lambda)."""
+    s3 = boto3.client("s3", region_name="us-east-1")
+    s3.create_bucket(Bucket=PLAN_BUCKET)
+    registry = DynamoRegistry(TABLE, env.ddb)
+    env.deps.registry = registry
+    env.deps.plans = S3Plans(PLAN_BUCKET, s3)
+    env.deps.fleet = FleetSettings(probe_classes=CLASSES, spread_seconds=60, plan_bucket=PLAN_BUCKET, **fleet)
+    return registry
+
+
+def lease_item(env: Env, route: str) -> dict[str, Any]:
+    return env.ddb.get_item(TableName=TABLE, Key={"route": {"S": live_partition(route)}, "at": {"S": LEASE}}).get("Item") or {}
+
+
+def uploads(result: Any) -> Counter[str]:
+    return Counter(i.event["route"]["name"] for i in result.invocations if i.function == "UploadProbe")
+
+
+def test_twenty_registry_routes_run_their_due_classes_and_a_held_lease_skips_one(env: Env) -> None:
+    registry = fleet_env(env)
+    names = [f"r{i:02d}" for i in range(20)]
+    for i, name in enumerate(names):
+        over = {"probe": {"classes": {"1KiB": {"every": "30m"}, "2KiB": {"every": "15m", "trials": 2}}}} if i % 5 == 0 else {}
+        assert registry.put_explicit(spec(name, **over), None)
+    # History: some classes ran one tick ago (not due yet), some a day ago (due, overdue).
+    for i, name in enumerate(names[1:10], start=1):
+        ls = ({"1KiB": T0, "2KiB": T0 - TICK, "3KiB": T0 - TICK} if i % 3 == 0  # ran at this tick already: nothing due
+              else {"1KiB": T0 - TICK} if i % 2 else {"2KiB": T0 - 86_400, "3KiB": T0 - 86_400})
+        env.leases.acquire(name, "old-run", T0 - 3600, T0 - 3000, ls)
+        env.leases.release(name, "old-run", T0 - 3000)
+    env.leases.acquire("r07", "arn:aws:states:us-east-1:123456789012:execution:sm:other", T0 - 60, T0 + 3600, {})
+    before = {n: {k: v for k, v in lease_item(env, n).items() if k.startswith("ls_")} for n in names}
+    fleet = ProbeClasses.parse(CLASSES)
+
+    def expected(name: str) -> list[str]:
+        classes = registry.get_route("g00", name).classes(fleet)  # type: ignore[union-attr]
+        last = {k[3:]: float(v["N"]) for k, v in before[name].items()}
+        return [c.label for c in due_classes(name, classes, T0, TICK, last) for _ in range(c.trials)]
+
+    env.clock.advance(T0 + 7 - env.clock.now())
+    with injected(env.deps), LocalStateMachine(state_machine_handlers(), clock=env.clock) as sm:
+        result = sm.run({}, timeout=120)
+    assert result.status == "SUCCEEDED", (result.error, result.cause)
+    want = {n: expected(n) for n in names}
+    due = {n: w for n, w in want.items() if w}
+    assert 8 <= len(due) < 20 and len({len(w) for w in due.values()}) >= 2, want  # different due classes per route
+    # The held route is skipped once, recorded and counted; every other due route ran exactly its due classes.
+    assert result.output["skipped"] == [{"route": "r07", "held_by": "arn:aws:states:us-east-1:123456789012:execution:sm:other",
+                                         "until": T0 + 3600}]
+    assert [c for c in env.counted if c[0] == "RunSkipped"] == [("RunSkipped", 1, {"Route": "r07"})]
+    assert env.ddb.get_item(TableName=TABLE, Key={"route": {"S": runs_partition("r07")},
+                                                  "at": {"S": skip_sort_key(result.output["run_id"])}}).get("Item")
+    ran = {n: sorted(e["size_class"] for e in (i.event for i in result.invocations if i.function == "UploadProbe")
+                     if e["route"]["name"] == n) for n in names}
+    assert {n: r for n, r in ran.items() if r} == {n: sorted(w) for n, w in due.items() if n != "r07"}
+    records = [r for n in names for r in env.store.query(n, 0, 4e9)]
+    assert len(records) == sum(len(w) for n, w in due.items() if n != "r07")
+    assert all(r.status.value == "COMPLETED" for r in records), Counter(r.status.value for r in records)
+    # ls_<class> = the tick's start for what ran, unchanged for the rest (the skipped route's too).
+    for n in names:
+        ls = {k: v for k, v in lease_item(env, n).items() if k.startswith("ls_")}
+        ran_classes = set() if n == "r07" else set(want[n])
+        assert {k for k, v in ls.items() if float(v["N"]) == T0} >= {f"ls_{c}" for c in ran_classes}, n
+        assert {k: v for k, v in ls.items() if k[3:] not in ran_classes} == \
+            {k: v for k, v in before[n].items() if k[3:] not in ran_classes}, n
+    assert result.output["lease_end"]["not_held"] == []
+
+
+def test_spread_each_probe_waits_its_routes_offset_before_uploading(env: Env) -> None:
+    """Offsets lie in [0, SpreadSeconds); a route's probes share one; the child's Wait (SecondsPath)
+    runs before UploadProbe, so each upload starts no earlier than its route's offset."""
+    registry = fleet_env(env)
+    names = [f"s{i:02d}" for i in range(12)]
+    for name in names:
+        registry.put_explicit(spec(name, probe={"classes": {"1KiB": {"every": "15m"}}}), None)
+    env.clock.advance(T0 + 2 - env.clock.now())
+    plan = planner.fleet_plan(planner.registry_routes(env.deps), env.deps)  # type: ignore[arg-type]
+    waits = {p["route"]["name"]: p["wait_seconds"] for p in plan["probes"]}
+    assert set(waits) == set(names)
+    for n, w in waits.items():
+        offset = start_offset(n, 60)
+        assert 0 <= offset < 60 and abs(w - max(0.0, offset - 2)) <= 1, (n, w, offset)
+    assert [p["wait_seconds"] for p in plan["probes"]] == sorted(waits.values())  # items in start order
+    assert len(set(waits.values())) > 6  # spread, not one second
+    raw = json.loads(DEFINITION.read_text())
+    proc = raw["States"]["Probes"]["ItemProcessor"]
+    assert proc["StartAt"] == "Spread" and proc["States"]["StartDelay"] == {"Type": "Wait", "SecondsPath": "$.wait_seconds",
+                                                                              "Next": "UploadProbe"}
+    advances: list[float] = []
+    advance = env.clock.advance
+
+    def recorded(seconds: float) -> None:
+        advances.append(seconds)
+        advance(seconds)
+
+    env.clock.advance = recorded  # type: ignore[method-assign]
+    with injected(env.deps), LocalStateMachine(state_machine_handlers(), clock=env.clock) as sm:
+        result = sm.run({}, timeout=120)
+    assert result.status == "SUCCEEDED", (result.error, result.cause)
+    # Each positive wait was played by a Wait state (moto's Wait advances the ManualClock).
+    assert not Counter(w for w in waits.values() if w > 0) - Counter(int(a) for a in advances)
+    starts = [i.event for i in result.invocations if i.function == "UploadProbe"]
+    assert len(starts) == len(names)
+    assert all(e["wait_seconds"] == waits[e["route"]["name"]] for e in starts)
+
+
+def test_caps_defer_routes_by_name_count_them_and_run_them_first_at_the_next_tick(env: Env) -> None:
+    registry = fleet_env(env, max_route_runs=5, max_probes=8)
+    names = [f"c{i:02d}" for i in range(9)]
+    for name in names:  # two probes per route, every tick
+        registry.put_explicit(spec(name, probe={"classes": {"1KiB": {"every": "15m"}, "2KiB": {"every": "15m"}}}), None)
+    handler = load_handler("PlanProbes")
+    env.clock.advance(T0 + 1 - env.clock.now())
+    with injected(env.deps):
+        first = handler({}, LambdaContext("PlanProbes"))
+    planned = sorted(first["route_classes"])
+    assert len(planned) == 4 and first["probe_count"] == 8  # FleetMaxProbes binds before FleetMaxRouteRuns
+    deferred = [d["route"] for d in first["deferred"]]
+    assert sorted(planned + deferred) == names and first["deferred_count"] == 5
+    assert {d["reason"] for d in first["deferred"]} == {"FleetMaxProbes"}
+    assert sorted(c[2]["Route"] for c in env.counted if c[0] == "RunSkipped") == sorted(deferred)
+    # The planned routes start (their leases record the tick); the deferred ones keep no ls_<class>.
+    begin = load_handler("BeginRouteRun")
+    with injected(env.deps):
+        begun = begin({"plan": first, "execution": "exec-1"}, LambdaContext("BeginRouteRun"))
+        load_handler("EndRouteRun")({"holder": "exec-1", "routes": begun["lease"]["routes"]}, LambdaContext("EndRouteRun"))
+    assert sorted(begun["lease"]["routes"]) == planned
+    assert all(not any(k.startswith("ls_") for k in lease_item(env, n)) for n in deferred)
+    # Next tick: every class of every route is due again; the deferred routes (overdue) come first.
+    env.clock.advance(TICK)
+    with injected(env.deps):
+        second = handler({}, LambdaContext("PlanProbes"))
+    assert set(second["route_classes"]) <= set(deferred) and len(second["route_classes"]) == 4
+
+
+def test_a_plan_too_large_for_the_state_is_read_from_the_plan_bucket_by_item_reader(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small plans stay inline; past INLINE_PLAN_BYTES the items go to the plan bucket and the
+    ProbesFromPlan Map reads them (ItemReader). A skipped route's probes are taken out of the object
+    the Map reads (BeginRouteRun writes the narrowed plan beside it)."""
+    monkeypatch.setattr(planner, "INLINE_PLAN_BYTES", 4096)
+    registry = fleet_env(env)
+    names = [f"p{i:02d}" for i in range(6)]
+    for name in names:
+        registry.put_explicit(spec(name, probe={"classes": {"1KiB": {"every": "15m"}, "2KiB": {"every": "15m"}}}), None)
+    env.leases.acquire("p03", "another-run", T0 - 10, T0 + 3600, {})
+    env.clock.advance(T0 + 1 - env.clock.now())
+    plan_s3 = boto3.client("s3", region_name="us-east-1")  # through aslrun's ItemReader patch point
+    with injected(env.deps), LocalStateMachine(state_machine_handlers(), clock=env.clock, plan_s3=plan_s3) as sm:
+        result = sm.run({}, timeout=120)
+    assert result.status == "SUCCEEDED", (result.error, result.cause)
+    out = result.output
+    plan_calls = [i for i in result.invocations if i.function == "PlanProbes"]
+    ref = plan_calls[0].result["plan"]
+    assert ref["bucket"] == PLAN_BUCKET and ref["key"].startswith("plans/") and ref["items"] == 12
+    assert plan_calls[0].result["probes"] == []  # nothing inline
+    narrowed = next(i for i in result.invocations if i.function == "BeginRouteRun").result["plan"]
+    assert narrowed["items"] == 10 and "-held-" in narrowed["key"]
+    items = json.loads(boto3.client("s3", region_name="us-east-1").get_object(Bucket=PLAN_BUCKET, Key=narrowed["key"])["Body"].read())
+    assert isinstance(items, list) and "p03" not in {p["route"]["name"] for p in items}
+    assert out["results"] == {"probes": 10}
+    assert sorted(uploads(result)) == [n for n in names if n != "p03"]
+    assert out["skipped"][0]["route"] == "p03"
+
+
+def test_the_two_probe_maps_run_the_same_workflow() -> None:
+    """ProbesFromPlan is Probes with an ItemReader instead of ItemsPath and its states renamed (state
+    names are unique in a definition): written by tools/render_probe_maps.py, current."""
+    import importlib.util
+
+    from tests.conftest import ROOT
+
+    spec_ = importlib.util.spec_from_file_location("render_probe_maps", ROOT / "tools" / "render_probe_maps.py")
+    assert spec_ is not None and spec_.loader is not None
+    tool = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(tool)
+    raw = json.loads(DEFINITION.read_text())
+    assert raw == tool.render(raw), "ProbesFromPlan is stale: python tools/render_probe_maps.py --write"
+    from_plan = raw["States"]["ProbesFromPlan"]
+    assert from_plan["ItemReader"] == {"Resource": "arn:aws:states:::s3:getObject", "ReaderConfig": {"InputType": "JSON"},
+                                       "Parameters": {"Bucket.$": "$.plan.bucket", "Key.$": "$.plan.key"}}
+    assert "ItemsPath" not in from_plan and from_plan["ItemProcessor"]["StartAt"] == "SpreadFromPlan"
+    assert raw["States"]["AnyRouteLeased"]["Choices"][0]["Next"] == "ProbesFromPlan"
+
+
+def test_a_thousand_route_plan_keeps_every_state_under_the_quota(env: Env) -> None:
+    """1,000 routes, one class each, all due (FleetMaxProbes' largest value): the 1,000 items go to
+    the plan bucket; every route is held by another run here, so the real ASL runs PlanProbes and
+    BeginRouteRun at full size (1,000 leases tried, 1,000 skips recorded) without 1,000 child executions; moto would fail
+    the execution with States.DataLimitExceeded past the quota, and the outputs are measured too."""
+    from replmon.adapters.leases import MemoryLeases
+    from replmon.core.registry import RouteSpec
+
+    class Registry:  # the RegistryStore read PlanProbes makes (1,000 moto PutItems would cost seconds)
+        def __init__(self, specs: list[RouteSpec]) -> None:
+            self.specs = specs
+
+        def routes(self, group: str) -> list[RouteSpec]:
+            return [s for s in self.specs if s.group == group]
+
+    # FleetMaxProbes' largest value (1,000: the Map's result array bound, test_payload_bounds.py): one class per route.
+    fleet_env(env, max_route_runs=1000, max_probes=1000)
+    specs = [spec(f"route-{i:04d}-of-the-fleet", probe={"classes": {"1KiB": {"every": "15m"}}}) for i in range(1000)]
+    env.deps.registry = Registry(specs)  # type: ignore[assignment]
+    env.deps.leases = MemoryLeases()  # the lease semantics are tests/test_run_lease.py's; here only the sizes matter
+    holder = "arn:aws:states:us-east-1:123456789012:execution:sm:" + "x" * 36
+    for s in specs:
+        env.deps.leases.acquire(s.name, holder, T0 - 10, T0 + 3600, {})
+    env.clock.advance(T0 + 1 - env.clock.now())
+    with injected(env.deps), LocalStateMachine(state_machine_handlers(), clock=env.clock) as sm:
+        result = sm.run({}, timeout=300)
+    assert result.status == "SUCCEEDED", (result.error, result.cause and result.cause[:300])
+    plan = next(i for i in result.invocations if i.function == "PlanProbes").result
+    begun = next(i for i in result.invocations if i.function == "BeginRouteRun").result
+    body = boto3.client("s3", region_name="us-east-1").get_object(Bucket=PLAN_BUCKET, Key=plan["plan"]["key"])["Body"].read()
+    assert plan["plan"]["items"] == 1000 and len(body) > 2 * QUOTA  # could never have passed inline
+    assert size(plan) < QUOTA // 2 and size(begun) < QUOTA // 2 and size(result.output) < QUOTA // 2, \
+        (size(plan), size(begun), size(result.output))
+    assert begun["skipped_count"] == 1000 and len(begun["skipped"]) == 100
+    assert len([c for c in env.counted if c[0] == "RunSkipped"]) == 1000
+
+
+def test_the_fleet_calls_are_allowed_by_the_deployed_roles_and_by_nothing_wider(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every AWS call PlanProbes, BeginRouteRun and EndRouteRun make in a plan-bucket run (registry
+    Query, lease BatchGetItem/UpdateItem, skip PutItem, plan PutObject/GetObject) is allowed by the
+    role template.yaml gives the function (the iam-simulate evaluator, tests/iam.py); the state
+    machine's role may GetObject a plan (the ItemReader's need, "IAM policies for using Distributed
+    Map states", https://docs.aws.amazon.com/step-functions/latest/dg/iam-policies-eg-dist-map.html)
+    and nothing else of the bucket; PlanProbes may not read it (C19.16, page above)."""
+    from tests.cfnutil import ACCOUNT, default_transformed, function_role_policies, resolver
+    from tests.iam import CallRecorder, IamRequest, evaluate
+
+    cfn = default_transformed()
+    r = resolver(cfn)
+    bucket = r.ref("PlanBucket")
+    monkeypatch.setattr(planner, "INLINE_PLAN_BYTES", 2048)
+    registry = fleet_env(env)
+    s3 = boto3.client("s3", region_name="us-east-1")
+    s3.create_bucket(Bucket=bucket)
+    env.deps.plans = S3Plans(bucket, s3)
+    for name in ("a1", "a2", "a3"):
+        registry.put_explicit(spec(name, probe={"classes": {"1KiB": {"every": "15m"}}}), None)
+    env.leases.acquire("a2", "another-run", T0 - 10, T0 + 3600, {})
+    recorder = CallRecorder(ACCOUNT)
+    handlers = state_machine_handlers()
+    fleet_fns = ("PlanProbes", "BeginRouteRun", "EndRouteRun")
+
+    def recorded(name: str) -> Any:
+        def call(event: dict[str, Any], context: Any) -> Any:
+            with recorder.function(name):
+                return handlers[name](event, context)
+        return call
+
+    env.clock.advance(T0 + 1 - env.clock.now())
+    with recorder.recording(), injected(env.deps), \
+            LocalStateMachine({**handlers, **{n: recorded(n) for n in fleet_fns}}, clock=env.clock) as sm:
+        result = sm.run({}, timeout=120)
+    assert result.status == "SUCCEEDED", (result.error, result.cause)
+    assert result.output["results"] == {"probes": 2}
+    ops = {(c.function, c.operation) for c in recorder.calls}
+    assert {("PlanProbes", "Query"), ("PlanProbes", "BatchGetItem"), ("PlanProbes", "PutObject"),
+            ("BeginRouteRun", "GetObject"), ("BeginRouteRun", "PutObject"), ("BeginRouteRun", "UpdateItem"),
+            ("BeginRouteRun", "PutItem"), ("EndRouteRun", "UpdateItem")} <= ops, ops
+    policies = {fn: function_role_policies(cfn, fn, r) for fn in fleet_fns}
+    assert evaluate(recorder.requests(), policies, ACCOUNT) == []
+    # ...and nothing wider: every S3/DynamoDB action these roles grant is used by a recorded call.
+    used = {(c.function, q.action) for c in recorder.calls for q in c.requests}
+    granted = {(fn, a) for fn in fleet_fns for p in policies[fn] for st in p["policy"]["Statement"]
+               for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]]) if a.split(":")[0] in ("s3", "dynamodb")}
+    assert granted - used == set(), granted - used
+    role = cfn["Resources"][cfn["Resources"]["ProbeStateMachine"]["Properties"]["RoleArn"]["Fn::GetAtt"][0]]["Properties"]
+    policies["ProbeStateMachine"] = [{"name": p["PolicyName"], "policy": r.resolve(p["PolicyDocument"])} for p in role["Policies"]]
+    key = f"arn:aws:s3:::{bucket}/plans/20261123T101500Z-x.json"
+    assert evaluate([("ProbeStateMachine", IamRequest("s3:GetObject", key))], policies, ACCOUNT) == []
+    denied = evaluate([("ProbeStateMachine", IamRequest("s3:PutObject", key)),
+                       ("ProbeStateMachine", IamRequest("s3:GetObject", f"arn:aws:s3:::{bucket}/results/x")),
+                       ("PlanProbes", IamRequest("s3:GetObject", key))], policies, ACCOUNT)
+    assert len(denied) == 3, denied
+
+
+def test_the_plan_bucket_is_private_encrypted_tls_only_and_expires_plans() -> None:
+    """S3 bucket hygiene the stack's other buckets have: default encryption, every public-access
+    block, bucket-owner-enforced ownership, a Deny of ``aws:SecureTransport = false`` ("Amazon S3
+    supports both HTTP and HTTPS protocols ... HTTP traffic is accepted": "Protecting data in transit
+    with encryption", https://docs.aws.amazon.com/AmazonS3/latest/userguide/UsingEncryptionInTransit.html),
+    and a lifecycle expiry (plans serve one run)."""
+    from replmon.local.template import load_template
+    from tests.conftest import TEMPLATE
+
+    res = load_template(TEMPLATE)["Resources"]
+    props = res["PlanBucket"]["Properties"]
+    assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"]["SSEAlgorithm"]
+    assert all(props["PublicAccessBlockConfiguration"][k] is True for k in
+               ("BlockPublicAcls", "BlockPublicPolicy", "IgnorePublicAcls", "RestrictPublicBuckets"))
+    assert props["OwnershipControls"]["Rules"] == [{"ObjectOwnership": "BucketOwnerEnforced"}]
+    [rule] = props["LifecycleConfiguration"]["Rules"]
+    assert rule["Status"] == "Enabled" and 1 <= rule["ExpirationInDays"] <= 30
+    [deny] = res["PlanBucketPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert deny["Effect"] == "Deny" and deny["Principal"] == "*" and deny["Action"] == "s3:*"
+    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    # Every function that reads REPLMON_FLEET gets the bucket and the fleet parameters.
+    for fn in ("PlanProbesFunction", "BeginRouteRunFunction"):
+        text = json.dumps(res[fn]["Properties"]["Environment"]["Variables"]["REPLMON_FLEET"])
+        for name in ("ProbeClasses", "SpreadSeconds", "FleetMaxRouteRuns", "FleetMaxProbes", "ScheduleRateMinutes", "PlanBucket"):
+            assert "${" + name + "}" in text, (fn, name)
+
+
+def test_inputs_that_ask_for_something_and_an_empty_registry_plan_as_before(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``events/probe_now.json`` names sizes, not routes: the stack's own route with those sizes,
+    whatever the registry holds; the schedule's ``{}`` with an empty registry: the stack's route too;
+    with registry routes, the stack's route joins them unless the registry probes its bucket already.
+    Past the state budget, routes are deferred by name (StateSize), never carried into a failing run."""
+    from tests.conftest import route
+
+    registry = fleet_env(env)
+    env.deps.defaults = {"routes": [route()], "sizes": "1KiB", "trials": 1}
+    handler = load_handler("PlanProbes")
+    with injected(env.deps):
+        empty = handler({}, LambdaContext("PlanProbes"))
+    assert [r["name"] for r in empty["routes"]] == ["primary"] and "route_classes" not in empty
+    registry.put_explicit(spec("reg-1"), None)
+    registry.put_explicit(spec("reg-2"), None)
+    with injected(env.deps):
+        sized = handler({"sizes": ["1KiB", "2KiB"], "trials": 1}, LambdaContext("PlanProbes"))
+        scheduled = handler({}, LambdaContext("PlanProbes"))
+    assert [p["size_class"] for p in sized["probes"]] == ["1KiB", "2KiB"] and {p["route"]["name"] for p in sized["probes"]} == {"primary"}
+    assert set(scheduled["route_classes"]) == {"reg-1", "reg-2"}  # "primary"'s bucket is a registry route's: not twice
+    env.deps.defaults["routes"] = [route(), route(name="legacy", source={"bucket": "legacy-src"})]
+    with injected(env.deps):
+        joined = handler({}, LambdaContext("PlanProbes"))
+    assert set(joined["route_classes"]) == {"reg-1", "reg-2", "legacy"}  # the stack's own route is never dropped
+    monkeypatch.setattr(planner, "STATE_ROUTE_BYTES", 40)
+    with injected(env.deps):
+        tight = handler({}, LambdaContext("PlanProbes"))
+    assert len(tight["route_classes"]) == 1 and [d["reason"] for d in tight["deferred"]] == ["StateSize"] * 2
+
+
+def test_registry_probes_may_assume_the_member_prober_role_of_listed_accounts_only() -> None:
+    """Registry routes carry ``<MemberRolePrefix>-prober`` role ARNs per account (core/registry.py
+    ``to_route``): the probe functions may AssumeRole exactly that role name, in this account and the
+    MemberAccounts (``aws:ResourceAccount``, "AWS global condition context keys",
+    https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-keys.html), and no
+    other role - evaluated with iam-simulate on the deployed roles."""
+    from replmon.local.cfn import Resolver
+    from tests.cfnutil import ACCOUNT, MODES, REGION, STACK, default_transformed, function_role_policies
+    from tests.iam import IamRequest, evaluate
+
+    cfn = default_transformed()  # the transform does not depend on parameter values
+    r = Resolver(cfn, {**MODES["create-demo"], "MemberAccounts": ["210987654321"]}, region=REGION, account=ACCOUNT, stack=STACK,
+                 physical={"DemoSourceBucket": SRC, "DemoDestinationBucket": DST, "LatencyTable": TABLE})
+    fns = ("UploadProbe", "PollReplication", "Cleanup")
+    policies = {fn: function_role_policies(cfn, fn, r) for fn in fns}
+
+    def assume(fn: str, account: str, role: str = "replmon-prober") -> tuple[str, IamRequest]:
+        return fn, IamRequest("sts:AssumeRole", f"arn:aws:iam::{account}:role/{role}", (("aws:ResourceAccount", account),))
+
+    assert evaluate([assume(fn, a) for fn in fns for a in (ACCOUNT, "210987654321")], policies, ACCOUNT) == []
+    denied = evaluate([assume(fn, "999999999999") for fn in fns] + [assume(fn, "210987654321", "replmon-inventory") for fn in fns],
+                      policies, ACCOUNT)
+    assert len(denied) == 6, denied
+    # With OrganizationId: any account of the organization too, and the listed ones outside it still.
+    r_org = Resolver(cfn, {**MODES["create-demo"], "MemberAccounts": ["210987654321"], "OrganizationId": "o-abcdef1234"}, region=REGION,
+                     account=ACCOUNT, stack=STACK, physical={"DemoSourceBucket": SRC, "DemoDestinationBucket": DST, "LatencyTable": TABLE})
+    org = {fn: function_role_policies(cfn, fn, r_org) for fn in fns}
+
+    def in_org(fn: str, account: str, org_id: str) -> tuple[str, IamRequest]:
+        return fn, IamRequest("sts:AssumeRole", f"arn:aws:iam::{account}:role/replmon-prober",
+                              (("aws:ResourceAccount", account), ("aws:ResourceOrgID", org_id)))
+
+    assert evaluate([in_org(fn, "333333333333", "o-abcdef1234") for fn in fns]
+                    + [in_org(fn, "210987654321", "o-other00000") for fn in fns], org, ACCOUNT) == []
+    assert len(evaluate([in_org(fn, "333333333333", "o-other00000") for fn in fns], org, ACCOUNT)) == 3
+
+
+def test_a_local_run_without_a_plan_bucket_refuses_to_read_plans_rather_than_reach_aws(env: Env) -> None:
+    """moto builds the ItemReader's S3 client with no endpoint; in a local run S3 passes through, so
+    it would read from AWS itself. local_state_machine hands it a client that refuses, by name."""
+    import importlib
+
+    from replmon.local.aslrun import ITEM_READER_CLIENT, NoPlanBucket, check_patch_points
+
+    check_patch_points()
+    module, _, name = ITEM_READER_CLIENT.rpartition(".")
+    with LocalStateMachine({}, plan_s3=NoPlanBucket()):
+        client = getattr(importlib.import_module(module), name)("us-east-1", "s3")
+        with pytest.raises(RuntimeError, match="no plan bucket"):
+            client.get_object(Bucket=PLAN_BUCKET, Key="plans/x.json")

@@ -1,0 +1,204 @@
+"""The local Metrics Insights evaluator (local/insights.py) against AWS's documented queries and alarm
+semantics, then against the EMF replmon's own code prints: two routes, one late, and exactly that
+route's contributor in ALARM.
+
+AWS contracts encoded here:
+- "Query components and syntax in CloudWatch Metrics Insights"
+  (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/cloudwatch-metrics-insights-querylanguage.html):
+  the grammar, functions AVG/COUNT/MAX/MIN/SUM, SCHEMA = exactly that dimension set, WHERE with = != AND,
+  a GROUP BY key a metric lacks gives the group ``Other``, ORDER BY ascending by default, LIMIT <= 500,
+  case-insensitive keywords, double-quoted identifiers with other characters.
+- "Metrics Insights sample queries"
+  (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/cloudwatch-metrics-insights-queryexamples.html):
+  the sample queries below, verbatim.
+- "Create an alarm based on a Multi Time Series Metrics Insights query"
+  (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/multi-time-series-alarm.html),
+  "Alarm data queries" (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/alarm-data-queries.html),
+  "Configuring how CloudWatch alarms treat missing data"
+  (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/alarms-and-missing-data.html),
+  section "Missing Data in CloudWatch Metrics Insights alarms":
+  each series a contributor; GROUP BY and ORDER BY required; a series no longer returned goes OK ("No
+  data was returned for this contributor") whatever TreatMissingData says, which applies per
+  datapoint; an empty result makes the alarm INSUFFICIENT_DATA; > 500 series is PARTIAL_DATA; at
+  most 100 contributors in ALARM; only the latest 3 hours evaluate.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from replmon.adapters.metrics import EmfMetrics
+from replmon.core.registry import group_of
+from replmon.core.telemetry import ROUTE, SERVICE
+from replmon.local.insights import (
+    NO_DATA_REASON,
+    OTHER,
+    AlarmEvaluator,
+    InsightsError,
+    Point,
+    evaluate,
+    parse,
+    points_from_emf,
+    template_alarms,
+)
+from replmon.signals.health import RouteHealth, publish_health
+from replmon.signals.slo import Rpo, SloStatus
+from tests.cfnutil import default_transformed
+
+#: "Metrics Insights sample queries", verbatim.
+AWS_SAMPLES = (
+    'SELECT SUM(RequestCount) FROM SCHEMA("AWS/ApplicationELB", LoadBalancer)',
+    'SELECT MAX(ActiveConnectionCount) FROM SCHEMA("AWS/ApplicationELB", LoadBalancer) GROUP BY LoadBalancer ORDER BY SUM() DESC LIMIT 10',
+    "SELECT COUNT(CallCount) FROM SCHEMA(\"AWS/Usage\", Class, Resource, Service, Type) WHERE Type = 'API' "
+    "GROUP BY Service, Resource ORDER BY COUNT() DESC LIMIT 20",
+    "SELECT COUNT(CallCount) FROM SCHEMA(\"AWS/Usage\", Class, Resource, Service, Type) WHERE Type = 'API' AND Service = 'CloudWatch' "
+    "GROUP BY Resource ORDER BY COUNT() DESC",
+    'SELECT SUM(ProvisionedWriteCapacityUnits) FROM SCHEMA("AWS/DynamoDB", TableName) GROUP BY TableName ORDER BY MAX() DESC LIMIT 10',
+)
+T0 = 1_790_000_100.0  # a period start (a multiple of 300)
+
+
+def pt(metric: str, value: float, t: float = T0, ns: str = "AWS/ApplicationELB", **dims: str) -> Point:
+    return Point(ns, metric, dims, t, value)
+
+
+def test_awss_sample_queries_parse() -> None:
+    parsed = [parse(q) for q in AWS_SAMPLES]
+    assert parsed[1].function == "MAX" and parsed[1].order == ("SUM", True) and parsed[1].limit == 10
+    assert parsed[2].schema == ("Class", "Resource", "Service", "Type") and parsed[2].group_by == ("Service", "Resource")
+    assert parsed[3].where == (("Type", "=", "API"), ("Service", "=", "CloudWatch")) and parsed[3].limit is None
+    assert parse(AWS_SAMPLES[1].lower().replace("activeconnectioncount", "ActiveConnectionCount")
+                 .replace("aws/applicationelb", "AWS/ApplicationELB").replace("loadbalancer", "LoadBalancer")) == parsed[1]
+
+
+def test_the_top_load_balancers_sample_ranks_by_its_order_function_over_exactly_its_schema() -> None:
+    q = parse(AWS_SAMPLES[1])
+    points = [pt("ActiveConnectionCount", v, T0 + 60 * i, LoadBalancer=lb) for i, (lb, v) in
+              enumerate([("a", 5), ("a", 5), ("b", 8), ("c", 1), ("c", 1), ("c", 1), ("c", 1), ("c", 1), ("c", 1), ("c", 1), ("c", 1), ("c", 1)])]
+    points.append(pt("ActiveConnectionCount", 99, LoadBalancer="d", AvailabilityZone="us-east-1a"))  # another dimension set
+    r = evaluate(q, points, T0, T0 + 900, 900)
+    assert list(r.series) == [("a",), ("c",), ("b",)]  # ranked by ORDER BY's SUM (10, 9, 8), not by MAX; d not in the SCHEMA
+    assert r.series[("a",)] == [5] and r.series[("b",)] == [8] and r.series[("c",)] == [1]  # each period: SELECT's MAX
+
+
+def test_where_and_group_by_other_and_default_ascending_order() -> None:
+    usage = [pt("CallCount", 1, ns="AWS/Usage", Class="None", Resource=res, Service=svc, Type=typ)
+             for res, svc, typ in [("GetMetricData", "CloudWatch", "API"), ("GetMetricData", "CloudWatch", "API"),
+                                   ("PutObject", "S3", "API"), ("ListMetrics", "CloudWatch", "Resource")]]
+    r = evaluate(parse(AWS_SAMPLES[3]), usage, T0, T0 + 300, 300)
+    assert r.series == {("GetMetricData",): [2.0]}
+    lone = [pt("Latency", 3, ns="App", Route="x"), pt("Latency", 1, ns="App", Route="y"), pt("Latency", 7, ns="App")]
+    r = evaluate(parse("select max(Latency) from App group by Route order by max()"), lone, T0, T0 + 300, 300)
+    assert list(r.series) == [("y",), ("x",), (OTHER,)]  # ascending by default; no Route -> Other
+    neq = evaluate(parse("SELECT SUM(Latency) FROM App WHERE Route != 'x'"), lone, T0, T0 + 300, 300)
+    assert neq.series == {(): [8.0]}
+
+
+@pytest.mark.parametrize(("query", "message"), [
+    ("SELECT P99(Latency) FROM App", "not one of AVG"),
+    ("SELECT MAX(Latency) FROM AWS/EC2", "double quotes"),
+    ("SELECT MAX(Latency) FROM App WHERE Route = 'a' OR Route = 'b'", "AND only"),
+    ("SELECT MAX(Latency) FROM App WHERE Route LIKE 'a'", "= and != only"),
+    ("SELECT MAX(Latency) FROM App WHERE Route = a", "single quotes"),
+    ("SELECT MAX(Latency) FROM App LIMIT 501", "maximum is 500"),
+    ("SELECT MAX(Latency) FROM App HAVING x", "unsupported clause"),
+])
+def test_anything_outside_the_subset_is_refused_by_name(query: str, message: str) -> None:
+    with pytest.raises(InsightsError, match=message):
+        parse(query)
+
+
+def alarm(query: str = "SELECT MAX(Rpo) FROM SCHEMA(App, Route) GROUP BY Route ORDER BY MAX() DESC", **kw: Any) -> AlarmEvaluator:
+    return AlarmEvaluator(parse(query), kw.pop("period", 60), kw.pop("threshold", 10.0), "GreaterThanThreshold", **kw)
+
+
+def rpo(route: str, value: float, minute: int) -> Point:
+    return Point("App", "Rpo", {"Route": route}, T0 + 60 * minute, value)
+
+
+def test_contributors_m_of_n_vanished_series_go_ok_and_an_empty_result_is_insufficient_data() -> None:
+    a = alarm(evaluation_periods=3, datapoints_to_alarm=2, treat_missing="notBreaching")
+    data = [rpo("a", 50, 0), rpo("a", 50, 1), rpo("b", 50, 0), rpo("b", 1, 1), rpo("b", 1, 2), rpo("a", 1, 2)]
+    s = a.step(T0 + 180, data)
+    assert s.state == "ALARM" and s.in_alarm() == [{"Route": "a"}]  # a: 2 of 3 breaching; b: 1 of 3
+    s = a.step(T0 + 240, [*data, rpo("b", 1, 3)])  # minutes 1-3: a breaches once, its missing minute 3 does not count
+    assert s.contributors[("a",)].state == "OK" and s.state == "OK"
+    s = a.step(T0 + 60 * 9, [rpo("b", 1, 7)])  # a returns nothing any more
+    assert s.contributors[("a",)].state == "OK" and s.contributors[("a",)].reason == NO_DATA_REASON
+    assert a.step(T0 + 3600, []).state == "INSUFFICIENT_DATA"
+    breaching = alarm(evaluation_periods=2, datapoints_to_alarm=2, treat_missing="breaching")
+    assert breaching.step(T0 + 120, [rpo("a", 50, 0)]).in_alarm() == [{"Route": "a"}]  # a missing minute breaches
+
+
+def test_partial_data_past_500_series_and_at_most_100_contributors_in_alarm() -> None:
+    a = alarm()
+    s = a.step(T0 + 60, [rpo(f"r{i:03d}", 50, 0) for i in range(501)])
+    assert s.evaluation_state == "PARTIAL_DATA" and len(s.contributors) == 500
+    assert len(s.in_alarm()) == 100
+
+
+def test_alarms_aws_would_refuse_are_refused() -> None:
+    with pytest.raises(InsightsError, match="GROUP BY and ORDER BY"):
+        alarm("SELECT MAX(Rpo) FROM SCHEMA(App, Route) GROUP BY Route")
+    with pytest.raises(InsightsError, match="3 hours"):
+        alarm(period=3600, evaluation_periods=4)
+    with pytest.raises(InsightsError, match="multiples of 60"):
+        alarm(period=30)
+
+
+# ------------------------------------------------------------------------------ the template's alarms over replmon's EMF
+@pytest.fixture
+def lambda_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What template.yaml gives every function: Powertools then adds ``service`` to every dimension set."""
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", SERVICE)
+
+
+def emf(capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')]
+
+
+def health(route: str, rpo_s: float, page: float, ticket: float) -> RouteHealth:
+    return RouteHealth(route, Rpo(rpo_s, False, {}), SloStatus(9, 10, 0.9, 0.5, {}, {}, {}, {"page": page, "ticket": ticket}))
+
+
+def template_alarm(name: str, groups: int = 1) -> AlarmEvaluator:
+    alarms = template_alarms(default_transformed(), {"RouteGroups": str(groups)})
+    assert len(alarms) == 13 * groups
+    return alarms[name]
+
+
+@pytest.mark.usefixtures("lambda_env")
+def test_the_templates_alarms_put_exactly_the_late_routes_contributor_in_alarm(capsys: pytest.CaptureFixture[str]) -> None:
+    metrics = EmfMetrics(route_groups=1)
+    capsys.readouterr()
+    publish_health(metrics, health("orders-to-dr", 2400.0, 20.0, 8.0))  # late: RPO 40 min, burning fast
+    publish_health(metrics, health("logs-to-dr", 30.0, 0.0, 0.0))
+    metrics.count("ProbeFailed", 1, {ROUTE: "logs-to-dr"})
+    points = points_from_emf(emf(capsys))
+    now = max(p.timestamp for p in points) // 300 * 300 + 301
+    verdicts = {name: template_alarm(name).step(now, points) for name in
+                ("RpoAboveTargetG00Alarm", "SloFastBurnG00Alarm", "SloSlowBurnG00Alarm", "ProbeFailedG00Alarm", "RpoUnboundedG00Alarm")}
+    assert {n: v.in_alarm() for n, v in verdicts.items()} == {
+        "RpoAboveTargetG00Alarm": [{"Route": "orders-to-dr"}], "SloFastBurnG00Alarm": [{"Route": "orders-to-dr"}],
+        "SloSlowBurnG00Alarm": [{"Route": "orders-to-dr"}], "ProbeFailedG00Alarm": [{"Route": "logs-to-dr"}],
+        "RpoUnboundedG00Alarm": []}
+    assert set(verdicts["RpoAboveTargetG00Alarm"].contributors) == {("orders-to-dr",), ("logs-to-dr",)}  # both evaluated
+    assert verdicts["ProbeFailedG00Alarm"].contributors.keys() == {("logs-to-dr",)}  # sparse: only who emitted
+
+
+@pytest.mark.usefixtures("lambda_env")
+def test_with_two_groups_each_route_is_a_contributor_of_its_own_groups_alarm(capsys: pytest.CaptureFixture[str]) -> None:
+    routes = ["orders-to-dr", "logs-to-dr", "images-to-dr", "audit-to-dr"]
+    assert {group_of(r, 2) for r in routes} == {"g00", "g01"}
+    metrics = EmfMetrics(route_groups=2)
+    capsys.readouterr()
+    for r in routes:
+        publish_health(metrics, health(r, 2400.0, 0.0, 0.0))
+    points = points_from_emf(emf(capsys))
+    now = max(p.timestamp for p in points) // 300 * 300 + 301
+    for g in ("g00", "g01"):
+        late = template_alarm(f"RpoAboveTarget{g.upper()}Alarm", groups=2).step(now, points).in_alarm()
+        assert sorted(c["Route"] for c in late) == sorted(r for r in routes if group_of(r, 2) == g)
