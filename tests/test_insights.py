@@ -202,3 +202,37 @@ def test_with_two_groups_each_route_is_a_contributor_of_its_own_groups_alarm(cap
     for g in ("g00", "g01"):
         late = template_alarm(f"RpoAboveTarget{g.upper()}Alarm", groups=2).step(now, points).in_alarm()
         assert sorted(c["Route"] for c in late) == sorted(r for r in routes if group_of(r, 2) == g)
+
+
+@pytest.mark.usefixtures("lambda_env")
+def test_one_cause_pages_once_per_route(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 23.3 with the fleet alarms: every page alarm's state is kept, but one cause notifies
+    once for its route. A failing route (a FAILED probe, a failed replication event, the budget
+    burning at 20x, the RPO unbounded) pages through RpoUnbounded alone; a late route (RPO 40 min,
+    burning at 20x) through RpoAboveTarget alone. The template's notifying alarms, evaluated over
+    the EMF the code emits."""
+    from replmon.core.telemetry import EVENT
+
+    metrics = EmfMetrics(route_groups=1)
+    capsys.readouterr()
+    publish_health(metrics, RouteHealth("failing-to-dr", Rpo(2400.0, True, {}, reasons=["probe FAILED"]),
+                                        SloStatus(1, 10, 0.1, -5.0, {}, {}, {}, {"page": 20.0, "ticket": 9.0})))
+    metrics.count("ProbeFailed", 1, {ROUTE: "failing-to-dr"})
+    metrics.count("ReplicationEvents", 3, {ROUTE: "failing-to-dr", EVENT: "OperationFailedReplication"})
+    publish_health(metrics, health("late-to-dr", 2400.0, 20.0, 9.0))
+    points = points_from_emf(emf(capsys))
+    now = max(p.timestamp for p in points) // 300 * 300 + 301
+    template = default_transformed()
+    notifying = {k for k, v in template["Resources"].items() if v["Type"] == "AWS::CloudWatch::Alarm"
+                 and v["Properties"].get("AlarmActions") and "Severity', 'Value': 'page" in str(v["Properties"].get("Tags"))}
+    paging: dict[str, list[str]] = {}
+    in_alarm: dict[str, list[str]] = {}
+    for name, evaluator in template_alarms(template, {"RouteGroups": "1"}).items():
+        for c in evaluator.step(now, points).in_alarm():
+            in_alarm.setdefault(c["Route"], []).append(name)
+            if name in notifying:
+                paging.setdefault(c["Route"], []).append(name)
+    assert paging == {"failing-to-dr": ["RpoUnboundedG00Alarm"], "late-to-dr": ["RpoAboveTargetG00Alarm"]}
+    # ...while every alarm that saw the cause keeps its state (history, dashboard, replmon report)
+    assert {"ProbeFailedG00Alarm", "ReplicationFailedEventG00Alarm", "SloFastBurnG00Alarm"} <= set(in_alarm["failing-to-dr"])
+    assert "SloFastBurnG00Alarm" in in_alarm["late-to-dr"]

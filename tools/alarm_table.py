@@ -97,6 +97,11 @@ def condition(res: dict[str, Any], params: dict[str, Any]) -> str:
 
 def render(template: dict[str, Any] | None = None) -> str:
     t = template or load_template(TEMPLATE)
+    def covered_note(res: dict[str, Any]) -> str:
+        """A fleet alarm that notifies nobody: its description names the alarms that page for its cause."""
+        text = str(res["Properties"].get("AlarmDescription", ""))
+        return "nobody: " + text.split("also raises ", 1)[1].split(",", 1)[0] + " pages" if "also raises " in text else "nobody"
+
     all_alarms = alarms(t)
     params = t.get("Parameters", {})
     fleet = [a for a in all_alarms.values() if route_group(a) == "g00"]
@@ -109,7 +114,7 @@ def render(template: dict[str, Any] | None = None) -> str:
     order = {"page": 0, "ticket": 1}
     for name, res in sorted(shown.items(), key=lambda kv: (order.get(str(severity(kv[1])), 2), not topics(kv[1]), kv[0])):
         runbook = res.get("Metadata", {}).get("Runbook", {})
-        via = topics(res) or [f"through {p}" for p in parents(name, all_alarms)] or ["nobody"]
+        via = topics(res) or [f"through {p}" for p in parents(name, all_alarms)] or [covered_note(res)]
         only = f" (only with {res['Condition']})" if res.get("Condition") else ""
         if route_group(res):
             only = f" (and G01..G{groups - 1:02d}Alarm while RouteGroups > 01..{groups - 1:02d})"

@@ -70,6 +70,15 @@ class FleetAlarm:
     datapoints: int = 1
     schema: tuple[str, ...] = PER_ROUTE  # without service (added: Powertools puts it on every set)
     where: tuple[tuple[str, str], ...] = ()  # extra fixed dimensions (Event = '...')
+    # One page per cause (issue 23.3): an alarm whose cause always raises another page alarm too
+    # keeps its state (alarm history, dashboard, `replmon report`) but notifies nobody; the named
+    # alarms page, naming the route. (A composite could de-duplicate them, but a composite sees only
+    # alarm-level state: its notification could not name the route.)
+    covered_by: tuple[str, ...] = ()
+
+    @property
+    def notifies(self) -> bool:
+        return not self.covered_by
 
 
 FLEET_ALARMS: tuple[FleetAlarm, ...] = (
@@ -90,13 +99,15 @@ FLEET_ALARMS: tuple[FleetAlarm, ...] = (
         "SloFastBurn", "SloBurnPage", "MAX", ">", 14.4, "page",
         "A route's SLO error budget burns at more than 14.4x over 1 h and over the short window (SloBurnPage = the smaller of the two).",
         "2 % of the month's error budget burned within 1 h (14.4x over 1 h and 5 min): most of the route's probes are late or failing now",
-        "treat as an outage of the route; replmon report --route ROUTE shows SLO attainment, budget left and the late probes"),
+        "treat as an outage of the route; replmon report --route ROUTE shows SLO attainment, budget left and the late probes",
+        covered_by=("RpoAboveTarget", "RpoUnbounded")),  # 14.4x over 5 min too: the recent probes are late (RPO) or failed (unbounded)
     FleetAlarm(
         "ProbeFailed", "ProbeFailed", "SUM", ">=", 1, "page",
         "S3 reported a probe's replication FAILED on a route, or a replica did not match.",
         "S3 marked a probe FAILED (role lost permissions, destination bucket policy or KMS key changed, versioning suspended "
         "on the destination) or a replica did not match",
-        "replmon preflight --source-bucket SRC names the broken precondition; the record's reason says what S3 answered"),
+        "replmon preflight --source-bucket SRC names the broken precondition; the record's reason says what S3 answered",
+        covered_by=("RpoUnbounded",)),  # a FAILED probe makes the RPO unbounded at the next collector run
     FleetAlarm(
         "ReplicationFailedEvent", "ReplicationEvents", "SUM", ">", 0, "page",
         "S3 sent OperationFailedReplication for an object on a route (an S3 event notification, not a probe).",
@@ -104,7 +115,8 @@ FLEET_ALARMS: tuple[FleetAlarm, ...] = (
         "(AssumeRoleNotPermitted, DstBucketUnversioned, KMS errors...)",
         "read the event in the latency table (replmon report --format json) or the events queue; fix the named cause; "
         "re-replicate the objects with S3 Batch Replication",
-        schema=(ROUTE_GROUP, ROUTE, EVENT), where=((EVENT, "OperationFailedReplication"),)),
+        schema=(ROUTE_GROUP, ROUTE, EVENT), where=((EVENT, "OperationFailedReplication"),),
+        covered_by=("RpoUnbounded",)),  # a failed replication event makes the RPO unbounded at the next collector run
     # ---- ticket: working hours
     FleetAlarm(
         "SloSlowBurn", "SloBurnTicket", "MAX", ">", 6, "ticket",
@@ -223,6 +235,8 @@ def _resource(alarm: FleetAlarm, group: str) -> list[str]:
     action = f"[!If [{cond}, !Ref {topic}, !Ref {arn}]]"
     threshold = f"!Ref {alarm.threshold}" if isinstance(alarm.threshold, str) else _number(alarm.threshold)
     condition = group_condition(group)
+    covered = (f" Notifies nobody: its cause also raises {' or '.join(alarm.covered_by)}, which pages for the route "
+               "(one page per cause).") if alarm.covered_by else ""
     return [
         f"  {logical_id(alarm, group)}:",
         "    Type: AWS::CloudWatch::Alarm",
@@ -232,7 +246,7 @@ def _resource(alarm: FleetAlarm, group: str) -> list[str]:
         f"        Causes: {_yaml_str(alarm.causes)}",
         f"        Action: {_yaml_str(alarm.action)}",
         "    Properties:",
-        f"      AlarmDescription: {_yaml_str(f'{alarm.description} RouteGroup {group}: each route is a contributor.')}",
+        f"      AlarmDescription: {_yaml_str(f'{alarm.description} RouteGroup {group}: each route is a contributor.' + covered)}",
         "      Metrics:",
         "        - Id: q",
         f"          Expression: {_yaml_str(query(alarm, group))}",
@@ -243,8 +257,7 @@ def _resource(alarm: FleetAlarm, group: str) -> list[str]:
         f"      Threshold: {threshold}",
         f"      ComparisonOperator: {OPS[alarm.op]}",
         "      TreatMissingData: notBreaching",
-        f"      AlarmActions: {action}",
-        f"      OKActions: {action}",
+        *([f"      AlarmActions: {action}", f"      OKActions: {action}"] if alarm.notifies else []),
         f"      Tags: [{{Key: Severity, Value: {alarm.severity}}}, {{Key: RouteGroup, Value: {group}}}]",
     ]
 

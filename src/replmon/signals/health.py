@@ -94,7 +94,8 @@ BURN_METRICS = {"page": "SloBurnPage", "ticket": "SloBurnTicket"}
 
 
 def publish_health(metrics: MetricsSink, h: RouteHealth) -> None:
-    metrics.count("RpoSeconds", h.rpo.seconds, {ROUTE: h.route})
+    if not h.rpo.unbounded:  # unbounded, its value is only a lower bound: RpoUnbounded pages alone (one page per cause)
+        metrics.count("RpoSeconds", h.rpo.seconds, {ROUTE: h.route})
     metrics.count("RpoUnbounded", 1 if h.rpo.unbounded else 0, {ROUTE: h.route})
     if h.slo.budget_left is not None:
         metrics.count("ErrorBudgetRemaining", round(h.slo.budget_left * 100, 4), {ROUTE: h.route})
