@@ -233,7 +233,10 @@ def test_each_function_runs_as_a_minio_user_with_only_its_roles_s3_statements(la
         assert seen == {"upload puts outside its prefix": "AccessDenied", "upload deletes": "AccessDenied",
                         "cleanup puts": "AccessDenied", "cleanup lists outside the prefix": "AccessDenied",
                         "plan lists": "AccessDenied", "cleanup lists its prefix": "allowed"}
-        assert function_policy("PlanProbes") is None and function_policy("UploadProbe") is not None
+        # PlanProbes reaches no route bucket: its only S3 statement is the fleet's plan bucket (plans/*)
+        plan_policy = json.dumps(function_policy("PlanProbes") or {})
+        assert SOURCE_BUCKET not in plan_policy and DEST_BUCKET not in plan_policy and "PlanBucket/plans/*" in plan_policy
+        assert function_policy("UploadProbe") is not None
     finally:
         for which, bucket in (("source", SOURCE_BUCKET), ("destination", DEST_BUCKET)):
             S3ObjectStore(lab.s3(which)).delete_all_versions(bucket, key)
