@@ -55,9 +55,10 @@ def _burn(health: Mapping[str, Any], window: str) -> float | None:
     return None
 
 
-def _worst(summaries: Iterable[Mapping[str, Any]], route: str) -> tuple[str | None, float | None, int]:
-    """The size class whose slowest completed probe took longest, and the route's probe count."""
-    mine = [s for s in summaries if s.get("route") == route]
+def _worst(mine: Iterable[Mapping[str, Any]]) -> tuple[str | None, float | None, int]:
+    """The size class whose slowest completed probe took longest, and the route's probe count
+    (``mine``: the route's own size summaries)."""
+    mine = list(mine)
     probes = sum(int(s.get("probes") or 0) for s in mine)
     timed = [s for s in mine if s.get("max_seconds") is not None]
     if not timed:
@@ -89,6 +90,9 @@ def fleet_rows(routes: Sequence[Mapping[str, Any]], health: Mapping[str, Mapping
                summaries: Sequence[Mapping[str, Any]], *, target_seconds: float) -> list[dict[str, Any]]:
     """One row per registry route (``route``, ``group``, ``mode``, ``reason_code`` [, ``reason``]),
     joined with its health (signals/health.py ``health_output``), verdict and size summaries; riskiest first."""
+    by_route: dict[str, list[Mapping[str, Any]]] = {}  # one pass over the summaries, not one per route
+    for summary in summaries:
+        by_route.setdefault(str(summary.get("route")), []).append(summary)
     rows = []
     for r in routes:
         name = str(r["route"])
@@ -96,7 +100,7 @@ def fleet_rows(routes: Sequence[Mapping[str, Any]], health: Mapping[str, Mapping
         slo = h.get("slo") or {}
         unbounded = bool(h.get("rpo_unbounded"))
         rpo = h.get("rpo_seconds")
-        worst, worst_max, probes = _worst(summaries, name)
+        worst, worst_max, probes = _worst(by_route.get(name, []))
         rows.append({
             "route": name, "group": r.get("group"), "mode": r.get("mode"), "verdict": verdicts.get(name, "no_data"),
             "rpo_seconds": "unbounded" if unbounded else rpo,
