@@ -47,6 +47,7 @@ class Defaults:
     # The fleet (issues 18/19/21; /work/notes/fleet-contracts.md names each one's template parameter).
     probe_classes: str  # ProbeClasses: size classes on their own cadence, multiples of the schedule's tick (core/cadence.py)
     heartbeat_seconds: int  # HeartbeatSeconds: one 1 KiB heartbeat per probed route this often
+    stall_floor_seconds: float  # StallFloorSeconds: the least a heartbeat is expected to take (signals/expectation.py)
     route_groups: int  # RouteGroups: shards of <= 500 routes (one set of Metrics Insights alarms each)
     route_max_concurrency: int  # a route's probes in flight at once (a registry item's probe.max_concurrency)
     fleet_max_route_runs: int  # FleetMaxRouteRuns: route-runs in flight at once
@@ -77,6 +78,7 @@ FLEET_PARAMETERS: dict[str, str] = {
     "ScheduleRateMinutes": "schedule_rate_minutes",  # the tick
     "ProbeClasses": "probe_classes",
     "HeartbeatSeconds": "heartbeat_seconds",
+    "StallFloorSeconds": "stall_floor_seconds",
     "RouteGroups": "route_groups",
     "FleetMaxRouteRuns": "fleet_max_route_runs",
     "FleetMaxProbes": "fleet_max_probes",

@@ -38,7 +38,7 @@ ENV = "REPLMON_FLEET"
 PARAMETER_OF = {
     "route_groups": "RouteGroups", "probe_classes": "ProbeClasses", "tick_minutes": "ScheduleRateMinutes",
     "spread_seconds": "SpreadSeconds", "max_route_runs": "FleetMaxRouteRuns", "max_probes": "FleetMaxProbes",
-    "heartbeat_seconds": "HeartbeatSeconds", "member_role_prefix": "MemberRolePrefix", "member_external_id": "MemberExternalId",
+    "heartbeat_seconds": "HeartbeatSeconds", "stall_floor_seconds": "StallFloorSeconds", "member_role_prefix": "MemberRolePrefix", "member_external_id": "MemberExternalId",
     "plan_bucket": "PlanBucket",
 }
 
@@ -52,6 +52,7 @@ class FleetSettings(BaseModel):
     max_route_runs: int = Field(default=DEFAULTS.fleet_max_route_runs, ge=1, le=10_000)
     max_probes: int = Field(default=DEFAULTS.fleet_max_probes, ge=1, le=1_000)  # FleetMaxProbes MaxValue (the Map result bound)
     heartbeat_seconds: int = Field(default=DEFAULTS.heartbeat_seconds, ge=10, le=3600)
+    stall_floor_seconds: float = Field(default=DEFAULTS.stall_floor_seconds, ge=1, le=3600)
     member_role_prefix: str = Field(default=DEFAULTS.member_role_prefix, pattern=r"^[\w+=,.@-]{1,40}$")
     member_external_id: str | None = None
     plan_bucket: str | None = None  # the stack's PlanBucket (PlanFleet, the state machine's ItemReader)

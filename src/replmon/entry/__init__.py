@@ -19,6 +19,7 @@ FUNCTIONS = {
     "Report": "replmon.entry.report",
     "IngestEvents": "replmon.entry.ingest_events",
     "CollectSignals": "replmon.entry.collect_signals",
+    "Heartbeat": "replmon.entry.heartbeat",
     "Inventory": "replmon.entry.inventory",
     "IngestFioResults": "replmon.entry.ingest_fio",
     "FioTaskStopped": "replmon.entry.fio_task_stopped",
