@@ -41,6 +41,7 @@ from replmon.core.ports import (
     MemberAccounts,
     MetricReaders,
     MetricsSink,
+    Notifier,
     ObjectStores,
     PlanStore,
     RecordSpool,
@@ -88,6 +89,7 @@ class Deps:
     rollups: RollupStore | None = None
     plans: PlanStore | None = None
     metric_readers: MetricReaders | None = None
+    notifier: Notifier | None = None  # the page topic (Heartbeat's stall evidence); None: log only
 
     @property
     def routes(self) -> list[Route]:
@@ -101,13 +103,14 @@ def from_env(env: Mapping[str, str] = os.environ) -> Deps:
     REPLMON_SPOOL_QUEUE_URL, REPLMON_POLL_FUNCTION_TIMEOUT, REPLMON_METRICS (emf|none),
     REPLMON_COMPOSE_THRESHOLD, REPLMON_SLO (JSON: threshold_seconds, target_percent, period_days,
     probe_interval_minutes), REPLMON_EVENT_CLOCK_SKEW, REPLMON_READ_RTC (true: CloudWatch readers, one per (account, Region)),
-    REPLMON_FLEET (JSON: core/fleetconfig.py FleetSettings)."""
+    REPLMON_FLEET (JSON: core/fleetconfig.py FleetSettings), REPLMON_PAGE_TOPIC_ARN (Heartbeat's stall evidence)."""
     from replmon.adapters import clients
     from replmon.adapters.cloudwatch import CloudWatchReaders
     from replmon.adapters.dynamodb import DynamoLatencyStore
     from replmon.adapters.executions import StepFunctionsExecutions
     from replmon.adapters.leases import DynamoLeases
     from replmon.adapters.metrics import EmfMetrics, NullMetrics
+    from replmon.adapters.notify import SnsNotifier
     from replmon.adapters.plans import S3Plans
     from replmon.adapters.registry_table import DynamoRegistry
     from replmon.adapters.s3 import S3Stores
@@ -138,6 +141,7 @@ def from_env(env: Mapping[str, str] = os.environ) -> Deps:
         metric_readers=CloudWatchReaders() if env.get("REPLMON_READ_RTC", "false").lower() == "true" else None,
         fleet=fleet,
         plans=S3Plans(fleet.plan_bucket, clients.client("s3", clients.STORE)) if fleet.plan_bucket else None,
+        notifier=SnsNotifier(env["REPLMON_PAGE_TOPIC_ARN"], clients.client("sns", clients.STORE)) if env.get("REPLMON_PAGE_TOPIC_ARN") else None,
     )
 
 

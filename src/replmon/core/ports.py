@@ -177,6 +177,13 @@ class RecordSpool(Protocol):
     def ack(self, handle: str) -> None: ...
 
 
+# ------------------------------------------------------------------------------ notifications
+class Notifier(Protocol):
+    """The page topic (SNS): a message with the evidence when a route stalls and when it recovers."""
+
+    def publish(self, subject: str, message: str) -> None: ...
+
+
 # ------------------------------------------------------------------------------ metrics out and in
 class MetricsSink(Protocol):
     def publish(self, record: ProbeRecord) -> None:

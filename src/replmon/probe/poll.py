@@ -125,23 +125,33 @@ def poll_replication(state: ProbeState, stores: Callable[[Endpoint], ObjectStore
                 poll.status = ProbeStatus.PENDING
                 return state
             clock.sleep(delay)
-        sent = clock.now()
-        head = source.head(state.route.source.bucket, up.key, up.version_id)
-        received = clock.now()
-        poll.head_count += 1
-        poll.last_rtt = rtt_estimate(poll.last_rtt, received - sent)
-        if head is not None and head.replication_status == "PENDING":
-            poll.last_pending = sent - up.put_end
-            if sent >= deadline:
-                poll.status = ProbeStatus.STUCK
-                poll.failure_reason = (
-                    f"still PENDING {poll.last_pending:.0f} s after the PUT (timeout {state.timeout_seconds} s from the probe's start)"
-                )
-                return state
-            continue
-        poll.first_final = received - up.put_end
-        settle(state, poll, head, stores)
-        return state
+        if head_once(state, source, stores, clock, deadline):
+            return state
+
+
+def head_once(state: ProbeState, source: ObjectStore, stores: Callable[[Endpoint], ObjectStore], clock: Clock, deadline: float) -> bool:
+    """One HEAD of the source and what it means for the interval: True when the probe settled
+    (COMPLETED/FAILED with its replicas checked, or STUCK past ``deadline``). The probe's poller and
+    the heartbeat's (probe/heartbeat.py) both go through here: one interval semantics."""
+    assert state.upload is not None and state.poll is not None
+    up, poll = state.upload, state.poll
+    sent = clock.now()
+    head = source.head(state.route.source.bucket, up.key, up.version_id)
+    received = clock.now()
+    poll.head_count += 1
+    poll.last_rtt = rtt_estimate(poll.last_rtt, received - sent)
+    if head is not None and head.replication_status == "PENDING":
+        poll.last_pending = sent - up.put_end
+        if sent >= deadline:
+            poll.status = ProbeStatus.STUCK
+            poll.failure_reason = (
+                f"still PENDING {poll.last_pending:.0f} s after the PUT (timeout {state.timeout_seconds} s from the probe's start)"
+            )
+            return True
+        return False
+    poll.first_final = received - up.put_end
+    settle(state, poll, head, stores)
+    return True
 
 
 def start_polling(state: ProbeState, not_before: float) -> ProbeState:

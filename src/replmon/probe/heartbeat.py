@@ -1,0 +1,368 @@
+"""Heartbeat (issue 21; fleet-design.md 8): a heartbeat is a 1 KiB probe put every minute. One scheduled invocation per RouteGroup puts a 1 KiB
+heartbeat on every heartbeat route of the group each ``HeartbeatSeconds`` and polls the pending
+ones, with the probe's interval semantics (probe/poll.py ``head_once``: ``lo`` = the last PENDING
+HEAD, ``hi`` = the first final one, replicas verified), into the same table (``<route>#hb`` records,
+kept 7 days). It keeps each route's stall state (signals/stall.py) against the route's learned
+expectation (signals/expectation.py) and emits ``StallSeconds{RouteGroup, Route}`` every period.
+
+Why one function and not the state machine: a heartbeat a minute per route through Step
+Functions would cost more in state transitions than everything else together (issue 21.1).
+
+Contract (the template, the lab and the tests rely on it):
+- event ``{"group": "g00"}`` (a RouteGroup of the deployment; ``"periods": N`` overrides how many
+  heartbeat periods this invocation runs: default one minute's worth, the schedule's rate);
+- each period, per route: claim the period (a conditional put: a duplicate or overlapping
+  invocation never puts a second heartbeat), PUT, poll every pending heartbeat until the period
+  ends, record and delete settled ones on both sides, evaluate the stall state, save it, emit
+  ``StallSeconds`` (and at once on a transition); ``HeartbeatRun`` once per invocation;
+- on entering STALLED and on returning HEALTHY: one message with the evidence to the page topic
+  (``deps.notifier``): CloudWatch's contributor notification carries only the route's name.
+- stale heartbeats never pile up: one settled is deleted at once (every version, both sides); one
+  pending past ``MAX_PENDING_SECONDS`` or beyond ``MAX_PENDING`` is recorded STUCK and deleted;
+  the housekeeping sweep and the bucket's lifecycle rule remove what a crash leaves.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from replmon.core.clock import Clock
+from replmon.core.defaults import DEFAULTS
+from replmon.core.errors import ConfigError
+from replmon.core.fleetconfig import FleetSettings
+from replmon.core.keys import (
+    HEARTBEAT_SIZE_BYTES,
+    HEARTBEAT_SIZE_CLASS,
+    heartbeat_probe_id,
+    heartbeat_run_id,
+    run_time,
+)
+from replmon.core.partitions import HEARTBEAT_STATE, RTC, heartbeat_partition, live_partition, signal_partition
+from replmon.core.ports import LatencyTable, MetricsSink, Notifier, ObjectStores, RegistryStore
+from replmon.core.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE, ProbeStatus
+from replmon.core.registry import group_of
+from replmon.core.route import Route
+from replmon.core.telemetry import ROUTE, ROUTE_GROUP
+from replmon.probe.poll import head_once
+from replmon.probe.polling import PollPolicy
+from replmon.probe.request import PollSettings
+from replmon.probe.results import to_record
+from replmon.probe.state import Poll, ProbeState
+from replmon.probe.upload import UploadSettings, probe_key, upload_probe
+from replmon.signals.expectation import HISTORY_END_AGO, HISTORY_SPAN, REFRESH_SECONDS, Expectation, expectation
+from replmon.signals.rollup import HEARTBEAT_RETENTION_DAYS
+from replmon.signals.stall import Beat, StallPhase, StallState, advance, stall_seconds
+
+__all__ = ["HeartbeatDeps", "heartbeat_routes", "heartbeat_step"]
+
+log = logging.getLogger("replmon")
+
+INVOCATION_SECONDS = 60  # the schedule's rate: EventBridge Scheduler's finest
+MAX_PENDING_SECONDS = 7200  # a heartbeat pending this long is recorded STUCK and dropped
+MAX_PENDING = 15  # ... and so is the oldest beyond this many pending
+RECENT = 8  # settled heartbeats kept in the state for the state machine
+WORKERS = 32
+
+
+class HeartbeatDeps(Protocol):
+    stores: ObjectStores
+    store: LatencyTable
+    metrics: MetricsSink
+    clock: Clock
+    fleet: FleetSettings
+    registry: RegistryStore | None
+    notifier: Notifier | None
+    defaults: dict[str, Any]
+
+    @property
+    def routes(self) -> list[Route]: ...
+
+
+@dataclass(frozen=True)
+class HeartbeatRoute:
+    route: Route
+    target_seconds: float  # the route's latency target: the expectation is capped at half of it
+
+
+def heartbeat_routes(group: str, deps: HeartbeatDeps) -> list[HeartbeatRoute]:
+    """The group's registry routes that take heartbeats (probe mode, ``probe.heartbeat`` not false)
+    and the stack's own routes of the group that the registry does not hold."""
+    out: list[HeartbeatRoute] = []
+    default_target = float(deps.defaults.get("target_seconds") or DEFAULTS.target_seconds)
+    if deps.registry is not None:
+        for spec in deps.registry.routes(group):
+            if not spec.heartbeat:
+                continue
+            try:
+                route = spec.to_route(deps.fleet.member_role_prefix)
+            except (ConfigError, ValueError) as exc:  # one bad item must not stop the group's heartbeats
+                log.error("registry route not heartbeated", extra={"route": spec.name, "error": f"{type(exc).__name__}: {exc}"})
+                continue
+            out.append(HeartbeatRoute(route, spec.slo.threshold_seconds if spec.slo else default_target))
+    names = {h.route.name for h in out}
+    out += [HeartbeatRoute(r, default_target) for r in deps.routes
+            if r.name not in names and group_of(r.name, deps.fleet.route_groups) == group]
+    return out
+
+
+def _periods(event: Mapping[str, Any], period: int) -> int:
+    raw = event.get("periods", max(1, INVOCATION_SECONDS // period))
+    if not isinstance(raw, int) or isinstance(raw, bool) or not 1 <= raw <= 60:
+        raise ConfigError(f"periods: {raw!r} is not a whole number of heartbeat periods 1..60; omit it for one minute's worth")
+    return raw
+
+
+def heartbeat_step(event: Mapping[str, Any], deps: HeartbeatDeps) -> dict[str, Any]:
+    group = event.get("group")
+    if group not in deps.fleet.groups:
+        raise ConfigError(f"group: {group!r} is not a RouteGroup of this deployment ({', '.join(deps.fleet.groups)}); "
+                          'the schedule passes {"group": "g00"}')
+    period = deps.fleet.heartbeat_seconds
+    periods = _periods(event, period)
+    start = deps.clock.now()
+    beats = [RouteHeartbeat(h, deps, period) for h in heartbeat_routes(group, deps)]
+    with ThreadPoolExecutor(max(1, min(WORKERS, len(beats)))) as pool:
+        rows = list(pool.map(lambda b: b.run(start, periods), beats))
+    deps.metrics.count("HeartbeatRun", 1, {ROUTE_GROUP: group})
+    return {"group": group, "periods": periods, "period_seconds": period, "routes": rows}
+
+
+@dataclass
+class RouteHeartbeat:
+    """One route's heartbeats for one invocation: its own thread, its own state item."""
+
+    h: HeartbeatRoute
+    deps: HeartbeatDeps
+    period: int
+    pending: list[ProbeState] = field(default_factory=list)
+    recent: list[Beat] = field(default_factory=list)
+    stall: StallState = field(default_factory=StallState)
+    expect: Expectation | None = None
+    transitions: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def name(self) -> str:
+        return self.h.route.name
+
+    # ------------------------------------------------------------------ the invocation
+    def run(self, start: float, periods: int) -> dict[str, Any]:
+        clock = self.deps.clock
+        self.load()
+        margin = min(5.0, self.period / 5)
+        for k in range(periods):
+            begin = start + k * self.period
+            end = begin + self.period - (margin if k == periods - 1 else 0.0)
+            if clock.now() < begin:
+                clock.sleep(begin - clock.now())
+            self.learn(clock.now())
+            self.put(clock.now())
+            while True:
+                self.poll_due()
+                self.evaluate(clock.now())
+                now = clock.now()
+                if now >= end:
+                    break
+                # wake for the next HEAD, and at least every second: overdue is a matter of time alone
+                clock.sleep(max(0.05, min(self.next_head_at() - now, end - now, 1.0)))
+            self.deps.metrics.count("StallSeconds", stall_seconds(self.stall, clock.now()), {ROUTE: self.name})
+            self.save(clock.now())
+        return self.row(clock.now())
+
+    def row(self, now: float) -> dict[str, Any]:
+        oldest = min((p.upload.put_end for p in self.pending if p.upload), default=None)
+        return {"route": self.name, "phase": str(self.stall.phase), "stall_seconds": stall_seconds(self.stall, now),
+                "since": self.stall.since, "expect_seconds": self.expect.seconds if self.expect else None,
+                "pending": len(self.pending), "oldest_pending_age": None if oldest is None else round(now - oldest, 3),
+                "transition": self.transitions[-1] if self.transitions else None, "transitions": self.transitions,
+                "errors": self.errors}
+
+    # ------------------------------------------------------------------ state
+    def load(self) -> None:
+        try:
+            item = self.deps.store.get_item(live_partition(self.name), HEARTBEAT_STATE) or {}
+        except Exception as exc:  # the store is down: start from nothing, keep measuring
+            self._error("state not read", exc)
+            item = {}
+        self.pending = [ProbeState.model_validate(p) for p in item.get("pending", [])]
+        self.recent = [Beat(float(b[0]), None if b[1] is None else float(b[1]), bool(b[2])) for b in item.get("recent", [])]
+        self.stall = StallState.from_item(item)
+        self.expect = Expectation.from_item(item)
+
+    def save(self, now: float) -> None:
+        item = {PARTITION_KEY: live_partition(self.name), SORT_KEY: HEARTBEAT_STATE, "updated_at": now,
+                "pending": [p.dump() for p in self.pending], "recent": [[b.put_at, b.latency, b.failed] for b in self.recent],
+                **self.stall.to_item(), **(self.expect.to_item() if self.expect else {}),
+                TTL_ATTRIBUTE: int(now + HEARTBEAT_RETENTION_DAYS * 86_400)}
+        try:
+            self.deps.store.put_item({k: v for k, v in item.items() if v is not None})
+        except Exception as exc:
+            self._error("state not saved", exc)
+
+    def learn(self, now: float) -> None:
+        """Re-learn the expectation hourly from the route's heartbeat records (72 h ending 6 h ago)."""
+        if self.expect is not None and now - self.expect.learned_at < REFRESH_SECONDS:
+            return
+        floor, cap = self.deps.fleet.stall_floor_seconds, self.h.target_seconds / 2
+        try:
+            records = self.deps.store.query(heartbeat_partition(self.name), now - HISTORY_END_AGO - HISTORY_SPAN, now - HISTORY_END_AGO)
+            latencies = [r.latency_hi for r in records if r.status is ProbeStatus.COMPLETED and r.latency_hi is not None]
+        except Exception as exc:  # no history now: the floor, re-learned next hour
+            self._error("history not read; expectation is the floor", exc)
+            latencies = []
+        self.expect = expectation(latencies, floor=floor, cap=cap, learned_at=now)
+
+    # ------------------------------------------------------------------ heartbeats
+    def put(self, now: float) -> None:
+        run_id = heartbeat_run_id(now, self.period)
+        probe_id = heartbeat_probe_id(run_id, self.name)
+        try:
+            # a duplicate or overlapping invocation finds the period taken (TTL: it is only a claim)
+            claimed = self.deps.store.put_item_once({PARTITION_KEY: live_partition(self.name), SORT_KEY: f"{HEARTBEAT_STATE}#{run_id}",
+                                                     TTL_ATTRIBUTE: int(now + 3600)})
+        except Exception as exc:
+            self._error("period not claimed; heartbeat not put", exc)
+            return
+        if not claimed:
+            return
+        state = ProbeState(probe_id=probe_id, run_id=run_id, planned_at=run_time(run_id) or now, route=self.h.route,
+                           size_bytes=HEARTBEAT_SIZE_BYTES, size_class=HEARTBEAT_SIZE_CLASS, trial=1,
+                           timeout_seconds=MAX_PENDING_SECONDS, target_seconds=self.h.target_seconds,
+                           poll_settings=PollSettings(use_history=False))
+        try:
+            upload_probe(state, self.deps.stores(self.h.route.source), self.deps.clock, UploadSettings())
+        except Exception as exc:  # the source refused the PUT: not a replication stall; counted and logged
+            self._error("heartbeat PUT failed", exc)
+            self.deps.metrics.count("ProbeError", 1, {ROUTE: self.name})
+            return
+        state.poll = Poll()
+        self.pending.append(state)
+
+    def next_head_at(self) -> float:
+        times = [self._due(p) for p in self.pending]
+        return min(times, default=self.deps.clock.now() + 1.0)
+
+    def _due(self, p: ProbeState) -> float:
+        assert p.upload is not None and p.poll is not None
+        policy = PollPolicy(p.poll_settings.floor_seconds, p.poll_settings.relative)
+        return p.upload.put_end + policy.next_head_at(p.poll.last_pending, p.poll.not_before, p.poll.last_rtt)
+
+    def poll_due(self) -> None:
+        clock = self.deps.clock
+        source = self.deps.stores(self.h.route.source)
+        for p in list(self.pending):
+            assert p.upload is not None
+            if clock.now() < self._due(p):
+                continue
+            try:
+                settled = head_once(p, source, self.deps.stores, clock, p.upload.put_end + MAX_PENDING_SECONDS)
+            except Exception as exc:  # the source does not answer: the heartbeat stays pending (that is evidence too)
+                self._error("HEAD failed", exc)
+                continue
+            if settled:
+                self.settle(p)
+        while len(self.pending) > MAX_PENDING:  # the oldest gives way: recorded STUCK, deleted
+            self.give_up(self.pending[0], f"more than {MAX_PENDING} heartbeats pending")
+
+    def give_up(self, p: ProbeState, why: str) -> None:
+        assert p.poll is not None
+        p.poll.status = ProbeStatus.STUCK
+        p.poll.failure_reason = f"still PENDING: {why}"
+        self.settle(p)
+
+    def settle(self, p: ProbeState) -> None:
+        """Record the heartbeat in ``<route>#hb`` (with the expectation it was judged by), delete it on
+        both sides, remember it for the state machine."""
+        assert p.upload is not None
+        self.pending.remove(p)
+        record = to_record(p, HEARTBEAT_RETENTION_DAYS)
+        self.recent = [*self.recent, Beat(p.upload.put_end, record.latency_hi if record.status is ProbeStatus.COMPLETED else None,
+                                          record.status is not ProbeStatus.COMPLETED)][-RECENT:]
+        item = {**record.to_item(), PARTITION_KEY: heartbeat_partition(self.name)}
+        if self.expect is not None:
+            item.update(expectation_seconds=self.expect.seconds, expectation_basis=self.expect.basis)
+        try:
+            self.deps.store.put_item(item)
+        except Exception as exc:
+            self._error(f"heartbeat record {record.probe_id} not stored", exc)
+        key = probe_key(p)
+        for endpoint in (self.h.route.source, *self.h.route.destinations):
+            try:
+                self.deps.stores(endpoint).delete_all_versions(endpoint.bucket, key)
+            except Exception as exc:  # counted; the sweep and the lifecycle rule remove it later
+                self._error(f"heartbeat not deleted from {endpoint.bucket}", exc)
+                self.deps.metrics.count("CleanupFailed", 1, {ROUTE: self.name})
+
+    # ------------------------------------------------------------------ the verdict
+    def beats(self) -> list[Beat]:
+        return self.recent + [Beat(p.upload.put_end) for p in self.pending if p.upload is not None]
+
+    def evaluate(self, now: float) -> None:
+        for p in [p for p in self.pending if p.upload is not None and now - p.upload.put_end >= MAX_PENDING_SECONDS]:
+            self.give_up(p, f"{MAX_PENDING_SECONDS} s after its PUT")
+        expect = self.expect.seconds if self.expect else self.deps.fleet.stall_floor_seconds
+        before = self.stall.phase
+        new = advance(self.stall, self.beats(), now, expect, self.period)
+        self.stall = new
+        if new.transition is None:
+            return
+        self.transitions.append(new.transition)
+        log.warning("route stall state", extra={"route": self.name, "phase": new.transition, "since": new.since})
+        self.deps.metrics.count("StallSeconds", stall_seconds(new, now), {ROUTE: self.name})  # now, not at the period's end
+        # one message when the stall begins and one when it is over; a relapse while recovering is the same stall
+        first = new.transition == StallPhase.STALLED and before is StallPhase.HEALTHY
+        if (first or new.transition == StallPhase.HEALTHY) and self.deps.notifier is not None:
+            subject, message = self.evidence(now)
+            try:
+                self.deps.notifier.publish(subject, message)
+            except Exception as exc:  # the alarm still follows StallSeconds; the details are in the log
+                self._error("stall notification not published", exc)
+
+    def evidence(self, now: float) -> tuple[str, str]:
+        """What the on-call engineer needs first (SNS subjects are under 100 characters)."""
+        r = self.h.route
+        pending = sorted(p.upload.put_end for p in self.pending if p.upload is not None)
+        done = [b for b in self.recent if b.latency is not None]
+        state = "STALLED" if self.stall.phase is StallPhase.STALLED else "recovered"
+        body: dict[str, Any] = {
+            "route": r.name, "state": state, "stall_seconds": round(stall_seconds(self.stall, now), 1),
+            "source": {"account": r.source.account, "region": r.source.region, "bucket": r.source.bucket},
+            "destinations": [{"account": d.account, "region": d.region, "bucket": d.bucket} for d in r.destinations],
+            "oldest_pending_heartbeat_age_seconds": round(now - pending[0], 1) if pending else None,
+            "pending_heartbeats": len(pending),
+            "expected_latency_seconds": self.expect.seconds if self.expect else None,
+            "expectation": self.expect.basis if self.expect else None,
+            "last_completed_latency_seconds": done[-1].latency if done else None,
+            "s3_pending": self.s3_pending(now), "heartbeat_seconds": self.period,
+            "next": f"replmon report --route {r.name}",
+        }
+        subject = f"replmon: route {r.name} {'STALLED' if state == 'STALLED' else 'recovered'}"[:99]
+        return subject, json.dumps(body, indent=1, default=str)
+
+    def s3_pending(self, now: float) -> dict[str, float] | None:
+        """S3's latest OperationsPendingReplication / BytesPendingReplication the collector stored
+        (evidence, not a trigger: S3's metrics lag minutes)."""
+        try:
+            items = self.deps.store.items(signal_partition(self.name, RTC), now - 1800, now)
+        except Exception:
+            return None
+        out: dict[str, float] = {}
+        for item in items:
+            for metric in ("OperationsPendingReplication", "BytesPendingReplication"):
+                points = item.get("series", {}).get(metric) or []
+                if points:
+                    out[metric] = float(max(points, key=lambda p: p[0])[1])
+        return out or None
+
+    def _error(self, what: str, exc: Exception) -> None:
+        text = f"{what}: {type(exc).__name__}: {str(exc)[:200]}"
+        with self._lock:
+            self.errors.append(text)
+        log.error(what, extra={"route": self.name, "error": f"{type(exc).__name__}: {exc}"})

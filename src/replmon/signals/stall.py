@@ -1,0 +1,136 @@
+"""Is a route stalled? The heartbeat's state machine (issue 21; fleet-design.md 8.3).
+
+A heartbeat is *late* when it has been pending for the route's expectation ``E`` (signals/
+expectation.py) and *overdue* past ``E + T`` (T: the heartbeat period). A route stalls when **two
+consecutive heartbeats** say so - the older overdue (or FAILED) and the next one late - so one slow
+heartbeat never stalls a route (the hysteresis is here; the alarm only follows ``StallSeconds``)::
+
+    HEALTHY    --(two consecutive heartbeats overdue/late)--------------------> STALLED
+    STALLED    --(a heartbeat put after the stall began completes within E+T)--> RECOVERING
+    RECOVERING --(the 2 newest settled heartbeats on time, none overdue)-------> HEALTHY
+    RECOVERING --(a heartbeat put since recovery began is overdue)------------> STALLED
+
+``StallSeconds`` is 0 when HEALTHY, else the seconds since ``since``: the put time of the first
+overdue heartbeat, so it reads as the age of the hole in the recovery point.
+
+Detection from a fault at ``t0`` (a full stall): the first heartbeat put after ``t0`` (within T)
+is overdue ``E + T`` later, when the next one is ``E`` old: STALLED at ``t0 + E + T`` to
+``t0 + E + 2T`` (the evaluation runs with every poll round, not once a period).
+
+>>> s = StallState()
+>>> beats = [Beat(put_at=0.0), Beat(put_at=60.0)]
+>>> advance(s, beats, now=60.0 + 19.0, expect=20.0, period=60.0).phase
+<StallPhase.HEALTHY: 'HEALTHY'>
+>>> s2 = advance(s, beats, now=60.0 + 20.0, expect=20.0, period=60.0); s2.phase, s2.since, s2.transition
+(<StallPhase.STALLED: 'STALLED'>, 0.0, 'STALLED')
+>>> stall_seconds(s2, now=100.0)
+100.0
+
+One slow heartbeat (the next one completes on time) never stalls:
+
+>>> slow = [Beat(put_at=0.0), Beat(put_at=60.0, latency=1.0)]
+>>> advance(StallState(), slow, now=200.0, expect=20.0, period=60.0).phase
+<StallPhase.HEALTHY: 'HEALTHY'>
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from itertools import pairwise
+from typing import Any
+
+__all__ = ["Beat", "StallPhase", "StallState", "advance", "stall_seconds"]
+
+#: Settled heartbeats needed on time, in a row, before a recovering route is healthy again.
+RECOVERY_STREAK = 2
+
+
+class StallPhase(StrEnum):
+    HEALTHY = "HEALTHY"
+    STALLED = "STALLED"
+    RECOVERING = "RECOVERING"
+
+
+@dataclass(frozen=True)
+class Beat:
+    """One heartbeat as the state machine sees it: when it was put (its PUT's end) and, once settled,
+    its latency (the interval's upper bound) or that it failed (FAILED/STUCK: it will not replicate)."""
+
+    put_at: float
+    latency: float | None = None  # settled and replicated: seconds after the PUT
+    failed: bool = False  # settled without replicating
+
+    @property
+    def settled(self) -> bool:
+        return self.latency is not None or self.failed
+
+    def age(self, now: float) -> float:
+        return now - self.put_at
+
+    def late(self, now: float, expect: float) -> bool:
+        """Not replicated ``expect`` after its PUT (a failure is late at once)."""
+        return self.failed or (self.latency is None and self.age(now) >= expect)
+
+    def overdue(self, now: float, expect: float, period: float) -> bool:
+        return self.failed or (self.latency is None and self.age(now) >= expect + period)
+
+    def on_time(self, expect: float) -> bool:
+        return self.latency is not None and self.latency <= expect
+
+
+@dataclass(frozen=True)
+class StallState:
+    phase: StallPhase = StallPhase.HEALTHY
+    since: float | None = None  # the stall's start: the put time of the first overdue heartbeat
+    recovering_at: float | None = None  # when RECOVERING began
+    transition: str | None = None  # the phase entered by the last advance, if it changed
+
+    def to_item(self) -> dict[str, Any]:
+        return {"phase": str(self.phase), "since": self.since, "recovering_at": self.recovering_at}
+
+    @classmethod
+    def from_item(cls, item: dict[str, Any]) -> StallState:
+        return cls(StallPhase(item.get("phase", StallPhase.HEALTHY)), item.get("since"), item.get("recovering_at"))
+
+
+def _stall_start(beats: Sequence[Beat], now: float, expect: float, period: float) -> float | None:
+    """The put time of the older of the first two consecutive heartbeats that show a stall."""
+    for older, newer in pairwise(beats):
+        if older.overdue(now, expect, period) and newer.late(now, expect):
+            return older.put_at
+    return None
+
+
+def advance(state: StallState, beats: Sequence[Beat], now: float, expect: float, period: float) -> StallState:
+    """The next state from the route's known heartbeats (any order; pending and recently settled)."""
+    beats = sorted(beats, key=lambda b: b.put_at)
+    state = replace(state, transition=None)
+    if state.phase is StallPhase.HEALTHY:
+        start = _stall_start(beats, now, expect, period)
+        if start is None:
+            return state
+        return StallState(StallPhase.STALLED, since=start, transition=StallPhase.STALLED.value)
+    assert state.since is not None
+    if state.phase is StallPhase.STALLED:
+        if any(b.put_at >= state.since and b.latency is not None and b.latency <= expect + period for b in beats):
+            return StallState(StallPhase.RECOVERING, since=state.since, recovering_at=now, transition=StallPhase.RECOVERING.value)
+        return state
+    # RECOVERING: heartbeats put before recovery began may still drain; only newer ones can re-stall it
+    began = state.recovering_at if state.recovering_at is not None else now
+    fresh = [b for b in beats if b.put_at >= began - period]
+    if any(b.overdue(now, expect, period) for b in fresh):
+        return StallState(StallPhase.STALLED, since=state.since, transition=StallPhase.STALLED.value)
+    settled = [b for b in fresh if b.settled]
+    newest = settled[-RECOVERY_STREAK:]
+    if len(newest) == RECOVERY_STREAK and all(b.on_time(expect) for b in newest):
+        return StallState(StallPhase.HEALTHY, transition=StallPhase.HEALTHY.value)
+    return state
+
+
+def stall_seconds(state: StallState, now: float) -> float:
+    """The metric: 0 when healthy, else seconds since the stall began (at least 1)."""
+    if state.phase is StallPhase.HEALTHY or state.since is None:
+        return 0.0
+    return max(1.0, now - state.since)

@@ -1,0 +1,168 @@
+"""Heartbeats and stall detection (issue 21): the real Heartbeat handler against moto's S3 (replication
+emulated by tests/fakes.py's botocore hooks: moto never replicates) and DynamoDB, on a manual clock.
+
+S3 facts relied on (/work/notes/aws-contracts.md C21.1, C21.3): HeadObject's ReplicationStatus is
+PENDING until the object replicated, then COMPLETED (source) / REPLICA (destination) - "Getting
+replication status information",
+https://docs.aws.amazon.com/AmazonS3/latest/userguide/replication-status.html; a DELETE that names a
+version id is not replicated, so a heartbeat is deleted by version on both sides - "What is
+replicated with replication configurations",
+https://docs.aws.amazon.com/AmazonS3/latest/userguide/replication-what-is-isnot-replicated.html.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from replmon.adapters.notify import MemoryNotifier
+from replmon.core.errors import ConfigError
+from replmon.core.fleetconfig import FleetSettings
+from replmon.core.partitions import HEARTBEAT_STATE, heartbeat_partition, live_partition
+from replmon.local.aslrun import LambdaContext, load_handler
+from replmon.probe.heartbeat import heartbeat_step
+from replmon.signals.stall import Beat, StallPhase, StallState, advance
+from replmon.wiring import injected
+from tests.conftest import DST, SRC, Env, all_versions, route
+from tests.fakes import Scenario
+
+
+def _deps(env: Env, **fleet: Any) -> Any:
+    env.deps.defaults = {"routes": [route()], "target_seconds": 900}
+    env.deps.fleet = FleetSettings(**fleet)
+    env.deps.notifier = MemoryNotifier()
+    return env.deps
+
+
+def _beat(env: Env, periods: int = 1) -> dict[str, Any]:
+    with injected(env.deps):
+        out: dict[str, Any] = load_handler("Heartbeat")({"group": "g00", "periods": periods}, LambdaContext("Heartbeat"))
+    return out
+
+
+def _stall(env: Env) -> list[float]:
+    return [v for m, v, d in env.counted if m == "StallSeconds" and d.get("Route") == "primary"]
+
+
+def test_a_healthy_route_puts_records_and_deletes_every_heartbeat(env: Env) -> None:
+    _deps(env)
+    env.fake.default = Scenario(latency=2.0)
+    out = _beat(env, periods=3)
+    row = out["routes"][0]
+    assert (row["route"], row["phase"], row["pending"], row["transitions"]) == ("primary", "HEALTHY", 0, [])
+    records = env.store.query(heartbeat_partition("primary"), 0, 2e9)
+    assert [r.status.value for r in records] == ["COMPLETED"] * 3
+    # the interval brackets the emulated 2 s latency; the expectation used is on the record
+    assert all(r.latency_lo is not None and r.latency_hi is not None and r.latency_lo <= 2.0 <= r.latency_hi for r in records)
+    item = env.store.get_item(heartbeat_partition("primary"), records[0].sort_key)
+    assert item is not None and item["expectation_seconds"] == 20 and "floor" in item["expectation_basis"]
+    assert all_versions(env.s3, SRC) == [] and all_versions(env.s3, DST) == []  # nothing piles up
+    assert _stall(env) == [0.0, 0.0, 0.0]
+    assert ("HeartbeatRun", 1, {"RouteGroup": "g00"}) in env.counted
+    assert env.deps.notifier.messages == []
+
+
+def test_a_stall_is_detected_by_two_overdue_heartbeats_paged_once_and_recovers(env: Env) -> None:
+    """Full stall from the second period on: STALLED between E + T and E + 2T after the fault, one
+    message with the evidence; healed: RECOVERING, then HEALTHY after two on-time heartbeats, one
+    recovery message. StallSeconds is the hole's age while not healthy."""
+    _deps(env)
+    env.fake.default = Scenario(latency=1.0)
+    _beat(env, periods=1)
+    fault = env.clock.now()
+    env.fake.default = Scenario(latency=None)  # replication stops
+    out = _beat(env, periods=3)["routes"][0]
+    assert out["phase"] == "STALLED" and out["transitions"] == ["STALLED"]
+    state = env.store.get_item(live_partition("primary"), HEARTBEAT_STATE)
+    assert state is not None and state["phase"] == "STALLED"
+    assert fault <= state["since"] <= fault + 60  # the first heartbeat put after the fault
+    stalled = [v for v in _stall(env) if v > 0]
+    assert stalled and stalled[0] >= 20 + 60  # entered at >= E + T after that heartbeat's PUT
+    (subject, message), = env.deps.notifier.messages
+    evidence = json.loads(message)
+    assert subject == "replmon: route primary STALLED"
+    assert evidence["pending_heartbeats"] >= 2 and evidence["oldest_pending_heartbeat_age_seconds"] >= 80
+    assert evidence["expected_latency_seconds"] == 20 and evidence["source"]["bucket"] == SRC
+    assert evidence["next"] == "replmon report --route primary"
+
+    env.fake.default = Scenario(latency=1.0)  # healed: the backlog replicates
+    out = _beat(env, periods=3)["routes"][0]
+    assert out["transitions"] == ["RECOVERING", "HEALTHY"] and out["phase"] == "HEALTHY" and out["pending"] == 0
+    assert _stall(env)[-1] == 0.0
+    assert [s for s, _ in env.deps.notifier.messages] == ["replmon: route primary STALLED", "replmon: route primary recovered"]
+    assert all_versions(env.s3, SRC) == [] and all_versions(env.s3, DST) == []
+
+
+def test_one_slow_heartbeat_does_not_stall_the_route(env: Env) -> None:
+    """The hysteresis: a heartbeat late past E + T, its successor on time: no transition, no page."""
+    _deps(env)
+    env.fake.default = Scenario(latency=1.0)
+    _beat(env, periods=1)
+    env.fake.default = Scenario(latency=None)
+    _beat(env, periods=1)  # this one will take 90 s
+    env.fake.default = Scenario(latency=1.0)
+    out = _beat(env, periods=2)["routes"][0]
+    assert out["transitions"] == [] and out["phase"] == "HEALTHY"
+    assert env.deps.notifier.messages == [] and max(_stall(env)) == 0.0
+
+
+def test_a_duplicate_invocation_puts_no_second_heartbeat(env: Env) -> None:
+    """The period is claimed with a conditional put: a retried or overlapping invocation polls only."""
+    _deps(env)
+    env.fake.default = Scenario(latency=1.0)
+    start = env.clock.now()
+    _beat(env, periods=1)
+    env.clock._t = start  # the same period again (a duplicate delivery)
+    _beat(env, periods=1)
+    assert len(env.store.query(heartbeat_partition("primary"), 0, 2e9)) == 1
+
+
+def test_heartbeat_routes_come_from_the_group_and_bad_input_names_the_field(env: Env) -> None:
+    deps = _deps(env, route_groups=2)
+    with pytest.raises(ConfigError, match="group: 'g07' is not a RouteGroup"):
+        heartbeat_step({"group": "g07"}, deps)
+    with pytest.raises(ConfigError, match="periods"):
+        heartbeat_step({"group": "g00", "periods": 0}, deps)
+    from replmon.core.registry import group_of
+
+    mine, other = group_of("primary", 2), "g01" if group_of("primary", 2) == "g00" else "g00"
+    assert [r["route"] for r in heartbeat_step({"group": mine, "periods": 1}, deps)["routes"]] == ["primary"]
+    assert heartbeat_step({"group": other, "periods": 1}, deps)["routes"] == []
+
+
+def test_the_state_machine_relapses_while_recovering_and_ignores_the_drained_backlog() -> None:
+    e, t = 20.0, 60.0
+    s = StallState(StallPhase.STALLED, since=0.0)
+    s = advance(s, [Beat(0.0), Beat(60.0), Beat(120.0, latency=5.0)], now=130.0, expect=e, period=t)
+    assert s.phase is StallPhase.RECOVERING
+    # the backlog from the stall completes late: no relapse; a fresh heartbeat overdue: relapse (same stall)
+    assert advance(s, [Beat(0.0, latency=140.0), Beat(180.0)], now=190.0, expect=e, period=t).phase is StallPhase.RECOVERING
+    relapse = advance(s, [Beat(180.0)], now=180.0 + e + t, expect=e, period=t)
+    assert (relapse.phase, relapse.since) == (StallPhase.STALLED, 0.0)
+    healthy = advance(s, [Beat(180.0, latency=2.0), Beat(240.0, latency=3.0)], now=250.0, expect=e, period=t)
+    assert healthy.phase is StallPhase.HEALTHY and healthy.since is None
+    # a FAILED heartbeat counts as overdue: it will never replicate
+    assert advance(StallState(), [Beat(0.0, failed=True), Beat(60.0)], now=80.0, expect=e, period=t).phase is StallPhase.STALLED
+
+
+def test_the_page_topic_gets_a_subject_sns_accepts() -> None:
+    """SNS Publish: "Subject ... must be ASCII text that begins with a letter, number, or punctuation
+    mark; must not include line breaks or control characters; and must be less than 100
+    characters long" (Amazon SNS API Reference, Publish,
+    https://docs.aws.amazon.com/sns/latest/api/API_Publish.html)."""
+    import boto3
+    from moto import mock_aws
+
+    from replmon.adapters.notify import SnsNotifier
+
+    sent: list[str] = []
+    with mock_aws():
+        sns = boto3.client("sns", region_name="us-east-1")
+        sns.meta.events.register("before-parameter-build.sns.Publish", lambda params, **_: sent.append(params["Subject"]))
+        arn = sns.create_topic(Name="page")["TopicArn"]
+        SnsNotifier(arn, sns).publish("replmon: route " + "\u00e9" * 120 + "\n STALLED", "{}")
+        SnsNotifier(arn, sns).publish("replmon: route r STALLED", json.dumps({"route": "r"}))
+    assert sent[1] == "replmon: route r STALLED"
+    assert len(sent[0]) < 100 and sent[0].isascii() and sent[0].isprintable() and sent[0].startswith("replmon: route ??")
