@@ -166,3 +166,22 @@ def test_the_page_topic_gets_a_subject_sns_accepts() -> None:
         SnsNotifier(arn, sns).publish("replmon: route r STALLED", json.dumps({"route": "r"}))
     assert sent[1] == "replmon: route r STALLED"
     assert len(sent[0]) < 100 and sent[0].isascii() and sent[0].isprintable() and sent[0].startswith("replmon: route ??")
+
+
+def test_the_fleet_report_puts_a_stalled_route_right_after_the_unbounded_ones(env: Env) -> None:
+    """`replmon report --fleet` / Report {"fleet": true}: a stalled route outranks a breach; its
+    StallSeconds is read from the state the Heartbeat function saved."""
+    from replmon.fleet.risk import fleet_rows
+    from replmon.signals.stall import current_stall
+
+    _deps(env)
+    env.fake.default = Scenario(latency=None)
+    _beat(env, periods=3)
+    now = env.clock.now()
+    stalled = current_stall(env.store, "primary", now)
+    assert stalled is not None and stalled > 80 and current_stall(env.store, "no-heartbeats", now) is None
+    health = {n: {"rpo_seconds": 10.0, "rpo_unbounded": n == "u", "slo": {}} for n in ("u", "primary", "late", "ok")}
+    rows = fleet_rows([{"route": n, "group": "g00", "mode": "probe", "reason_code": "OK"} for n in ("ok", "late", "primary", "u")],
+                      health, {"u": "breach", "primary": "ok", "late": "breach", "ok": "ok"}, [], target_seconds=900.0,
+                      stalls={"primary": stalled, "ok": 0.0, "late": None})
+    assert [(r["route"], r["stall_seconds"] and round(r["stall_seconds"])) for r in rows][:3] == [("u", None), ("primary", round(stalled)), ("late", None)]

@@ -8,6 +8,7 @@ summaries): the fleet report adds the registry's view (group, mode, reason) and 
 **Risk order** (the first rows are the ones to look at):
 
 1. RPO unbounded (a probe or event says replication is not happening within anything we can bound);
+   then a stalled route (its heartbeats stopped replicating: ``stall_seconds`` > 0, signals/stall.py);
 2. breach (RPO over target, a probe FAILED or over target, the page burn alert);
 3. a route the registry probes whose state is unknown (not measured, or no data at all);
 4. everything else;
@@ -41,10 +42,11 @@ from replmon.fleet.registrar import all_routes
 from replmon.probe.latency_report import records_in
 from replmon.signals.health import health_output, route_health
 from replmon.signals.slo import SloSpec
+from replmon.signals.stall import current_stall
 from replmon.signals.verdict import judge_health
 
 #: Columns of a fleet row, in order (table, json and csv alike).
-COLUMNS = ("route", "group", "mode", "verdict", "rpo_seconds", "rpo_share_of_target", "attainment_percent",
+COLUMNS = ("route", "group", "mode", "verdict", "rpo_seconds", "stall_seconds", "rpo_share_of_target", "attainment_percent",
            "budget_left_percent", "burn_1h", "burn_6h", "worst_size_class", "worst_max_seconds", "probes", "reason")
 
 
@@ -70,13 +72,15 @@ def _worst(mine: Iterable[Mapping[str, Any]]) -> tuple[str | None, float | None,
 def risk_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
     """Sort key: tier (module docstring), then RPO share, burns (descending), budget left (ascending)."""
     if row["rpo_seconds"] == "unbounded":
-        tier = 0
+        tier = 0.0
+    elif row.get("stall_seconds"):
+        tier = 0.5
     elif row["verdict"] == "breach":
-        tier = 1
+        tier = 1.0
     elif row["mode"] == "probe" and row["verdict"] in ("not_measured", "no_data"):
-        tier = 2
+        tier = 2.0
     else:
-        tier = 3
+        tier = 3.0
 
     def desc(v: Any) -> float:
         return -float(v) if isinstance(v, (int, float)) else 0.0
@@ -87,9 +91,11 @@ def risk_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 def fleet_rows(routes: Sequence[Mapping[str, Any]], health: Mapping[str, Mapping[str, Any]], verdicts: Mapping[str, str],
-               summaries: Sequence[Mapping[str, Any]], *, target_seconds: float) -> list[dict[str, Any]]:
+               summaries: Sequence[Mapping[str, Any]], *, target_seconds: float,
+               stalls: Mapping[str, float | None] | None = None) -> list[dict[str, Any]]:
     """One row per registry route (``route``, ``group``, ``mode``, ``reason_code`` [, ``reason``]),
-    joined with its health (signals/health.py ``health_output``), verdict and size summaries; riskiest first."""
+    joined with its health (signals/health.py ``health_output``), verdict, size summaries and
+    ``stalls`` (StallSeconds per route, None: no heartbeat state); riskiest first."""
     by_route: dict[str, list[Mapping[str, Any]]] = {}  # one pass over the summaries, not one per route
     for summary in summaries:
         by_route.setdefault(str(summary.get("route")), []).append(summary)
@@ -103,7 +109,7 @@ def fleet_rows(routes: Sequence[Mapping[str, Any]], health: Mapping[str, Mapping
         worst, worst_max, probes = _worst(by_route.get(name, []))
         rows.append({
             "route": name, "group": r.get("group"), "mode": r.get("mode"), "verdict": verdicts.get(name, "no_data"),
-            "rpo_seconds": "unbounded" if unbounded else rpo,
+            "rpo_seconds": "unbounded" if unbounded else rpo, "stall_seconds": (stalls or {}).get(name),
             "rpo_share_of_target": None if unbounded or rpo is None else round(float(rpo) / target_seconds, 3),
             "attainment_percent": slo.get("attainment_percent"), "budget_left_percent": slo.get("budget_left_percent"),
             "burn_1h": _burn(h, "1h"), "burn_6h": _burn(h, "6h"), "worst_size_class": worst, "worst_max_seconds": worst_max,
@@ -131,4 +137,5 @@ def fleet_report(store: LatencyTable, registry: RegistryStore, *, slo: SloSpec, 
                                     rpo_window_seconds=rpo_window_seconds, now=now).verdict) for n in names}
     summaries = [{"route": s.route, "size_class": s.size_class, "probes": s.probes, "max_seconds": s.max} for s in summarize(records)]
     return {"window": {"start": iso_ms(start), "end": iso_ms(now), "hours": hours}, "generated_at": iso_ms(time.time()),
-            "fleet": fleet_rows(routes, health, verdicts, summaries, target_seconds=slo.threshold_seconds)}
+            "fleet": fleet_rows(routes, health, verdicts, summaries, target_seconds=slo.threshold_seconds,
+                                stalls={n: current_stall(store, n, now) for n in names})}

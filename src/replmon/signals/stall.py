@@ -41,7 +41,10 @@ from enum import StrEnum
 from itertools import pairwise
 from typing import Any
 
-__all__ = ["Beat", "StallPhase", "StallState", "advance", "stall_seconds"]
+from replmon.core.partitions import HEARTBEAT_STATE, live_partition
+from replmon.core.ports import SignalStore
+
+__all__ = ["Beat", "StallPhase", "StallState", "advance", "current_stall", "stall_seconds"]
 
 #: Settled heartbeats needed on time, in a row, before a recovering route is healthy again.
 RECOVERY_STREAK = 2
@@ -134,3 +137,10 @@ def stall_seconds(state: StallState, now: float) -> float:
     if state.phase is StallPhase.HEALTHY or state.since is None:
         return 0.0
     return max(1.0, now - state.since)
+
+
+def current_stall(store: SignalStore, route: str, now: float) -> float | None:
+    """The route's StallSeconds as the Heartbeat function last saved it (None: the route has no
+    heartbeat state - heartbeats off, or not yet run)."""
+    item = store.get_item(live_partition(route), HEARTBEAT_STATE)
+    return None if item is None else stall_seconds(StallState.from_item(item), now)
