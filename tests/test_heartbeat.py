@@ -185,3 +185,24 @@ def test_the_fleet_report_puts_a_stalled_route_right_after_the_unbounded_ones(en
                       health, {"u": "breach", "primary": "ok", "late": "breach", "ok": "ok"}, [], target_seconds=900.0,
                       stalls={"primary": stalled, "ok": 0.0, "late": None})
     assert [(r["route"], r["stall_seconds"] and round(r["stall_seconds"])) for r in rows][:3] == [("u", None), ("primary", round(stalled)), ("late", None)]
+
+
+def test_heartbeats_feed_the_rpo_so_a_stall_shows_in_minutes(env: Env) -> None:
+    """The RPO (signals/slo.py) takes a pending heartbeat's age as an unfinished probe's and a recent
+    heartbeat's latency as a probe's (class 1KiB): minute-scale, where 15-minute probes alone leave
+    the RPO blind for up to a schedule period."""
+    from replmon.signals.health import route_health
+    from replmon.signals.slo import SloSpec
+
+    _deps(env)
+    env.fake.default = Scenario(latency=3.0)
+    _beat(env, periods=2)
+    healthy = route_health(env.store, "primary", env.clock.now(), SloSpec(), 3600).rpo
+    assert 3.0 <= healthy.seconds <= 5.0 and set(healthy.by_size_class) == {"1KiB"} and not healthy.unbounded
+    env.fake.default = Scenario(latency=None)
+    _beat(env, periods=3)
+    now = env.clock.now()
+    state = env.store.get_item(live_partition("primary"), HEARTBEAT_STATE)
+    oldest = min(p["upload"]["put_end"] for p in state["pending"])
+    stalled = route_health(env.store, "primary", now, SloSpec(), 3600).rpo
+    assert stalled.inputs["oldest_unfinished_probe"] == pytest.approx(now - oldest) and stalled.seconds >= 120

@@ -8,7 +8,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from replmon.core.partitions import EVENT_SHARDS, EVENTS, RTC, events_shard_partition, hour_sort_key, signal_partition
+from replmon.core.partitions import (
+    EVENT_SHARDS,
+    EVENTS,
+    HEARTBEAT_STATE,
+    RTC,
+    events_shard_partition,
+    heartbeat_partition,
+    hour_sort_key,
+    live_partition,
+    signal_partition,
+)
 from replmon.core.ports import LatencyTable, MetricsSink
 from replmon.core.telemetry import ROUTE
 from replmon.signals.inflight import in_flight_put_ends
@@ -79,14 +89,22 @@ def route_health(store: LatencyTable, route: str, now: float, spec: SloSpec, win
     """The route's RPO and SLO from the store: records, in-flight markers, event counters and the
     RTC collections of the window (every collection in it, not only the latest)."""
     records = store.query(route, now - spec.period_days * 86_400 - 86_400, now)
-    in_flight = in_flight_put_ends(store, route, now)
+    # heartbeats (probe/heartbeat.py) are probes to the RPO: the pending ones' ages, the recent ones' latencies
+    heartbeats = store.query(heartbeat_partition(route), now - window, now)
+    in_flight = in_flight_put_ends(store, route, now) + pending_heartbeat_put_ends(store, route)
     rtc_samples = [RtcSample.from_item(i) for i in store.items(signal_partition(route, RTC), now - window, now)]
     counts = event_counts(store, route, now, window)
     # The counters' whole slots cover [now - window, now]: no failure counted there means none in
     # the window, and the kept items (a backlog's missed thresholds among them) are not read.
     failures = failure_events(store, route, now, window) if counts.get("OperationFailedReplication") else 0
-    r = rpo(now, window, records, in_flight, latest(rtc_samples, now - window), failures)
+    r = rpo(now, window, [*records, *heartbeats], in_flight, latest(rtc_samples, now - window), failures)
     return RouteHealth(route, r, slo_status(records, now, spec), rtc_samples, counts)
+
+
+def pending_heartbeat_put_ends(store: LatencyTable, route: str) -> list[float]:
+    """PUT end times of the route's heartbeats not yet replicated, from the Heartbeat's saved state."""
+    item = store.get_item(live_partition(route), HEARTBEAT_STATE) or {}
+    return [float(p["upload"]["put_end"]) for p in item.get("pending", []) if p.get("upload")]
 
 
 #: A burn pair (signals/slo.py DEFAULT_PAIRS) -> its per-route metric, min(long, short) burn rate.

@@ -7,6 +7,9 @@ the largest of
 1. the age of the oldest unfinished probe (``now - put_end`` of a probe in flight);
 2. the largest latency among probes recorded in the last ``window`` (``hi`` of COMPLETED,
    ``lo`` of STUCK: a lower bound), per size class and overall;
+
+   (a heartbeat, probe/heartbeat.py, is a probe here: its pending age counts in 1, its record in 2 as
+   class ``1KiB``; with heartbeats every minute a stall shows in the RPO within a minute or two);
 3. S3's RTC ``ReplicationLatency`` (Maximum) in the last ``window``.
 
 It is **unbounded** when an object is known not to be on the destination: a FAILED probe or an
