@@ -39,6 +39,8 @@ class FakeReplication:
     fail_puts: int = 0  # the next N PutObject calls fail with an internal error
     fail_parts: int = 0  # the next N UploadPart calls fail with an internal error
     fail_aborts: int = 0  # the next N AbortMultipartUpload calls fail (as if the uploader were killed)
+    next_puts: list[Scenario] = field(default_factory=list)  # the next PUTs' own scenarios (one slow object)
+    by_key: dict[str, Scenario] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.raw = boto3.client("s3", region_name="us-east-1")  # unhooked: the emulator's own hands
@@ -55,6 +57,8 @@ class FakeReplication:
         params = context.get("fake_params", {})
         if params.get("Bucket") == self.source_bucket and http_response.status_code == 200:
             self.put_end[params["Key"]] = self.clock.now()
+            if self.next_puts:
+                self.by_key[params["Key"]] = self.next_puts.pop(0)
 
     def _after_head(self, http_response: Any, parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
         params = context.get("fake_params", {})
@@ -74,7 +78,7 @@ class FakeReplication:
         if bucket != self.source_bucket or self.no_rule:
             return
         self.heads[key] = self.heads.get(key, 0) + 1
-        scenario = self.by_size.get(int(parsed["ContentLength"]), self.default)
+        scenario = self.by_key.get(key) or self.by_size.get(int(parsed["ContentLength"]), self.default)
         elapsed = self.clock.now() - self.put_end[key]
         if scenario.latency is None or elapsed < scenario.latency:
             parsed["ReplicationStatus"] = "PENDING"

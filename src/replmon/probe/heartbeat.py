@@ -57,7 +57,7 @@ from replmon.probe.state import Poll, ProbeState
 from replmon.probe.upload import UploadSettings, probe_key, upload_probe
 from replmon.signals.expectation import HISTORY_END_AGO, HISTORY_SPAN, REFRESH_SECONDS, Expectation, expectation
 from replmon.signals.rollup import HEARTBEAT_RETENTION_DAYS
-from replmon.signals.stall import Beat, StallPhase, StallState, advance, stall_seconds
+from replmon.signals.stall import Beat, StallPhase, StallState, advance, stall_seconds, wants_confirmation
 
 __all__ = ["HeartbeatDeps", "heartbeat_routes", "heartbeat_step"]
 
@@ -167,9 +167,11 @@ class RouteHeartbeat:
             while True:
                 self.poll_due()
                 self.evaluate(clock.now())
+                if wants_confirmation(self.stall, self.beats(), clock.now(), self._expect()):
+                    self.put(clock.now(), confirmation=True)
                 now = clock.now()
-                if now >= end:
-                    break
+                if now >= end or (k == periods - 1 and not self.pending):
+                    break  # nothing pending: nothing can change before the next invocation (Lambda is billed by the second)
                 # wake for the next HEAD, and at least every second: overdue is a matter of time alone
                 clock.sleep(max(0.05, min(self.next_head_at() - now, end - now, 1.0)))
             self.deps.metrics.count("StallSeconds", stall_seconds(self.stall, clock.now()), {ROUTE: self.name})
@@ -220,8 +222,9 @@ class RouteHeartbeat:
         self.expect = expectation(latencies, floor=floor, cap=cap, learned_at=now)
 
     # ------------------------------------------------------------------ heartbeats
-    def put(self, now: float) -> None:
-        run_id = heartbeat_run_id(now, self.period)
+    def put(self, now: float, confirmation: bool = False) -> None:
+        """The period's heartbeat, or a confirmation of a late one (named by its second)."""
+        run_id = heartbeat_run_id(now, 1 if confirmation else self.period)
         probe_id = heartbeat_probe_id(run_id, self.name)
         try:
             # a duplicate or overlapping invocation finds the period taken (TTL: it is only a claim)
@@ -307,9 +310,8 @@ class RouteHeartbeat:
     def evaluate(self, now: float) -> None:
         for p in [p for p in self.pending if p.upload is not None and now - p.upload.put_end >= MAX_PENDING_SECONDS]:
             self.give_up(p, f"{MAX_PENDING_SECONDS} s after its PUT")
-        expect = self.expect.seconds if self.expect else self.deps.fleet.stall_floor_seconds
         before = self.stall.phase
-        new = advance(self.stall, self.beats(), now, expect, self.period)
+        new = advance(self.stall, self.beats(), now, self._expect(), self.period)
         self.stall = new
         if new.transition is None:
             return
@@ -324,6 +326,9 @@ class RouteHeartbeat:
                 self.deps.notifier.publish(subject, message)
             except Exception as exc:  # the alarm still follows StallSeconds; the details are in the log
                 self._error("stall notification not published", exc)
+
+    def _expect(self) -> float:
+        return self.expect.seconds if self.expect else self.deps.fleet.stall_floor_seconds
 
     def evidence(self, now: float) -> tuple[str, str]:
         """What the on-call engineer needs first (SNS subjects are under 100 characters)."""

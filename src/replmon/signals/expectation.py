@@ -1,20 +1,28 @@
 """How long should a heartbeat take on this route? Learned from the route's own history (issue 21.2;
 fleet-design.md 8.2).
 
-``E = clamp(q0.99(latencies), floor, cap)``: the 99th percentile (nearest rank: a latency that was
-actually seen) of the route's completed heartbeats in the 72 hours that **ended 6 hours ago** - so a
+``E = clamp(q0.999(latencies), floor, cap)``: the 99.9th percentile (nearest rank: a latency that
+was actually seen) of the route's completed heartbeats in the 72 hours that **ended 6 hours ago** - so a
 degradation unfolding now cannot raise its own bar - never below ``floor`` (``StallFloorSeconds``,
 20 s by default: S3 replicates most objects in seconds, and a 1 KiB object across Regions in a
 few) and never above ``cap`` (half the route's latency target: a stall is known before the RPO
-alarm would fire). With fewer than 200 samples the floor is used and the record says so.
+alarm would fire). With fewer than 1,000 samples (about 17 hours of heartbeats) the floor is used
+and the record says so.
 
->>> e = expectation([1.0] * 150 + [2.0] * 50 + [30.0] * 1, floor=3.0, cap=450.0)
+Why the 99.9th and not the 99th: a stall needs two consecutive heartbeats late (signals/stall.py).
+Were lateness independent at ``p`` per heartbeat, a healthy route would see about ``43,200 p^2``
+false stalls a month: 4.3 at p = 1 %, 0.04 at p = 0.1 %. Lateness in real outages is correlated -
+and then it is a real stall of at least 2E.
+
+>>> e = expectation([1.0] * 900 + [2.0] * 100 + [30.0] * 1, floor=3.0, cap=450.0)
 >>> e.seconds, e.samples, e.basis
-(3.0, 201, 'q0.99 of 201 heartbeats (2.0 s) raised to the floor 3.0 s')
->>> expectation([50.0] * 300, floor=20.0, cap=450.0).seconds
+(3.0, 1001, 'q0.999 of 1001 heartbeats (2.0 s) raised to the floor 3.0 s')
+>>> expectation([50.0] * 1000, floor=20.0, cap=450.0).seconds
 50.0
+>>> expectation([900.0] * 1000, floor=20.0, cap=450.0).basis
+'q0.999 of 1000 heartbeats (900.0 s) capped at 450.0 s (half the latency target)'
 >>> expectation([1.0] * 10, floor=20.0, cap=450.0).basis
-'floor 20.0 s (10 heartbeats in the window; 200 needed to learn)'
+'floor 20.0 s (10 heartbeats in the window; 1000 needed to learn)'
 """
 
 from __future__ import annotations
@@ -26,8 +34,8 @@ from typing import Any
 
 __all__ = ["HISTORY_END_AGO", "HISTORY_SPAN", "MIN_SAMPLES", "QUANTILE", "REFRESH_SECONDS", "Expectation", "expectation"]
 
-QUANTILE = 0.99
-MIN_SAMPLES = 200
+QUANTILE = 0.999
+MIN_SAMPLES = 1000
 HISTORY_SPAN = 72 * 3600
 HISTORY_END_AGO = 6 * 3600
 REFRESH_SECONDS = 3600  # the heartbeat re-learns a route's expectation hourly

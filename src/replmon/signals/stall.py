@@ -1,34 +1,40 @@
-"""Is a route stalled? The heartbeat's state machine (issue 21; fleet-design.md 8.3).
+"""Is a route stalled? The heartbeat's state machine (issue 21; fleet-design.md 8.3, as changed in
+/work/notes/design-changes.md: confirmation heartbeats).
 
 A heartbeat is *late* when it has been pending for the route's expectation ``E`` (signals/
-expectation.py) and *overdue* past ``E + T`` (T: the heartbeat period). A route stalls when **two
-consecutive heartbeats** say so - the older overdue (or FAILED) and the next one late - so one slow
-heartbeat never stalls a route (the hysteresis is here; the alarm only follows ``StallSeconds``)::
+expectation.py; a FAILED one is late at once). A route stalls when **two consecutive heartbeats are
+late**, so one slow heartbeat never stalls a route: its successor replicates on time. To learn that
+sooner than the next period, the moment the newest heartbeat turns late the Heartbeat function puts
+a **confirmation** heartbeat (:func:`wants_confirmation`); if that one is late too, ``E`` later, the
+route is STALLED::
 
-    HEALTHY    --(two consecutive heartbeats overdue/late)--------------------> STALLED
-    STALLED    --(a heartbeat put after the stall began completes within E+T)--> RECOVERING
-    RECOVERING --(the 2 newest settled heartbeats on time, none overdue)-------> HEALTHY
-    RECOVERING --(a heartbeat put since recovery began is overdue)------------> STALLED
+    HEALTHY    --(two consecutive heartbeats late)-------------------------------> STALLED
+    STALLED    --(a heartbeat put after the stall began completes within E + T)--> RECOVERING
+    RECOVERING --(the 2 newest settled heartbeats on time)-----------------------> HEALTHY
+    RECOVERING --(two consecutive heartbeats put since recovery began late)------> STALLED
 
-``StallSeconds`` is 0 when HEALTHY, else the seconds since ``since``: the put time of the first
-overdue heartbeat, so it reads as the age of the hole in the recovery point.
+``StallSeconds`` is 0 when HEALTHY, else the seconds since ``since``: the put time of the first late
+heartbeat, so it reads as the age of the hole in the recovery point.
 
-Detection from a fault at ``t0`` (a full stall): the first heartbeat put after ``t0`` (within T)
-is overdue ``E + T`` later, when the next one is ``E`` old: STALLED at ``t0 + E + T`` to
-``t0 + E + 2T`` (the evaluation runs with every poll round, not once a period).
+**Detection** of a full stall that begins at ``t0``: the first heartbeat put after it (at ``t1``,
+within a period T) is late at ``t1 + E``; the confirmation put then is late at ``t1 + 2E``: STALLED
+``2E`` to ``2E + T`` after the fault (the evaluation runs with every poll round, not once a period).
+At the defaults (E = 20 s floor, T = 60 s) that is 40-100 s, before the alarm's own evaluation.
 
 >>> s = StallState()
->>> beats = [Beat(put_at=0.0), Beat(put_at=60.0)]
->>> advance(s, beats, now=60.0 + 19.0, expect=20.0, period=60.0).phase
+>>> beats = [Beat(put_at=0.0), Beat(put_at=20.0)]          # the second is the confirmation
+>>> advance(s, beats, now=39.0, expect=20.0, period=60.0).phase
 <StallPhase.HEALTHY: 'HEALTHY'>
->>> s2 = advance(s, beats, now=60.0 + 20.0, expect=20.0, period=60.0); s2.phase, s2.since, s2.transition
+>>> s2 = advance(s, beats, now=40.0, expect=20.0, period=60.0); s2.phase, s2.since, s2.transition
 (<StallPhase.STALLED: 'STALLED'>, 0.0, 'STALLED')
 >>> stall_seconds(s2, now=100.0)
 100.0
+>>> wants_confirmation(StallState(), [Beat(put_at=0.0)], now=20.0, expect=20.0)
+True
 
-One slow heartbeat (the next one completes on time) never stalls:
+One slow heartbeat (its confirmation completes on time) never stalls:
 
->>> slow = [Beat(put_at=0.0), Beat(put_at=60.0, latency=1.0)]
+>>> slow = [Beat(put_at=0.0), Beat(put_at=20.0, latency=1.0)]
 >>> advance(StallState(), slow, now=200.0, expect=20.0, period=60.0).phase
 <StallPhase.HEALTHY: 'HEALTHY'>
 """
@@ -44,7 +50,7 @@ from typing import Any
 from replmon.core.partitions import HEARTBEAT_STATE, live_partition
 from replmon.core.ports import SignalStore
 
-__all__ = ["Beat", "StallPhase", "StallState", "advance", "current_stall", "stall_seconds"]
+__all__ = ["Beat", "StallPhase", "StallState", "advance", "current_stall", "stall_seconds", "wants_confirmation"]
 
 #: Settled heartbeats needed on time, in a row, before a recovering route is healthy again.
 RECOVERY_STREAK = 2
@@ -76,9 +82,6 @@ class Beat:
         """Not replicated ``expect`` after its PUT (a failure is late at once)."""
         return self.failed or (self.latency is None and self.age(now) >= expect)
 
-    def overdue(self, now: float, expect: float, period: float) -> bool:
-        return self.failed or (self.latency is None and self.age(now) >= expect + period)
-
     def on_time(self, expect: float) -> bool:
         return self.latency is not None and self.latency <= expect
 
@@ -86,7 +89,7 @@ class Beat:
 @dataclass(frozen=True)
 class StallState:
     phase: StallPhase = StallPhase.HEALTHY
-    since: float | None = None  # the stall's start: the put time of the first overdue heartbeat
+    since: float | None = None  # the stall's start: the put time of the first late heartbeat
     recovering_at: float | None = None  # when RECOVERING began
     transition: str | None = None  # the phase entered by the last advance, if it changed
 
@@ -98,12 +101,21 @@ class StallState:
         return cls(StallPhase(item.get("phase", StallPhase.HEALTHY)), item.get("since"), item.get("recovering_at"))
 
 
-def _stall_start(beats: Sequence[Beat], now: float, expect: float, period: float) -> float | None:
-    """The put time of the older of the first two consecutive heartbeats that show a stall."""
+def _stall_start(beats: Sequence[Beat], now: float, expect: float) -> float | None:
+    """The put time of the older of the first two consecutive heartbeats that are both late."""
     for older, newer in pairwise(beats):
-        if older.overdue(now, expect, period) and newer.late(now, expect):
+        if older.late(now, expect) and newer.late(now, expect):
             return older.put_at
     return None
+
+
+def wants_confirmation(state: StallState, beats: Sequence[Beat], now: float, expect: float) -> bool:
+    """Put a heartbeat now? Yes when the newest one is late and the route is not already STALLED: the
+    next one, if late too, decides a stall ``E`` from now instead of a period from now."""
+    if state.phase is StallPhase.STALLED or not beats:
+        return False
+    newest = max(beats, key=lambda b: b.put_at)
+    return not newest.settled and newest.late(now, expect)
 
 
 def advance(state: StallState, beats: Sequence[Beat], now: float, expect: float, period: float) -> StallState:
@@ -111,7 +123,7 @@ def advance(state: StallState, beats: Sequence[Beat], now: float, expect: float,
     beats = sorted(beats, key=lambda b: b.put_at)
     state = replace(state, transition=None)
     if state.phase is StallPhase.HEALTHY:
-        start = _stall_start(beats, now, expect, period)
+        start = _stall_start(beats, now, expect)
         if start is None:
             return state
         return StallState(StallPhase.STALLED, since=start, transition=StallPhase.STALLED.value)
@@ -123,7 +135,7 @@ def advance(state: StallState, beats: Sequence[Beat], now: float, expect: float,
     # RECOVERING: heartbeats put before recovery began may still drain; only newer ones can re-stall it
     began = state.recovering_at if state.recovering_at is not None else now
     fresh = [b for b in beats if b.put_at >= began - period]
-    if any(b.overdue(now, expect, period) for b in fresh):
+    if _stall_start(fresh, now, expect) is not None:
         return StallState(StallPhase.STALLED, since=state.since, transition=StallPhase.STALLED.value)
     settled = [b for b in fresh if b.settled]
     newest = settled[-RECOVERY_STREAK:]
