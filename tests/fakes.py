@@ -41,6 +41,7 @@ class FakeReplication:
     fail_aborts: int = 0  # the next N AbortMultipartUpload calls fail (as if the uploader were killed)
     next_puts: list[Scenario] = field(default_factory=list)  # the next PUTs' own scenarios (one slow object)
     by_key: dict[str, Scenario] = field(default_factory=dict)
+    by_key_part: dict[str, Scenario] = field(default_factory=dict)  # any key containing this (e.g. "/<route>/")
 
     def __post_init__(self) -> None:
         self.raw = boto3.client("s3", region_name="us-east-1")  # unhooked: the emulator's own hands
@@ -78,7 +79,8 @@ class FakeReplication:
         if bucket != self.source_bucket or self.no_rule:
             return
         self.heads[key] = self.heads.get(key, 0) + 1
-        scenario = self.by_key.get(key) or self.by_size.get(int(parsed["ContentLength"]), self.default)
+        part = next((v for k, v in self.by_key_part.items() if k in key), None)
+        scenario = self.by_key.get(key) or part or self.by_size.get(int(parsed["ContentLength"]), self.default)
         elapsed = self.clock.now() - self.put_end[key]
         if scenario.latency is None or elapsed < scenario.latency:
             parsed["ReplicationStatus"] = "PENDING"

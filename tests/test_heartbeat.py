@@ -20,6 +20,7 @@ import pytest
 from replmon.adapters.notify import MemoryNotifier
 from replmon.core.errors import ConfigError
 from replmon.core.fleetconfig import FleetSettings
+from replmon.core.keys import iso_ms
 from replmon.core.partitions import HEARTBEAT_STATE, heartbeat_partition, live_partition
 from replmon.local.aslrun import LambdaContext, load_handler
 from replmon.probe.heartbeat import heartbeat_step
@@ -79,6 +80,10 @@ def test_a_stall_is_detected_by_two_overdue_heartbeats_paged_once_and_recovers(e
     _beat(env, periods=1)
     fault = env.clock.now()
     env.fake.default = Scenario(latency=None)  # replication stops
+    # what CollectSignals stored of S3's metrics: pending operations rising (signals/rtc.py item shape)
+    env.store.put_item({"route": "primary#rtc", "at": f"{iso_ms(fault)}#dst#rule", "destination": DST, "rule_id": "r", "collected_at": fault,
+                        "series": {"OperationsPendingReplication": [[fault + 1, 3], [fault + 2, 9], [fault + 3, 40]],
+                                   "BytesPendingReplication": [[fault + 3, 4096]]}})
     out = _beat(env, periods=3)["routes"][0]
     assert out["phase"] == "STALLED" and out["transitions"] == ["STALLED"]
     state = env.store.get_item(live_partition("primary"), HEARTBEAT_STATE)
@@ -94,6 +99,7 @@ def test_a_stall_is_detected_by_two_overdue_heartbeats_paged_once_and_recovers(e
     assert evidence["pending_heartbeats"] == 2 and 40 <= evidence["oldest_pending_heartbeat_age_seconds"] <= 42
     assert evidence["expected_latency_seconds"] == 20 and evidence["source"]["bucket"] == SRC
     assert evidence["next"] == "replmon report --route primary"
+    assert evidence["s3_pending"] == {"OperationsPendingReplication": 40, "BytesPendingReplication": 4096, "passive_stall": True}
 
     env.fake.default = Scenario(latency=1.0)  # healed: the backlog replicates
     out = _beat(env, periods=3)["routes"][0]
@@ -248,3 +254,26 @@ def test_the_expectation_is_learned_from_the_route_s_own_heartbeats_and_recorded
     assert len(mine) == 2 and all(r.latency_hi is not None and 25 <= r.latency_hi < 30 for r in mine)  # no confirmation
     item = env.deps.store.get_item(heartbeat_partition("primary"), mine[-1].sort_key)
     assert item["expectation_seconds"] == 30.0 and item["expectation_basis"] == "q0.999 of 1000 heartbeats (30.0 s)"
+
+
+def test_one_stalled_route_of_many_pages_alone_and_a_regional_outage_stalls_every_route(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Routes of one group share an invocation: one route's stall is its own (the others stay
+    HEALTHY, one message names it); when every route stalls at once the rounds still poll every route
+    with fewer workers than routes (2 workers, 5 routes), so each is STALLED within the minute."""
+    import replmon.probe.heartbeat as hb
+
+    _deps(env)
+    names = ["a", "b", "c", "d", "e"]
+    env.deps.defaults["routes"] = [route(name=n) for n in names]
+    env.fake.default = Scenario(latency=1.0)
+    env.fake.by_key_part["/b/"] = Scenario(latency=None)
+    _beat(env, periods=1)
+    out = {r["route"]: r for r in _beat(env, periods=1)["routes"]}
+    assert [n for n in names if out[n]["phase"] == "STALLED"] == ["b"]
+    assert [s for s, _ in env.deps.notifier.messages] == ["replmon: route b STALLED"]
+
+    monkeypatch.setattr(hb, "WORKERS", 2)
+    env.fake.default = Scenario(latency=None)
+    out = {r["route"]: r for r in _beat(env, periods=1)["routes"]}
+    assert all(out[n]["phase"] == "STALLED" for n in names)
+    assert len(env.deps.notifier.messages) == 5

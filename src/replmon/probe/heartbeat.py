@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -125,12 +125,42 @@ def heartbeat_step(event: Mapping[str, Any], deps: HeartbeatDeps) -> dict[str, A
                           'the schedule passes {"group": "g00"}')
     period = deps.fleet.heartbeat_seconds
     periods = _periods(event, period)
-    start = deps.clock.now()
-    beats = [RouteHeartbeat(h, deps, period) for h in heartbeat_routes(group, deps)]
-    with ThreadPoolExecutor(max(1, min(WORKERS, len(beats)))) as pool:
-        rows = list(pool.map(lambda b: b.run(start, periods), beats))
+    routes = [RouteHeartbeat(h, deps, period) for h in heartbeat_routes(group, deps)]
+    with ThreadPoolExecutor(max(1, min(WORKERS, len(routes)))) as pool:
+        run_periods(routes, periods, period, deps.clock, pool)
     deps.metrics.count("HeartbeatRun", 1, {ROUTE_GROUP: group})
-    return {"group": group, "periods": periods, "period_seconds": period, "routes": rows}
+    now = deps.clock.now()
+    return {"group": group, "periods": periods, "period_seconds": period, "routes": [r.row(now) for r in routes]}
+
+
+def run_periods(routes: Sequence[RouteHeartbeat], periods: int, period: int, clock: Clock, pool: ThreadPoolExecutor) -> None:
+    """Rounds, not a thread per route: each round sends the HEADs that are due (and the PUTs of a new
+    period) through the pool, then every route evaluates its state. So a group of 500 routes that
+    all stall at once (a Region's outage) still has every route polled every round."""
+
+    def each(fn: Callable[[RouteHeartbeat], None], chosen: Sequence[RouteHeartbeat]) -> None:
+        list(pool.map(fn, chosen))
+
+    start = clock.now()
+    margin = min(5.0, period / 5)
+    each(lambda r: r.load(), routes)
+    for k in range(periods):
+        begin = start + k * period
+        end = begin + period - (margin if k == periods - 1 else 0.0)
+        if clock.now() < begin:
+            clock.sleep(begin - clock.now())
+        each(lambda r: r.begin_period(clock.now()), routes)
+        while True:
+            now = clock.now()
+            each(lambda r: r.step(), [r for r in routes if r.due(now)])
+            each(lambda r: r.judge(), routes)  # a transition may publish or put a confirmation: I/O too
+            now = clock.now()
+            if now >= end or (k == periods - 1 and not any(r.pending for r in routes)):
+                break  # nothing pending: nothing can change before the next invocation (Lambda bills by the millisecond)
+            # wake for the next HEAD, and at least every second: lateness is a matter of time alone
+            wake = min((r.next_head_at() for r in routes if r.pending), default=now + 1.0)
+            clock.sleep(max(0.05, min(wake - now, end - now, 1.0)))
+        each(lambda r: r.end_period(clock.now()), routes)
 
 
 @dataclass
@@ -153,30 +183,25 @@ class RouteHeartbeat:
         return self.h.route.name
 
     # ------------------------------------------------------------------ the invocation
-    def run(self, start: float, periods: int) -> dict[str, Any]:
+    def begin_period(self, now: float) -> None:
+        self.learn(now)
+        self.put(now)
+
+    def due(self, now: float) -> bool:
+        return bool(self.pending) and now >= self.next_head_at()
+
+    def step(self) -> None:
+        self.poll_due()
+
+    def judge(self) -> None:
         clock = self.deps.clock
-        self.load()
-        margin = min(5.0, self.period / 5)
-        for k in range(periods):
-            begin = start + k * self.period
-            end = begin + self.period - (margin if k == periods - 1 else 0.0)
-            if clock.now() < begin:
-                clock.sleep(begin - clock.now())
-            self.learn(clock.now())
-            self.put(clock.now())
-            while True:
-                self.poll_due()
-                self.evaluate(clock.now())
-                if wants_confirmation(self.stall, self.beats(), clock.now(), self._expect()):
-                    self.put(clock.now(), confirmation=True)
-                now = clock.now()
-                if now >= end or (k == periods - 1 and not self.pending):
-                    break  # nothing pending: nothing can change before the next invocation (Lambda is billed by the second)
-                # wake for the next HEAD, and at least every second: overdue is a matter of time alone
-                clock.sleep(max(0.05, min(self.next_head_at() - now, end - now, 1.0)))
-            self.deps.metrics.count("StallSeconds", stall_seconds(self.stall, clock.now()), {ROUTE: self.name})
-            self.save(clock.now())
-        return self.row(clock.now())
+        self.evaluate(clock.now())
+        if wants_confirmation(self.stall, self.beats(), clock.now(), self._expect()):
+            self.put(clock.now(), confirmation=True)
+
+    def end_period(self, now: float) -> None:
+        self.deps.metrics.count("StallSeconds", stall_seconds(self.stall, now), {ROUTE: self.name})
+        self.save(now)
 
     def row(self, now: float) -> dict[str, Any]:
         oldest = min((p.upload.put_end for p in self.pending if p.upload), default=None)
@@ -351,19 +376,27 @@ class RouteHeartbeat:
         subject = f"replmon: route {r.name} {'STALLED' if state == 'STALLED' else 'recovered'}"[:99]
         return subject, json.dumps(body, indent=1, default=str)
 
-    def s3_pending(self, now: float) -> dict[str, float] | None:
-        """S3's latest OperationsPendingReplication / BytesPendingReplication the collector stored
-        (evidence, not a trigger: S3's metrics lag minutes)."""
+    def s3_pending(self, now: float) -> dict[str, Any] | None:
+        """S3's latest OperationsPendingReplication / BytesPendingReplication the collector stored, and
+        ``passive_stall``: pending operations rose over the last 3 points while no heartbeat completed
+        since the first of them. Evidence, not a trigger: S3's metrics lag minutes (C21.1)."""
         try:
             items = self.deps.store.items(signal_partition(self.name, RTC), now - 1800, now)
         except Exception:
             return None
-        out: dict[str, float] = {}
+        out: dict[str, Any] = {}
+        series: dict[str, list[tuple[float, float]]] = {}
         for item in items:
             for metric in ("OperationsPendingReplication", "BytesPendingReplication"):
-                points = item.get("series", {}).get(metric) or []
-                if points:
-                    out[metric] = float(max(points, key=lambda p: p[0])[1])
+                series.setdefault(metric, []).extend((float(t), float(v)) for t, v in item.get("series", {}).get(metric) or [])
+        for metric, points in series.items():
+            if points:
+                out[metric] = max(points)[1]
+        ops = sorted(series.get("OperationsPendingReplication", []))[-3:]
+        if len(ops) == 3:
+            rising = ops[0][1] < ops[1][1] < ops[2][1]
+            completed = any(b.latency is not None and b.put_at + b.latency >= ops[0][0] for b in self.recent)
+            out["passive_stall"] = rising and not completed
         return out or None
 
     def _error(self, what: str, exc: Exception) -> None:
