@@ -277,3 +277,22 @@ def test_one_stalled_route_of_many_pages_alone_and_a_regional_outage_stalls_ever
     out = {r["route"]: r for r in _beat(env, periods=1)["routes"]}
     assert all(out[n]["phase"] == "STALLED" for n in names)
     assert len(env.deps.notifier.messages) == 5
+
+
+def test_a_late_probe_in_flight_counts_as_a_beat(env: Env) -> None:
+    """A probe in flight past its own expectation (E + size / 50 MiB/s) and the next heartbeat late:
+    STALLED E after that heartbeat's PUT, not 2E (issue 21.2: a probe or a heartbeat)."""
+    from replmon.core.keys import record_sort_key
+    from replmon.signals.inflight import mark_in_flight
+
+    _deps(env)
+    env.fake.default = Scenario(latency=None)
+    env.clock.sleep(60 - env.clock.now() % 60 + 0.5)
+    put_end = env.clock.now() - 30
+    run = "20260921T141300Z-a1b2c3"
+    mark_in_flight(env.store, "primary", record_sort_key(run, f"{run}-primary-1MiB-t1"), put_end, put_end + 3600)
+    out = _beat(env, periods=1, on_schedule=False)["routes"][0]
+    assert out["transitions"] == ["STALLED"] and out["since"] == put_end
+    stalled = [v for v in _stall(env) if v > 0]
+    assert 30 + 20 <= stalled[0] <= 30 + 22  # the heartbeat late E after its PUT; since = the probe's PUT
+    assert json.loads(env.deps.notifier.messages[0][1])["late_probes_in_flight"] == 1

@@ -48,6 +48,7 @@ from replmon.core.ports import LatencyTable, MetricsSink, Notifier, ObjectStores
 from replmon.core.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE, ProbeStatus
 from replmon.core.registry import group_of
 from replmon.core.route import Route
+from replmon.core.sizes import parse_size
 from replmon.core.telemetry import ROUTE, ROUTE_GROUP
 from replmon.probe.poll import head_once
 from replmon.probe.polling import PollPolicy
@@ -56,8 +57,9 @@ from replmon.probe.results import to_record
 from replmon.probe.state import Poll, ProbeState
 from replmon.probe.upload import UploadSettings, probe_key, upload_probe
 from replmon.signals.expectation import HISTORY_END_AGO, HISTORY_SPAN, REFRESH_SECONDS, Expectation, expectation
+from replmon.signals.inflight import in_flight_probes
 from replmon.signals.rollup import HEARTBEAT_RETENTION_DAYS
-from replmon.signals.stall import Beat, StallPhase, StallState, advance, stall_seconds, wants_confirmation
+from replmon.signals.stall import Beat, StallPhase, StallState, advance, probe_expectation, stall_seconds, wants_confirmation
 
 __all__ = ["HeartbeatDeps", "heartbeat_routes", "heartbeat_step"]
 
@@ -174,6 +176,7 @@ class RouteHeartbeat:
     recent: list[Beat] = field(default_factory=list)
     stall: StallState = field(default_factory=StallState)
     expect: Expectation | None = None
+    probes: list[Beat] = field(default_factory=list)  # probes in flight (read once a period)
     transitions: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -186,6 +189,11 @@ class RouteHeartbeat:
     def begin_period(self, now: float) -> None:
         self.learn(now)
         self.put(now)
+        try:  # the route's probes in flight are beats too, each with its size's expectation
+            self.probes = [Beat(t, expect=probe_expectation(parse_size(c), self._expect())) for t, c in in_flight_probes(self.deps.store, self.name, now)
+                           if c != "?"]
+        except Exception as exc:
+            self._error("probes in flight not read", exc)
 
     def due(self, now: float) -> bool:
         return bool(self.pending) and now >= self.next_head_at()
@@ -330,7 +338,7 @@ class RouteHeartbeat:
 
     # ------------------------------------------------------------------ the verdict
     def beats(self) -> list[Beat]:
-        return self.recent + [Beat(p.upload.put_end) for p in self.pending if p.upload is not None]
+        return self.recent + self.probes + [Beat(p.upload.put_end) for p in self.pending if p.upload is not None]
 
     def evaluate(self, now: float) -> None:
         for p in [p for p in self.pending if p.upload is not None and now - p.upload.put_end >= MAX_PENDING_SECONDS]:
@@ -367,6 +375,7 @@ class RouteHeartbeat:
             "destinations": [{"account": d.account, "region": d.region, "bucket": d.bucket} for d in r.destinations],
             "oldest_pending_heartbeat_age_seconds": round(now - pending[0], 1) if pending else None,
             "pending_heartbeats": len(pending),
+            "late_probes_in_flight": sum(b.late(now, self._expect()) for b in self.probes),
             "expected_latency_seconds": self.expect.seconds if self.expect else None,
             "expectation": self.expect.basis if self.expect else None,
             "last_completed_latency_seconds": done[-1].latency if done else None,

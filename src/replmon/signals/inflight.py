@@ -23,3 +23,14 @@ def in_flight_put_ends(store: SignalStore, route: str, now: float) -> list[float
     deletes expired items late, so they are filtered here)."""
     return [float(i["put_end"]) for i in store.partition_items(signal_partition(route, IN_FLIGHT))
             if float(i.get(TTL_ATTRIBUTE, now + 1)) > now]
+
+
+def in_flight_probes(store: SignalStore, route: str, now: float) -> list[tuple[float, str]]:
+    """(PUT end, size class label) of the route's probes in flight: the marker's key is the record's
+    (``<time>#<run>-<route>-<class>-t<n>``, core/keys.py)."""
+    out = []
+    for i in store.partition_items(signal_partition(route, IN_FLIGHT)):
+        if float(i.get(TTL_ATTRIBUTE, now + 1)) > now:
+            probe_id = str(i[SORT_KEY]).split("#", 1)[-1]
+            out.append((float(i["put_end"]), probe_id.rsplit("-", 2)[-2] if probe_id.count("-") >= 2 else "?"))
+    return out

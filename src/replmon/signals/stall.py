@@ -2,7 +2,8 @@
 /work/notes/design-changes.md: confirmation heartbeats).
 
 A heartbeat is *late* when it has been pending for the route's expectation ``E`` (signals/
-expectation.py; a FAILED one is late at once). A route stalls when **two consecutive heartbeats are
+expectation.py; a FAILED one is late at once); a probe in flight is a beat too, late past ``E`` plus
+its size at 50 MiB/s (:func:`probe_expectation`). A route stalls when **two consecutive heartbeats are
 late**, so one slow heartbeat never stalls a route: its successor replicates on time. To learn that
 sooner than the next period, the moment the newest heartbeat turns late the Heartbeat function puts
 a **confirmation** heartbeat (:func:`wants_confirmation`); if that one is late too, ``E`` later, the
@@ -50,10 +51,24 @@ from typing import Any
 from replmon.core.partitions import HEARTBEAT_STATE, live_partition
 from replmon.core.ports import SignalStore
 
-__all__ = ["Beat", "StallPhase", "StallState", "advance", "current_stall", "stall_seconds", "wants_confirmation"]
+__all__ = ["Beat", "StallPhase", "StallState", "advance", "current_stall", "probe_expectation", "stall_seconds", "wants_confirmation"]
 
 #: Settled heartbeats needed on time, in a row, before a recovering route is healthy again.
 RECOVERY_STREAK = 2
+
+
+#: A probe in flight is late past the heartbeat's expectation plus its size at this rate: a lower bound
+#: of S3's replication throughput for one object, so a big probe is not late merely for being big.
+PROBE_BYTES_PER_SECOND = 50 * 2**20
+
+
+def probe_expectation(size_bytes: int, heartbeat_expect: float) -> float:
+    """A probe in flight is a beat too (issue 21.2): late after ``E + size / 50 MiB/s``.
+
+    >>> probe_expectation(2**30, 20.0)
+    40.48
+    """
+    return round(heartbeat_expect + size_bytes / PROBE_BYTES_PER_SECOND, 3)
 
 
 class StallPhase(StrEnum):
@@ -70,6 +85,7 @@ class Beat:
     put_at: float
     latency: float | None = None  # settled and replicated: seconds after the PUT
     failed: bool = False  # settled without replicating
+    expect: float | None = None  # its own expectation (a probe in flight: :func:`probe_expectation`), else the route's
 
     @property
     def settled(self) -> bool:
@@ -80,7 +96,7 @@ class Beat:
 
     def late(self, now: float, expect: float) -> bool:
         """Not replicated ``expect`` after its PUT (a failure is late at once)."""
-        return self.failed or (self.latency is None and self.age(now) >= expect)
+        return self.failed or (self.latency is None and self.age(now) >= (self.expect if self.expect is not None else expect))
 
     def on_time(self, expect: float) -> bool:
         return self.latency is not None and self.latency <= expect
