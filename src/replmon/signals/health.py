@@ -11,12 +11,10 @@ from typing import Any
 from replmon.core.partitions import (
     EVENT_SHARDS,
     EVENTS,
-    HEARTBEAT_STATE,
     RTC,
     events_shard_partition,
     heartbeat_partition,
     hour_sort_key,
-    live_partition,
     signal_partition,
 )
 from replmon.core.ports import LatencyTable, MetricsSink
@@ -25,6 +23,7 @@ from replmon.signals.inflight import in_flight_put_ends
 from replmon.signals.rollup import event_counts as rollup_event_counts
 from replmon.signals.rtc import RtcSample, latest
 from replmon.signals.slo import Rpo, SloSpec, SloStatus, rpo, slo_status
+from replmon.signals.stall import live_state
 from replmon.signals.windows import SUB_SLOT_SECONDS, event_window, floor_5min, floor_hour, sub_slot, sub_slots
 
 
@@ -91,7 +90,7 @@ def route_health(store: LatencyTable, route: str, now: float, spec: SloSpec, win
     records = store.query(route, now - spec.period_days * 86_400 - 86_400, now)
     # heartbeats (probe/heartbeat.py) are probes to the RPO: the pending ones' ages, the recent ones' latencies
     heartbeats = store.query(heartbeat_partition(route), now - window, now)
-    in_flight = in_flight_put_ends(store, route, now) + pending_heartbeat_put_ends(store, route)
+    in_flight = in_flight_put_ends(store, route, now) + pending_heartbeat_put_ends(live_state(store, route, now))
     rtc_samples = [RtcSample.from_item(i) for i in store.items(signal_partition(route, RTC), now - window, now)]
     counts = event_counts(store, route, now, window)
     # The counters' whole slots cover [now - window, now]: no failure counted there means none in
@@ -101,10 +100,10 @@ def route_health(store: LatencyTable, route: str, now: float, spec: SloSpec, win
     return RouteHealth(route, r, slo_status(records, now, spec), rtc_samples, counts)
 
 
-def pending_heartbeat_put_ends(store: LatencyTable, route: str) -> list[float]:
-    """PUT end times of the route's heartbeats not yet replicated, from the Heartbeat's saved state."""
-    item = store.get_item(live_partition(route), HEARTBEAT_STATE) or {}
-    return [float(p["upload"]["put_end"]) for p in item.get("pending", []) if p.get("upload")]
+def pending_heartbeat_put_ends(state: Mapping[str, Any] | None) -> list[float]:
+    """PUT end times of the route's heartbeats not yet replicated, from the Heartbeat's saved state
+    (one whose HEAD fails is unknown, not late: left out)."""
+    return [float(p["upload"]["put_end"]) for p in (state or {}).get("pending", []) if p.get("upload") and not p.get("error")]
 
 
 #: A burn pair (signals/slo.py DEFAULT_PAIRS) -> its per-route metric, min(long, short) burn rate.
