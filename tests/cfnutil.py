@@ -60,7 +60,10 @@ def resolver(template: dict[str, Any], mode: str = "create-demo") -> Resolver:
     """Physical names as the tests create them (moto buckets, table and queue)."""
     return Resolver(template, MODES[mode], region=REGION, account=ACCOUNT, stack=STACK,
                     physical={"DemoSourceBucket": SRC, "DemoDestinationBucket": DST, "LatencyTable": TABLE,
-                              "RecordSpoolQueue": f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{SPOOL_QUEUE}"},
+                              "RecordSpoolQueue": f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{SPOOL_QUEUE}",
+                              # Ref of an SNS topic is its ARN (AWS::SNS::Topic, "Return values")
+                              "PageTopic": f"arn:aws:sns:{REGION}:{ACCOUNT}:{STACK}-PageTopic",
+                              "TicketTopic": f"arn:aws:sns:{REGION}:{ACCOUNT}:{STACK}-TicketTopic"},
                     attributes={"RecordSpoolQueue.Arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:{SPOOL_QUEUE}",
                                 "RecordSpoolQueue.QueueName": SPOOL_QUEUE})
 

@@ -52,7 +52,7 @@ from tests.iam import CallRecorder, evaluate
 
 MiB = 2**20
 #: Every function of the stack: the state machine's, and the passive side's (SQS- and schedule-driven).
-PASSIVE_FUNCTIONS = ("IngestEvents", "CollectSignals", "Report")  # the mount stack's: tests/test_mounts_contract.py
+PASSIVE_FUNCTIONS = ("IngestEvents", "CollectSignals", "Report", "Heartbeat")  # the mount stack's: tests/test_mounts_contract.py
 FUNCTIONS = (*STATE_MACHINE_FUNCTIONS, *PASSIVE_FUNCTIONS)
 EVENTS_DIR = __import__("pathlib").Path(__file__).resolve().parents[1] / "events" / "s3"
 SMALL = UploadSettings(multipart_threshold=8 * MiB, compose_threshold=24 * MiB, part_size=5 * MiB, seed_part_size=8 * MiB, workers=2)
@@ -90,6 +90,7 @@ class ContractRun:
     health_without_rtc: dict[str, Any] = field(default_factory=dict)
     report: dict[str, Any] = field(default_factory=dict)  # the Report function, per route and {"fleet": true}
     fleet_report: dict[str, Any] = field(default_factory=dict)
+    heartbeats: list[str] = field(default_factory=list)  # the Heartbeat's transitions over the scenario
     event_first_run_ids: dict[str, str] = field(default_factory=dict)
 
 
@@ -213,6 +214,7 @@ def run_contract_scenarios() -> ContractRun:
         assert run.outputs["overran-ended"].output["skipped"] == []
 
         play_passive(run, deps, clock, wrap, store, sm, fake, outage)
+        play_heartbeat(run, deps, clock, wrap, fake)
 
     run.records = store.query("primary", 0, 4e9)
     return run
@@ -305,6 +307,27 @@ def play_passive(run: ContractRun, deps: Deps, clock: ManualClock, wrap: Any, st
 
     deps.registry = DynamoRegistry(TABLE, store.client)
     run.fleet_report = report({"fleet": True}, LambdaContext("Report"))
+
+
+def play_heartbeat(run: ContractRun, deps: Deps, clock: ManualClock, wrap: Any, fake: Any) -> None:
+    """The Heartbeat function over the stack's route, a minute apart: healthy, a stall (replication
+    stops: STALLED, the evidence published to the page topic), healed (recovered, published)."""
+    from replmon.adapters.notify import SnsNotifier
+    from replmon.core.fleetconfig import load_fleet_settings
+
+    sns = boto3.client("sns", region_name=REGION)
+    topic = sns.create_topic(Name=f"{STACK}-PageTopic")["TopicArn"]
+    env = function_environment(default_transformed(), "Heartbeat", resolver(default_transformed()))
+    deps.fleet = load_fleet_settings(json.loads(env["REPLMON_FLEET"]))
+    deps.notifier = SnsNotifier(env["REPLMON_PAGE_TOPIC_ARN"], sns)
+    assert env["REPLMON_PAGE_TOPIC_ARN"] == topic
+    beat = wrap("Heartbeat", load_handler("Heartbeat"))
+    for latency, minutes in ((2.0, 2), (None, 3), (2.0, 4)):
+        fake.by_size = {1024: Scenario(latency)}
+        for _ in range(minutes):
+            clock.advance(60 - clock.now() % 60 + 0.5)
+            out = beat({"group": "g00"}, LambdaContext("Heartbeat"))
+            run.heartbeats += out["routes"][0]["transitions"]
 
 
 def odd_replication_time() -> dict[str, Any]:

@@ -116,6 +116,8 @@ def iam_requests(service: str, operation: str, params: dict[str, Any], region: s
         return [IamRequest("sts:AssumeRole", params["RoleArn"], (("aws:ResourceAccount", params["RoleArn"].split(":")[4]),))]
     if service == "organizations" and operation == "ListAccounts":
         return [IamRequest("organizations:ListAccounts", "*")]
+    if service == "sns" and operation == "Publish":  # the topic is the resource (SNS API permissions reference)
+        return [IamRequest("sns:Publish", params["TopicArn"])]
     if service == "cloudwatch":
         return [IamRequest(f"cloudwatch:{operation}", "*")]
     if service == "stepfunctions" and operation == "DescribeExecution":  # the execution resource (list_awsstepfunctions)

@@ -33,6 +33,7 @@ import pytest
 from replmon.adapters.metrics import EmfMetrics
 from replmon.core.registry import group_of
 from replmon.core.telemetry import ROUTE, SERVICE
+from replmon.fleet.alarms import FLEET_ALARMS
 from replmon.local.insights import (
     NO_DATA_REASON,
     OTHER,
@@ -166,7 +167,7 @@ def health(route: str, rpo_s: float, page: float, ticket: float) -> RouteHealth:
 
 def template_alarm(name: str, groups: int = 1) -> AlarmEvaluator:
     alarms = template_alarms(default_transformed(), {"RouteGroups": str(groups)})
-    assert len(alarms) == 13 * groups
+    assert len(alarms) == len(FLEET_ALARMS) * groups
     return alarms[name]
 
 

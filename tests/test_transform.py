@@ -39,10 +39,20 @@ def resources(cfn: dict[str, Any], kind: str) -> dict[str, Any]:
 
 def test_schedule_is_an_eventbridge_scheduler_schedule_with_a_dlq(cfn: dict[str, Any]) -> None:
     scheds = resources(cfn, "AWS::Scheduler::Schedule")
-    assert set(scheds) == {"ProbeStateMachineSchedule", "CollectSignalsFunctionSchedule", "InventoryFunctionSchedule"}  # mount runners: templates/mount-baselines.yaml
+    beats = {f"HeartbeatFunctionGroup{n:02d}" for n in range(8)}
+    assert set(scheds) == {"ProbeStateMachineSchedule", "CollectSignalsFunctionSchedule", "InventoryFunctionSchedule", *beats}  # mount runners: templates/mount-baselines.yaml
     for name, sched in scheds.items():
         target = sched["Properties"]["Target"]
         assert "SchedulerDeadLetterQueue" in json.dumps(target["DeadLetterConfig"]["Arn"]), name
+        if name in beats:
+            # a heartbeat delivered late is worthless (the next minute's invocation continues): no retry,
+            # at most 60 s old; one group per schedule, ENABLED only while its group exists and heartbeats run
+            n = name[-2:]
+            assert target["RetryPolicy"] == {"MaximumRetryAttempts": 0, "MaximumEventAgeInSeconds": 60}, name
+            assert json.loads(target["Input"]) == {"group": f"g{n}"} and sched["Properties"]["ScheduleExpression"] == "rate(1 minute)"
+            assert sched["Properties"]["State"] == {"Fn::If": [f"HeartbeatsG{n}", "ENABLED", "DISABLED"]}
+            assert sched["Properties"]["FlexibleTimeWindow"] == {"Mode": "OFF"}
+            continue
         assert target["RetryPolicy"]["MaximumRetryAttempts"] == (3 if name.startswith("Probe") else 1), name
         assert sched["Properties"]["State"] == {"Ref": "ScheduleState"}
 
@@ -87,7 +97,7 @@ def test_every_role_is_least_privilege(cfn: dict[str, Any]) -> None:
 
 def test_functions_are_arm64_python313_with_the_layer_and_tracing(cfn: dict[str, Any]) -> None:
     fns = resources(cfn, "AWS::Lambda::Function")
-    assert len(fns) == 12  # IngestFioResults is the mount stack's
+    assert len(fns) == 13  # IngestFioResults is the mount stack's
     for name, fn in fns.items():
         p = fn["Properties"]
         assert p["Runtime"] == "python3.13" and p["Architectures"] == ["arm64"], name

@@ -29,6 +29,8 @@ def cost(
                                                "on --probe-classes, with the cost per route.")] = None,
     probe_classes: Annotated[str, typer.Option(metavar="CLASSES", help="With --routes: the fleet's ProbeClasses.")] = DEFAULTS.probe_classes,
     route_groups: Annotated[int, typer.Option(min=1, max=8, help="With --routes: RouteGroups.")] = 1,
+    heartbeat_seconds: Annotated[int, typer.Option(min=0, max=3600, help="With --routes: HeartbeatSeconds (0: Heartbeats disabled).")]
+    = DEFAULTS.heartbeat_seconds,
     fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table,
 ) -> int:
     """Monthly cost of a schedule: Step Functions, Lambda, S3 requests, the RTC fee and transfer,
@@ -39,7 +41,7 @@ def cost(
 
         return print_cost(mount_preset, bucket_region, "full", False, 30 * 24 * 60 / rate_minutes, fmt)
     if routes is not None:
-        return _fleet_cost(routes, probe_classes, route_groups, cross_region, rtc, source_region, fmt)
+        return _fleet_cost(routes, probe_classes, route_groups, cross_region, rtc, source_region, fmt, heartbeat_seconds)
     from replmon.cost.estimate import estimate, pricing
     from replmon.local.template import TEMPLATE, load_template
     from replmon.probe.request import load_request
@@ -59,7 +61,10 @@ def cost(
     # Standard alarms, plus the fleet's Metrics Insights alarms of one RouteGroup (RouteGroups=1): AWS
     # prices those per metric analyzed (aws-contracts C18.13, rate unconfirmed), one per route here, at
     # the standard alarm's rate. Group g01.. alarms exist only with RouteGroups > 1.
-    alarms = sum(1 for r in resources if r["Type"] == "AWS::CloudWatch::Alarm" and not str(r.get("Condition", "")).startswith("HasGroup"))
+    def one_group(condition: str) -> bool:  # exists with RouteGroups = 1 (HeartbeatsG01.. need a second group)
+        return not condition.startswith("HasGroup") and not (condition.startswith("HeartbeatsG") and condition != "HeartbeatsG00")
+
+    alarms = sum(1 for r in resources if r["Type"] == "AWS::CloudWatch::Alarm" and one_group(str(r.get("Condition", ""))))
     extra: dict[str, float] = {"composite_alarms": sum(1 for r in resources if r["Type"] == "AWS::CloudWatch::CompositeAlarm")}
     if replication_mib_per_s:
         extra["replication_mib_per_s"] = replication_mib_per_s
@@ -90,11 +95,11 @@ DEFAULTS_MONTH_MINUTES = 30 * 24 * 60  # pricing.json's days_per_month, in minut
 
 
 def _fleet_cost(routes: str, probe_classes: str, route_groups: int, cross_region: bool, rtc: bool, source_region: str | None,
-                fmt: Format) -> int:
+                fmt: Format, heartbeat_seconds: int) -> int:
     """``--routes``: the fleet's monthly cost for each N, per route and marginal (cost/fleet.py)."""
     from replmon.core.cadence import ProbeClasses
     from replmon.cost.estimate import pricing
-    from replmon.cost.fleet import fleet_estimate
+    from replmon.cost.fleet import HEARTBEAT_PREFIX, fleet_estimate, stall_metric_and_alarm
     from replmon.fleet.alarms import FLEET_ALARMS
     from replmon.local.template import TEMPLATE, load_template
 
@@ -108,13 +113,17 @@ def _fleet_cost(routes: str, probe_classes: str, route_groups: int, cross_region
         classes = ProbeClasses.parse(probe_classes, "--probe-classes")
     except ConfigError as exc:
         fail(config_message(exc))
-    resources = list(load_template(TEMPLATE)["Resources"].values())
-    alarms = [r for r in resources if r["Type"] == "AWS::CloudWatch::Alarm" and not str(r.get("Condition", "")).startswith("HasGroup")]
-    standard = len(alarms) - len(FLEET_ALARMS)  # the g00 Metrics Insights alarms carry no condition: priced per route instead
+    template_resources = load_template(TEMPLATE)["Resources"]
+    resources = list(template_resources.values())
+    alarms = [k for k, r in template_resources.items() if r["Type"] == "AWS::CloudWatch::Alarm"
+              and not str(r.get("Condition", "")).startswith("HasGroup") and not k.startswith("HeartbeatRunG")]
+    # the g00 Metrics Insights alarms carry no condition: priced per route instead; HeartbeatRun: one per group (fleet_estimate)
+    standard = len(alarms) - len(FLEET_ALARMS)
     composite = sum(1 for r in resources if r["Type"] == "AWS::CloudWatch::CompositeAlarm")
     try:
         ests = [fleet_estimate(n, classes, cross_region=cross_region, rtc=rtc, source_region=source_region, route_groups=route_groups,
-                               standard_alarms=standard, composite_alarms=composite) for n in counts]
+                               standard_alarms=standard, composite_alarms=composite, heartbeat_seconds=heartbeat_seconds or None)
+                for n in counts]
     except ConfigError as exc:
         fail(str(exc))
     rows = [{"routes": e.routes, "usd_per_month": round(e.total, 2), "usd_per_route_month": round(e.total / e.routes, 2),
@@ -137,6 +146,14 @@ def _fleet_cost(routes: str, probe_classes: str, route_groups: int, cross_region
              f"replmon cost --routes (modelled; {last.region} list prices of {last.as_of}; classes {classes})")
         emit([{"per route, per month": x.item, "quantity": f"{x.quantity:,.1f} {x.unit}", "$": f"{x.dollars:,.3f}"}
               for x in last.per_route_lines], fmt, "what one route adds")
+        beats = [x for x in last.per_route_lines if x.item.startswith(HEARTBEAT_PREFIX)]
+        if beats:
+            own = sum(x.dollars for x in beats)
+            shares = stall_metric_and_alarm(last)
+            err.print(f"heartbeats (every {heartbeat_seconds} s): ${own:.2f} per route a month in S3, DynamoDB and logs, "
+                      f"${own + shares:.2f} with the StallSeconds metric and RouteStalled's share (issue 21 goal: under $1); "
+                      f"the probe schedule ({classes}) ${last.per_route - own - shares:.2f}; the Heartbeat function "
+                      f"${next(x.dollars for x in last.fixed_lines if x.item.startswith('Heartbeat')):.2f} per RouteGroup", highlight=False)
         err.print("modelled: " + "; ".join(f"{k}={v}" for k, v in last.assumptions.items() if k != "metric_months_per_route"),
                   highlight=False)
     return OK

@@ -204,6 +204,9 @@ SWITCHED: frozenset[str] = frozenset({
     "EventClockDisagreement",
     "ReplicationLatencySeconds",
     "ReplicationEvents",
+    # issue 21 (probe/heartbeat.py): the stall series and the Heartbeat's own liveness
+    "StallSeconds",
+    "HeartbeatRun",
 })
 
 #: What the code emits now: today's definitions, with each switched metric's fleet definition.

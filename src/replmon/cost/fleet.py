@@ -34,7 +34,7 @@ from typing import Any
 
 from replmon.core.cadence import ProbeClasses
 from replmon.core.telemetry import CONTINUOUS, FLEET_METRICS, PER_PROBE, PER_ROUTE, PER_ROUTE_CLASS, SWITCHED
-from replmon.cost.estimate import Line, estimate, pricing
+from replmon.cost.estimate import Line, estimate, pricing, transfer_rate
 from replmon.fleet.alarms import FLEET_ALARMS
 from replmon.probe.request import load_request
 
@@ -69,12 +69,12 @@ class FleetEstimate:
         return self.routes * self.per_route + self.fixed
 
 
-def metric_months_per_route(classes: ProbeClasses, rtc: bool) -> dict[str, float]:
+def metric_months_per_route(classes: ProbeClasses, rtc: bool, heartbeats: bool = True) -> dict[str, float]:
     """Billed metric-months of one healthy route, by metric (see the module docstring)."""
     out: dict[str, float] = {}
     for m in FLEET_METRICS.values():
-        if m.name not in SWITCHED:
-            continue  # not emitted with its fleet dimensions yet (e.g. StallSeconds: no heartbeat yet)
+        if m.name not in SWITCHED or (m.name == "StallSeconds" and not heartbeats):
+            continue  # not emitted with its fleet dimensions (yet), or no heartbeats
         dims = m.dimension_sets[0][1:]  # after Powertools' service
         if dims == PER_ROUTE and m.cadence == CONTINUOUS:
             out[m.name] = HOUR_SHARE.get(m.name, 1.0)
@@ -86,11 +86,69 @@ def metric_months_per_route(classes: ProbeClasses, rtc: bool) -> dict[str, float
     return out
 
 
+#: Heartbeat lines of one route (:func:`heartbeat_lines`): what a route's heartbeats add, apart from the
+#: StallSeconds metric and the RouteStalled alarm (counted with the metrics and alarms).
+HEARTBEAT_PREFIX = "Heartbeats: "
+HEARTBEAT_BYTES = 1024
+
+
+def heartbeat_lines(period_seconds: int, *, cross_region: bool, rtc: bool, source_region: str | None) -> list[Line]:
+    """One route's heartbeats a month (probe/heartbeat.py), modelled at a healthy route: one PUT per
+    period (and its replica's PUT, billed at the destination), ``heartbeat_heads`` HEADs (source,
+    then the replica), one DeleteObjects a side (DELETE requests are free), DynamoDB writes (period
+    claim, record, state: ``heartbeat_write_units``) and reads (state, in-flight markers), the
+    hourly expectation (72 h of records read), the EMF log lines; replication bytes (RTC fee,
+    inter-Region transfer) of 1 KiB each."""
+    data = pricing()
+    p, a = data["prices"], data["assumptions"]
+    beats = MONTH_HOURS * 3600 / period_seconds
+    gb = beats * HEARTBEAT_BYTES / 2**30
+    lines = [
+        Line(f"{HEARTBEAT_PREFIX}S3 PUT (source and replica)", 2 * beats, "requests", 2 * beats / 1000 * p["s3_put_copy_post_list_per_1000"]),
+        Line(f"{HEARTBEAT_PREFIX}S3 HEAD (source and replica)", a["heartbeat_heads"] * beats, "requests",
+             a["heartbeat_heads"] * beats / 1000 * p["s3_get_head_per_1000"]),
+        Line(f"{HEARTBEAT_PREFIX}DynamoDB (claim, record, state; hourly expectation)",
+             a["heartbeat_write_units"] * beats + a["heartbeat_read_units"] * beats
+             + MONTH_HOURS * 72 * 3600 / period_seconds * a["record_bytes"] / 4096 / 2, "request units",
+             a["heartbeat_write_units"] * beats / 1e6 * p["dynamodb_per_million_write_units"]
+             + (a["heartbeat_read_units"] * beats + MONTH_HOURS * 72 * 3600 / period_seconds * a["record_bytes"] / 4096 / 2) / 1e6
+             * p["dynamodb_per_million_read_units"]),
+        Line(f"{HEARTBEAT_PREFIX}CloudWatch Logs (EMF, two StallSeconds lines a minute)", 2 * MONTH_HOURS * 60 * a["log_bytes_per_invocation"] / 1e9,
+             "GB", 2 * MONTH_HOURS * 60 * a["log_bytes_per_invocation"] / 1e9 * p["cloudwatch_logs_per_gb_ingested"]),
+    ]
+    if rtc:
+        lines.append(Line(f"{HEARTBEAT_PREFIX}S3 RTC fee", gb, "GiB replicated", gb * p["s3_rtc_per_gb"]))
+    if cross_region:
+        lines.append(Line(f"{HEARTBEAT_PREFIX}S3 inter-region transfer", gb, "GiB replicated", gb * transfer_rate(source_region or data["region"])))
+    return lines
+
+
+def heartbeat_invocation_line(route_groups: int, routes_per_group: float) -> Line:
+    """The Heartbeat function: one invocation per group a minute, lasting about a heartbeat's replication
+    plus a poll round (``heartbeat_invocation_seconds``) at 512 MB, longer with more routes per group
+    (32 in parallel)."""
+    data = pricing()
+    p, a = data["prices"], data["assumptions"]
+    invocations = route_groups * MONTH_HOURS * 60
+    seconds = a["heartbeat_invocation_seconds"] * max(1.0, routes_per_group / 32)
+    gb_s = invocations * seconds * 0.5
+    return Line("Heartbeat invocations (one per group a minute, 512 MB)", invocations, "invocations",
+                gb_s * p["lambda_arm_per_gb_second"] + invocations * p["lambda_per_million_requests"] / 1e6)
+
+
+def stall_metric_and_alarm(est: FleetEstimate) -> float:
+    """What the StallSeconds metric and RouteStalled's alarm share add per route (heartbeats on)."""
+    p = pricing()["prices"]
+    months = est.assumptions.get("metric_months_per_route", {}).get("StallSeconds", 0.0)
+    return float(float(months) * p["cloudwatch_per_metric_month"] + (p["cloudwatch_per_standard_alarm_month"] if months else 0.0))
+
+
 def fleet_estimate(routes: int, classes: ProbeClasses, *, cross_region: bool = False, rtc: bool = True,
                    source_region: str | None = None, route_groups: int = 1, standard_alarms: int = 7, composite_alarms: int = 0,
-                   collector_rate_minutes: float | None = None) -> FleetEstimate:
+                   collector_rate_minutes: float | None = None, heartbeat_seconds: int | None = 60) -> FleetEstimate:
     """N routes on ``classes``; ``standard_alarms`` / ``composite_alarms``: the stack's own (the CLI
-    counts them in template.yaml), the Metrics Insights alarms apart."""
+    counts them in template.yaml), the Metrics Insights alarms apart; ``heartbeat_seconds`` None: no
+    heartbeats (the template's ``Heartbeats: disabled``)."""
     data = pricing()
     p, a = data["prices"], data["assumptions"]
     est = FleetEstimate(routes, as_of=data["as_of"], region=data["region"])
@@ -109,10 +167,13 @@ def fleet_estimate(routes: int, classes: ProbeClasses, *, cross_region: bool = F
         for line in one.lines:
             if line.item in PROBE_LINES or line.item.startswith(TRANSFER):
                 add(line.item, line.quantity, line.unit, line.dollars)
-    months = metric_months_per_route(classes, rtc)
+    if heartbeat_seconds:
+        for line in heartbeat_lines(heartbeat_seconds, cross_region=cross_region, rtc=rtc, source_region=source_region):
+            add(line.item, line.quantity, line.unit, line.dollars)
+    months = metric_months_per_route(classes, rtc, heartbeats=bool(heartbeat_seconds))
     add("CloudWatch metrics (metric-months: the hours each is emitted in)", sum(months.values()), "metric-months",
         sum(months.values()) * p["cloudwatch_per_metric_month"])
-    mi = len(FLEET_ALARMS)
+    mi = len([x for x in FLEET_ALARMS if heartbeat_seconds or x.metric != "StallSeconds"])
     add("Metrics Insights alarms (per metric analyzed, standard rate; modelled)", mi, "alarm-metrics",
         mi * p["cloudwatch_per_standard_alarm_month"])
     rate = collector_rate_minutes or a["collector_rate_minutes"]
@@ -128,10 +189,13 @@ def fleet_estimate(routes: int, classes: ProbeClasses, *, cross_region: bool = F
              standard_alarms * p["cloudwatch_per_standard_alarm_month"]),
         Line("CollectSignals invocations (one per group and run)", route_groups * collector_runs, "invocations",
              route_groups * collector_runs * p["lambda_per_million_requests"] / 1e6),
+        *([heartbeat_invocation_line(route_groups, routes / route_groups),
+           Line("Heartbeat liveness alarms (HeartbeatRun, one per group)", route_groups, "alarms",
+                route_groups * p["cloudwatch_per_standard_alarm_month"])] if heartbeat_seconds else []),
         Line("Dashboard, composite alarms, KMS key", 1 + composite_alarms + 1, "resources",
              p["cloudwatch_per_dashboard_month"] + composite_alarms * p["cloudwatch_per_composite_alarm_month"] + p["kms_per_key_month"]),
     ]
     est.assumptions = {"probe_classes": str(classes), "metric_months_per_route": {k: round(v, 4) for k, v in months.items()},
-                       "metrics_insights_alarms_per_group": mi, "collector_rate_minutes": rate,
+                       "metrics_insights_alarms_per_group": mi, "collector_rate_minutes": rate, "heartbeat_seconds": heartbeat_seconds,
                        "probe_lines": "upper bound: each class's run overhead counted per route"}
     return est

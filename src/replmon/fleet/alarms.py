@@ -19,7 +19,7 @@ Why this shape (AWS's pages, cited by tests/test_fleet_alarms.py):
   (``RouteGroups`` = 1..8, group_of(route) = crc32 mod RouteGroups): at most 500 routes per group
   (core/registry.py MAX_ROUTES_PER_GROUP, 4,000 in all); past 500 a group's alarms report
   PARTIAL_DATA and ``ORDER BY ... DESC LIMIT 500`` makes the 500 worst routes the ones evaluated.
-  8 groups x 13 alarms = 104 alarms.
+  8 groups x 14 alarms = 112 alarms.
 - A series that stops coming back turns its contributor OK whatever TreatMissingData says: the
   continuous metrics (RpoSeconds, the burn pair) are emitted for every route on every collector run.
 
@@ -89,6 +89,16 @@ FLEET_ALARMS: tuple[FleetAlarm, ...] = (
         "the route's RPO now (oldest probe in flight, recent probe latency, RTC ReplicationLatency) is above LatencyTargetSeconds",
         "the notification's Route attribute names the route: replmon report --route ROUTE for the inputs; check S3's "
         "BytesPendingReplication; if the source's write rate rose, RTC's SLA may still hold - compare with RtcLatency"),
+    FleetAlarm(
+        "RouteStalled", "StallSeconds", "MAX", ">", 0, "page",
+        "A route's heartbeats stopped replicating: two consecutive heartbeats late past the route's learned expectation "
+        "(StallSeconds = seconds since the stall began; the Heartbeat function's message has the evidence).",
+        "replication on the route has stopped or nearly: the source's replication role, KMS key or destination changed, "
+        "S3 is degraded in a Region, or a bucket policy now denies the replica",
+        "the Heartbeat's message on the page topic names the evidence (oldest pending heartbeat, expectation, S3's pending "
+        "operations); replmon report --route ROUTE; replmon preflight --source-bucket SRC names a broken precondition. "
+        "OK = recovered. RpoAboveTarget pages too if the stall outlasts the latency target",
+        period=60),
     FleetAlarm(
         "RpoUnbounded", "RpoUnbounded", "MAX", ">=", 1, "page",
         "An object is known not to be on a route's destination (a failed probe or a failed replication event): the RPO is unbounded.",
@@ -220,14 +230,54 @@ def _number(v: float) -> str:
 
 
 def render_conditions() -> str:
-    """``HasGroupNN``: RouteGroups > NN (CloudFormation has no "greater than": not one of 1..NN)."""
+    """``HasGroupNN``: RouteGroups > NN (CloudFormation has no "greater than": not one of 1..NN);
+    ``HeartbeatsGNN``: the group exists and heartbeats run (its schedule ENABLED, its HeartbeatRun alarm)."""
     lines = [CONDITIONS_START]
     for n in range(1, MAX_ROUTE_GROUPS):
         equals = [f'!Equals [!Ref RouteGroups, "{k}"]' for k in range(1, n + 1)]
         rule = equals[0] if n == 1 else f"!Or [{', '.join(equals)}]"
         lines.append(f"  HasGroup{n:02d}: !Not [{rule}]")
+    for group in group_names(MAX_ROUTE_GROUPS):
+        lines.append(f"  {heartbeat_condition(group)}: " + (f"!And [!Condition HeartbeatsOn, !Condition {group_condition(group)}]"
+                                                            if group_condition(group) else "!Condition HeartbeatsOn"))
     lines.append(END)
     return "\n".join(lines) + "\n"
+
+
+def heartbeat_condition(group: str) -> str:
+    return f"Heartbeats{group.upper()}"
+
+
+def _heartbeat_run_alarm(group: str) -> list[str]:
+    """The Heartbeat function of a group must run every minute: 3 minutes without HeartbeatRun is a
+    ticket (missing data breaching: a dead function must not read as every route healthy)."""
+    action = "[!If [CreateTicketTopic, !Ref TicketTopic, !Ref TicketTopicArn]]"
+    return [
+        f"  HeartbeatRun{group.upper()}Alarm:",
+        "    Type: AWS::CloudWatch::Alarm",
+        f"    Condition: {heartbeat_condition(group)}",
+        "    Metadata:",
+        "      Runbook:",
+        f"        Causes: {_yaml_str('the Heartbeat function of the group has not run for 3 minutes: its schedule, its role, an error or a timeout; stalls are not being detected')}",
+        f"        Action: {_yaml_str('the Heartbeat log group and SchedulerDeadLetterQueue; until fixed, StallSeconds reads nothing and RouteStalled cannot fire')}",
+        "    Properties:",
+        f"      AlarmDescription: {_yaml_str(f'No Heartbeat invocation of RouteGroup {group} completed in 3 minutes (missing data breaching).')}",
+        "      Namespace: !FindInMap [Telemetry, Metrics, Namespace]",
+        "      MetricName: HeartbeatRun",
+        "      Dimensions:",
+        "        - {Name: service, Value: !FindInMap [Telemetry, Metrics, Service]}",
+        f"        - {{Name: RouteGroup, Value: {group}}}",
+        "      Statistic: Sum",
+        "      Period: 60",
+        "      EvaluationPeriods: 3",
+        "      DatapointsToAlarm: 3",
+        "      Threshold: 1",
+        "      ComparisonOperator: LessThanThreshold",
+        "      TreatMissingData: breaching",
+        f"      AlarmActions: {action}",
+        f"      OKActions: {action}",
+        f"      Tags: [{{Key: Severity, Value: ticket}}, {{Key: RouteGroup, Value: {group}}}]",
+    ]
 
 
 def _resource(alarm: FleetAlarm, group: str) -> list[str]:
@@ -269,6 +319,7 @@ def render_resources() -> str:
     for group in group_names(MAX_ROUTE_GROUPS):
         for alarm in FLEET_ALARMS:
             lines += ["", *_resource(alarm, group)]
+        lines += ["", *_heartbeat_run_alarm(group)]
     lines.append(END)
     return "\n".join(lines) + "\n"
 
