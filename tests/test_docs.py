@@ -55,7 +55,8 @@ def test_the_architecture_page_names_files_that_exist() -> None:
 
 
 #: (the JSON's report name, its page under docs/, its README block)
-BENCH_REPORTS = [("bench", "BENCH.md", "bench"), ("bench-mounts", "BENCH-MOUNTS.md", "benchmounts")]
+BENCH_REPORTS = [("bench", "BENCH.md", "bench"), ("bench-mounts", "BENCH-MOUNTS.md", "benchmounts"),
+                 ("bench-stall", "BENCH-STALL.md", "benchstall")]
 
 
 @functools.cache

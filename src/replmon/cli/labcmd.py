@@ -327,6 +327,52 @@ def lab_bench_ingest(
     return 0
 
 
+@lab_app.command("bench-stall")
+def lab_bench_stall(
+    reps: Annotated[int, typer.Option(min=1, max=20, help="Faults: each fault -> STALLED and ALARM, then heal -> HEALTHY and OK.")] = 5,
+    healthy_periods: Annotated[int, typer.Option(min=6, max=2000, help="Heartbeat periods of a healthy route counted for false "
+                                                 "alarms (60 = as many heartbeats as an hour at the defaults).")] = 60,
+    fault: Annotated[str, typer.Option(help="hang, reset, latency or bandwidth (lab/faults.py).")] = "hang",
+    lab_dir: Annotated[Path, typer.Option("--dir", metavar="DIR", help=LAB_DIR_HELP)] = Path("lab-data/bench-stall"),
+    output: Annotated[Path, typer.Option(help="Where the generated report goes.")] = Path("docs/BENCH-STALL.md"),
+) -> int:
+    """Stall detection (issue 21): time from a fault on the replication path to the route STALLED and
+    to the RouteStalled alarm, from healing to HEALTHY and OK, through the real Heartbeat function;
+    false alarms over a healthy run and 30 simulated days; the defaults' figure by simulation."""
+    import time as _time
+
+    from replmon.core.cadence import ProbeClasses
+    from replmon.core.defaults import DEFAULTS
+    from replmon.cost.fleet import HEARTBEAT_PREFIX, fleet_estimate, stall_metric_and_alarm
+    from replmon.lab.benchreport import SCHEMA, facts, finish, json_path_for
+    from replmon.lab.faults import FAULTS
+    from replmon.lab.lab import Lab
+    from replmon.lab.servers import LabError
+    from replmon.lab.stallbench import run_stall_bench
+
+    if fault not in FAULTS:
+        fail(f"--fault {fault!r}: use one of {', '.join(FAULTS)}")
+    check_output_file(output, "--output")
+    started = _time.time()
+    command = f"replmon lab bench-stall --reps {reps} --healthy-periods {healthy_periods} --fault {fault}"
+    doc: dict[str, Any] = {"schema": SCHEMA, "report": "bench-stall", "facts": facts(command)}
+    try:
+        with Lab(lab_dir) as lab:
+            doc["stall"] = run_stall_bench(lab, reps=reps, healthy_periods=healthy_periods, fault=fault,
+                                           progress=lambda m: err.print(m, highlight=False))
+    except LabError as exc:
+        fail(str(exc), USAGE if str(exc).startswith("--dir") else INFRASTRUCTURE)
+    est = fleet_estimate(100, ProbeClasses.parse(DEFAULTS.probe_classes))
+    own = sum(x.dollars for x in est.per_route_lines if x.item.startswith(HEARTBEAT_PREFIX))
+    doc["stall"]["cost"] = {"heartbeat_seconds": DEFAULTS.heartbeat_seconds, "heartbeats_usd": round(own, 3),
+                            "with_metric_and_alarm_usd": round(own + stall_metric_and_alarm(est), 3),
+                            "probe_schedule_usd": round(est.per_route - own - stall_metric_and_alarm(est), 3),
+                            "probe_classes": DEFAULTS.probe_classes, "as_of": est.as_of, "modelled": True}
+    finish(doc, started, json_path_for(output, "bench-stall"), output)
+    err.print(f"wrote {output}", highlight=False)
+    return 0
+
+
 @lab_app.command("bench-mounts")
 def lab_bench_mounts(
     reps: Annotated[int, typer.Option(min=3, max=10, help="Repetitions of M1 (alternating runner and bare fio) and of M2/M3: "

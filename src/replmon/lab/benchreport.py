@@ -39,7 +39,8 @@ from replmon.core.stats import percentile
 ROOT = Path(__file__).resolve().parents[3]  # the checkout (the bench runs from one: `make bench`)
 SCHEMA = "replmon.bench/1"
 #: report name -> (its Markdown page under docs/, its README block name)
-PAGES = {"bench": ("BENCH.md", "bench"), "bench-mounts": ("BENCH-MOUNTS.md", "benchmounts")}
+PAGES = {"bench": ("BENCH.md", "bench"), "bench-mounts": ("BENCH-MOUNTS.md", "benchmounts"),
+         "bench-stall": ("BENCH-STALL.md", "benchstall")}
 Doc = dict[str, Any]
 
 
@@ -441,9 +442,87 @@ def readme_mounts(doc: Doc) -> str:
           "every job)."])
 
 
+# ------------------------------------------------------------------------------------------ stall detection (issue 21)
+def _mmm_periods(xs: list[float], period: float) -> list[str]:
+    return [f"{x:.1f} s ({x / period:.1f} T)" for x in (min(xs), median(xs), max(xs))] if xs else ["-", "-", "-"]
+
+
+def render_stall(doc: Doc) -> str:
+    st = doc["stall"]
+    T = st["lab_period_s"]
+    reps = st["repetitions"]
+    lines = header(doc, " - stall detection (issue 21)", " Lab figures are measured; the defaults' figures are simulated through "
+                   "signals/stall.py and say so; cost is modelled.")
+    lines += ["", f"The real Heartbeat function against the lab's MinIO pair (its own least-privilege user) and DynamoDB Local; "
+              f"`HeartbeatSeconds` = {T} s and `StallFloorSeconds` = {st['lab_floor_s']} s in the lab (T = one heartbeat period); "
+              f"the fault is Toxiproxy's `{reps[0]['fault'] if reps else '-'}` on the replication path. ALARM/OK: the template's "
+              "`RouteStalledG00Alarm` (Metrics Insights, Period 60 s) evaluated by local/insights.py on the StallSeconds the function "
+              f"emitted, lab time stretched by 60 / {T} (one lab period = one alarm minute). Recovery includes MinIO's own "
+              "health check of the healed target.", ""]
+    rows = [[str(i + 1), fmt(r["stalled_s"], ".1f"), fmt(r["alarm_s"], ".1f"), fmt(r["healthy_s"], ".1f"), fmt(r["alarm_ok_s"], ".1f"),
+             str(r["before_fault_transitions"]), " / ".join(r["messages"]) or "-"] for i, r in enumerate(reps)]
+    lines += [table("Each fault (seconds after the fault, then after healing)",
+                    ["#", "STALLED", "ALARM", "HEALTHY", "OK", "stall points before the fault", "messages"], rows)]
+
+    def col(key: str) -> list[float]:
+        return [r[key] for r in reps if r[key] is not None]
+
+    summary = [[name, f"{len(col(k))} of {len(reps)}", *_mmm_periods(col(k), T)] for name, k in
+               (("fault -> STALLED", "stalled_s"), ("fault -> ALARM", "alarm_s"), ("heal -> HEALTHY", "healthy_s"), ("heal -> OK", "alarm_ok_s"))]
+    lines += ["", table(f"Lab, min / median / max (T = {T} s)", ["", "seen", "min", "median", "max"], summary)]
+    d = st["simulated"]["defaults"]
+    lines += ["", table(f"The deployed defaults, simulated (HeartbeatSeconds {d['period_s']} s, StallFloorSeconds {d['floor_s']} s; "
+                        f"{len(d['stalled_s'])} faults at random phases; heartbeat latencies drawn from the lab's; the alarm at the first "
+                        "Metrics Insights evaluation minute after the point, CloudWatch's ingestion delay not modelled: none is documented)",
+                        ["", "min", "median", "max"],
+                        [["fault -> STALLED", *mmm(d["stalled_s"], ".1f")], ["fault -> ALARM", *mmm(d["alarm_s"], ".1f")]])]
+    lab_sim = st["simulated"]["lab"]["stalled_s"]
+    lines += ["", f"The same simulation at the lab's cadence: fault -> STALLED {' / '.join(mmm(lab_sim, '.1f'))} s (min / median / max), "
+              "to compare with the measured row above."]
+    h, f30 = st["healthy"], st["simulated"]["false_alarms_30d"]
+    lines += ["", table("False alarms", ["run", "heartbeats", "STALLED", "alarms"],
+                        [[f"lab, healthy, {h['periods']} periods ({h['seconds']} s; as many heartbeats as {h['periods']} min at the defaults)",
+                          str(h["heartbeats"]), str(h["stalled"]), str(h["alarms"])],
+                         [f"simulated, {f30['days']:g} days at the defaults, the lab's latencies ({f30['confirmations']} confirmation heartbeats)",
+                          str(f30["heartbeats"]), str(f30["stalled"]), "-"],
+                         *([[f"simulated, {ht['days']:g} days at the defaults, a modelled heavy tail: 0.1 % of heartbeats late "
+                             f"(log-normal, median 2 s, q0.999 = the 20 s floor; {ht['confirmations']} confirmation heartbeats)",
+                             str(ht["heartbeats"]), str(ht["stalled"]), "-"]] if (ht := st["simulated"].get("false_alarms_30d_heavy_tail")) else [])])]
+    lat = h["latency_s"]
+    if lat:
+        lines += ["", f"Lab heartbeat latency (hi, s) over the healthy run: min {min(lat):.3f}, median {median(lat):.3f}, max {max(lat):.3f} "
+                  f"({len(lat)} completed)."]
+    c = st.get("cost")
+    if c:
+        lines += ["", f"Cost (modelled, `replmon cost --routes`, list prices of {c['as_of']}): heartbeats every {c['heartbeat_seconds']} s add "
+                  f"${c['heartbeats_usd']:.2f} per route a month in S3, DynamoDB and logs, ${c['with_metric_and_alarm_usd']:.2f} with the "
+                  f"StallSeconds metric and RouteStalled's share; the probe schedule ({c['probe_classes']}) costs ${c['probe_schedule_usd']:.2f} "
+                  "per route a month beside it."]
+    return _text(lines)
+
+
+def readme_stall(doc: Doc) -> str:
+    st = doc["stall"]
+    T = st["lab_period_s"]
+    reps = st["repetitions"]
+    d = st["simulated"]["defaults"]
+    stalled = [r["stalled_s"] for r in reps if r["stalled_s"] is not None]
+    alarm = [r["alarm_s"] for r in reps if r["alarm_s"] is not None]
+    h, f30, c = st["healthy"], st["simulated"]["false_alarms_30d"], st.get("cost") or {}
+    out = [f"Measured {doc['facts']['date']} in the lab (docs/BENCH-STALL.md; T = {T} s there): fault -> STALLED "
+           f"{' / '.join(mmm(stalled, '.1f'))} s, -> RouteStalled ALARM {' / '.join(mmm(alarm, '.1f'))} s (min / median / max of "
+           f"{len(reps)} `{reps[0]['fault'] if reps else '-'}` faults); simulated at the defaults (60 s, 20 s floor): STALLED "
+           f"{' / '.join(mmm(d['stalled_s'], '.0f'))} s, ALARM {' / '.join(mmm(d['alarm_s'], '.0f'))} s after the fault. False alarms: "
+           f"{h['stalled']} in a healthy lab run of {h['heartbeats']} heartbeats, {f30['stalled']} in {f30['days']:g} simulated days."]
+    if c:
+        out.append(f"Heartbeats cost ${c['with_metric_and_alarm_usd']:.2f} per route a month (modelled; ${c['heartbeats_usd']:.2f} without "
+                   "their metric and alarm).")
+    return "\n".join(out) + "\n"
+
+
 # ------------------------------------------------------------------------------------------ one entry point
-RENDERERS: dict[str, Callable[[Doc], str]] = {"bench": render_bench, "bench-mounts": render_mounts}
-README_BLOCKS: dict[str, Callable[[Doc], str]] = {"bench": readme_bench, "bench-mounts": readme_mounts}
+RENDERERS: dict[str, Callable[[Doc], str]] = {"bench": render_bench, "bench-mounts": render_mounts, "bench-stall": render_stall}
+README_BLOCKS: dict[str, Callable[[Doc], str]] = {"bench": readme_bench, "bench-mounts": readme_mounts, "bench-stall": readme_stall}
 
 
 def render(doc: Doc) -> str:

@@ -291,7 +291,7 @@ class Lab:
                 admins[which].attach_policy([f"replmon-{fn.lower()}"], user=access)
 
         jobs = []
-        for fn in FUNCTIONS:
+        for fn in (*FUNCTIONS, "Heartbeat"):  # the Heartbeat runs outside the state machine (lab/stallbench.py)
             self.users[fn] = (f"fn-{fn.lower()}", secrets.token_urlsafe(24))
             policy = function_policy(fn)
             jobs += [(fn, which, *self.users[fn], policy) for which in ("source", "destination")]
