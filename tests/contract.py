@@ -52,7 +52,7 @@ from tests.iam import CallRecorder, evaluate
 
 MiB = 2**20
 #: Every function of the stack: the state machine's, and the passive side's (SQS- and schedule-driven).
-PASSIVE_FUNCTIONS = ("IngestEvents", "CollectSignals")  # the mount stack's: tests/test_mounts_contract.py
+PASSIVE_FUNCTIONS = ("IngestEvents", "CollectSignals", "Report")  # the mount stack's: tests/test_mounts_contract.py
 FUNCTIONS = (*STATE_MACHINE_FUNCTIONS, *PASSIVE_FUNCTIONS)
 EVENTS_DIR = __import__("pathlib").Path(__file__).resolve().parents[1] / "events" / "s3"
 SMALL = UploadSettings(multipart_threshold=8 * MiB, compose_threshold=24 * MiB, part_size=5 * MiB, seed_part_size=8 * MiB, workers=2)
@@ -88,6 +88,8 @@ class ContractRun:
     narrowed: tuple[ProbeRecord, ProbeRecord] | None = None  # (before, after) a replica event
     health: dict[str, Any] = field(default_factory=dict)
     health_without_rtc: dict[str, Any] = field(default_factory=dict)
+    report: dict[str, Any] = field(default_factory=dict)  # the Report function, per route and {"fleet": true}
+    fleet_report: dict[str, Any] = field(default_factory=dict)
     event_first_run_ids: dict[str, str] = field(default_factory=dict)
 
 
@@ -296,6 +298,13 @@ def play_passive(run: ContractRun, deps: Deps, clock: ManualClock, wrap: Any, st
 
     reader.client.meta.events.register("before-call.cloudwatch.GetMetricData", down)
     run.health_without_rtc = collect({}, LambdaContext("CollectSignals"))
+    # The Report function reads what CollectSignals reads, per route and (fleet) per registry route.
+    report = wrap("Report", load_handler("Report"))
+    run.report = report({}, LambdaContext("Report"))
+    from replmon.adapters.registry_table import DynamoRegistry
+
+    deps.registry = DynamoRegistry(TABLE, store.client)
+    run.fleet_report = report({"fleet": True}, LambdaContext("Report"))
 
 
 def odd_replication_time() -> dict[str, Any]:

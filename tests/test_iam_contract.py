@@ -34,7 +34,8 @@ def test_the_scenarios_reach_every_outcome_and_path(contract: ContractRun) -> No
             ("RecordResult", "PutItem"), ("RecordResult", "SendMessage"), ("Cleanup", "DeleteObjects"),
             ("Cleanup", "ListMultipartUploads"), ("Housekeeping", "ReceiveMessage"), ("Housekeeping", "DeleteMessage"),
             ("Housekeeping", "PutItem"), ("Housekeeping", "AbortMultipartUpload"),
-            ("BeginRouteRun", "DescribeExecution")} <= ops
+            ("BeginRouteRun", "DescribeExecution"), ("CollectSignals", "GetItem"), ("Report", "GetItem"), ("Report", "Query")} <= ops
+    assert contract.report["health"] and [r["route"] for r in contract.fleet_report["fleet"]] == []  # no registry routes here
     missing = next(r for r in contract.records if r.status is ProbeStatus.FAILED and r.destinations)
     assert missing.destinations[0].get("status") is None and "ReplicaMismatch" in missing.failure_reason  # not an ERROR
     assert contract.swept_late_replica
@@ -54,6 +55,7 @@ def test_every_recorded_call_is_allowed_by_its_functions_role(contract: Contract
         ("RecordResult", "sqs:SendMessage", "RecordResult: sqs:SendMessage"),
         ("Cleanup", "s3:ListBucketMultipartUploads", "Cleanup: s3:ListBucketMultipartUploads"),
         ("BeginRouteRun", "states:DescribeExecution", "BeginRouteRun: states:DescribeExecution"),
+        ("Report", "dynamodb:GetItem", "Report: dynamodb:GetItem"),
     ],
 )
 def test_removing_a_statement_makes_the_check_fail(contract: ContractRun, function: str, needle: str, expected: str) -> None:

@@ -138,6 +138,9 @@ class _Table:
     def partition_items(self, *_: Any) -> list[Any]:
         return []
 
+    def get_item(self, *_: Any) -> None:  # no heartbeat state
+        return None
+
     def roll_items(self, *_: Any) -> list[Any]:  # the hour items' event counters (issue 19.6)
         return []
 
