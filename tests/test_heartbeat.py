@@ -296,3 +296,21 @@ def test_a_late_probe_in_flight_counts_as_a_beat(env: Env) -> None:
     stalled = [v for v in _stall(env) if v > 0]
     assert 30 + 20 <= stalled[0] <= 30 + 22  # the heartbeat late E after its PUT; since = the probe's PUT
     assert json.loads(env.deps.notifier.messages[0][1])["late_probes_in_flight"] == 1
+
+
+def test_report_judges_a_stalled_route_a_breach_and_says_so(env: Env) -> None:
+    """`replmon report` / the Report function: the route's health carries the Heartbeat's stall state
+    and the verdict has a route_stalled finding (a page, as the RouteStalled alarm)."""
+    from replmon.signals.health import health_output, route_health
+    from replmon.signals.slo import SloSpec
+    from replmon.signals.verdict import judge_health
+
+    _deps(env)
+    env.fake.default = Scenario(latency=None)
+    _beat(env, periods=2)
+    now = env.clock.now()
+    h = route_health(env.store, "primary", now, SloSpec(), 3600).to_json(SloSpec())
+    assert h["stall"]["phase"] == "STALLED" and h["stall"]["seconds"] > 40 and health_output(h)["stall"] == h["stall"]
+    j = judge_health(h, [], target_seconds=900, rpo_window_seconds=3600, now=now)
+    assert str(j.verdict) == "breach" and [f.kind for f in j.findings][:1] == ["route_stalled"]
+    assert route_health(env.store, "other", now, SloSpec(), 3600).stall is None
