@@ -48,6 +48,13 @@ class FakeReplication:
         self.raw._replmon_untracked = True  # not a call replmon makes (tests/iam.py ignores it)
 
     # --- hooks --------------------------------------------------------------
+    def _stash_deletes(self, params: dict[str, Any], **_: Any) -> None:
+        """A replica keeps its source's version id in S3: a DeleteObjects naming it reaches the replica."""
+        if params.get("Bucket") == self.destination_bucket:
+            for o in params.get("Delete", {}).get("Objects", []):
+                if (o.get("Key"), o.get("VersionId")) in self.replicas:
+                    o["VersionId"] = self.replicas[(o["Key"], o["VersionId"])][0]
+
     def _stash(self, params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
         context["fake_params"] = dict(params)
         bucket, key, version = params.get("Bucket"), params.get("Key"), params.get("VersionId")
@@ -131,6 +138,7 @@ class FakeReplication:
         ev.register("before-call.s3.AbortMultipartUpload", self._maybe_fail_abort)
         for op in ("HeadObject", "PutObject", "CompleteMultipartUpload"):
             ev.register(f"before-parameter-build.s3.{op}", self._stash)
+        ev.register("before-parameter-build.s3.DeleteObjects", self._stash_deletes)
         ev.register("after-call.s3.PutObject", self._after_put)
         ev.register("after-call.s3.CompleteMultipartUpload", self._after_put)
         ev.register("after-call.s3.HeadObject", self._after_head)

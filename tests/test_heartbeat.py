@@ -38,13 +38,20 @@ def _deps(env: Env, **fleet: Any) -> Any:
 
 
 def _beat(env: Env, periods: int = 1, *, on_schedule: bool = True) -> dict[str, Any]:
-    """One scheduled invocation: the schedule fires each minute (an invocation that found nothing
-    pending returned early), so the clock moves on to the next minute first."""
-    if on_schedule:
-        now = env.clock.now()
-        env.clock.sleep(60 - now % 60 + 0.5)
-    with injected(env.deps):
-        out: dict[str, Any] = load_handler("Heartbeat")({"group": "g00", "periods": periods}, LambdaContext("Heartbeat"))
+    """``periods`` scheduled invocations, a minute apart (the schedule's rate; each runs one 60 s
+    period, ending early when nothing is pending): the last one's answer, with every route's
+    transitions over all of them."""
+    seen: dict[str, list[str]] = {}
+    for _ in range(periods):
+        if on_schedule:
+            now = env.clock.now()
+            env.clock.sleep(60 - now % 60 + 0.5)
+        with injected(env.deps):
+            out: dict[str, Any] = load_handler("Heartbeat")({"group": "g00"}, LambdaContext("Heartbeat"))
+        for row in out["routes"]:
+            seen.setdefault(row["route"], []).extend(row["transitions"])
+    for row in out["routes"]:
+        row["transitions"] = seen[row["route"]]
     return out
 
 
@@ -65,7 +72,7 @@ def test_a_healthy_route_puts_records_and_deletes_every_heartbeat(env: Env) -> N
     item = env.store.get_item(heartbeat_partition("primary"), records[0].sort_key)
     assert item is not None and item["expectation_seconds"] == 20 and "floor" in item["expectation_basis"]
     assert all_versions(env.s3, SRC) == [] and all_versions(env.s3, DST) == []  # nothing piles up
-    assert _stall(env) == [0.0, 0.0, 0.0]
+    assert _stall(env) == [0.0] * 6  # early in each invocation and at its period's end
     assert ("HeartbeatRun", 1, {"RouteGroup": "g00"}) in env.counted
     assert env.deps.notifier.messages == []
 
@@ -95,7 +102,7 @@ def test_a_stall_is_detected_by_two_overdue_heartbeats_paged_once_and_recovers(e
     assert len({r.run_id for r in records}) == len(records)
     (subject, message), = env.deps.notifier.messages
     evidence = json.loads(message)
-    assert subject == "replmon: route primary STALLED"
+    assert subject == "replmon STALLED: route primary"
     assert evidence["pending_heartbeats"] == 2 and 40 <= evidence["oldest_pending_heartbeat_age_seconds"] <= 42
     assert evidence["expected_latency_seconds"] == 20 and evidence["source"]["bucket"] == SRC
     assert evidence["next"] == "replmon report --route primary"
@@ -105,7 +112,7 @@ def test_a_stall_is_detected_by_two_overdue_heartbeats_paged_once_and_recovers(e
     out = _beat(env, periods=3)["routes"][0]
     assert out["transitions"] == ["RECOVERING", "HEALTHY"] and out["phase"] == "HEALTHY" and out["pending"] == 0
     assert _stall(env)[-1] == 0.0
-    assert [s for s, _ in env.deps.notifier.messages] == ["replmon: route primary STALLED", "replmon: route primary recovered"]
+    assert [s for s, _ in env.deps.notifier.messages] == ["replmon STALLED: route primary", "replmon recovered: route primary"]
     assert all_versions(env.s3, SRC) == [] and all_versions(env.s3, DST) == []
 
 
@@ -270,7 +277,7 @@ def test_one_stalled_route_of_many_pages_alone_and_a_regional_outage_stalls_ever
     _beat(env, periods=1)
     out = {r["route"]: r for r in _beat(env, periods=1)["routes"]}
     assert [n for n in names if out[n]["phase"] == "STALLED"] == ["b"]
-    assert [s for s, _ in env.deps.notifier.messages] == ["replmon: route b STALLED"]
+    assert [s for s, _ in env.deps.notifier.messages] == ["replmon STALLED: route b"]
 
     monkeypatch.setattr(hb, "WORKERS", 2)
     env.fake.default = Scenario(latency=None)
@@ -314,3 +321,51 @@ def test_report_judges_a_stalled_route_a_breach_and_says_so(env: Env) -> None:
     j = judge_health(h, [], target_seconds=900, rpo_window_seconds=3600, now=now)
     assert str(j.verdict) == "breach" and [f.kind for f in j.findings][:1] == ["route_stalled"]
     assert route_health(env.store, "other", now, SloSpec(), 3600).stall is None
+
+def test_a_stall_of_failed_heartbeats_recovers_once_without_flapping(env: Env) -> None:
+    """Replication FAILS (a role or key broken) for a while, then works again: STALLED, RECOVERING,
+    HEALTHY once, two messages; the FAILED heartbeats of the stall, still in the state, do not
+    re-stall the route that recovered (the horizon)."""
+    _deps(env)
+    env.fake.default = Scenario(latency=1.0)
+    _beat(env)
+    env.fake.default = Scenario(latency=2.0, outcome="FAILED")
+    _beat(env, periods=3)
+    env.fake.default = Scenario(latency=1.0)
+    out = _beat(env, periods=8)["routes"][0]
+    assert out["phase"] == "HEALTHY"
+    assert [s for s, _ in env.deps.notifier.messages] == ["replmon STALLED: route primary", "replmon recovered: route primary"]
+
+
+def test_a_head_that_fails_is_unknown_not_a_stall(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """AccessDenied on HEAD (say kms:Decrypt missing for the checksum): the heartbeats are unknown, not
+    late: no stall, no RPO growth; one ProbeError per heartbeat (a ticket), not per HEAD."""
+    from botocore.exceptions import ClientError
+
+    from replmon.adapters.s3 import S3ObjectStore
+    from replmon.signals.health import route_health
+    from replmon.signals.slo import SloSpec
+
+    _deps(env)
+    env.fake.default = Scenario(latency=None)
+
+    def denied(*_: Any, **__: Any) -> None:
+        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "no kms:Decrypt"}}, "HeadObject")
+
+    monkeypatch.setattr(S3ObjectStore, "head", denied)
+    out = _beat(env, periods=3)["routes"][0]
+    assert out["transitions"] == [] and out["pending"] == 3
+    assert len([m for m, _, d in env.counted if m == "ProbeError"]) == 3
+    rpo = route_health(env.store, "primary", env.clock.now(), SloSpec(), 3600).rpo
+    assert rpo.inputs["oldest_unfinished_probe"] is None
+
+
+def test_a_duplicate_invocation_of_the_group_does_nothing_while_one_runs(env: Env) -> None:
+    """One invocation per group at a time (a lease): a redelivered or retried event finds it held."""
+    _deps(env)
+    now = env.clock.now()
+    assert env.deps.leases.acquire("#heartbeat/g00", "g00-other", now, now + 120, {}) is not None
+    out = _beat(env, on_schedule=False)
+    assert out["skipped"] == "the group's lease is held" and out["routes"] == []
+    env.clock.sleep(130)
+    assert _beat(env)["routes"][0]["route"] == "primary"

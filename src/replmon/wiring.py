@@ -90,6 +90,7 @@ class Deps:
     plans: PlanStore | None = None
     metric_readers: MetricReaders | None = None
     notifier: Notifier | None = None  # the page topic (Heartbeat's stall evidence); None: log only
+    heartbeat_stores: ObjectStores | None = None  # the Heartbeat's S3 clients (short timeouts); None: ``stores``
 
     @property
     def routes(self) -> list[Route]:
@@ -141,6 +142,7 @@ def from_env(env: Mapping[str, str] = os.environ) -> Deps:
         metric_readers=CloudWatchReaders() if env.get("REPLMON_READ_RTC", "false").lower() == "true" else None,
         fleet=fleet,
         plans=S3Plans(fleet.plan_bucket, clients.client("s3", clients.STORE)) if fleet.plan_bucket else None,
+        heartbeat_stores=S3Stores(data=clients.HEARTBEAT, control=clients.HEARTBEAT),
         notifier=SnsNotifier(env["REPLMON_PAGE_TOPIC_ARN"], clients.client("sns", clients.STORE)) if env.get("REPLMON_PAGE_TOPIC_ARN") else None,
     )
 

@@ -44,10 +44,11 @@ class CallClass:
     read_timeout: float
     attempts: int  # botocore's total_max_attempts: the first attempt included
     purpose: str
+    pool: int = 10  # botocore's max_pool_connections (its default): connections kept per client
 
     def config(self, **extra: Any) -> Config:
         return Config(retries={"mode": "standard", "total_max_attempts": self.attempts}, connect_timeout=self.connect_timeout,
-                      read_timeout=self.read_timeout, **extra)
+                      read_timeout=self.read_timeout, max_pool_connections=self.pool, **extra)
 
     @property
     def attempt_seconds(self) -> float:
@@ -70,8 +71,10 @@ READ = CallClass("read", 3, 5, 2, "reading the store for a person (reports): a d
 PREFLIGHT = CallClass("preflight", 3, 5, 1, "`replmon probe` checks every bucket and the store before it writes anything")
 RESULTS = CallClass("results", 3, 20, 3, "IngestFioResults reading a run's result files; the lab's own setup and checks")
 UPLOADS = CallClass("uploads", 5, 60, 5, "the fio runner's uploads to the results bucket (the run is lost if they fail)")
+HEARTBEAT = CallClass("heartbeat", 2, 5, 2, "the Heartbeat's PUTs, HEADs and deletes: a hung endpoint must not hold the "
+                      "group's one-minute invocation (a 1 KiB PUT needs no minute); 32 threads share each client", pool=40)
 #: Every call class: the policy, in one table (docs/ARCHITECTURE.md prints it).
-POLICY: Mapping[str, CallClass] = {c.name: c for c in (DATA, CONTROL, STORE, READ, PREFLIGHT, RESULTS, UPLOADS)}
+POLICY: Mapping[str, CallClass] = {c.name: c for c in (DATA, CONTROL, STORE, READ, PREFLIGHT, RESULTS, UPLOADS, HEARTBEAT)}
 
 _PATH_STYLE = Config(s3={"addressing_style": "path"})
 

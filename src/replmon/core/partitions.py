@@ -28,6 +28,7 @@ The fleet's (issues 18/19/21; /work/notes/fleet-design.md sections 1, 3.3, 4.5, 
 | ``<route>#roll`` | ``h#<YYYY-MM-DDTHH>`` | the hour's rollup counters (signals/rollup.py) | RecordResult, Heartbeat, IngestEvents |
 | ``<route>#roll`` | ``period`` | the period cache (sorts after every ``h#...``) | CollectSignals |
 | ``<route>#hb`` | record key | a heartbeat's record (kept 7 days) | Heartbeat |
+| ``<route>#hbclaim`` | ``hb#<run id>`` | a heartbeat period claimed (TTL 1 h: a duplicate invocation puts none) | Heartbeat |
 | ``<route>#runs`` | ``<tick>#skipped`` | a route-run skipped because the lease was held | PlanFleet, BeginRouteRun |
 | ``<route>#seen/<n>`` | dedupe key | an event already counted (TTL 2 days), n = crc32(object key) % 16 | IngestEvents |
 | ``<route>#events/<n>`` | ``<event time>#<event id>`` | a kept failure / missed-threshold event, n = crc32(event id) % 8 | IngestEvents |
@@ -65,6 +66,7 @@ ARRIVAL_ATTR = "replica@"
 LIVE = "live"  # lease, heartbeat state, in-flight markers: what changes every minute
 ROLL = "roll"  # hourly rollups and the period cache
 HEARTBEATS = "hb"  # heartbeat records (same shape as probe records)
+HEARTBEAT_CLAIMS = "hbclaim"  # periods claimed (kept out of #live: the collector reads that whole partition)
 RUNS = "runs"  # route-run bookkeeping (skips)
 SEEN = "seen"  # event dedupe markers (sharded)
 

@@ -27,6 +27,8 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import uuid
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -43,8 +45,8 @@ from replmon.core.keys import (
     heartbeat_run_id,
     run_time,
 )
-from replmon.core.partitions import HEARTBEAT_STATE, RTC, heartbeat_partition, live_partition, signal_partition
-from replmon.core.ports import LatencyTable, MetricsSink, Notifier, ObjectStores, RegistryStore
+from replmon.core.partitions import HEARTBEAT_CLAIMS, HEARTBEAT_STATE, RTC, heartbeat_partition, live_partition, signal_partition
+from replmon.core.ports import LatencyTable, LeaseStore, MetricsSink, Notifier, ObjectStores, RegistryStore, VersionInfo
 from replmon.core.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE, ProbeStatus
 from replmon.core.registry import group_of
 from replmon.core.route import Route
@@ -66,15 +68,21 @@ __all__ = ["HeartbeatDeps", "heartbeat_routes", "heartbeat_step"]
 log = logging.getLogger("replmon")
 
 INVOCATION_SECONDS = 60  # the schedule's rate: EventBridge Scheduler's finest
+#: An invocation stops polling this long after it began (then saves and emits): it must end before the
+#: next minute's invocation and well inside the function's Timeout, whatever a slow endpoint does.
+WORK_SECONDS = 45.0
 MAX_PENDING_SECONDS = 7200  # a heartbeat pending this long is recorded STUCK and dropped
 MAX_PENDING = 15  # ... and so is the oldest beyond this many pending
 RECENT = 8  # settled heartbeats kept in the state for the state machine
 WORKERS = 32
+GROUP_LEASE_PREFIX = "#heartbeat/"  # the lease item of a group's invocation: <prefix><group>#live / lease
 
 
 class HeartbeatDeps(Protocol):
     stores: ObjectStores
+    heartbeat_stores: ObjectStores | None  # short-timeout clients (adapters/clients.py HEARTBEAT); None: ``stores``
     store: LatencyTable
+    leases: LeaseStore | None
     metrics: MetricsSink
     clock: Clock
     fleet: FleetSettings
@@ -121,21 +129,34 @@ def _periods(event: Mapping[str, Any], period: int) -> int:
 
 
 def heartbeat_step(event: Mapping[str, Any], deps: HeartbeatDeps) -> dict[str, Any]:
+    began = deps.clock.now()  # the invocation's own deadline counts from here (WORK_SECONDS)
     group = event.get("group")
     if group not in deps.fleet.groups:
         raise ConfigError(f"group: {group!r} is not a RouteGroup of this deployment ({', '.join(deps.fleet.groups)}); "
                           'the schedule passes {"group": "g00"}')
     period = deps.fleet.heartbeat_seconds
     periods = _periods(event, period)
-    routes = [RouteHeartbeat(h, deps, period) for h in heartbeat_routes(group, deps)]
-    with ThreadPoolExecutor(max(1, min(WORKERS, len(routes)))) as pool:
-        run_periods(routes, periods, period, deps.clock, pool)
-    deps.metrics.count("HeartbeatRun", 1, {ROUTE_GROUP: group})
+    # One invocation per group at a time: a duplicate delivery or a retry must not poll, record and
+    # delete the same heartbeats twice (a second HEAD after the first's delete would read "missing").
+    holder = f"{group}-{uuid.uuid4().hex[:12]}"
+    lease_key = f"{GROUP_LEASE_PREFIX}{group}"
+    if deps.leases is not None and deps.leases.acquire(lease_key, holder, began, began + INVOCATION_SECONDS + WORK_SECONDS, {}) is None:
+        log.warning("another heartbeat invocation of the group is running; this one does nothing", extra={"group": group})
+        return {"group": group, "periods": 0, "period_seconds": period, "routes": [], "skipped": "the group's lease is held"}
+    try:
+        routes = [RouteHeartbeat(h, deps, period) for h in heartbeat_routes(group, deps)]
+        with ThreadPoolExecutor(max(1, min(WORKERS, len(routes)))) as pool:
+            run_periods(routes, periods, period, deps.clock, pool, deadline=began + WORK_SECONDS)
+        deps.metrics.count("HeartbeatRun", 1, {ROUTE_GROUP: group})
+    finally:
+        if deps.leases is not None:
+            deps.leases.release(lease_key, holder, deps.clock.now())
     now = deps.clock.now()
     return {"group": group, "periods": periods, "period_seconds": period, "routes": [r.row(now) for r in routes]}
 
 
-def run_periods(routes: Sequence[RouteHeartbeat], periods: int, period: int, clock: Clock, pool: ThreadPoolExecutor) -> None:
+def run_periods(routes: Sequence[RouteHeartbeat], periods: int, period: int, clock: Clock, pool: ThreadPoolExecutor,
+                deadline: float) -> None:
     """Rounds, not a thread per route: each round sends the HEADs that are due (and the PUTs of a new
     period) through the pool, then every route evaluates its state. So a group of 500 routes that
     all stall at once (a Region's outage) still has every route polled every round."""
@@ -146,9 +167,12 @@ def run_periods(routes: Sequence[RouteHeartbeat], periods: int, period: int, clo
     start = clock.now()
     margin = min(5.0, period / 5)
     each(lambda r: r.load(), routes)
+    each(lambda r: r.emit(clock.now()), routes)  # a point early in every minute, whatever happens later
     for k in range(periods):
         begin = start + k * period
-        end = begin + period - (margin if k == periods - 1 else 0.0)
+        end = min(begin + period - (margin if k == periods - 1 else 0.0), deadline)
+        if begin >= deadline:
+            break
         if clock.now() < begin:
             clock.sleep(begin - clock.now())
         each(lambda r: r.begin_period(clock.now()), routes)
@@ -189,9 +213,13 @@ class RouteHeartbeat:
     def begin_period(self, now: float) -> None:
         self.learn(now)
         self.put(now)
-        try:  # the route's probes in flight are beats too, each with its size's expectation
-            self.probes = [Beat(t, expect=probe_expectation(parse_size(c), self._expect())) for t, c in in_flight_probes(self.deps.store, self.name, now)
-                           if c != "?"]
+        self.read_probes(now)
+
+    def read_probes(self, now: float) -> None:
+        """The route's probes in flight are beats too, each with its size's expectation."""
+        try:
+            self.probes = [Beat(t, expect=probe_expectation(parse_size(c), self._expect()))
+                           for t, c in in_flight_probes(self.deps.store, self.name, now) if c != "?"]
         except Exception as exc:
             self._error("probes in flight not read", exc)
 
@@ -208,8 +236,15 @@ class RouteHeartbeat:
             self.put(clock.now(), confirmation=True)
 
     def end_period(self, now: float) -> None:
-        self.deps.metrics.count("StallSeconds", stall_seconds(self.stall, now), {ROUTE: self.name})
+        self.emit(now)
         self.save(now)
+
+    def emit(self, now: float) -> None:
+        self.deps.metrics.count("StallSeconds", stall_seconds(self.stall, now), {ROUTE: self.name})
+
+    @property
+    def s3(self) -> ObjectStores:
+        return self.deps.heartbeat_stores or self.deps.stores
 
     def row(self, now: float) -> dict[str, Any]:
         oldest = min((p.upload.put_end for p in self.pending if p.upload), default=None)
@@ -243,7 +278,8 @@ class RouteHeartbeat:
 
     def learn(self, now: float) -> None:
         """Re-learn the expectation hourly from the route's heartbeat records (72 h ending 6 h ago)."""
-        if self.expect is not None and now - self.expect.learned_at < REFRESH_SECONDS:
+        # hourly, each route at its own minute (crc32 of the name): a group's routes do not all read 72 h at once
+        if self.expect is not None and now - self.expect.learned_at < REFRESH_SECONDS + zlib.crc32(self.name.encode()) % 600:
             return
         floor, cap = self.deps.fleet.stall_floor_seconds, self.h.target_seconds / 2
         try:
@@ -261,7 +297,7 @@ class RouteHeartbeat:
         probe_id = heartbeat_probe_id(run_id, self.name)
         try:
             # a duplicate or overlapping invocation finds the period taken (TTL: it is only a claim)
-            claimed = self.deps.store.put_item_once({PARTITION_KEY: live_partition(self.name), SORT_KEY: f"{HEARTBEAT_STATE}#{run_id}",
+            claimed = self.deps.store.put_item_once({PARTITION_KEY: signal_partition(self.name, HEARTBEAT_CLAIMS), SORT_KEY: f"hb#{run_id}",
                                                      TTL_ATTRIBUTE: int(now + 3600)})
         except Exception as exc:
             self._error("period not claimed; heartbeat not put", exc)
@@ -273,7 +309,7 @@ class RouteHeartbeat:
                            timeout_seconds=MAX_PENDING_SECONDS, target_seconds=self.h.target_seconds,
                            poll_settings=PollSettings(use_history=False))
         try:
-            upload_probe(state, self.deps.stores(self.h.route.source), self.deps.clock, UploadSettings())
+            upload_probe(state, self.s3(self.h.route.source), self.deps.clock, UploadSettings())
         except Exception as exc:  # the source refused the PUT: not a replication stall; counted and logged
             self._error("heartbeat PUT failed", exc)
             self.deps.metrics.count("ProbeError", 1, {ROUTE: self.name})
@@ -292,16 +328,25 @@ class RouteHeartbeat:
 
     def poll_due(self) -> None:
         clock = self.deps.clock
-        source = self.deps.stores(self.h.route.source)
+        source = self.s3(self.h.route.source)
         for p in list(self.pending):
             assert p.upload is not None
             if clock.now() < self._due(p):
                 continue
             try:
-                settled = head_once(p, source, self.deps.stores, clock, p.upload.put_end + MAX_PENDING_SECONDS)
-            except Exception as exc:  # the source does not answer: the heartbeat stays pending (that is evidence too)
+                settled = head_once(p, source, self.s3, clock, p.upload.put_end + MAX_PENDING_SECONDS)
+            except Exception as exc:
+                # Not evidence of a stall: a HEAD we may not make (AccessDenied, kms:Decrypt for the
+                # checksum) or an endpoint that does not answer. The heartbeat is *unknown* until a HEAD
+                # answers: left out of the stall rule and the RPO, counted once as a ProbeError (a ticket).
+                if p.error is None:
+                    self.deps.metrics.count("ProbeError", 1, {ROUTE: self.name})
+                p.error = {"Error": type(exc).__name__, "Cause": str(exc)[:300]}
+                assert p.poll is not None
+                p.poll.last_pending = clock.now() - p.upload.put_end  # the next HEAD backs off as for a pending one
                 self._error("HEAD failed", exc)
                 continue
+            p.error = None
             if settled:
                 self.settle(p)
         while len(self.pending) > MAX_PENDING:  # the oldest gives way: recorded STUCK, deleted
@@ -329,28 +374,37 @@ class RouteHeartbeat:
         except Exception as exc:
             self._error(f"heartbeat record {record.probe_id} not stored", exc)
         key = probe_key(p)
+        version = p.upload.version_id
         for endpoint in (self.h.route.source, *self.h.route.destinations):
             try:
-                self.deps.stores(endpoint).delete_all_versions(endpoint.bucket, key)
+                store = self.s3(endpoint)
+                if version:  # a replica keeps its source's version id: one DeleteObjects a side, no listing
+                    store.delete_versions(endpoint.bucket, [VersionInfo(key, version, 0.0)])
+                else:
+                    store.delete_all_versions(endpoint.bucket, key)
             except Exception as exc:  # counted; the sweep and the lifecycle rule remove it later
                 self._error(f"heartbeat not deleted from {endpoint.bucket}", exc)
                 self.deps.metrics.count("CleanupFailed", 1, {ROUTE: self.name})
 
     # ------------------------------------------------------------------ the verdict
     def beats(self) -> list[Beat]:
-        return self.recent + self.probes + [Beat(p.upload.put_end) for p in self.pending if p.upload is not None]
+        return self.recent + self.probes + [Beat(p.upload.put_end) for p in self.pending if p.upload is not None and p.error is None]
 
     def evaluate(self, now: float) -> None:
         for p in [p for p in self.pending if p.upload is not None and now - p.upload.put_end >= MAX_PENDING_SECONDS]:
             self.give_up(p, f"{MAX_PENDING_SECONDS} s after its PUT")
         before = self.stall.phase
         new = advance(self.stall, self.beats(), now, self._expect(), self.period)
+        if new.transition == StallPhase.STALLED and self.probes:
+            self.read_probes(now)  # a probe may have finished since the period began: judge on fresh markers
+            new = advance(self.stall, self.beats(), now, self._expect(), self.period)
         self.stall = new
         if new.transition is None:
             return
         self.transitions.append(new.transition)
         log.warning("route stall state", extra={"route": self.name, "phase": new.transition, "since": new.since})
-        self.deps.metrics.count("StallSeconds", stall_seconds(new, now), {ROUTE: self.name})  # now, not at the period's end
+        self.emit(now)  # now, not at the period's end
+        self.save(now)  # before anything else can fail: the next invocation must know
         # one message when the stall begins and one when it is over; a relapse while recovering is the same stall
         first = new.transition == StallPhase.STALLED and before is StallPhase.HEALTHY
         if (first or new.transition == StallPhase.HEALTHY) and self.deps.notifier is not None:
@@ -382,7 +436,7 @@ class RouteHeartbeat:
             "s3_pending": self.s3_pending(now), "heartbeat_seconds": self.period,
             "next": f"replmon report --route {r.name}",
         }
-        subject = f"replmon: route {r.name} {'STALLED' if state == 'STALLED' else 'recovered'}"[:99]
+        subject = f"replmon {'STALLED' if state == 'STALLED' else 'recovered'}: route {r.name}"[:99]  # the state first: long names are cut
         return subject, json.dumps(body, indent=1, default=str)
 
     def s3_pending(self, now: float) -> dict[str, Any] | None:

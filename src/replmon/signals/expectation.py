@@ -6,7 +6,8 @@ was actually seen) of the route's completed heartbeats in the 72 hours that **en
 degradation unfolding now cannot raise its own bar - never below ``floor`` (``StallFloorSeconds``,
 20 s by default: S3 replicates most objects in seconds, and a 1 KiB object across Regions in a
 few) and never above ``cap`` (half the route's latency target: a stall is known before the RPO
-alarm would fire). With fewer than 1,000 samples (about 17 hours of heartbeats) the floor is used
+alarm would fire). With fewer than 1,000 samples (about 17 hours of heartbeats, so about 23 hours after the first: the
+window ends 6 hours ago) the floor is used
 and the record says so.
 
 Why the 99.9th and not the 99th: a stall needs two consecutive heartbeats late (signals/stall.py).

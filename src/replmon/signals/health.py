@@ -11,12 +11,10 @@ from typing import Any
 from replmon.core.partitions import (
     EVENT_SHARDS,
     EVENTS,
-    HEARTBEAT_STATE,
     RTC,
     events_shard_partition,
     heartbeat_partition,
     hour_sort_key,
-    live_partition,
     signal_partition,
 )
 from replmon.core.ports import LatencyTable, MetricsSink
@@ -25,7 +23,7 @@ from replmon.signals.inflight import in_flight_put_ends
 from replmon.signals.rollup import event_counts as rollup_event_counts
 from replmon.signals.rtc import RtcSample, latest
 from replmon.signals.slo import Rpo, SloSpec, SloStatus, rpo, slo_status
-from replmon.signals.stall import StallState, stall_seconds
+from replmon.signals.stall import StallState, live_state, stall_seconds
 from replmon.signals.windows import SUB_SLOT_SECONDS, event_window, floor_5min, floor_hour, sub_slot, sub_slots
 
 
@@ -94,7 +92,7 @@ def route_health(store: LatencyTable, route: str, now: float, spec: SloSpec, win
     records = store.query(route, now - spec.period_days * 86_400 - 86_400, now)
     # heartbeats (probe/heartbeat.py) are probes to the RPO: the pending ones' ages, the recent ones' latencies
     heartbeats = store.query(heartbeat_partition(route), now - window, now)
-    beat_state = store.get_item(live_partition(route), HEARTBEAT_STATE)
+    beat_state = live_state(store, route, now)
     in_flight = in_flight_put_ends(store, route, now) + pending_heartbeat_put_ends(beat_state)
     rtc_samples = [RtcSample.from_item(i) for i in store.items(signal_partition(route, RTC), now - window, now)]
     counts = event_counts(store, route, now, window)
@@ -106,8 +104,9 @@ def route_health(store: LatencyTable, route: str, now: float, spec: SloSpec, win
 
 
 def pending_heartbeat_put_ends(state: Mapping[str, Any] | None) -> list[float]:
-    """PUT end times of the route's heartbeats not yet replicated, from the Heartbeat's saved state."""
-    return [float(p["upload"]["put_end"]) for p in (state or {}).get("pending", []) if p.get("upload")]
+    """PUT end times of the route's heartbeats not yet replicated, from the Heartbeat's saved state
+    (one whose HEAD fails is unknown, not late: left out)."""
+    return [float(p["upload"]["put_end"]) for p in (state or {}).get("pending", []) if p.get("upload") and not p.get("error")]
 
 
 def stall_summary(state: Mapping[str, Any] | None, now: float) -> dict[str, Any] | None:

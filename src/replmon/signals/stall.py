@@ -9,10 +9,14 @@ sooner than the next period, the moment the newest heartbeat turns late the Hear
 a **confirmation** heartbeat (:func:`wants_confirmation`); if that one is late too, ``E`` later, the
 route is STALLED::
 
-    HEALTHY    --(two consecutive heartbeats late)-------------------------------> STALLED
+    HEALTHY    --(two consecutive beats late, one at least a heartbeat)---------> STALLED
     STALLED    --(a heartbeat put after the stall began completes within E + T)--> RECOVERING
-    RECOVERING --(the 2 newest settled heartbeats on time)-----------------------> HEALTHY
-    RECOVERING --(two consecutive heartbeats put since recovery began late)------> STALLED
+    RECOVERING --(the 2 newest settled heartbeats on time, none late pending)----> HEALTHY
+    RECOVERING --(two consecutive beats put since recovery began late)-----------> STALLED
+
+Each transition that ends a phase moves a **horizon**: beats put before it are history (a stall's
+backlog, pending or FAILED, must not re-stall a route that recovered; a relapse needs a heartbeat
+put after it to recover).
 
 ``StallSeconds`` is 0 when HEALTHY, else the seconds since ``since``: the put time of the first late
 heartbeat, so it reads as the age of the hole in the recovery point.
@@ -51,7 +55,7 @@ from typing import Any
 from replmon.core.partitions import HEARTBEAT_STATE, live_partition
 from replmon.core.ports import SignalStore
 
-__all__ = ["Beat", "StallPhase", "StallState", "advance", "current_stall", "probe_expectation", "stall_seconds", "wants_confirmation"]
+__all__ = ["STALE_AFTER_SECONDS", "Beat", "StallPhase", "StallState", "advance", "current_stall", "live_state", "probe_expectation", "stall_seconds", "wants_confirmation"]
 
 #: Settled heartbeats needed on time, in a row, before a recovering route is healthy again.
 RECOVERY_STREAK = 2
@@ -107,20 +111,24 @@ class StallState:
     phase: StallPhase = StallPhase.HEALTHY
     since: float | None = None  # the stall's start: the put time of the first late heartbeat
     recovering_at: float | None = None  # when RECOVERING began
+    # beats put before this are history: a stall's backlog (still pending, or FAILED) cannot re-stall a
+    # route that recovered, nor recover a route that relapsed
+    horizon: float | None = None
     transition: str | None = None  # the phase entered by the last advance, if it changed
 
     def to_item(self) -> dict[str, Any]:
-        return {"phase": str(self.phase), "since": self.since, "recovering_at": self.recovering_at}
+        return {"phase": str(self.phase), "since": self.since, "recovering_at": self.recovering_at, "horizon": self.horizon}
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> StallState:
-        return cls(StallPhase(item.get("phase", StallPhase.HEALTHY)), item.get("since"), item.get("recovering_at"))
+        return cls(StallPhase(item.get("phase", StallPhase.HEALTHY)), item.get("since"), item.get("recovering_at"), item.get("horizon"))
 
 
 def _stall_start(beats: Sequence[Beat], now: float, expect: float) -> float | None:
-    """The put time of the older of the first two consecutive heartbeats that are both late."""
+    """The put time of the older of the first two consecutive beats that are both late, at least one
+    of them a heartbeat (two probes alone are not the two-heartbeat rule: big probes are slow)."""
     for older, newer in pairwise(beats):
-        if older.late(now, expect) and newer.late(now, expect):
+        if older.late(now, expect) and newer.late(now, expect) and (older.expect is None or newer.expect is None):
             return older.put_at
     return None
 
@@ -138,6 +146,8 @@ def advance(state: StallState, beats: Sequence[Beat], now: float, expect: float,
     """The next state from the route's known heartbeats (any order; pending and recently settled)."""
     beats = sorted(beats, key=lambda b: b.put_at)
     state = replace(state, transition=None)
+    if state.horizon is not None:
+        beats = [b for b in beats if b.put_at >= state.horizon]
     if state.phase is StallPhase.HEALTHY:
         start = _stall_start(beats, now, expect)
         if start is None:
@@ -146,17 +156,19 @@ def advance(state: StallState, beats: Sequence[Beat], now: float, expect: float,
     assert state.since is not None
     if state.phase is StallPhase.STALLED:
         if any(b.put_at >= state.since and b.latency is not None and b.latency <= expect + period for b in beats):
-            return StallState(StallPhase.RECOVERING, since=state.since, recovering_at=now, transition=StallPhase.RECOVERING.value)
+            return StallState(StallPhase.RECOVERING, since=state.since, recovering_at=now, horizon=state.horizon,
+                              transition=StallPhase.RECOVERING.value)
         return state
-    # RECOVERING: heartbeats put before recovery began may still drain; only newer ones can re-stall it
+    # RECOVERING: heartbeats put before recovery began may still drain; only newer ones count
     began = state.recovering_at if state.recovering_at is not None else now
     fresh = [b for b in beats if b.put_at >= began - period]
-    if _stall_start(fresh, now, expect) is not None:
-        return StallState(StallPhase.STALLED, since=state.since, transition=StallPhase.STALLED.value)
-    settled = [b for b in fresh if b.settled]
+    if _stall_start(fresh, now, expect) is not None:  # the same stall: it needs a heartbeat put from now on to recover
+        return StallState(StallPhase.STALLED, since=state.since, horizon=now, transition=StallPhase.STALLED.value)
+    settled = [b for b in fresh if b.settled and b.expect is None]
     newest = settled[-RECOVERY_STREAK:]
-    if len(newest) == RECOVERY_STREAK and all(b.on_time(expect) for b in newest):
-        return StallState(StallPhase.HEALTHY, transition=StallPhase.HEALTHY.value)
+    waiting = any(not b.settled and b.late(now, expect) for b in fresh)
+    if len(newest) == RECOVERY_STREAK and all(b.on_time(expect) for b in newest) and not waiting:
+        return StallState(StallPhase.HEALTHY, horizon=newest[0].put_at, transition=StallPhase.HEALTHY.value)
     return state
 
 
@@ -167,8 +179,20 @@ def stall_seconds(state: StallState, now: float) -> float:
     return max(1.0, now - state.since)
 
 
-def current_stall(store: SignalStore, route: str, now: float) -> float | None:
-    """The route's StallSeconds as the Heartbeat function last saved it (None: the route has no
-    heartbeat state - heartbeats off, or not yet run)."""
+#: A heartbeat state not saved for this long is a route the Heartbeat no longer visits (removed,
+#: heartbeats turned off, the function not running): readers ignore it (its TTL deletes it later).
+STALE_AFTER_SECONDS = 600
+
+
+def live_state(store: SignalStore, route: str, now: float) -> dict[str, Any] | None:
+    """The route's heartbeat state as last saved, or None (no heartbeats, or stale)."""
     item = store.get_item(live_partition(route), HEARTBEAT_STATE)
+    if item is None or now - float(item.get("updated_at", 0.0)) > STALE_AFTER_SECONDS:
+        return None
+    return item
+
+
+def current_stall(store: SignalStore, route: str, now: float) -> float | None:
+    """The route's StallSeconds as the Heartbeat function last saved it (None: no current state)."""
+    item = live_state(store, route, now)
     return None if item is None else stall_seconds(StallState.from_item(item), now)
