@@ -305,6 +305,23 @@ def test_a_late_probe_in_flight_counts_as_a_beat(env: Env) -> None:
     assert json.loads(env.deps.notifier.messages[0][1])["late_probes_in_flight"] == 1
 
 
+def test_report_judges_a_stalled_route_a_breach_and_says_so(env: Env) -> None:
+    """`replmon report` / the Report function: the route's health carries the Heartbeat's stall state
+    and the verdict has a route_stalled finding (a page, as the RouteStalled alarm)."""
+    from replmon.signals.health import health_output, route_health
+    from replmon.signals.slo import SloSpec
+    from replmon.signals.verdict import judge_health
+
+    _deps(env)
+    env.fake.default = Scenario(latency=None)
+    _beat(env, periods=2)
+    now = env.clock.now()
+    h = route_health(env.store, "primary", now, SloSpec(), 3600).to_json(SloSpec())
+    assert h["stall"]["phase"] == "STALLED" and h["stall"]["seconds"] > 40 and health_output(h)["stall"] == h["stall"]
+    j = judge_health(h, [], target_seconds=900, rpo_window_seconds=3600, now=now)
+    assert str(j.verdict) == "breach" and [f.kind for f in j.findings][:1] == ["route_stalled"]
+    assert route_health(env.store, "other", now, SloSpec(), 3600).stall is None
+
 def test_a_stall_of_failed_heartbeats_recovers_once_without_flapping(env: Env) -> None:
     """Replication FAILS (a role or key broken) for a while, then works again: STALLED, RECOVERING,
     HEALTHY once, two messages; the FAILED heartbeats of the stall, still in the state, do not

@@ -134,10 +134,9 @@ def report(
                    health=[health_output(h) for h in health], chart_files=chart_files)
     if fleet:
         from replmon.fleet.risk import COLUMNS, fleet_rows
-        from replmon.signals.stall import current_stall
 
         rows_f = fleet_rows(registry_rows, {h["route"]: h for h in doc["health"]}, {v.route: str(v.verdict) for v in verdicts},
-                            doc["summaries"], target_seconds=target, stalls={n: current_stall(store, n, now) for n in route})
+                            doc["summaries"], target_seconds=target)
         doc["fleet"] = rows_f
         if fmt is Format.table:  # one line for the fleet, then the table (a headline per route would repeat it)
             tally = {v: sum(1 for r in rows_f if r["verdict"] == v) for v in ("breach", "not_measured", "no_data", "ok")}

@@ -42,7 +42,6 @@ from replmon.fleet.registrar import all_routes
 from replmon.probe.latency_report import records_in
 from replmon.signals.health import health_output, route_health
 from replmon.signals.slo import SloSpec
-from replmon.signals.stall import current_stall
 from replmon.signals.verdict import judge_health
 
 #: Columns of a fleet row, in order (table, json and csv alike).
@@ -95,7 +94,7 @@ def fleet_rows(routes: Sequence[Mapping[str, Any]], health: Mapping[str, Mapping
                stalls: Mapping[str, float | None] | None = None) -> list[dict[str, Any]]:
     """One row per registry route (``route``, ``group``, ``mode``, ``reason_code`` [, ``reason``]),
     joined with its health (signals/health.py ``health_output``), verdict, size summaries and
-    ``stalls`` (StallSeconds per route, None: no heartbeat state); riskiest first."""
+    StallSeconds (``stalls`` per route, else the health's ``stall``; None: no heartbeat state); riskiest first."""
     by_route: dict[str, list[Mapping[str, Any]]] = {}  # one pass over the summaries, not one per route
     for summary in summaries:
         by_route.setdefault(str(summary.get("route")), []).append(summary)
@@ -109,7 +108,8 @@ def fleet_rows(routes: Sequence[Mapping[str, Any]], health: Mapping[str, Mapping
         worst, worst_max, probes = _worst(by_route.get(name, []))
         rows.append({
             "route": name, "group": r.get("group"), "mode": r.get("mode"), "verdict": verdicts.get(name, "no_data"),
-            "rpo_seconds": "unbounded" if unbounded else rpo, "stall_seconds": (stalls or {}).get(name),
+            "rpo_seconds": "unbounded" if unbounded else rpo,
+            "stall_seconds": (stalls or {}).get(name) if stalls is not None else (h.get("stall") or {}).get("seconds"),
             "rpo_share_of_target": None if unbounded or rpo is None else round(float(rpo) / target_seconds, 3),
             "attainment_percent": slo.get("attainment_percent"), "budget_left_percent": slo.get("budget_left_percent"),
             "burn_1h": _burn(h, "1h"), "burn_6h": _burn(h, "6h"), "worst_size_class": worst, "worst_max_seconds": worst_max,
@@ -137,5 +137,4 @@ def fleet_report(store: LatencyTable, registry: RegistryStore, *, slo: SloSpec, 
                                     rpo_window_seconds=rpo_window_seconds, now=now).verdict) for n in names}
     summaries = [{"route": s.route, "size_class": s.size_class, "probes": s.probes, "max_seconds": s.max} for s in summarize(records)]
     return {"window": {"start": iso_ms(start), "end": iso_ms(now), "hours": hours}, "generated_at": iso_ms(time.time()),
-            "fleet": fleet_rows(routes, health, verdicts, summaries, target_seconds=slo.threshold_seconds,
-                                stalls={n: current_stall(store, n, now) for n in names})}
+            "fleet": fleet_rows(routes, health, verdicts, summaries, target_seconds=slo.threshold_seconds)}

@@ -23,7 +23,7 @@ from replmon.signals.inflight import in_flight_put_ends
 from replmon.signals.rollup import event_counts as rollup_event_counts
 from replmon.signals.rtc import RtcSample, latest
 from replmon.signals.slo import Rpo, SloSpec, SloStatus, rpo, slo_status
-from replmon.signals.stall import live_state
+from replmon.signals.stall import StallState, live_state, stall_seconds
 from replmon.signals.windows import SUB_SLOT_SECONDS, event_window, floor_5min, floor_hour, sub_slot, sub_slots
 
 
@@ -34,6 +34,7 @@ class RouteHealth:
     slo: SloStatus
     rtc: list[RtcSample] = field(default_factory=list)
     events: dict[str, int] = field(default_factory=dict)
+    stall: dict[str, Any] | None = None  # the Heartbeat's stall state (phase, since, seconds); None: no heartbeats
 
     def to_json(self, spec: SloSpec) -> dict[str, Any]:
         return {
@@ -44,6 +45,7 @@ class RouteHealth:
                     "burn_rates": self.slo.burn, "windows": self.slo.windows, "alerts": self.slo.alerts},
             "events": self.events,
             "rtc": [s.to_item() for s in self.rtc],
+            "stall": self.stall,
         }
 
 
@@ -90,20 +92,29 @@ def route_health(store: LatencyTable, route: str, now: float, spec: SloSpec, win
     records = store.query(route, now - spec.period_days * 86_400 - 86_400, now)
     # heartbeats (probe/heartbeat.py) are probes to the RPO: the pending ones' ages, the recent ones' latencies
     heartbeats = store.query(heartbeat_partition(route), now - window, now)
-    in_flight = in_flight_put_ends(store, route, now) + pending_heartbeat_put_ends(live_state(store, route, now))
+    beat_state = live_state(store, route, now)
+    in_flight = in_flight_put_ends(store, route, now) + pending_heartbeat_put_ends(beat_state)
     rtc_samples = [RtcSample.from_item(i) for i in store.items(signal_partition(route, RTC), now - window, now)]
     counts = event_counts(store, route, now, window)
     # The counters' whole slots cover [now - window, now]: no failure counted there means none in
     # the window, and the kept items (a backlog's missed thresholds among them) are not read.
     failures = failure_events(store, route, now, window) if counts.get("OperationFailedReplication") else 0
     r = rpo(now, window, [*records, *heartbeats], in_flight, latest(rtc_samples, now - window), failures)
-    return RouteHealth(route, r, slo_status(records, now, spec), rtc_samples, counts)
+    return RouteHealth(route, r, slo_status(records, now, spec), rtc_samples, counts, stall_summary(beat_state, now))
 
 
 def pending_heartbeat_put_ends(state: Mapping[str, Any] | None) -> list[float]:
     """PUT end times of the route's heartbeats not yet replicated, from the Heartbeat's saved state
     (one whose HEAD fails is unknown, not late: left out)."""
     return [float(p["upload"]["put_end"]) for p in (state or {}).get("pending", []) if p.get("upload") and not p.get("error")]
+
+
+def stall_summary(state: Mapping[str, Any] | None, now: float) -> dict[str, Any] | None:
+    """The route's stall as the Heartbeat function last saved it (signals/stall.py)."""
+    if state is None:
+        return None
+    s = StallState.from_item(dict(state))
+    return {"phase": str(s.phase), "since": s.since, "seconds": stall_seconds(s, now), "saved_at": state.get("updated_at")}
 
 
 #: A burn pair (signals/slo.py DEFAULT_PAIRS) -> its per-route metric, min(long, short) burn rate.
@@ -158,4 +169,5 @@ def health_output(h: Mapping[str, Any]) -> dict[str, Any]:
             "alerts": {k: bool(v) for k, v in slo["alerts"].items()},
         },
         "events": [{"kind": k, "count": n} for k, n in sorted(h.get("events", {}).items())],
+        "stall": h.get("stall"),
     }

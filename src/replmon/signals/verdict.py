@@ -73,6 +73,7 @@ class Finding:
 FINDING_KINDS: Mapping[str, tuple[Severity, str]] = {
     "rpo_over_target": (Severity.PAGE, "breach"),
     "rpo_unbounded": (Severity.PAGE, "breach"),
+    "route_stalled": (Severity.PAGE, "breach"),
     "probe_failed": (Severity.PAGE, "breach"),
     "probe_stuck": (Severity.TICKET, "not_measured"),
     "slo_page_burn": (Severity.PAGE, "breach"),
@@ -92,6 +93,7 @@ FINDING_KINDS: Mapping[str, tuple[Severity, str]] = {
 FINDING_ALARMS: Mapping[str, str | None] = {
     "rpo_over_target": "RpoAboveTargetG00Alarm",
     "rpo_unbounded": "RpoUnboundedG00Alarm",
+    "route_stalled": "RouteStalledG00Alarm",
     "probe_failed": "ProbeFailedG00Alarm",
     "probe_stuck": "ProbeStuckG00Alarm",
     "slo_page_burn": "SloFastBurnG00Alarm",
@@ -256,6 +258,10 @@ def judge_health(health: Mapping[str, Any], records: Sequence[ProbeRecord], *, t
         findings.append(finding("rpo_unbounded", 1, "RPO unbounded: " + "; ".join(rp["reasons"])))
     elif bounded and rp["seconds"] > target_seconds:
         findings.append(finding("rpo_over_target", 1, f"RPO {num(rp['seconds'])} s is over the {num(target_seconds)} s target"))
+    stall = health.get("stall") or {}
+    if stall.get("seconds"):
+        findings.append(finding("route_stalled", 1, f"stalled {duration(stall['seconds'])}: heartbeats are not replicating "
+                                f"({stall['phase']}; StallSeconds, signals/stall.py)"))
     recent = [r for r in records if (r.put_end if r.put_end is not None else r.planned_at) >= now - rpo_window_seconds]
     stuck = [r for r in recent if r.status is ProbeStatus.STUCK]
     if stuck:

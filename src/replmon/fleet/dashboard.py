@@ -1,0 +1,153 @@
+"""The fleet dashboard (issue 18.5): one dashboard whatever the number of routes, rendered into
+template.yaml by tools/render_fleet.py (edit this file, never the generated block).
+
+- **Worst routes first**: Metrics Insights queries over every RouteGroup, ``GROUP BY Route ORDER BY
+  ... LIMIT 10``: RPO, stall, page burn, error budget left (lowest first), failures.
+- **Fleet totals**: how many routes report an RPO, are unbounded or stalled; probes and heartbeats
+  per group; collector and heartbeat runs.
+- **Drill-down**: the route widgets below follow the dashboard's ``Route`` variable (a *pattern*
+  variable: it replaces the stack's own ``RouteName`` everywhere in the body - a property variable
+  would not reach the SEARCH expressions), whose choices are every route with an ``RpoSeconds``.
+
+A Metrics Insights query in a widget reads at most 10,000 metrics and returns at most 500 series
+(AWS, "Metrics Insights quotas"); ``LIMIT 10`` after ``ORDER BY`` sorts all the series it read, so
+the top 10 are right up to 10,000 matched metrics (2,000+ routes per metric name at ~5 series per
+route and metric). Every metric and dimension set here is one replmon emits
+(tests/test_alarm_contract.py checks it against a contract run's EMF).
+
+>>> body = dashboard_body()
+>>> [w["properties"]["title"] for w in body["widgets"][:2]]
+['Worst RPO now (s): top 10 routes', 'Stalled routes (StallSeconds): top 10']
+>>> body["variables"][0]["pattern"], body["variables"][0]["populateFrom"]
+('${RouteName}', 'Route')
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = ["DASHBOARD_START", "dashboard_body", "render_dashboard", "render_dashboard_into"]
+
+DASHBOARD_START = "  # >>> generated: fleet dashboard (tools/render_fleet.py from src/replmon/fleet/dashboard.py; do not edit)"
+END = "  # <<< generated"
+
+ROUTE_SCHEMA = 'SCHEMA("${Ns}", RouteGroup, Route, service)'
+GROUP_SCHEMA = 'SCHEMA("${Ns}", RouteGroup, service)'
+PERIOD = 300
+ROUTE = "${RouteName}"  # the stack's own route: the drill-down's default, replaced by the Route variable
+WIDTH, HEIGHT = 12, 6
+
+
+def top(metric: str, fn: str = "MAX", order: str = "DESC", limit: int = 10) -> str:
+    return f"SELECT {fn}({metric}) FROM {ROUTE_SCHEMA} GROUP BY Route ORDER BY {fn}() {order} LIMIT {limit}"
+
+
+def total(metric: str, fn: str = "SUM", schema: str = ROUTE_SCHEMA, group_by: str | None = None) -> str:
+    return f"SELECT {fn}({metric}) FROM {schema}" + (f" GROUP BY {group_by}" if group_by else "")
+
+
+def search(metric: str, stat: str, dims: str = "service,RouteGroup,Route", extra: str = "") -> str:
+    """A SEARCH for one route's series (the drill-down): ``{ns,dims} MetricName="m" service="svc" Route="r"``."""
+    return f"SEARCH('{{${{Ns}},{dims}}} MetricName=\"{metric}\" service=\"${{Svc}}\" Route=\"{ROUTE}\"{extra}', '{stat}', {PERIOD})"
+
+
+def _expr(i: int, expression: str, label: str = "") -> list[dict[str, Any]]:
+    return [{"expression": expression, "id": f"e{i}", "label": label}]
+
+
+def _plain(metric: str, stat: str, *dims: str) -> list[Any]:
+    return ["${Ns}", metric, "service", "${Svc}", *dims, {"stat": stat}]
+
+
+#: (title, stat, rows): each row an expression (``str``, with its label) or a plain metric (``list``).
+FLEET: list[tuple[str, str, list[Any]]] = [
+    ("Worst RPO now (s): top 10 routes", "Maximum", [(top("RpoSeconds"), "")]),
+    ("Stalled routes (StallSeconds): top 10", "Maximum", [(top("StallSeconds"), "")]),
+    ("Fastest page burn (SloBurnPage, min of 1h/5m): top 10", "Maximum", [(top("SloBurnPage"), "")]),
+    ("Least error budget left (%): lowest 10", "Minimum", [(top("ErrorBudgetRemaining", "MIN", "ASC"), "")]),
+    ("Fleet: routes reporting, unbounded, stalled", "Maximum", [
+        (total("RpoSeconds", "COUNT"), "RpoSeconds data points per 5 min (= routes reporting, one per collector run)"),
+        (total("RpoUnbounded"), "routes with an unbounded RPO"),
+        (total("StallSeconds", "COUNT"), "StallSeconds data points per 5 min (heartbeat routes x 5)"),
+    ]),
+    ("Fleet: failures by route (top 10)", "Sum", [
+        (top("ProbeFailed", "SUM"), ""), (top("ProbeStuck", "SUM"), ""),
+    ]),
+    ("Fleet: probes, heartbeat and collector runs per RouteGroup", "Sum", [
+        (total("ProbeCompleted", schema=GROUP_SCHEMA, group_by="RouteGroup"), ""),
+        (total("HeartbeatRun", schema=GROUP_SCHEMA, group_by="RouteGroup"), ""),
+        (total("CollectorHeartbeat", schema=GROUP_SCHEMA, group_by="RouteGroup"), ""),
+    ]),
+]
+
+ROUTE_WIDGETS: list[tuple[str, str, list[Any]]] = [
+    ("Route: probe latency by size class (hi, s)", "Maximum", [
+        (search("ReplicationLatencySeconds", "Maximum", "service,RouteGroup,Route,SizeClass"), "")]),
+    ("Route: RPO (s), unbounded, stall (s)", "Maximum", [
+        (search("RpoSeconds", "Maximum"), "RpoSeconds"), (search("RpoUnbounded", "Maximum"), "RpoUnbounded"),
+        (search("StallSeconds", "Maximum"), "StallSeconds")]),
+    ("Route: SLO: error budget left (%) and burn pairs (page: min 1h/5m, ticket: min 6h/30m)", "Maximum", [
+        (search("ErrorBudgetRemaining", "Minimum"), "ErrorBudgetRemaining"), (search("SloBurnPage", "Maximum"), "SloBurnPage"),
+        (search("SloBurnTicket", "Maximum"), "SloBurnTicket")]),
+    ("Route: RTC pending bytes and operations", "Maximum", [
+        _plain("RtcBytesPending", "Maximum", "Route", ROUTE), _plain("RtcOperationsPending", "Maximum", "Route", ROUTE)]),
+    ("Route: failures and events", "Maximum", [
+        (search("ProbeFailed", "Sum"), "ProbeFailed"), (search("ProbeStuck", "Sum"), "ProbeStuck"),
+        *[(search("ReplicationEvents", "Sum", "service,RouteGroup,Route,Event", f' Event="{e}"'), f"ReplicationEvents {e}")
+          for e in ("OperationFailedReplication", "OperationMissedThreshold", "OperationReplicatedAfterThreshold")],
+        _plain("ReplicaArrivals", "Sum", "Route", ROUTE)]),
+    ("Route: probe and collector health", "Maximum", [
+        _plain("ProbeCompleted", "Sum", "Route", ROUTE),
+        *[(search(m, "Sum"), m) for m in ("ProbeError", "RecordSpooled", "RecordLost", "CleanupFailed", "RunSkipped")],
+        _plain("CollectorHeartbeat", "SampleCount"), (search("RtcReadFailed", "Sum"), "RtcReadFailed")]),
+]
+
+
+def _widget(n: int, title: str, stat: str, rows: list[Any], counter: list[int]) -> dict[str, Any]:
+    metrics = []
+    for row in rows:
+        if isinstance(row, tuple):
+            counter[0] += 1
+            metrics.append(_expr(counter[0], row[0], row[1]))
+        else:
+            metrics.append(row)
+    return {"type": "metric", "x": (n % 2) * WIDTH, "y": (n // 2) * HEIGHT, "width": WIDTH, "height": HEIGHT,
+            "properties": {"title": title, "region": "${AWS::Region}", "view": "timeSeries", "stat": stat, "period": PERIOD,
+                           "metrics": metrics}}
+
+
+def dashboard_body() -> dict[str, Any]:
+    counter = [0]
+    widgets = [_widget(n, t, s, rows, counter) for n, (t, s, rows) in enumerate(FLEET + ROUTE_WIDGETS)]
+    variable = {"type": "pattern", "pattern": ROUTE, "inputType": "select", "id": "route", "label": "Route",
+                "visible": True, "search": '{${Ns},service,RouteGroup,Route} MetricName="RpoSeconds"', "populateFrom": "Route"}
+    return {"start": "-PT6H", "widgets": widgets, "variables": [variable]}
+
+
+def render_dashboard() -> str:
+    """The Dashboard resource as template.yaml holds it (JSON in a single-quoted YAML scalar under !Sub)."""
+    body = json.dumps(dashboard_body(), separators=(",", ":")).replace("'", "''")
+    return "\n".join([
+        DASHBOARD_START,
+        "  # Built from src/replmon/fleet/dashboard.py: worst routes first, fleet totals, then one route (the Route variable).",
+        "  Dashboard:",
+        "    Type: AWS::CloudWatch::Dashboard",
+        "    Properties:",
+        "      DashboardBody: !Sub",
+        f"        - '{body}'",
+        "        - Ns: !FindInMap [Telemetry, Metrics, Namespace]",
+        "          Svc: !FindInMap [Telemetry, Metrics, Service]",
+        END,
+        "",
+    ])
+
+
+def render_dashboard_into(template_text: str) -> str:
+    head, found, rest = template_text.partition(DASHBOARD_START + "\n")
+    if not found:
+        raise ValueError(f"template.yaml has no line {DASHBOARD_START!r}: add it (and {END!r}) where the dashboard goes")
+    _, found, tail = rest.partition(END + "\n")
+    if not found:
+        raise ValueError(f"template.yaml: no {END!r} after {DASHBOARD_START!r}")
+    return head + render_dashboard() + tail
