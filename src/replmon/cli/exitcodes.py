@@ -62,6 +62,7 @@ COMMANDS: dict[str, tuple[Exit, ...]] = {
     "lab bench": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE, Exit.SIGINT, Exit.SIGTERM),
     "lab bench-mounts": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE, Exit.SIGINT, Exit.SIGTERM),
     "lab bench-ingest": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE, Exit.SIGINT, Exit.SIGTERM),
+    "lab bench-stall": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE, Exit.SIGINT, Exit.SIGTERM),
     "lab fio": (Exit.OK, Exit.BREACH, Exit.USAGE, Exit.INFRASTRUCTURE, Exit.SIGINT, Exit.SIGTERM),
     "uninstall": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE),
     "preflight": (Exit.OK, Exit.BREACH, Exit.USAGE, Exit.INFRASTRUCTURE),

@@ -74,10 +74,10 @@ FLEET: list[tuple[str, str, list[Any]]] = [
     ("Fleet: failures by route (top 10)", "Sum", [
         (top("ProbeFailed", "SUM"), ""), (top("ProbeStuck", "SUM"), ""),
     ]),
-    ("Fleet: probes, heartbeat and collector runs per RouteGroup", "Sum", [
-        (total("ProbeCompleted", schema=GROUP_SCHEMA, group_by="RouteGroup"), ""),
+    ("Fleet: probes completed, heartbeat runs per RouteGroup, collector runs", "Sum", [
+        (total("ProbeCompleted", schema='SCHEMA("${Ns}", Route, service)'), "ProbeCompleted (all routes)"),
         (total("HeartbeatRun", schema=GROUP_SCHEMA, group_by="RouteGroup"), ""),
-        (total("CollectorHeartbeat", schema=GROUP_SCHEMA, group_by="RouteGroup"), ""),
+        (total("CollectorHeartbeat", schema='SCHEMA("${Ns}", service)'), "CollectorHeartbeat"),
     ]),
 ]
 
