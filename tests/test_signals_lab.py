@@ -98,6 +98,27 @@ def test_a_hung_replication_path_leaves_probes_stuck_then_recovers(lab: Lab) -> 
     assert lab.leftovers() == {"source": [], "destination": []}
 
 
+def test_a_hung_route_stalls_pages_with_evidence_and_recovers_through_the_real_heartbeat(lab: Lab) -> None:
+    """Issue 21 in the lab: the real Heartbeat function (its own least-privilege MinIO user, lab cadence
+    T = 10 s, floor 2 s) on a healthy route; Toxiproxy hangs replication: STALLED within 2E + T and the
+    template's RouteStalled alarm (evaluated on the emitted StallSeconds) in ALARM; one message with the
+    evidence; healed: HEALTHY and the alarm OK, one recovery message; nothing before the fault."""
+    from replmon.lab.stallbench import LAB_FLOOR, LAB_PERIOD, heartbeat_deps, heartbeat_driver, one_fault
+    from replmon.local.aslrun import load_handler
+
+    route = lab.route(f"stall-{int(time.time())}")
+    rep = one_fault(lab, route, "hang", heartbeat_deps(lab), heartbeat_driver(load_handler("Heartbeat")), warmup_periods=2, tail_periods=1)
+    assert rep["errors"] == [] and rep["before_fault_transitions"] == 0 and rep["alarms_before_fault"] == 0, rep
+    assert rep["stalled_s"] is not None and rep["stalled_s"] <= 2 * LAB_FLOOR + LAB_PERIOD + 2, rep
+    assert rep["alarm_s"] is not None and rep["alarm_s"] >= rep["stalled_s"], rep
+    assert rep["healthy_s"] is not None and rep["alarm_ok_s"] is not None, rep
+    assert rep["messages"] == [f"replmon STALLED: route {route['name']}", f"replmon recovered: route {route['name']}"], rep
+    evidence = rep["evidence"]
+    assert evidence["pending_heartbeats"] >= 1 and evidence["expected_latency_seconds"] == LAB_FLOOR
+    assert evidence["source"]["bucket"] == route["source"]["bucket"]
+    assert lab.toxiproxy.toxics("replication") == []
+
+
 def test_the_lab_chaos_command_exits_0_when_it_breaches_and_recovers(tmp_path: Path) -> None:
     import subprocess
     import sys

@@ -104,11 +104,13 @@ def render(template: dict[str, Any] | None = None) -> str:
 
     all_alarms = alarms(t)
     params = t.get("Parameters", {})
-    fleet = [a for a in all_alarms.values() if route_group(a) == "g00"]
+    per_group = [a for a in all_alarms.values() if route_group(a) == "g00"]
+    fleet = [a for a in per_group if "Metrics" in a["Properties"]]  # Metrics Insights (HeartbeatRun is a standard alarm per group)
     shown = {k: v for k, v in all_alarms.items() if route_group(v) in (None, "g00")}
     groups = len({route_group(a) for a in all_alarms.values()} - {None})
-    lines = [f"{len(shown) - len(fleet)} stack alarms and {len(fleet)} fleet alarms (Metrics Insights, one contributor per route; "
-             f"one set per RouteGroup, up to {groups} sets = {len(fleet) * groups} alarms); "
+    lines = [f"{len(shown) - len(per_group)} stack alarms, {len(per_group) - len(fleet)} per-group standard alarm(s) and "
+             f"{len(fleet)} fleet alarms (Metrics Insights, one contributor per route; "
+             f"one set per RouteGroup, up to {groups} sets = {len(fleet) * groups} Metrics Insights alarms); "
              f"{sum(severity(a) == 'page' for a in shown.values())} of the {len(shown)} kinds are page severity.", "",
              "| alarm | severity | notifies | fires when | likely causes | what to do |", "| --- | --- | --- | --- | --- | --- |"]
     order = {"page": 0, "ticket": 1}

@@ -201,16 +201,8 @@ def simulate_false_alarms(period: float, floor: float, latencies: list[float], d
     return {"days": days, "heartbeats": int(days * 86400 / period), "confirmations": confirmations, "stalled": stalls}
 
 
-# ------------------------------------------------------------------------------------------ the lab run
-def run_stall_bench(lab: Any, *, reps: int, healthy_periods: int, fault: str = "hang", progress: Callable[[str], None] = print) -> dict[str, Any]:
-    """``reps`` faults (fault -> STALLED and ALARM, heal -> HEALTHY and OK) and a healthy run, each on a
-    route of its own; raw figures only (benchreport renders them)."""
-    from replmon import wiring
-    from replmon.lab.lab import REPLICATION_PROXY
-    from replmon.local.aslrun import LambdaContext, load_handler
-
-    handler = load_handler("Heartbeat")
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+def heartbeat_deps(lab: Any) -> Callable[[dict[str, Any], Recorder, TimedNotifier], Any]:
+    """The Heartbeat's dependencies in the lab: its own MinIO user, the lab's cadence, a recorder and a notifier."""
 
     def deps_for(route: dict[str, Any], recorder: Recorder, notifier: TimedNotifier) -> Any:
         d = lab.deps(keys=lab.users.get("Heartbeat", lab.keys))
@@ -219,7 +211,14 @@ def run_stall_bench(lab: Any, *, reps: int, healthy_periods: int, fault: str = "
         d.metrics, d.notifier = recorder, notifier
         return d
 
+    return deps_for
+
+
+def heartbeat_driver(handler: Callable[..., Any]) -> Callable[[Any], Driver]:
     def driver(deps: Any) -> Driver:
+        from replmon import wiring
+        from replmon.local.aslrun import LambdaContext
+
         def invoke() -> dict[str, Any]:
             with wiring.injected({"Heartbeat": deps}):
                 out: dict[str, Any] = handler({"group": "g00"}, LambdaContext("Heartbeat"))
@@ -227,44 +226,67 @@ def run_stall_bench(lab: Any, *, reps: int, healthy_periods: int, fault: str = "
 
         return Driver(invoke)
 
+    return driver
+
+
+def one_fault(lab: Any, route: dict[str, Any], fault: str, deps_for: Callable[..., Any], driver: Callable[[Any], Driver],
+              warmup_periods: int = 3, tail_periods: int = 2) -> dict[str, Any]:
+    """Healthy for ``warmup_periods``, the fault until the route is STALLED (at most 15 periods), the
+    alarm's next minutes, healed until HEALTHY (at most 30 periods: MinIO re-checks the healed
+    target first), then ``tail_periods``; the times of each, measured."""
+    from replmon.lab.lab import REPLICATION_PROXY
+
+    recorder, notifier = Recorder(), TimedNotifier()
+    with driver(deps_for(route, recorder, notifier)) as d:
+        begin = time.time()
+        time.sleep(warmup_periods * LAB_PERIOD)
+        fault_at = time.time()
+        lab.toxiproxy.add(REPLICATION_PROXY, fault)
+        try:
+            deadline = fault_at + 15 * LAB_PERIOD
+            while time.time() < deadline and first(recorder.stall(route["name"]), fault_at, lambda v: v > 0) is None:
+                time.sleep(0.5)
+            time.sleep(tail_periods * LAB_PERIOD)  # the alarm's next minutes
+        finally:
+            lab.toxiproxy.heal(REPLICATION_PROXY)
+        healed_at = time.time()
+        deadline = healed_at + 30 * LAB_PERIOD
+        while time.time() < deadline and first(recorder.stall(route["name"]), healed_at, lambda v: v == 0) is None:
+            time.sleep(0.5)
+        time.sleep(tail_periods * LAB_PERIOD)
+    end = time.time()
+    points = recorder.stall(route["name"])
+    stalled = first(points, fault_at, lambda v: v > 0)
+    recovered = first(points, healed_at, lambda v: v == 0)
+    alarms = alarm_transitions(recorder.points, route["name"], begin, end, LAB_PERIOD)
+    alarm_on = next((t for t, s in alarms if s == "ALARM" and t >= fault_at), None)
+    alarm_off = next((t for t, s in alarms if s == "OK" and t >= healed_at), None)
+    return {"route": route["name"], "fault": fault,
+            "stalled_s": None if stalled is None else round(stalled - fault_at, 2),
+            "alarm_s": None if alarm_on is None else round(alarm_on - fault_at, 2),
+            "healthy_s": None if recovered is None else round(recovered - healed_at, 2),
+            "alarm_ok_s": None if alarm_off is None else round(alarm_off - healed_at, 2),
+            "before_fault_transitions": sum(1 for t, v in points if t < fault_at and v > 0),
+            "alarms_before_fault": sum(1 for t, s in alarms if s == "ALARM" and t < fault_at),
+            "messages": [s for s, _ in notifier.messages],
+            "evidence": json.loads(notifier.messages[0][1]) if notifier.messages else None,
+            "errors": d.errors}
+
+
+# ------------------------------------------------------------------------------------------ the lab run
+def run_stall_bench(lab: Any, *, reps: int, healthy_periods: int, fault: str = "hang", progress: Callable[[str], None] = print) -> dict[str, Any]:
+    """``reps`` faults (fault -> STALLED and ALARM, heal -> HEALTHY and OK) and a healthy run, each on a
+    route of its own; raw figures only (benchreport renders them)."""
+    from replmon.local.aslrun import load_handler
+
+    handler = load_handler("Heartbeat")
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+
+    deps_for, driver = heartbeat_deps(lab), heartbeat_driver(handler)
+
     repetitions = []
     for i in range(reps):
-        route = lab.route(f"stall-{stamp}-{i}")
-        recorder, notifier = Recorder(), TimedNotifier()
-        deps = deps_for(route, recorder, notifier)
-        with driver(deps) as d:
-            begin = time.time()
-            time.sleep(3 * LAB_PERIOD)  # healthy first: its expectation, no transition
-            fault_at = time.time()
-            lab.toxiproxy.add(REPLICATION_PROXY, fault)
-            try:
-                deadline = fault_at + 15 * LAB_PERIOD
-                while time.time() < deadline and first(recorder.stall(route["name"]), fault_at, lambda v: v > 0) is None:
-                    time.sleep(0.5)
-                time.sleep(2 * LAB_PERIOD)  # the alarm's next minutes
-            finally:
-                lab.toxiproxy.heal(REPLICATION_PROXY)
-            healed_at = time.time()
-            deadline = healed_at + 30 * LAB_PERIOD
-            while time.time() < deadline and first(recorder.stall(route["name"]), healed_at, lambda v: v == 0) is None:
-                time.sleep(0.5)
-            time.sleep(2 * LAB_PERIOD)
-        end = time.time()
-        points = recorder.stall(route["name"])
-        stalled = first(points, fault_at, lambda v: v > 0)
-        recovered = first(points, healed_at, lambda v: v == 0)
-        alarms = alarm_transitions(recorder.points, route["name"], begin, end, LAB_PERIOD)
-        alarm_on = next((t for t, s in alarms if s == "ALARM" and t >= fault_at), None)
-        alarm_off = next((t for t, s in alarms if s == "OK" and t >= healed_at), None)
-        rep = {"route": route["name"], "fault": fault,
-               "stalled_s": None if stalled is None else round(stalled - fault_at, 2),
-               "alarm_s": None if alarm_on is None else round(alarm_on - fault_at, 2),
-               "healthy_s": None if recovered is None else round(recovered - healed_at, 2),
-               "alarm_ok_s": None if alarm_off is None else round(alarm_off - healed_at, 2),
-               "before_fault_transitions": sum(1 for t, v in points if t < fault_at and v > 0),
-               "messages": [s for s, _ in notifier.messages],
-               "evidence": json.loads(notifier.messages[0][1]) if notifier.messages else None,
-               "errors": d.errors}
+        rep = one_fault(lab, lab.route(f"stall-{stamp}-{i}"), fault, deps_for, driver)
         repetitions.append(rep)
         progress(f"repetition {i + 1}/{reps}: STALLED {rep['stalled_s']} s, ALARM {rep['alarm_s']} s after the fault; "
                  f"HEALTHY {rep['healthy_s']} s, OK {rep['alarm_ok_s']} s after healing")
