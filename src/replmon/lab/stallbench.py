@@ -119,7 +119,7 @@ def alarm_transitions(points: list[Point], route: str, start: float, end: float,
     scaled = [Point(p.namespace, p.metric, p.dimensions, start + (p.timestamp - start) * scale, p.value) for p in points
               if p.metric == "StallSeconds" and p.dimensions.get(ROUTE) == route]
     out, state = [], "OK"
-    t = start + 60.0
+    t = math.floor(start / 60.0) * 60.0 + 60.0  # CloudWatch evaluates each minute, over the last whole period
     while t <= start + (end - start) * scale + 60.0:
         contributor = evaluator.step(t + 1.0, scaled).contributors.get((route,))
         now_state = contributor.state if contributor else "OK"
