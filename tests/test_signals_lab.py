@@ -107,7 +107,8 @@ def test_a_hung_route_stalls_pages_with_evidence_and_recovers_through_the_real_h
     from replmon.local.aslrun import load_handler
 
     route = lab.route(f"stall-{int(time.time())}")
-    rep = one_fault(lab, route, "hang", heartbeat_deps(lab), heartbeat_driver(load_handler("Heartbeat")), warmup_periods=2, tail_periods=1)
+    rep = one_fault(lab, route, "hang", heartbeat_deps(lab), heartbeat_driver(load_handler("Heartbeat"), periods=1),
+                    warmup_periods=2, tail_periods=1)
     assert rep["errors"] == [] and rep["before_fault_transitions"] == 0 and rep["alarms_before_fault"] == 0, rep
     assert rep["stalled_s"] is not None and rep["stalled_s"] <= 2 * LAB_FLOOR + LAB_PERIOD + 2, rep
     assert rep["alarm_s"] is not None and rep["alarm_s"] >= rep["stalled_s"], rep

@@ -81,6 +81,7 @@ class Driver:
     periods each) until stopped."""
 
     invoke: Callable[[], dict[str, Any]]
+    every: float | None = None  # invocations start on multiples of this (a schedule's ticks); None: back to back
     stop: threading.Event = field(default_factory=threading.Event)
     errors: list[str] = field(default_factory=list)
     thread: threading.Thread | None = None
@@ -93,6 +94,8 @@ class Driver:
                 except Exception as exc:  # reported, never silent
                     self.errors.append(f"{type(exc).__name__}: {exc}")
                     time.sleep(1.0)
+                if self.every:
+                    self.stop.wait(self.every - time.time() % self.every + 0.2)
 
         self.thread = threading.Thread(target=loop, name="heartbeat", daemon=True)
         self.thread.start()
@@ -214,17 +217,21 @@ def heartbeat_deps(lab: Any) -> Callable[[dict[str, Any], Recorder, TimedNotifie
     return deps_for
 
 
-def heartbeat_driver(handler: Callable[..., Any]) -> Callable[[Any], Driver]:
+def heartbeat_driver(handler: Callable[..., Any], periods: int | None = None) -> Callable[[Any], Driver]:
+    """Invocations as deployed (a minute's worth of periods each, back to back), or ``periods`` per
+    invocation on the period's ticks (a test: the driver stops within a period)."""
+    event: dict[str, Any] = {"group": "g00", **({"periods": periods} if periods else {})}
+
     def driver(deps: Any) -> Driver:
         from replmon import wiring
         from replmon.local.aslrun import LambdaContext
 
         def invoke() -> dict[str, Any]:
             with wiring.injected({"Heartbeat": deps}):
-                out: dict[str, Any] = handler({"group": "g00"}, LambdaContext("Heartbeat"))
+                out: dict[str, Any] = handler(event, LambdaContext("Heartbeat"))
             return out
 
-        return Driver(invoke)
+        return Driver(invoke, every=periods * LAB_PERIOD if periods else None)
 
     return driver
 
