@@ -118,6 +118,12 @@ def test_a_hung_route_stalls_pages_with_evidence_and_recovers_through_the_real_h
     assert evidence["pending_heartbeats"] >= 1 and evidence["expected_latency_seconds"] == LAB_FLOOR
     assert evidence["source"]["bucket"] == route["source"]["bucket"]
     assert lab.toxiproxy.toxics("replication") == []
+    # what `replmon lab chaos --stall --format json` prints is this, under docs/output.schema.json
+    import jsonschema
+
+    schema = json.loads((Path(__file__).resolve().parents[1] / "docs" / "output.schema.json").read_text())
+    jsonschema.validate({"schema_version": 1, "command": "lab chaos", "stall": True, "fault": "hang", "stalled_and_recovered": True, **rep},
+                        schema)
 
 
 def test_the_lab_chaos_command_exits_0_when_it_breaches_and_recovers(tmp_path: Path) -> None:

@@ -403,14 +403,19 @@ def lab_chaos(
     sizes: Annotated[str, typer.Option(help="Probe sizes.")] = "1MiB",
     timeout: Annotated[int, typer.Option(min=5, help="Seconds a probe may take before it is STUCK.")] = 30,
     lab_dir: Annotated[Path, typer.Option("--dir", metavar="DIR", help=LAB_DIR_HELP)] = Path("lab-data/chaos"),
+    stall: Annotated[bool, typer.Option("--stall", help="Instead: heartbeats through the real Heartbeat function; seconds from "
+                                        "the fault to STALLED and to the RouteStalled alarm, from healing to HEALTHY and OK.")] = False,
     fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table,
 ) -> int:
     """Break the lab's replication path; watch the route breach and recover.
 
     Baseline, fault, healed: probes through the real state machine while Toxiproxy breaks the
     replication path; each phase's RPO, SLO burn and alert state with the alarms' thresholds.
-    The headline judges the healed route as `replmon report` would.
+    The headline judges the healed route as `replmon report` would. With --stall: stall detection
+    (issue 21) at the lab's cadence (heartbeats every 10 s), docs/SEMANTICS.md "Stalls".
     """
+    if stall:
+        return _chaos_stall(fault, lab_dir, fmt)
     from replmon.lab.chaos import run_chaos
     from replmon.lab.faults import FAULTS
     from replmon.lab.lab import Lab
@@ -452,6 +457,33 @@ def lab_chaos(
                  "breached": p["breached"]} for p in doc["phases"]]
     emit(rows, fmt, f"lab chaos: {fault}, target {target:g} s, thresholds from template.yaml", document=doc)
     return code
+
+
+def _chaos_stall(fault: str, lab_dir: Path, fmt: Format) -> int:
+    from replmon.lab.faults import FAULTS
+    from replmon.lab.lab import Lab
+    from replmon.lab.servers import LabError
+    from replmon.lab.stallbench import LAB_FLOOR, LAB_PERIOD, heartbeat_deps, heartbeat_driver, one_fault
+    from replmon.local.aslrun import load_handler
+
+    if fault not in FAULTS:
+        fail(f"--fault {fault!r}: use one of {', '.join(FAULTS)}")
+    try:
+        with Lab(lab_dir) as lab:
+            err.print(f"lab up; heartbeats every {LAB_PERIOD} s (floor {LAB_FLOOR} s) through the real Heartbeat function; "
+                      f"Toxiproxy `{fault}` on the replication path", highlight=False)
+            rep = one_fault(lab, lab.route(f"stall-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}"), fault, heartbeat_deps(lab),
+                            heartbeat_driver(load_handler("Heartbeat"), periods=1))
+    except LabError as exc:
+        fail(str(exc), USAGE if str(exc).startswith("--dir") else INFRASTRUCTURE)
+    ok = rep["stalled_s"] is not None and rep["healthy_s"] is not None and not rep["before_fault_transitions"]
+    row = {"fault": fault, "STALLED s": rep["stalled_s"], "ALARM s": rep["alarm_s"], "HEALTHY s (after healing)": rep["healthy_s"],
+           "OK s (after healing)": rep["alarm_ok_s"], "messages": len(rep["messages"])}
+    emit([row], fmt, f"lab chaos --stall: {fault}, heartbeats every {LAB_PERIOD} s (the RouteStalled alarm's minute = one period)",
+         document={"schema_version": 1, "command": "lab chaos", "stall": True, "fault": fault, "stalled_and_recovered": ok, **rep})
+    (out if fmt is Format.table else err).print(f"lab chaos --stall {fault}: " + ("stalled and recovered" if ok else "did NOT stall and recover as expected"),
+                                                highlight=False, markup=False)
+    return OK if ok else Exit.BREACH
 
 
 @lab_app.command("fio")
