@@ -120,6 +120,11 @@ def test_each_bench_json_records_what_it_measured_and_repeats_the_swinging_figur
         assert len(doc["P3"]["compose_s"]) >= 3 and len(doc["P3"]["upload_file_s"]) >= 3
         assert all(len(t[k]) >= 3 for t in doc["P5"]["imports_ms"].values() for k in ("false", "true"))
         assert doc["P5"]["architecture"] and doc["P5"]["python"]
+    elif report == "bench-stall":  # issue 21: >= 5 faults, >= 60 healthy periods, the defaults simulated
+        st = doc["stall"]
+        assert len(st["repetitions"]) >= 5 and all(r["stalled_s"] is not None for r in st["repetitions"])
+        assert st["healthy"]["periods"] >= 60 and len(st["simulated"]["defaults"]["stalled_s"]) >= 100
+        assert {"minio", "toxiproxy-server", "dynamodb-local"} <= set(f["versions"])
     else:
         assert {"fio", "s3fs", "mountpoint"} <= set(f["versions"])
         assert len(doc["M1"]["reps"]) >= 3 and len(doc["M2"]["reps"]) >= 3

@@ -470,6 +470,10 @@ def render_stall(doc: Doc) -> str:
     summary = [[name, f"{len(col(k))} of {len(reps)}", *_mmm_periods(col(k), T)] for name, k in
                (("fault -> STALLED", "stalled_s"), ("fault -> ALARM", "alarm_s"), ("heal -> HEALTHY", "healthy_s"), ("heal -> OK", "alarm_ok_s"))]
     lines += ["", table(f"Lab, min / median / max (T = {T} s)", ["", "seen", "min", "median", "max"], summary)]
+    if len(col("stalled_s")) > 1 and max(col("stalled_s")) - min(col("stalled_s")) < 0.1 * T:
+        lines += ["", f"These faults fell at nearly the same phase of the heartbeat schedule (STALLED spread "
+                  f"{max(col('stalled_s')) - min(col('stalled_s')):.1f} s): they measure one point of the 2E .. 2E + T range; "
+                  "the simulation below covers every phase."]
     d = st["simulated"]["defaults"]
     lines += ["", table(f"The deployed defaults, simulated (HeartbeatSeconds {d['period_s']} s, StallFloorSeconds {d['floor_s']} s; "
                         f"{len(d['stalled_s'])} faults at random phases; heartbeat latencies drawn from the lab's; the alarm at the first "

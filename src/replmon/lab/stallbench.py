@@ -246,7 +246,8 @@ def one_fault(lab: Any, route: dict[str, Any], fault: str, deps_for: Callable[..
     recorder, notifier = Recorder(), TimedNotifier()
     with driver(deps_for(route, recorder, notifier)) as d:
         begin = time.time()
-        time.sleep(warmup_periods * LAB_PERIOD)
+        # a random phase of the heartbeat schedule: detection depends on when the next heartbeat is put
+        time.sleep(warmup_periods * LAB_PERIOD + random.uniform(0, LAB_PERIOD))
         fault_at = time.time()
         lab.toxiproxy.add(REPLICATION_PROXY, fault)
         try:
