@@ -324,15 +324,21 @@ def render_resources() -> str:
     return "\n".join(lines) + "\n"
 
 
+def replace_block(template_text: str, start: str, body: str) -> str:
+    """``template_text`` with the generated block that opens with the line ``start`` (through the next
+    ``END`` line) replaced by ``body`` (a fresh render, markers included)."""
+    head, found, rest = template_text.partition(start + "\n")
+    if not found:
+        raise ValueError(f"template.yaml has no line {start!r}: add it (and {END!r}) where the block goes")
+    _, found, tail = rest.partition(END + "\n")
+    if not found:
+        raise ValueError(f"template.yaml: no {END!r} after {start!r}")
+    return head + body + tail
+
+
 def render_into(template_text: str) -> str:
     """template.yaml with both generated blocks replaced by a fresh render."""
     out = template_text
     for start, body in ((CONDITIONS_START, render_conditions()), (RESOURCES_START, render_resources())):
-        head, found, rest = out.partition(start + "\n")
-        if not found:
-            raise ValueError(f"template.yaml has no line {start!r}: add it (and {END!r}) where the block goes")
-        _, found, tail = rest.partition(END + "\n")
-        if not found:
-            raise ValueError(f"template.yaml: no {END!r} after {start!r}")
-        out = head + body + tail
+        out = replace_block(out, start, body)
     return out

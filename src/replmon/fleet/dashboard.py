@@ -27,10 +27,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from replmon.fleet.alarms import END, replace_block
+
 __all__ = ["DASHBOARD_START", "dashboard_body", "render_dashboard", "render_dashboard_into"]
 
 DASHBOARD_START = "  # >>> generated: fleet dashboard (tools/render_fleet.py from src/replmon/fleet/dashboard.py; do not edit)"
-END = "  # <<< generated"
 
 ROUTE_SCHEMA = 'SCHEMA("${Ns}", RouteGroup, Route, service)'
 GROUP_SCHEMA = 'SCHEMA("${Ns}", RouteGroup, service)'
@@ -144,10 +145,4 @@ def render_dashboard() -> str:
 
 
 def render_dashboard_into(template_text: str) -> str:
-    head, found, rest = template_text.partition(DASHBOARD_START + "\n")
-    if not found:
-        raise ValueError(f"template.yaml has no line {DASHBOARD_START!r}: add it (and {END!r}) where the dashboard goes")
-    _, found, tail = rest.partition(END + "\n")
-    if not found:
-        raise ValueError(f"template.yaml: no {END!r} after {DASHBOARD_START!r}")
-    return head + render_dashboard() + tail
+    return replace_block(template_text, DASHBOARD_START, render_dashboard())
