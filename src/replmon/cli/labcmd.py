@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -66,6 +67,9 @@ def lab_run(
     history: Annotated[bool, typer.Option(help="Let earlier runs' throughput skip early HEADs (off: every run polls from the start).")] = False,
     lab_dir: Annotated[Path, typer.Option("--dir", metavar="DIR", help=LAB_DIR_HELP)] = Path("lab-data"),
     wide: Annotated[bool, typer.Option("--wide", help=WIDE_HELP)] = False,
+    routes: Annotated[int, typer.Option("--routes", min=1, max=99, metavar="N", help="A lab fleet: N replicated bucket pairs (and "
+                                        "buckets the inventory must refuse), found by the inventory and probed in one run "
+                                        "(--sizes defaults to 1MiB there); the verdict per route.")] = 1,
     fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table,
 ) -> int:
     """Run a probe ladder in the lab: the verdict, the table, a chart.
@@ -84,6 +88,8 @@ def lab_run(
     from replmon.probe.request import load_settings
 
     bandwidth = check_bandwidth(bandwidth)
+    if routes > 1:
+        return _run_fleet(routes, "1MiB" if sizes == "lab-ladder" else sizes, trials, target, bandwidth, timeout, resolution, lab_dir, fmt)
     flags = {"sizes": sizes, "timeout_seconds": timeout, "target_seconds": target, "max_concurrency": 1,
              "poll": {"floor_seconds": resolution, "use_history": history}, **({"trials": trials} if trials is not None else {})}
     try:  # bad flags fail before any server starts
@@ -148,6 +154,79 @@ def lab_run(
             err.print(line, highlight=False)
     for line in faults:  # one line per cause (docs/SEMANTICS.md "Could not record")
         err.print(line, highlight=False, soft_wrap=True)
+    return code
+
+
+def _run_fleet(n: int, sizes: str, trials: int | None, target: float, bandwidth: str, timeout: int, resolution: float, lab_dir: Path,
+               fmt: Format) -> int:
+    """``lab run --routes N``: the lab fleet's routes, as the inventory found them, through one run of the
+    real state machine (each route's probes as a registry route's, with the member prober's permissions)."""
+    from replmon.cli.output import envelope, record_json, summary_json, within_counts
+    from replmon.cli.runend import write_run_files
+    from replmon.core.stats import summarize
+    from replmon.lab.fleet import fleet_leftovers, setup_fleet
+    from replmon.lab.lab import Lab
+    from replmon.lab.servers import LabError
+    from replmon.local.aslrun import FUNCTIONS
+    from replmon.local.execution import run_request
+    from replmon.probe.request import load_settings
+
+    flags = {"sizes": sizes, "timeout_seconds": timeout, "target_seconds": target, "max_concurrency": 4,
+             "poll": {"floor_seconds": resolution}, **({"trials": trials} if trials is not None else {})}
+    try:
+        settings = load_settings(flags)
+    except ConfigError as exc:
+        fail(config_message(exc))
+    try:
+        with Lab(lab_dir, bandwidth=bandwidth) as lab:
+            fleet = setup_fleet(lab, n)
+            err.print(f"lab fleet up: {len(fleet.routes)} routes the inventory found probeable, "
+                      f"{len(fleet.survey) - len(fleet.routes)} buckets it did not", highlight=False)
+            deps = fleet.deps()
+            with progress_bar() as bar:
+                task = bar.add_task("probes", total=None)
+                result = run_request(settings.for_routes(fleet.routes), deps, on_progress=lambda k, total: bar.update(task, completed=k, total=total),
+                                     function_deps=dict.fromkeys(FUNCTIONS, deps))
+            left = fleet_leftovers(fleet)
+    except LabError as exc:
+        fail(str(exc), USAGE if str(exc).startswith("--dir") else INFRASTRUCTURE)
+    records = result.records
+    names = [r["name"] for r in fleet.routes]
+    execution_ok = result.execution.status == "SUCCEEDED" and not result.failed_iterations and not result.skipped
+    verdicts = run_verdicts(records, names, result.planned, execution_ok, target)
+    leftover = sum(len(v) for v in left.values())
+    code = combine(Exit.from_verdict(v.verdict) for v in verdicts)
+    if result.account.could_not_record:
+        code = combine([Exit(code), Exit.NOT_RECORDED])
+    if leftover:
+        code = combine([Exit(code), INFRASTRUCTURE])
+    unprobed = [s for s in fleet.survey if s["reason"] != "OK"]
+    data, chart, file_faults = write_run_files(records, lab_dir, result.run_id, f"replmon lab fleet: {len(names)} routes, run {result.run_id}",
+                                               target_seconds=target)
+    if data is None:
+        code = combine([Exit(code), Exit.NOT_RECORDED])
+    counts = within_counts(records, target)
+    doc = envelope("lab run", verdicts, code, target, run_id=result.run_id, duration_seconds=round(result.seconds, 3),
+                   planned_probes=result.planned, summaries=[summary_json(x, counts) for x in summarize(records)],
+                   records=[record_json(r, target) for r in records], survey=fleet.survey, left_behind=left,
+                   chart_files=[str(chart)] if chart else [], records_file=str(data) if data else None,
+                   faults=result.account.lines(str(lab_dir / "spool")) + file_faults)
+    print_headline(verdicts, fmt)
+    rows = []
+    for v in verdicts:
+        mine = [r for r in records if r.route == v.route]
+        s = summarize(mine)
+        p50, top = [max((val for val in vals if val is not None), default=None) for vals in ([x.p50 for x in s], [x.max for x in s])]
+        rows.append({"route": v.route, "verdict": str(v.verdict), "probes": v.probes, "within target": v.within_target,
+                     "p50 s": None if p50 is None else round(p50, 3), "max s": None if top is None else round(top, 3)})
+    if fmt is Format.json:
+        emit([], fmt, document=doc)
+    else:
+        if fmt is Format.table:
+            emit(unprobed, fmt, "buckets the inventory did not make routes of (and why)", columns=["bucket", "mode", "reason", "detail"])
+        emit(rows, fmt, f"run {result.run_id}: {len(records)} probes on {len(names)} routes in {result.seconds:.0f} s "
+             f"(sizes {sizes}, at most 4 at once)", columns=["route", "verdict", "probes", "within target", "p50 s", "max s"])
+        (out if fmt is Format.table else err).print(f"left behind: {leftover} probe objects/versions/uploads", highlight=False)
     return code
 
 
@@ -333,6 +412,9 @@ def lab_bench_stall(
     healthy_periods: Annotated[int, typer.Option(min=6, max=2000, help="Heartbeat periods of a healthy route counted for false "
                                                  "alarms (60 = as many heartbeats as an hour at the defaults).")] = 60,
     fault: Annotated[str, typer.Option(help="hang, reset, latency or bandwidth (lab/faults.py).")] = "hang",
+    fleet_routes: Annotated[int, typer.Option(min=0, max=99, help="Then a lab fleet of this many routes (0: none): a fault on one "
+                                              "route at random, the fleet alarm's contributors in ALARM (issue 18).")] = 20,
+    fleet_reps: Annotated[int, typer.Option(min=1, max=20, help="Faults in the lab fleet.")] = 3,
     lab_dir: Annotated[Path, typer.Option("--dir", metavar="DIR", help=LAB_DIR_HELP)] = Path("lab-data/bench-stall"),
     output: Annotated[Path, typer.Option(help="Where the generated report goes.")] = Path("docs/BENCH-STALL.md"),
 ) -> int:
@@ -346,6 +428,7 @@ def lab_bench_stall(
     from replmon.cost.fleet import HEARTBEAT_PREFIX, fleet_estimate, stall_metric_and_alarm
     from replmon.lab.benchreport import SCHEMA, facts, finish, json_path_for
     from replmon.lab.faults import FAULTS
+    from replmon.lab.fleet import run_fleet_bench
     from replmon.lab.lab import Lab
     from replmon.lab.servers import LabError
     from replmon.lab.stallbench import run_stall_bench
@@ -354,12 +437,16 @@ def lab_bench_stall(
         fail(f"--fault {fault!r}: use one of {', '.join(FAULTS)}")
     check_output_file(output, "--output")
     started = _time.time()
-    command = f"replmon lab bench-stall --reps {reps} --healthy-periods {healthy_periods} --fault {fault}"
+    command = (f"replmon lab bench-stall --reps {reps} --healthy-periods {healthy_periods} --fault {fault} "
+               f"--fleet-routes {fleet_routes} --fleet-reps {fleet_reps}")
     doc: dict[str, Any] = {"schema": SCHEMA, "report": "bench-stall", "facts": facts(command)}
     try:
         with Lab(lab_dir) as lab:
             doc["stall"] = run_stall_bench(lab, reps=reps, healthy_periods=healthy_periods, fault=fault,
                                            progress=lambda m: err.print(m, highlight=False))
+            if fleet_routes:
+                doc["stall"]["fleet"] = run_fleet_bench(lab, routes=fleet_routes, reps=fleet_reps, fault=fault,
+                                                        progress=lambda m: err.print(m, highlight=False))
     except LabError as exc:
         fail(str(exc), USAGE if str(exc).startswith("--dir") else INFRASTRUCTURE)
     est = fleet_estimate(100, ProbeClasses.parse(DEFAULTS.probe_classes))
@@ -405,6 +492,10 @@ def lab_chaos(
     lab_dir: Annotated[Path, typer.Option("--dir", metavar="DIR", help=LAB_DIR_HELP)] = Path("lab-data/chaos"),
     stall: Annotated[bool, typer.Option("--stall", help="Instead: heartbeats through the real Heartbeat function; seconds from "
                                         "the fault to STALLED and to the RouteStalled alarm, from healing to HEALTHY and OK.")] = False,
+    routes: Annotated[int, typer.Option("--routes", min=1, max=99, metavar="N", help="With --stall: a lab fleet of N replicated "
+                                        "bucket pairs the inventory finds (each through its own listener); the fault breaks one.")] = 1,
+    route: Annotated[str | None, typer.Option("--route", metavar="NAME", help="With --routes: the route to fault (app-NN; "
+                                              "default the middle one).")] = None,
     fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table,
 ) -> int:
     """Break the lab's replication path; watch the route breach and recover.
@@ -414,6 +505,10 @@ def lab_chaos(
     The headline judges the healed route as `replmon report` would. With --stall: stall detection
     (issue 21) at the lab's cadence (heartbeats every 10 s), docs/SEMANTICS.md "Stalls".
     """
+    if (routes > 1 or route is not None) and not stall:
+        fail("--routes/--route: the lab fleet's fault runs with --stall (heartbeats on every route, the fleet alarm)")
+    if stall and (routes > 1 or route is not None):
+        return _chaos_fleet(fault, routes, route, lab_dir, fmt)
     if stall:
         return _chaos_stall(fault, lab_dir, fmt)
     from replmon.lab.chaos import run_chaos
@@ -483,6 +578,53 @@ def _chaos_stall(fault: str, lab_dir: Path, fmt: Format) -> int:
          document={"schema_version": 1, "command": "lab chaos", "stall": True, "fault": fault, "stalled_and_recovered": ok, **rep})
     (out if fmt is Format.table else err).print(f"lab chaos --stall {fault}: " + ("stalled and recovered" if ok else "did NOT stall and recover as expected"),
                                                 highlight=False, markup=False)
+    return OK if ok else Exit.BREACH
+
+
+def _chaos_fleet(fault: str, routes: int, route: str | None, lab_dir: Path, fmt: Format) -> int:
+    from replmon.lab.faults import FAULTS
+    from replmon.lab.fleet import fleet_fault, route_bucket, setup_fleet
+    from replmon.lab.lab import Lab
+    from replmon.lab.servers import LabError
+    from replmon.lab.stallbench import LAB_FLOOR, LAB_PERIOD
+    from replmon.local.aslrun import load_handler
+
+    if fault not in FAULTS:
+        fail(f"--fault {fault!r}: use one of {', '.join(FAULTS)}")
+    if not os.environ.get("POWERTOOLS_LOG_LEVEL"):  # the handlers' JSON logs: set the variable to see them (as lab run)
+        import logging
+
+        from replmon.entry.runtime import logger
+
+        logger.setLevel(logging.ERROR)
+    route = route or route_bucket((routes + 1) // 2)
+    if route not in {route_bucket(i) for i in range(1, routes + 1)}:
+        fail(f"--route {route!r}: the lab fleet's routes are {route_bucket(1)} to {route_bucket(routes)} (--routes {routes})")
+    try:
+        with Lab(lab_dir) as lab:
+            fleet = setup_fleet(lab, routes)
+            err.print(f"lab fleet up: {len(fleet.routes)} routes the inventory found probeable, "
+                      f"{len(fleet.survey) - len(fleet.routes)} buckets it did not (below); heartbeats every {LAB_PERIOD} s "
+                      f"(floor {LAB_FLOOR} s), one Heartbeat invocation for the group", highlight=False)
+            rep = fleet_fault(fleet, route, fault, load_handler("Heartbeat"), progress=lambda m: err.print(m, highlight=False))
+    except LabError as exc:
+        fail(str(exc), USAGE if str(exc).startswith("--dir") else INFRASTRUCTURE)
+    ok = (rep["stalled_s"] is not None and rep["alarm_s"] is not None and rep["in_alarm"] == [route]
+          and not rep["other_routes_stalled"] and rep["contributors"] == len(fleet.routes))
+    unprobed = [s for s in fleet.survey if s["reason"] != "OK"]
+    if fmt is Format.table:
+        emit(unprobed, fmt, "buckets the inventory did not make routes of (and why)", columns=["bucket", "mode", "reason", "detail"])
+    row = {"routes": rep["routes"], "faulted": route, "fault": fault, "STALLED s": rep["stalled_s"], "ALARM s": rep["alarm_s"],
+           "routes in ALARM": ", ".join(rep["in_alarm"]) or "none", "HEALTHY s (after healing)": rep["healthy_s"],
+           "OK s (after healing)": rep["alarm_ok_s"]}
+    emit([row], fmt, f"lab chaos --stall --routes {routes}: the fleet alarm RouteStalled-g00 over {rep['contributors']} contributors "
+         f"(one alarm minute = one {LAB_PERIOD} s period)",
+         document={"schema_version": 1, "command": "lab chaos", "stall": True, "fleet": True, "named_only_the_faulted_route": ok,
+                   "survey": fleet.survey, **rep})
+    (out if fmt is Format.table else err).print(
+        f"lab chaos --stall --routes {routes} {fault} on {route}: "
+        + ("the fleet alarm named that route and no other" if ok else "the fleet alarm did NOT name exactly that route"),
+        highlight=False, markup=False)
     return OK if ok else Exit.BREACH
 
 

@@ -492,6 +492,19 @@ def render_stall(doc: Doc) -> str:
                          *([[f"simulated, {ht['days']:g} days at the defaults, a modelled heavy tail: 0.1 % of heartbeats late "
                              f"(log-normal, median 2 s, q0.999 = the 20 s floor; {ht['confirmations']} confirmation heartbeats)",
                              str(ht["heartbeats"]), str(ht["stalled"]), "-"]] if (ht := st["simulated"].get("false_alarms_30d_heavy_tail")) else [])])]
+    fl = st.get("fleet")
+    if fl:
+        frs = fl["repetitions"]
+        refused = ", ".join(f"{u['bucket']} ({u['reason']})" for u in fl["unprobeable"])
+        lines += ["", f"**The lab fleet** (issue 18): {fl['routes']} replicated bucket pairs the inventory found on the lab's source "
+                  "server (each replicating through its own Toxiproxy listener), heartbeats on all of them through one Heartbeat "
+                  f"invocation per period for the group, run as the member account's prober; each fault on one route drawn at random. "
+                  f"The buckets the inventory refused: {refused}.", "",
+                  table(f"Fleet faults ({fl['routes']} routes, T = {fl['period_s']} s; seconds after the fault, then after healing)",
+                        ["#", "faulted route", "contributors", "STALLED", "ALARM", "routes in ALARM", "other routes stalled", "HEALTHY", "OK"],
+                        [[str(i + 1), r["faulted_route"], str(r["contributors"]), fmt(r["stalled_s"], ".1f"), fmt(r["alarm_s"], ".1f"),
+                          ", ".join(r["in_alarm"]) or "none", ", ".join(r["other_routes_stalled"]) or "none", fmt(r["healthy_s"], ".1f"),
+                          fmt(r["alarm_ok_s"], ".1f")] for i, r in enumerate(frs)])]
     lat = h["latency_s"]
     if lat:
         lines += ["", f"Lab heartbeat latency (hi, s) over the healthy run: min {min(lat):.3f}, median {median(lat):.3f}, max {max(lat):.3f} "
@@ -518,6 +531,13 @@ def readme_stall(doc: Doc) -> str:
            f"{len(reps)} `{reps[0]['fault'] if reps else '-'}` faults); simulated at the defaults (60 s, 20 s floor): STALLED "
            f"{' / '.join(mmm(d['stalled_s'], '.0f'))} s, ALARM {' / '.join(mmm(d['alarm_s'], '.0f'))} s after the fault. False alarms: "
            f"{h['stalled']} in a healthy lab run of {h['heartbeats']} heartbeats, {f30['stalled']} in {f30['days']:g} simulated days."]
+    fl = st.get("fleet")
+    if fl:
+        frs = fl["repetitions"]
+        named = sum(1 for r in frs if r["in_alarm"] == [r["faulted_route"]] and not r["other_routes_stalled"])
+        alarm_f = [r["alarm_s"] for r in frs if r["alarm_s"] is not None]
+        out.append(f"In a lab fleet of {fl['routes']} routes, the fleet alarm named the faulted route and no other in {named} of "
+                   f"{len(frs)} faults (ALARM {' / '.join(mmm(alarm_f, '.1f'))} s after the fault).")
     if c:
         out.append(f"Heartbeats cost ${c['with_metric_and_alarm_usd']:.2f} per route a month (modelled; ${c['heartbeats_usd']:.2f} without "
                    "their metric and alarm).")
