@@ -56,10 +56,12 @@ demo:  ## THE MAIN JOB: measure real replication in the local lab (table + chart
 	$(MAKE) --no-print-directory -j2 $(BIN)/.installed-lab lab-servers
 	$(BIN)/replmon lab run $(ARGS)
 
-bench: venv lab-deps  ## P1-P5 (docs/BENCH.md), P6 event ingestion (docs/BENCH-INGEST.md), stall detection (docs/BENCH-STALL.md), M1-M3 mounts: runner overhead, Mountpoint vs s3fs (docs/BENCH-MOUNTS.md)
+bench: venv lab-deps  ## P1-P5 (docs/BENCH.md), P6 event ingestion (docs/BENCH-INGEST.md), stall detection (docs/BENCH-STALL.md), the lab fleet (docs/BENCH-FLEET.md), the collector vs N (docs/BENCH-COLLECTOR.md), M1-M3 mounts: runner overhead, Mountpoint vs s3fs (docs/BENCH-MOUNTS.md)
 	$(BIN)/replmon lab bench $(ARGS)
 	$(BIN)/replmon lab bench-ingest
 	$(BIN)/replmon lab bench-stall
+	$(BIN)/replmon lab bench-fleet
+	$(BIN)/replmon lab bench-collector
 	$(BIN)/replmon lab bench-mounts
 
 lint: venv node_modules/.installed  ## ruff, mypy, cfn-lint, sam validate --lint, ASL lint

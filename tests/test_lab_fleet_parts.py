@@ -1,45 +1,73 @@
-"""The lab fleet's parts that need no server (lab/fleet.py): the prober user's policy is the member
-account's prober role, and the fleet alarm names exactly the contributors whose StallSeconds breach."""
+"""The lab fleet's parts that need no server (lab/fleetlab.py): its MinIO users hold the member
+account's role statements (only the account condition MinIO cannot know is dropped), and the fleet
+alarm names exactly the contributors whose StallSeconds breach - of the series its query returns."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from replmon.core.telemetry import NAMESPACE, ROUTE, ROUTE_GROUP, SERVICE, SERVICE_DIM
-from replmon.lab.fleet import fleet_alarm_transitions, prober_policy
-from replmon.lab.lab import PREFIX
+from replmon.lab.fleetlab import ALARM, MEMBER_TEMPLATE, member_policy, named_only
+from replmon.lab.stallbench import contributor_transitions
+from replmon.local.cfn import Resolver
 from replmon.local.insights import Point
+from replmon.local.template import load_template
 
 
-def test_the_prober_user_gets_the_member_templates_prober_statements_without_the_account_condition() -> None:
-    policy = prober_policy()
-    statements = policy["Statement"]
-    actions = {a for st in statements for a in st["Action"]}
-    # what the Heartbeat and the state machine's functions call on a registry route's buckets
-    assert {"s3:PutObject", "s3:GetObjectVersion", "s3:DeleteObjectVersion", "s3:ListBucket"} <= actions
-    assert all(a.startswith("s3:") for a in actions)  # MinIO has no KMS: those statements are not sent
-    writes = next(st for st in statements if "s3:PutObject" in st["Action"] and "s3:DeleteObjectVersion" in st["Action"])
-    assert writes["Resource"] == f"arn:aws:s3:::*/{PREFIX}*"  # data only under the probe prefix, any bucket (by pattern)
-    for st in statements:
-        assert "s3:ResourceAccount" not in str(st.get("Condition", {}))
-    listing = next(st for st in statements if "s3:ListBucket" in st["Action"])
-    assert listing["Condition"]["StringLike"]["s3:prefix"][0] == f"{PREFIX}*"  # the prefix condition is kept
+@pytest.mark.parametrize("role", ["ProberRole", "InventoryRole"])
+def test_the_lab_users_hold_the_member_roles_s3_statements_but_the_account_condition(role: str) -> None:
+    """Each S3 statement of the role in templates/member-account.yaml, resolved as the lab resolves it,
+    is in the user's policy with the same actions and resources; its conditions differ only by the
+    missing s3:ResourceAccount (MinIO's one account)."""
+    t = load_template(MEMBER_TEMPLATE)
+    r = Resolver(t, {"HubAccountId": "111111111111", "ProbePrefix": "replmon-probes/"}, account="111111111111")
+    template = [st for p in t["Resources"][role]["Properties"]["Policies"] for st in r.resolve(p["PolicyDocument"]["Statement"])
+                if any(str(a).startswith("s3:") for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]]))]
+    got = member_policy(role)["Statement"]
+    assert len(got) == len(template) >= 2
+    for mine, theirs in zip(got, template, strict=True):
+        actions = theirs["Action"] if isinstance(theirs["Action"], list) else [theirs["Action"]]
+        assert mine["Action"] == [a for a in actions if a.startswith("s3:")] and mine["Resource"] == theirs["Resource"]
+        want = {op: {k: v for k, v in kv.items() if k != "s3:ResourceAccount"} for op, kv in (theirs.get("Condition") or {}).items()}
+        assert mine.get("Condition", {}) == {op: kv for op, kv in want.items() if kv}
+    if role == "ProberRole":  # probe data only under the probe prefix, of any bucket (by pattern)
+        assert any(st["Resource"] == "arn:aws:s3:::*/replmon-probes/*" and "s3:DeleteObjectVersion" in st["Action"] for st in got)
 
 
-def _points(route: str, values: list[tuple[float, float]]) -> list[Point]:
-    dims = {SERVICE_DIM: SERVICE, ROUTE_GROUP: "g00", ROUTE: route}
+def _points(route: str, values: list[tuple[float, float]], group: str = "g00", service: bool = True) -> list[Point]:
+    dims = {**({SERVICE_DIM: SERVICE} if service else {}), ROUTE_GROUP: group, ROUTE: route}
     return [Point(NAMESPACE, "StallSeconds", dims, t, v) for t, v in values]
 
 
-def test_the_fleet_alarm_names_only_the_route_whose_stall_seconds_breach() -> None:
+def test_the_fleet_alarm_names_only_the_route_whose_stall_seconds_breach_among_its_own_series() -> None:
     start, period = 1_795_428_000.0, 10.0
     ticks = [start + 5 + period * i for i in range(30)]  # 30 lab periods = 30 alarm minutes
-    points = []
-    for route in ("app-01", "app-02", "app-03"):
+    points: list[Point] = []
+    for route in ("app-01", "app-03"):
         points += _points(route, [(t, 0.0) for t in ticks])
-    # app-02 stalls for lab periods 10-14
-    points = [p for p in points if not (p.dimensions[ROUTE] == "app-02" and 10 <= (p.timestamp - start - 5) / period < 15)]
-    points += _points("app-02", [(ticks[i], 3.0 + i) for i in range(10, 15)])
-    alarms = fleet_alarm_transitions(points, start, ticks[-1], period)
+    points += _points("app-02", [(t, 3.0 + i if 10 <= i < 15 else 0.0) for i, t in enumerate(ticks)])  # stalls for 5 periods
+    points += _points("other-group", [(t, 50.0) for t in ticks], group="g01")  # another group's alarm
+    points += _points("no-service", [(t, 50.0) for t in ticks], service=False)  # not what the functions emit
+    alarms, series = contributor_transitions(points, start, ticks[-1], period, ALARM)
+    assert series == {"app-01", "app-02", "app-03"}
     assert sorted(alarms) == ["app-02"]
     (on, first_state), (off, second_state) = alarms["app-02"]
     assert (first_state, second_state) == ("ALARM", "OK")
     assert ticks[10] <= on <= ticks[11] + period and ticks[15] <= off <= ticks[16] + period
+
+
+def _rep(**changes: Any) -> dict[str, Any]:
+    rep = {"routes": 3, "contributors": 3, "faulted_route": "app-02", "before_fault_transitions": 0, "alarms_before_fault": 0,
+           "stalled_s": 5.0, "alarm_s": 7.0, "healthy_s": 9.0, "alarm_ok_s": 20.0, "in_alarm": ["app-02"], "other_routes_stalled": [],
+           "errors": [], "heartbeat_faults": {"ProbeError": 0, "CleanupFailed": 0}}
+    return rep | changes
+
+
+@pytest.mark.parametrize("change", [{}, {"contributors": 2}, {"alarms_before_fault": 1}, {"before_fault_transitions": 1},
+                                    {"alarm_s": None}, {"alarm_ok_s": None}, {"in_alarm": ["app-01", "app-02"]},
+                                    {"other_routes_stalled": ["app-03"]}, {"errors": ["boom"]},
+                                    {"heartbeat_faults": {"ProbeError": 0, "CleanupFailed": 2}}])
+def test_a_fleet_fault_passes_only_when_the_faulted_route_alone_was_named_and_nothing_else_went_wrong(change: dict[str, Any]) -> None:
+    assert named_only(_rep(**change)) is (change == {})

@@ -15,6 +15,8 @@ AWS's contracts encoded here (/work/notes/aws-contracts.md):
 - C19.12 "CloudWatch cross-account observability" (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch-Unified-Cross-Account.html):
   CloudWatch data is regional; a GetMetricData call reads its endpoint's Region.
 - C18.10 Metrics Insights alarms need GROUP BY and ORDER BY to evaluate many series.
+- C18.15 GetMetricData (CloudWatch API reference): "A single GetMetricData call can include as many
+  as 500 MetricDataQuery structures"; each Id unique within the call, a lowercase letter first.
 - C19.7 "Event notification types and destinations" (https://docs.aws.amazon.com/AmazonS3/latest/userguide/notification-how-to-event-types-and-destinations.html):
   "The Amazon SQS queue must be in the same AWS Region as your Amazon S3 bucket", the same for topics.
 - C19.9 "Using EventBridge" (https://docs.aws.amazon.com/AmazonS3/latest/userguide/EventBridge.html):
@@ -121,6 +123,39 @@ def test_a_cross_region_route_reads_each_metric_with_a_client_in_its_region(aws:
     # The defect this replaces: one client in the stack's Region saw none of the four.
     [old] = [s for s in collect_rtc(lambda key: readers(ReaderKey(None, REGION)), route, now) if s.destination == "dst-singapore"]
     assert len(old.missing) == 4
+
+
+def test_a_fleets_metrics_are_read_in_calls_of_at_most_500_queries_with_the_same_values(aws: None) -> None:
+    """150 routes (Tokyo -> Singapore, each with a second, same-Region destination) are read in as few
+    GetMetricData calls as the API allows - at most 500 queries each (C18.15), per Region - and every
+    route's samples are what one route's own read gives (moto keeps the Regions apart, C19.12)."""
+    from replmon.signals.rtc import MAX_QUERIES_PER_CALL, collect_rtc_fleet
+
+    now = datetime.now(UTC).timestamp()
+    publish_as_s3_does(now)
+    routes = [cross_region_route()] + [
+        Route.model_validate({"name": f"fleet-{i}", "source": {"bucket": f"src-{i}", "region": TOKYO},
+                              "destinations": [{"bucket": f"dst-{i}", "region": SINGAPORE, "rule_id": "r"},
+                                               {"bucket": f"dst-tokyo-{i}", "rule_id": "r"}]}) for i in range(149)]
+    readers = CloudWatchReaders()
+    sizes: list[tuple[str, int]] = []  # (client Region, queries in the call)
+    for key in {k for r in routes for k, _ in queries_for(r)}:
+        client = readers(key).client
+
+        def record(params: dict[str, Any], _client: Any = client, **_: Any) -> None:
+            if "NextToken" not in params:
+                sizes.append((_client.meta.region_name, len(params["MetricDataQueries"])))
+
+        client.meta.events.register("provide-client-params.cloudwatch.GetMetricData", record)
+    got = collect_rtc_fleet(readers, routes, now)
+    # Singapore: 3 metrics x 150 routes = 450 queries; Tokyo: (1 + 4) x 150 = 750 -> 500 + 250
+    assert sorted(sizes) == [(TOKYO, 250), (TOKYO, 500), (SINGAPORE, 450)] and got.calls == 3 and got.failed == {}
+    assert max(n for _, n in sizes) <= MAX_QUERIES_PER_CALL
+    for r in (routes[0], routes[77]):
+        alone = collect_rtc(readers, r, now)
+        assert [x.to_item() for x in got.samples[r.name]] == [x.to_item() for x in alone]
+    sg = got.samples["tokyo-singapore"][0].series
+    assert (sg["ReplicationLatency"].latest, sg["OperationsFailedReplication"].latest) == (42.0, 2.0)
 
 
 class _Table:

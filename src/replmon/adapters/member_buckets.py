@@ -49,12 +49,15 @@ def _code(exc: ClientError) -> str:
 class AwsBucketReader:
     """:class:`~replmon.core.ports.BucketReader` of one account, with its assumed credentials."""
 
-    def __init__(self, account: str, credentials: Mapping[str, str] | None, make_client: ClientFactory = default_client) -> None:
+    def __init__(self, account: str, credentials: Mapping[str, str] | None, make_client: ClientFactory = default_client,
+                 regions: Mapping[str, str] | None = None) -> None:
+        """``regions``: buckets whose Region is known beforehand (the lab's two servers, which
+        HeadBucket cannot tell apart); any other is asked of S3."""
         self.account = account
         self._credentials = credentials
         self._make = make_client
         self._clients: dict[str | None, Any] = {}
-        self._regions: dict[str, str] = {}
+        self._regions: dict[str, str] = dict(regions or {})
 
     def _s3(self, region: str | None) -> Any:
         if region not in self._clients:

@@ -52,6 +52,17 @@ def check_bandwidth(value: str) -> str:
 LAB_DIR_HELP = "The lab's directory (servers' data, logs, charts, records); the lab's alone."
 
 
+def fleet_size(value: str) -> int:
+    """``--routes N`` of the lab: one count (``replmon cost --routes`` takes several), 1 to 99."""
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= 99:
+        fail(f"--routes {value!r}: the lab fleet's number of routes, 1 to 99 (e.g. --routes 20)")
+    return n
+
+
 @lab_app.command("run", epilog=help_for("lab run"))
 def lab_run(
     sizes: Annotated[str, typer.Option(metavar="SIZES", help="Preset name or comma-separated sizes (1MiB,64MiB,...).")] = "lab-ladder",
@@ -67,9 +78,9 @@ def lab_run(
     history: Annotated[bool, typer.Option(help="Let earlier runs' throughput skip early HEADs (off: every run polls from the start).")] = False,
     lab_dir: Annotated[Path, typer.Option("--dir", metavar="DIR", help=LAB_DIR_HELP)] = Path("lab-data"),
     wide: Annotated[bool, typer.Option("--wide", help=WIDE_HELP)] = False,
-    routes: Annotated[int, typer.Option("--routes", min=1, max=99, metavar="N", help="A lab fleet: N replicated bucket pairs (and "
-                                        "buckets the inventory must refuse), found by the inventory and probed in one run "
-                                        "(--sizes defaults to 1MiB there); the verdict per route.")] = 1,
+    routes: Annotated[str | None, typer.Option("--routes", metavar="N", help="Instead: a lab fleet of N (1-99) replicated bucket "
+                                               "pairs (and buckets the inventory must refuse), found by the inventory and probed in "
+                                               "one run (--sizes defaults to 1MiB there); the verdict per route.")] = None,
     fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table,
 ) -> int:
     """Run a probe ladder in the lab: the verdict, the table, a chart.
@@ -88,8 +99,10 @@ def lab_run(
     from replmon.probe.request import load_settings
 
     bandwidth = check_bandwidth(bandwidth)
-    if routes > 1:
-        return _run_fleet(routes, "1MiB" if sizes == "lab-ladder" else sizes, trials, target, bandwidth, timeout, resolution, lab_dir, fmt)
+    if routes is not None:
+        if history or wide:
+            fail("--history/--wide: not with --routes (the fleet run polls from the start and prints one row a route)")
+        return _run_fleet(fleet_size(routes), "1MiB" if sizes == "lab-ladder" else sizes, trials, target, bandwidth, timeout, resolution, lab_dir, fmt)
     flags = {"sizes": sizes, "timeout_seconds": timeout, "target_seconds": target, "max_concurrency": 1,
              "poll": {"floor_seconds": resolution, "use_history": history}, **({"trials": trials} if trials is not None else {})}
     try:  # bad flags fail before any server starts
@@ -159,12 +172,13 @@ def lab_run(
 
 def _run_fleet(n: int, sizes: str, trials: int | None, target: float, bandwidth: str, timeout: int, resolution: float, lab_dir: Path,
                fmt: Format) -> int:
-    """``lab run --routes N``: the lab fleet's routes, as the inventory found them, through one run of the
-    real state machine (each route's probes as a registry route's, with the member prober's permissions)."""
+    """``lab run --routes N``: the lab fleet's routes, as the inventory found them, in one ad-hoc run of
+    the real state machine (the routes in its input: the registry planner is not exercised here), every
+    function as the member account's prober (lab/fleetlab.py)."""
     from replmon.cli.output import envelope, record_json, summary_json, within_counts
     from replmon.cli.runend import write_run_files
     from replmon.core.stats import summarize
-    from replmon.lab.fleet import fleet_leftovers, setup_fleet
+    from replmon.lab.fleetlab import fleet_leftovers, setup_fleet
     from replmon.lab.lab import Lab
     from replmon.lab.servers import LabError
     from replmon.local.aslrun import FUNCTIONS
@@ -412,9 +426,6 @@ def lab_bench_stall(
     healthy_periods: Annotated[int, typer.Option(min=6, max=2000, help="Heartbeat periods of a healthy route counted for false "
                                                  "alarms (60 = as many heartbeats as an hour at the defaults).")] = 60,
     fault: Annotated[str, typer.Option(help="hang, reset, latency or bandwidth (lab/faults.py).")] = "hang",
-    fleet_routes: Annotated[int, typer.Option(min=0, max=99, help="Then a lab fleet of this many routes (0: none): a fault on one "
-                                              "route at random, the fleet alarm's contributors in ALARM (issue 18).")] = 20,
-    fleet_reps: Annotated[int, typer.Option(min=1, max=20, help="Faults in the lab fleet.")] = 3,
     lab_dir: Annotated[Path, typer.Option("--dir", metavar="DIR", help=LAB_DIR_HELP)] = Path("lab-data/bench-stall"),
     output: Annotated[Path, typer.Option(help="Where the generated report goes.")] = Path("docs/BENCH-STALL.md"),
 ) -> int:
@@ -428,7 +439,6 @@ def lab_bench_stall(
     from replmon.cost.fleet import HEARTBEAT_PREFIX, fleet_estimate, stall_metric_and_alarm
     from replmon.lab.benchreport import SCHEMA, facts, finish, json_path_for
     from replmon.lab.faults import FAULTS
-    from replmon.lab.fleet import run_fleet_bench
     from replmon.lab.lab import Lab
     from replmon.lab.servers import LabError
     from replmon.lab.stallbench import run_stall_bench
@@ -437,16 +447,12 @@ def lab_bench_stall(
         fail(f"--fault {fault!r}: use one of {', '.join(FAULTS)}")
     check_output_file(output, "--output")
     started = _time.time()
-    command = (f"replmon lab bench-stall --reps {reps} --healthy-periods {healthy_periods} --fault {fault} "
-               f"--fleet-routes {fleet_routes} --fleet-reps {fleet_reps}")
+    command = f"replmon lab bench-stall --reps {reps} --healthy-periods {healthy_periods} --fault {fault}"
     doc: dict[str, Any] = {"schema": SCHEMA, "report": "bench-stall", "facts": facts(command)}
     try:
         with Lab(lab_dir) as lab:
             doc["stall"] = run_stall_bench(lab, reps=reps, healthy_periods=healthy_periods, fault=fault,
                                            progress=lambda m: err.print(m, highlight=False))
-            if fleet_routes:
-                doc["stall"]["fleet"] = run_fleet_bench(lab, routes=fleet_routes, reps=fleet_reps, fault=fault,
-                                                        progress=lambda m: err.print(m, highlight=False))
     except LabError as exc:
         fail(str(exc), USAGE if str(exc).startswith("--dir") else INFRASTRUCTURE)
     est = fleet_estimate(100, ProbeClasses.parse(DEFAULTS.probe_classes))
@@ -456,6 +462,80 @@ def lab_bench_stall(
                             "probe_schedule_usd": round(est.per_route - own - stall_metric_and_alarm(est), 3),
                             "probe_classes": DEFAULTS.probe_classes, "as_of": est.as_of, "modelled": True}
     finish(doc, started, json_path_for(output, "bench-stall"), output)
+    err.print(f"wrote {output}", highlight=False)
+    return 0
+
+
+@lab_app.command("bench-fleet")
+def lab_bench_fleet(
+    routes: Annotated[str, typer.Option("--routes", metavar="N", help="The lab fleet's size (1-99).")] = "20",
+    reps: Annotated[int, typer.Option(min=3, max=20, help="Faults, each on a route drawn at random.")] = 3,
+    fault: Annotated[str, typer.Option(help="hang, reset, latency or bandwidth (lab/faults.py).")] = "hang",
+    lab_dir: Annotated[Path, typer.Option("--dir", metavar="DIR", help=LAB_DIR_HELP)] = Path("lab-data/bench-fleet"),
+    output: Annotated[Path, typer.Option(help="Where the generated report goes.")] = Path("docs/BENCH-FLEET.md"),
+) -> int:
+    """Detection in the lab fleet (issue 18): per fault on one route, the time to its contributor of
+    the fleet alarm in ALARM, and every other contributor that went into ALARM (none expected)."""
+    import time as _time
+
+    from replmon.lab.benchreport import SCHEMA, facts, finish, json_path_for
+    from replmon.lab.faults import FAULTS
+    from replmon.lab.fleetlab import run_fleet_bench
+    from replmon.lab.lab import Lab
+    from replmon.lab.servers import LabError
+
+    n = fleet_size(routes)
+    if fault not in FAULTS:
+        fail(f"--fault {fault!r}: use one of {', '.join(FAULTS)}")
+    check_output_file(output, "--output")
+    started = _time.time()
+    doc: dict[str, Any] = {"schema": SCHEMA, "report": "bench-fleet",
+                           "facts": facts(f"replmon lab bench-fleet --routes {n} --reps {reps} --fault {fault}")}
+    try:
+        with Lab(lab_dir) as lab:
+            doc["fleet"] = run_fleet_bench(lab, routes=n, reps=reps, fault=fault, progress=lambda m: err.print(m, highlight=False))
+    except LabError as exc:
+        fail(str(exc), USAGE if str(exc).startswith("--dir") else INFRASTRUCTURE)
+    finish(doc, started, json_path_for(output, "bench-fleet"), output)
+    err.print(f"wrote {output}", highlight=False)
+    return 0
+
+
+@lab_app.command("bench-collector")
+def lab_bench_collector(
+    routes: Annotated[str, typer.Option("--routes", metavar="N[,N...]", help="Fleet sizes to measure (each loads the routes the "
+                                        "previous lacked: 30 days of the default schedule's records).")] = "1,10,100",
+    repeats: Annotated[int, typer.Option(min=3, max=20, help="Collector runs per fleet size (min / median / max).")] = 3,
+    lab_dir: Annotated[Path, typer.Option("--dir", metavar="DIR", help=LAB_DIR_HELP)] = Path("lab-data/bench-collector"),
+    output: Annotated[Path, typer.Option(help="Where the generated report goes.")] = Path("docs/BENCH-COLLECTOR.md"),
+) -> int:
+    """The collector against a fleet's history (issue 18): wall time, DynamoDB calls and items read,
+    GetMetricData calls per run for N routes with 30 days of records in DynamoDB Local."""
+    import time as _time
+
+    from replmon.lab.benchreport import SCHEMA, facts, finish, json_path_for
+    from replmon.lab.collectorbench import run_collector_bench
+    from replmon.lab.lab import TABLE, Lab
+    from replmon.lab.servers import LabError
+
+    try:
+        sizes = sorted({int(x) for x in routes.split(",") if x.strip()})
+    except ValueError:
+        sizes = []
+    if not sizes or sizes[0] < 1 or sizes[-1] > 5000:
+        fail(f"--routes {routes!r}: fleet sizes 1 to 5000, comma-separated (e.g. 1,10,100)")
+    check_output_file(output, "--output")
+    started = _time.time()
+    command = f"replmon lab bench-collector --routes {','.join(map(str, sizes))} --repeats {repeats}"
+    doc: dict[str, Any] = {"schema": SCHEMA, "report": "bench-collector", "facts": facts(command)}
+    try:
+        with Lab(lab_dir, events=False, least_privilege=False) as lab:
+            doc["collector"] = {"sizes": run_collector_bench(lab.dynamodb_client(), TABLE, sizes, repeats=repeats,
+                                                             progress=lambda m: err.print(m, highlight=False)),
+                                "goal": {"routes": 1000, "wall_s": 60, "items_read_per_route": 20}}
+    except LabError as exc:
+        fail(str(exc), USAGE if str(exc).startswith("--dir") else INFRASTRUCTURE)
+    finish(doc, started, json_path_for(output, "bench-collector"), output)
     err.print(f"wrote {output}", highlight=False)
     return 0
 
@@ -492,8 +572,8 @@ def lab_chaos(
     lab_dir: Annotated[Path, typer.Option("--dir", metavar="DIR", help=LAB_DIR_HELP)] = Path("lab-data/chaos"),
     stall: Annotated[bool, typer.Option("--stall", help="Instead: heartbeats through the real Heartbeat function; seconds from "
                                         "the fault to STALLED and to the RouteStalled alarm, from healing to HEALTHY and OK.")] = False,
-    routes: Annotated[int, typer.Option("--routes", min=1, max=99, metavar="N", help="With --stall: a lab fleet of N replicated "
-                                        "bucket pairs the inventory finds (each through its own listener); the fault breaks one.")] = 1,
+    routes: Annotated[str | None, typer.Option("--routes", metavar="N", help="With --stall: a lab fleet of N (1-99) replicated "
+                                               "bucket pairs the inventory finds (each through its own listener); the fault breaks one.")] = None,
     route: Annotated[str | None, typer.Option("--route", metavar="NAME", help="With --routes: the route to fault (app-NN; "
                                               "default the middle one).")] = None,
     fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table,
@@ -505,10 +585,12 @@ def lab_chaos(
     The headline judges the healed route as `replmon report` would. With --stall: stall detection
     (issue 21) at the lab's cadence (heartbeats every 10 s), docs/SEMANTICS.md "Stalls".
     """
-    if (routes > 1 or route is not None) and not stall:
+    if (routes is not None or route is not None) and not stall:
         fail("--routes/--route: the lab fleet's fault runs with --stall (heartbeats on every route, the fleet alarm)")
-    if stall and (routes > 1 or route is not None):
-        return _chaos_fleet(fault, routes, route, lab_dir, fmt)
+    if route is not None and routes is None:
+        fail("--route: name the fleet's size too (--routes N)")
+    if stall and routes is not None:
+        return _chaos_fleet(fault, fleet_size(routes), route, lab_dir, fmt)
     if stall:
         return _chaos_stall(fault, lab_dir, fmt)
     from replmon.lab.chaos import run_chaos
@@ -583,7 +665,7 @@ def _chaos_stall(fault: str, lab_dir: Path, fmt: Format) -> int:
 
 def _chaos_fleet(fault: str, routes: int, route: str | None, lab_dir: Path, fmt: Format) -> int:
     from replmon.lab.faults import FAULTS
-    from replmon.lab.fleet import fleet_fault, route_bucket, setup_fleet
+    from replmon.lab.fleetlab import ALARM, fleet_fault, route_bucket, setup_fleet
     from replmon.lab.lab import Lab
     from replmon.lab.servers import LabError
     from replmon.lab.stallbench import LAB_FLOOR, LAB_PERIOD
@@ -604,26 +686,26 @@ def _chaos_fleet(fault: str, routes: int, route: str | None, lab_dir: Path, fmt:
         with Lab(lab_dir) as lab:
             fleet = setup_fleet(lab, routes)
             err.print(f"lab fleet up: {len(fleet.routes)} routes the inventory found probeable, "
-                      f"{len(fleet.survey) - len(fleet.routes)} buckets it did not (below); heartbeats every {LAB_PERIOD} s "
+                      f"{len(fleet.survey) - len(fleet.routes)} other buckets (below); heartbeats every {LAB_PERIOD} s "
                       f"(floor {LAB_FLOOR} s), one Heartbeat invocation for the group", highlight=False)
             rep = fleet_fault(fleet, route, fault, load_handler("Heartbeat"), progress=lambda m: err.print(m, highlight=False))
     except LabError as exc:
-        fail(str(exc), USAGE if str(exc).startswith("--dir") else INFRASTRUCTURE)
-    ok = (rep["stalled_s"] is not None and rep["alarm_s"] is not None and rep["in_alarm"] == [route]
-          and not rep["other_routes_stalled"] and rep["contributors"] == len(fleet.routes))
-    unprobed = [s for s in fleet.survey if s["reason"] != "OK"]
+        fail(str(exc), USAGE if str(exc).startswith(("--dir", "--route")) else INFRASTRUCTURE)
+    ok = rep["named_only_the_faulted_route"]
     if fmt is Format.table:
-        emit(unprobed, fmt, "buckets the inventory did not make routes of (and why)", columns=["bucket", "mode", "reason", "detail"])
+        emit([x for x in fleet.survey if x["bucket"] not in fleet.proxies], fmt, "buckets the inventory read that are not in the fleet (and why)",
+             columns=["bucket", "mode", "reason", "detail"])
+    left = sum(len(v) for v in rep["left_behind"].values())
     row = {"routes": rep["routes"], "faulted": route, "fault": fault, "STALLED s": rep["stalled_s"], "ALARM s": rep["alarm_s"],
            "routes in ALARM": ", ".join(rep["in_alarm"]) or "none", "HEALTHY s (after healing)": rep["healthy_s"],
-           "OK s (after healing)": rep["alarm_ok_s"]}
-    emit([row], fmt, f"lab chaos --stall --routes {routes}: the fleet alarm RouteStalled-g00 over {rep['contributors']} contributors "
+           "OK s (after healing)": rep["alarm_ok_s"], "left behind": left}
+    emit([row], fmt, f"lab chaos --stall --routes {routes}: the fleet alarm {ALARM} over {rep['contributors']} contributors "
          f"(one alarm minute = one {LAB_PERIOD} s period)",
-         document={"schema_version": 1, "command": "lab chaos", "stall": True, "fleet": True, "named_only_the_faulted_route": ok,
-                   "survey": fleet.survey, **rep})
+         document={"schema_version": 1, "command": "lab chaos", "stall": True, "fleet": True, "survey": fleet.survey, **rep})
     (out if fmt is Format.table else err).print(
         f"lab chaos --stall --routes {routes} {fault} on {route}: "
-        + ("the fleet alarm named that route and no other" if ok else "the fleet alarm did NOT name exactly that route"),
+        + ("the fleet alarm named that route and no other" if ok else "the fleet alarm did NOT name exactly that route "
+           "(or a route stalled before the fault, or the Heartbeat failed: see the JSON)"),
         highlight=False, markup=False)
     return OK if ok else Exit.BREACH
 

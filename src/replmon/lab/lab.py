@@ -69,12 +69,18 @@ def function_policy(function: str) -> dict[str, Any] | None:
     mode); None if it has none (it then runs as a user with no policy: every S3 call denied)."""
     t = load_template(TEMPLATE)
     r = Resolver(t, {"BucketMode": "existing", "SourceBucketName": SOURCE_BUCKET, "DestinationBucketName": DEST_BUCKET})
-    statements = []
-    for st in function_statements(t, function, r):
+    statements = s3_statements(function_statements(t, function, r))
+    return {"Version": "2012-10-17", "Statement": statements} if statements else None
+
+
+def s3_statements(statements: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The statements' S3 actions only (what a MinIO policy can hold); statements left with none are dropped."""
+    out = []
+    for st in statements:
         actions = [a for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]]) if a.startswith("s3:")]
         if actions:
-            statements.append({**st, "Action": actions})
-    return {"Version": "2012-10-17", "Statement": statements} if statements else None
+            out.append({**st, "Action": actions})
+    return out
 
 
 def claim_directory(root: Path) -> IO[str]:

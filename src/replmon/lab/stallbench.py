@@ -111,29 +111,38 @@ def first(points: list[tuple[float, float]], after: float, pred: Callable[[float
     return next((t for t, v in points if t >= after and pred(v)), None)
 
 
-def alarm_transitions(points: list[Point], route: str, start: float, end: float, period: float) -> list[tuple[float, str]]:
-    """The template's RouteStalled alarm (Period 60) stepped each alarm minute over the lab's points,
-    their times stretched by 60 / ``period`` from ``start``; the contributor's state changes mapped back
-    to lab time."""
+def contributor_transitions(points: list[Point], start: float, end: float, period: float,
+                            alarm: str = ALARM) -> tuple[dict[str, list[tuple[float, str]]], set[str]]:
+    """The template's ``alarm`` (a Metrics Insights alarm, Period 60) stepped each alarm minute over
+    the lab's points, their times stretched by 60 / ``period`` from ``start``: each contributor's
+    state changes mapped back to lab time (a route absent never left OK), and every contributor the
+    alarm's query returned (its series: the query's SCHEMA and WHERE decide, not the emitter)."""
     from replmon.local.template import TEMPLATE, load_template
 
-    evaluator: AlarmEvaluator = template_alarms(load_template(TEMPLATE))[ALARM]
+    evaluator: AlarmEvaluator = template_alarms(load_template(TEMPLATE))[alarm]
     scale = 60.0 / period
-    scaled = [Point(p.namespace, p.metric, p.dimensions, start + (p.timestamp - start) * scale, p.value) for p in points
-              if p.metric == "StallSeconds" and p.dimensions.get(ROUTE) == route]
-    out, state = [], "OK"
+    scaled = [Point(p.namespace, p.metric, p.dimensions, start + (p.timestamp - start) * scale, p.value) for p in points]
+    out: dict[str, list[tuple[float, str]]] = {}
+    state: dict[str, str] = {}
+    seen: set[str] = set()
     t = math.floor(start / 60.0) * 60.0 + 60.0  # CloudWatch evaluates each minute, over the last whole period
     while t <= start + (end - start) * scale + 60.0:
-        contributor = evaluator.step(t + 1.0, scaled).contributors.get((route,))
-        now_state = contributor.state if contributor else "OK"
-        if now_state != state:
-            out.append((start + (t - start) / scale, now_state))
-            state = now_state
+        for key, c in evaluator.step(t + 1.0, scaled).contributors.items():
+            route = key[0]
+            seen.add(route)
+            if c.state != state.get(route, "OK"):
+                out.setdefault(route, []).append((start + (t - start) / scale, c.state))
+                state[route] = c.state
         t += 60.0
-    return out
+    return out, seen
 
 
-# ------------------------------------------------------------------------------------------ simulation
+def alarm_transitions(points: list[Point], route: str, start: float, end: float, period: float) -> list[tuple[float, str]]:
+    """One route's contributor of the RouteStalled alarm (:func:`contributor_transitions`)."""
+    mine = [p for p in points if p.dimensions.get(ROUTE) == route]
+    return contributor_transitions(mine, start, end, period)[0].get(route, [])
+
+
 def simulate_detection(period: float, floor: float, latencies: list[float], trials: int, seed: int = 7) -> list[dict[str, float]]:
     """A full stall at a random phase of the heartbeat schedule, through signals/stall.py with the
     Heartbeat's confirmation rule, one-second evaluation rounds (as the function's), and the alarm

@@ -9,7 +9,6 @@ from typing import Any, Protocol
 
 from replmon.core.clock import Clock
 from replmon.core.defaults import DEFAULTS
-from replmon.core.errors import StoreUnavailable
 from replmon.core.keys import iso_ms
 from replmon.core.partitions import RTC, signal_partition
 from replmon.core.ports import LatencyTable, MetricReaders, MetricsSink
@@ -17,7 +16,7 @@ from replmon.core.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
 from replmon.core.route import Route
 from replmon.core.telemetry import ROUTE
 from replmon.signals.health import RouteHealth, publish_health, route_health
-from replmon.signals.rtc import collect_rtc
+from replmon.signals.rtc import collect_rtc_fleet
 from replmon.signals.slo import SloSpec, check_budget
 
 log = logging.getLogger("replmon")
@@ -25,22 +24,21 @@ log = logging.getLogger("replmon")
 
 def collect(routes: Sequence[Route], store: LatencyTable, readers: MetricReaders | None, metrics: MetricsSink, now: float,
             spec: SloSpec, window: float, retention_days: int) -> list[RouteHealth]:
-    """Per route: read (each metric in the Region S3 publishes it, signals/rtc.py) and store RTC
-    metrics, evaluate RPO and SLO, emit them. A route whose RTC read fails is still evaluated from
-    probes and events (the failure is named in the result)."""
+    """Every route's RTC metrics in batched reads (each metric in the Region S3 publishes it, at most
+    500 queries a GetMetricData call; signals/rtc.py), stored; then per route RPO and SLO, emitted. A
+    route whose RTC read fails is still evaluated from probes and events (RtcReadFailed, logged)."""
+    rtc = collect_rtc_fleet(readers, routes, now) if readers is not None else None
+    if rtc is not None:
+        log.info("RTC metrics read", extra={"routes": len(routes), "get_metric_data_calls": rtc.calls, "failed_routes": len(rtc.failed)})
     out = []
     for route in routes:
-        if readers is not None:
-            try:
-                fresh = collect_rtc(readers, route, now)
-                for s in fresh:
-                    store.put_item({PARTITION_KEY: signal_partition(route.name, RTC), SORT_KEY: f"{iso_ms(now)}#{s.destination}#{s.rule_id}",
-                                    **s.to_item(), TTL_ATTRIBUTE: int(now + retention_days * 86_400)})
-            except StoreUnavailable:
-                raise
-            except Exception as exc:  # CloudWatch down or denied: the rest of the evaluation stands
-                log.warning("RTC metrics unavailable", extra={"route": route.name, "error": f"{type(exc).__name__}: {exc}"})
-                metrics.count("RtcReadFailed", dimensions={ROUTE: route.name})
+        if rtc is not None and route.name in rtc.failed:  # CloudWatch down or denied there: the rest of the evaluation stands
+            log.warning("RTC metrics unavailable", extra={"route": route.name, "error": rtc.failed[route.name]})
+            metrics.count("RtcReadFailed", dimensions={ROUTE: route.name})
+        elif rtc is not None:
+            for s in rtc.samples.get(route.name, []):  # a store failure is not an RTC failure: it fails the run
+                store.put_item({PARTITION_KEY: signal_partition(route.name, RTC), SORT_KEY: f"{iso_ms(now)}#{s.destination}#{s.rule_id}",
+                                **s.to_item(), TTL_ATTRIBUTE: int(now + retention_days * 86_400)})
         h = route_health(store, route.name, now, spec, window)
         publish_health(metrics, h)
         out.append(h)
