@@ -56,7 +56,8 @@ def test_the_architecture_page_names_files_that_exist() -> None:
 
 #: (the JSON's report name, its page under docs/, its README block)
 BENCH_REPORTS = [("bench", "BENCH.md", "bench"), ("bench-mounts", "BENCH-MOUNTS.md", "benchmounts"),
-                 ("bench-stall", "BENCH-STALL.md", "benchstall")]
+                 ("bench-stall", "BENCH-STALL.md", "benchstall"), ("bench-fleet", "BENCH-FLEET.md", "benchfleet"),
+                 ("bench-collector", "BENCH-COLLECTOR.md", "benchcollector")]
 
 
 @functools.cache
@@ -125,6 +126,17 @@ def test_each_bench_json_records_what_it_measured_and_repeats_the_swinging_figur
         assert len(st["repetitions"]) >= 5 and all(r["stalled_s"] is not None for r in st["repetitions"])
         assert st["healthy"]["periods"] >= 60 and len(st["simulated"]["defaults"]["stalled_s"]) >= 100
         assert {"minio", "toxiproxy-server", "dynamodb-local"} <= set(f["versions"])
+    elif report == "bench-fleet":  # issue 18: a lab fleet of >= 20 routes, >= 3 faults, each run's facts
+        from replmon.lab.fleetlab import named_only
+
+        fl = doc["fleet"]
+        assert fl["routes"] >= 20 and len(fl["repetitions"]) >= 3
+        assert all(r["contributors"] == fl["routes"] and isinstance(named_only(r), bool) for r in fl["repetitions"])
+        assert {"minio", "toxiproxy-server", "dynamodb-local"} <= set(f["versions"])
+    elif report == "bench-collector":  # issue 18: the collector at N = 1, 10, 100 (at least), each with >= 3 runs
+        sizes = doc["collector"]["sizes"]
+        assert {1, 10, 100} <= {r["routes"] for r in sizes} and all(len(r["wall_s"]) == 3 for r in sizes)
+        assert all(r["largest_call_queries"] <= 500 for r in sizes) and "dynamodb-local" in f["versions"]
     else:
         assert {"fio", "s3fs", "mountpoint"} <= set(f["versions"])
         assert len(doc["M1"]["reps"]) >= 3 and len(doc["M2"]["reps"]) >= 3

@@ -61,13 +61,14 @@ def test_the_fleet_alarm_names_only_the_route_whose_stall_seconds_breach_among_i
 def _rep(**changes: Any) -> dict[str, Any]:
     rep = {"routes": 3, "contributors": 3, "faulted_route": "app-02", "before_fault_transitions": 0, "alarms_before_fault": 0,
            "stalled_s": 5.0, "alarm_s": 7.0, "healthy_s": 9.0, "alarm_ok_s": 20.0, "in_alarm": ["app-02"], "other_routes_stalled": [],
-           "errors": [], "heartbeat_faults": {"ProbeError": 0, "CleanupFailed": 0}}
+           "errors": [], "heartbeat_faults": {"ProbeError": 0, "CleanupFailed": 0}, "left_behind": {"source": [], "destination": []}}
     return rep | changes
 
 
 @pytest.mark.parametrize("change", [{}, {"contributors": 2}, {"alarms_before_fault": 1}, {"before_fault_transitions": 1},
                                     {"alarm_s": None}, {"alarm_ok_s": None}, {"in_alarm": ["app-01", "app-02"]},
                                     {"other_routes_stalled": ["app-03"]}, {"errors": ["boom"]},
-                                    {"heartbeat_faults": {"ProbeError": 0, "CleanupFailed": 2}}])
+                                    {"heartbeat_faults": {"ProbeError": 0, "CleanupFailed": 2}},
+                                    {"left_behind": {"source": ["app-02/replmon-probes/hb"], "destination": []}}])
 def test_a_fleet_fault_passes_only_when_the_faulted_route_alone_was_named_and_nothing_else_went_wrong(change: dict[str, Any]) -> None:
     assert named_only(_rep(**change)) is (change == {})

@@ -126,17 +126,26 @@ def test_a_cross_region_route_reads_each_metric_with_a_client_in_its_region(aws:
 
 
 def test_a_fleets_metrics_are_read_in_calls_of_at_most_500_queries_with_the_same_values(aws: None) -> None:
-    """150 routes (Tokyo -> Singapore, each with a second, same-Region destination) are read in as few
-    GetMetricData calls as the API allows - at most 500 queries each (C18.15), per Region - and every
-    route's samples are what one route's own read gives (moto keeps the Regions apart, C19.12)."""
+    """152 routes (151 Tokyo -> Singapore, each with a second, same-Region destination) are read in as
+    few GetMetricData calls as the API allows - at most 500 queries each (C18.15), per Region - and every
+    route's samples are what its own read gives (moto keeps the Regions apart, C19.12); routes with data
+    sit in every call, and one of them (fleet-98) has its queries split across two calls."""
     from replmon.signals.rtc import MAX_QUERIES_PER_CALL, collect_rtc_fleet
 
     now = datetime.now(UTC).timestamp()
     publish_as_s3_does(now)
-    routes = [cross_region_route()] + [
+    same = Route.model_validate({"name": "same", "source": {"bucket": "src-same", "region": TOKYO},
+                                 "destinations": [{"bucket": "dst-same", "rule_id": "r"}]})
+    routes = [same, cross_region_route()] + [
         Route.model_validate({"name": f"fleet-{i}", "source": {"bucket": f"src-{i}", "region": TOKYO},
                               "destinations": [{"bucket": f"dst-{i}", "region": SINGAPORE, "rule_id": "r"},
-                                               {"bucket": f"dst-tokyo-{i}", "rule_id": "r"}]}) for i in range(149)]
+                                               {"bucket": f"dst-tokyo-{i}", "rule_id": "r"}]}) for i in range(150)]
+    for i, value in ((49, 5.0), (98, 6.0), (149, 7.0)):  # the first Tokyo call, split across both, the second
+        for metric, region in (("ReplicationLatency", SINGAPORE), ("OperationsFailedReplication", TOKYO)):
+            dims = {"SourceBucket": f"src-{i}", "DestinationBucket": f"dst-{i}", "RuleId": "r"}
+            boto3.client("cloudwatch", region_name=region).put_metric_data(Namespace=NAMESPACE, MetricData=[{
+                "MetricName": metric, "Dimensions": [{"Name": k, "Value": v} for k, v in dims.items()], "Value": value,
+                "Timestamp": datetime.fromtimestamp(now - 120, UTC), "Unit": RTC_METRICS[metric][1]}])
     readers = CloudWatchReaders()
     sizes: list[tuple[str, int]] = []  # (client Region, queries in the call)
     for key in {k for r in routes for k, _ in queries_for(r)}:
@@ -148,14 +157,63 @@ def test_a_fleets_metrics_are_read_in_calls_of_at_most_500_queries_with_the_same
 
         client.meta.events.register("provide-client-params.cloudwatch.GetMetricData", record)
     got = collect_rtc_fleet(readers, routes, now)
-    # Singapore: 3 metrics x 150 routes = 450 queries; Tokyo: (1 + 4) x 150 = 750 -> 500 + 250
-    assert sorted(sizes) == [(TOKYO, 250), (TOKYO, 500), (SINGAPORE, 450)] and got.calls == 3 and got.failed == {}
+    # Singapore: 3 metrics x 151 routes = 453 queries; Tokyo: 4 + (1 + 4) x 151 = 759 -> 500 + 259
+    assert sorted(sizes) == [(TOKYO, 259), (TOKYO, 500), (SINGAPORE, 453)] and got.calls == 3 and got.failed == {}
     assert max(n for _, n in sizes) <= MAX_QUERIES_PER_CALL
-    for r in (routes[0], routes[77]):
-        alone = collect_rtc(readers, r, now)
-        assert [x.to_item() for x in got.samples[r.name]] == [x.to_item() for x in alone]
-    sg = got.samples["tokyo-singapore"][0].series
-    assert (sg["ReplicationLatency"].latest, sg["OperationsFailedReplication"].latest) == (42.0, 2.0)
+    for r in routes:
+        assert [x.to_item() for x in got.samples[r.name]] == [x.to_item() for x in collect_rtc(readers, r, now)], r.name
+    for i, value in ((49, 5.0), (98, 6.0), (149, 7.0)):
+        sg = got.samples[f"fleet-{i}"][0].series
+        assert (sg["ReplicationLatency"].latest, sg["OperationsFailedReplication"].latest) == (value, value)
+    assert got.samples["tokyo-singapore"][0].series["ReplicationLatency"].latest == 42.0
+
+
+def test_a_failed_call_fails_only_the_routes_with_a_query_in_it(aws: None) -> None:
+    """Tokyo's second call fails: exactly the routes with a query in it are named (with the error), the
+    others are read; CollectSignals counts RtcReadFailed for those alone and still evaluates them."""
+    from replmon.signals.rtc import collect_rtc_fleet
+    from replmon.signals.slo import SloSpec
+
+    routes = [Route.model_validate({"name": f"fleet-{i}", "source": {"bucket": f"src-{i}", "region": TOKYO},
+                                    "destinations": [{"bucket": f"dst-{i}", "rule_id": "r"}]}) for i in range(130)]  # 4 queries each
+    good, calls = CloudWatchReaders(), []
+
+    class Flaky:
+        def __init__(self, key: ReaderKey) -> None:
+            self.key = key
+
+        def read(self, qs: Any, start: float, end: float) -> Any:
+            calls.append(len(qs))
+            if len(calls) == 2:
+                raise PermissionError("ThrottlingException: Rate exceeded")
+            return good(self.key).read(qs, start, end)
+
+    now = datetime.now(UTC).timestamp()
+    got = collect_rtc_fleet(Flaky, routes, now)
+    assert calls == [500, 20]  # 520 queries: 125 routes, then 5
+    assert sorted(got.failed) == sorted(f"fleet-{i}" for i in range(125, 130))
+    assert all("ThrottlingException" in why for why in got.failed.values()) and len(got.samples) == 125
+    calls.clear()
+    metrics, table = _Metrics(), _Table()
+    out = collect(routes, table, Flaky, metrics, now, SloSpec(), 3600, 1)  # type: ignore[arg-type]
+    assert len(out) == 130 and sorted(d["Route"] for n, d in metrics.counted if n == "RtcReadFailed") == sorted(got.failed)
+    assert len(table.put) == 125  # one sample a route read
+
+
+def test_a_query_cloudwatch_could_not_answer_is_a_failed_read_not_an_idle_route() -> None:
+    """MetricDataResult.StatusCode InternalError or Forbidden (API reference: Complete | InternalError |
+    PartialData | Forbidden) is not "no data": the read fails and its routes are RtcReadFailed."""
+    from replmon.adapters.cloudwatch import CloudWatchReader
+    from replmon.core.ports import MetricQuery
+
+    class Client:
+        def get_metric_data(self, **_: Any) -> dict[str, Any]:
+            return {"MetricDataResults": [{"Id": "m0_replicationlatency", "StatusCode": "Forbidden", "Timestamps": [], "Values": [],
+                                           "Messages": [{"Code": "Forbidden", "Value": "no access to the account's metrics"}]}]}
+
+    q = MetricQuery("m0_replicationlatency", NAMESPACE, "ReplicationLatency", (("SourceBucket", "s"),), 60, "Maximum")
+    with pytest.raises(RuntimeError, match="Forbidden"):
+        CloudWatchReader(Client()).read([q], 0.0, 60.0)
 
 
 class _Table:

@@ -38,6 +38,9 @@ class CloudWatchReader:
         while True:
             page = self.client.get_metric_data(**kwargs)
             for r in page["MetricDataResults"]:  # pages split one query's points
+                if r.get("StatusCode") in ("InternalError", "Forbidden"):  # not "no data": the read failed for this query
+                    raise RuntimeError(f"GetMetricData {r['StatusCode']} for query {r['Id']}: "
+                                       + "; ".join(m.get("Value", "") for m in r.get("Messages", []))[:300])
                 points.setdefault(r["Id"], []).extend(
                     (ts.timestamp(), float(v)) for ts, v in zip(r.get("Timestamps", []), r.get("Values", []), strict=True))
             if not page.get("NextToken"):

@@ -70,8 +70,9 @@ class IdleReaders:
         return [MetricSeries(q.id, ()) for q in queries]
 
 
-def bench_route(i: int) -> Route:
-    return Route.model_validate({"name": f"bench-{i:04d}", "source": {"bucket": f"bench-src-{i:04d}", "region": "us-east-1"},
+def bench_route(i: int, stamp: str) -> Route:
+    """Route ``i`` of one bench run (``stamp``: the lab keeps DynamoDB, and a second run must not read the first's history)."""
+    return Route.model_validate({"name": f"bench-{stamp}-{i:04d}", "source": {"bucket": f"bench-src-{i:04d}", "region": "us-east-1"},
                                  "destinations": [{"bucket": f"bench-dst-{i:04d}", "region": "eu-west-1", "rule_id": "replmon-probes"}]})
 
 
@@ -123,6 +124,7 @@ def run_collector_bench(client: Any, table: str, sizes: Sequence[int], *, repeat
     from replmon.signals.slo import SloSpec
 
     now = time.time()
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now))
     counter = CallCounter()
     counter.attach(client)
     store = DynamoLatencyStore(table, client)
@@ -130,11 +132,11 @@ def run_collector_bench(client: Any, table: str, sizes: Sequence[int], *, repeat
     out: list[dict[str, Any]] = []
     for n in sorted(sizes):
         began = time.time()
-        items = [it for i in range(loaded, n) for it in history_items(bench_route(i).name, now)]
+        items = [it for i in range(loaded, n) for it in history_items(bench_route(i, stamp).name, now)]
         load(client, table, items)
         loaded = n
         progress(f"N = {n}: {len(items)} items loaded in {time.time() - began:.1f} s")
-        routes = [bench_route(i) for i in range(n)]
+        routes = [bench_route(i, stamp) for i in range(n)]
         walls: list[float] = []
         for _ in range(repeats):
             counter.reset()
@@ -150,7 +152,7 @@ def run_collector_bench(client: Any, table: str, sizes: Sequence[int], *, repeat
             t0 = time.perf_counter()
             collect(routes, store, readers, Sink(), now, SloSpec(), 3600, 1)
             walls.append(time.perf_counter() - t0)
-        out.append({"routes": n, "wall_s": [round(min(walls), 3), round(median(walls), 3), round(max(walls), 3)],
+        out.append({"routes": n, "repeats": repeats, "wall_s": [round(min(walls), 3), round(median(walls), 3), round(max(walls), 3)],
                     "dynamodb_calls": sum(counter.calls.values()), "dynamodb_calls_by_operation": dict(sorted(counter.calls.items())),
                     "items_read": counter.items_read, "items_read_per_route": round(counter.items_read / n, 1),
                     "get_metric_data_calls": readers.calls, "metric_queries": readers.queries, "largest_call_queries": readers.largest,

@@ -84,13 +84,17 @@ class Driver:
     every: float | None = None  # invocations start on multiples of this (a schedule's ticks); None: back to back
     stop: threading.Event = field(default_factory=threading.Event)
     errors: list[str] = field(default_factory=list)
+    reported: list[str] = field(default_factory=list)  # what the Heartbeat answered instead of raising: a skip, a route's errors
     thread: threading.Thread | None = None
 
     def __enter__(self) -> Driver:
         def loop() -> None:
             while not self.stop.is_set():
                 try:
-                    self.invoke()
+                    out = self.invoke()
+                    if out.get("skipped"):
+                        self.reported.append(f"skipped: {out['skipped']}")
+                    self.reported += [f"{row['route']}: {e}" for row in out.get("routes", []) for e in row.get("errors") or []]
                 except Exception as exc:  # reported, never silent
                     self.errors.append(f"{type(exc).__name__}: {exc}")
                     time.sleep(1.0)
