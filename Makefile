@@ -88,7 +88,7 @@ test: venv node_modules/.installed lab-deps  ## THE TESTS: lint once, then every
 	$(BIN)/pytest -m "not lab" -n 2 --dist loadgroup --durations=20 $(ARGS)
 	$(BIN)/pytest -m lab --durations=40 $(ARGS)
 
-test-fast: venv node_modules/.installed  ## no lab servers, no builds, no network (fio from apt once): ~3 min on 2 cores (README)
+test-fast: venv node_modules/.installed  ## no lab servers, no builds, no network (fio from apt once): ~2 min on 2 cores (README)
 	bash scripts/lab-deps.sh apt >/dev/null
 	$(BIN)/pytest -m "not lab and not build" -n 2 --dist loadgroup $(ARGS)
 
