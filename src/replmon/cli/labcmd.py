@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -476,27 +477,34 @@ def lab_bench_fleet(
 ) -> int:
     """Detection in the lab fleet (issue 18): per fault on one route, the time to its contributor of
     the fleet alarm in ALARM, and every other contributor that went into ALARM (none expected)."""
-    import time as _time
-
-    from replmon.lab.benchreport import SCHEMA, facts, finish, json_path_for
     from replmon.lab.faults import FAULTS
     from replmon.lab.fleetlab import run_fleet_bench
     from replmon.lab.lab import Lab
-    from replmon.lab.servers import LabError
 
     n = fleet_size(routes)
     if fault not in FAULTS:
         fail(f"--fault {fault!r}: use one of {', '.join(FAULTS)}")
+    return _bench_in_lab("bench-fleet", f"replmon lab bench-fleet --routes {n} --reps {reps} --fault {fault}", output, Lab(lab_dir),
+                         lambda lab: {"fleet": run_fleet_bench(lab, routes=n, reps=reps, fault=fault,
+                                                               progress=lambda m: err.print(m, highlight=False))})
+
+
+def _bench_in_lab(report: str, command: str, output: Path, lab: Any, measure: Callable[[Any], dict[str, Any]]) -> int:
+    """A bench report measured in ``lab``: its facts, ``measure(lab)``'s sections, the JSON, the page and the README block."""
+    import time as _time
+
+    from replmon.lab.benchreport import SCHEMA, facts, finish, json_path_for
+    from replmon.lab.servers import LabError
+
     check_output_file(output, "--output")
     started = _time.time()
-    doc: dict[str, Any] = {"schema": SCHEMA, "report": "bench-fleet",
-                           "facts": facts(f"replmon lab bench-fleet --routes {n} --reps {reps} --fault {fault}")}
+    doc: dict[str, Any] = {"schema": SCHEMA, "report": report, "facts": facts(command)}
     try:
-        with Lab(lab_dir) as lab:
-            doc["fleet"] = run_fleet_bench(lab, routes=n, reps=reps, fault=fault, progress=lambda m: err.print(m, highlight=False))
+        with lab:
+            doc |= measure(lab)
     except LabError as exc:
         fail(str(exc), USAGE if str(exc).startswith("--dir") else INFRASTRUCTURE)
-    finish(doc, started, json_path_for(output, "bench-fleet"), output)
+    finish(doc, started, json_path_for(output, report), output)
     err.print(f"wrote {output}", highlight=False)
     return 0
 
@@ -511,12 +519,8 @@ def lab_bench_collector(
 ) -> int:
     """The collector against a fleet's history (issue 18): wall time, DynamoDB calls and items read,
     GetMetricData calls per run for N routes with 30 days of records in DynamoDB Local."""
-    import time as _time
-
-    from replmon.lab.benchreport import SCHEMA, facts, finish, json_path_for
     from replmon.lab.collectorbench import run_collector_bench
     from replmon.lab.lab import TABLE, Lab
-    from replmon.lab.servers import LabError
 
     try:
         sizes = sorted({int(x) for x in routes.split(",") if x.strip()})
@@ -524,20 +528,11 @@ def lab_bench_collector(
         sizes = []
     if not sizes or sizes[0] < 1 or sizes[-1] > 5000:
         fail(f"--routes {routes!r}: fleet sizes 1 to 5000, comma-separated (e.g. 1,10,100)")
-    check_output_file(output, "--output")
-    started = _time.time()
     command = f"replmon lab bench-collector --routes {','.join(map(str, sizes))} --repeats {repeats}"
-    doc: dict[str, Any] = {"schema": SCHEMA, "report": "bench-collector", "facts": facts(command)}
-    try:
-        with Lab(lab_dir, events=False, least_privilege=False) as lab:
-            doc["collector"] = {"sizes": run_collector_bench(lab.dynamodb_client(), TABLE, sizes, repeats=repeats,
-                                                             progress=lambda m: err.print(m, highlight=False)),
-                                "goal": {"routes": 1000, "wall_s": 60, "items_read_per_route": 20}}
-    except LabError as exc:
-        fail(str(exc), USAGE if str(exc).startswith("--dir") else INFRASTRUCTURE)
-    finish(doc, started, json_path_for(output, "bench-collector"), output)
-    err.print(f"wrote {output}", highlight=False)
-    return 0
+    return _bench_in_lab("bench-collector", command, output, Lab(lab_dir, events=False, least_privilege=False),
+                         lambda lab: {"collector": {"sizes": run_collector_bench(lab.dynamodb_client(), TABLE, sizes, repeats=repeats,
+                                                                                 progress=lambda m: err.print(m, highlight=False)),
+                                                    "goal": {"routes": 1000, "wall_s": 60, "items_read_per_route": 20}}})
 
 
 @lab_app.command("bench-mounts")
