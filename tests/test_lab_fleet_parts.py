@@ -72,3 +72,24 @@ def _rep(**changes: Any) -> dict[str, Any]:
                                     {"left_behind": {"source": ["app-02/replmon-probes/hb"], "destination": []}}])
 def test_a_fleet_fault_passes_only_when_the_faulted_route_alone_was_named_and_nothing_else_went_wrong(change: dict[str, Any]) -> None:
     assert named_only(_rep(**change)) is (change == {})
+
+
+@pytest.mark.parametrize(("metric", "dims"), [("StallSeconds", {"Route": "app-07"}), ("ProbeError", {"Route": "app-07"}),
+                                              ("HeartbeatRun", {"RouteGroup": "g00"})])
+def test_the_labs_recorder_stores_what_the_real_emf_adapter_prints(metric: str, dims: dict[str, str],
+                                                                   capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fleet alarm is evaluated over the Recorder's points: they carry exactly the dimensions of the
+    EMF documents adapters/metrics.py prints (Powertools adds ``service`` from POWERTOOLS_SERVICE_NAME)."""
+    import json
+
+    from replmon.adapters.metrics import EmfMetrics
+    from replmon.lab.stallbench import Recorder
+    from replmon.local.insights import points_from_emf
+
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "replmon")
+    EmfMetrics().count(metric, 2.0, dims)
+    printed = points_from_emf(json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip())
+    recorder = Recorder()
+    recorder.count(metric, 2.0, dims)
+    assert [(p.metric, p.dimensions, p.value) for p in recorder.points] == [(p.metric, p.dimensions, p.value) for p in printed]
+    assert printed and all(p.dimensions.get("service") == "replmon" for p in printed)

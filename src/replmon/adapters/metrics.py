@@ -22,6 +22,7 @@ from replmon.core.telemetry import (
     NAMESPACE,
     ROUTE,
     ROUTE_GROUP,
+    SERVICE,
     SERVICE_DIM,
     SIZE_CLASS,
     STATUS_METRICS,
@@ -33,20 +34,26 @@ class EmfMetrics:
         self.namespace = namespace
         self.route_groups = route_groups  # RouteGroups (REPLMON_FLEET): a route's group is group_of(route, this)
 
+    def dimension_sets(self, metric: str, dimensions: Mapping[str, str] | None = None) -> list[dict[str, str]]:
+        """The dimensions of each EMF document :meth:`count` emits for ``metric`` (``service`` as
+        Powertools adds it): one per dimension set telemetry defines, the route's group filled in."""
+        spec = METRICS[metric]
+        given = dict(dimensions or {})
+        if ROUTE_GROUP in spec.own_dimensions and ROUTE_GROUP not in given and ROUTE in given:
+            given[ROUTE_GROUP] = group_of(given[ROUTE], self.route_groups)
+        missing = spec.own_dimensions - set(given)
+        if missing:
+            raise ValueError(f"metric {metric} needs dimensions {sorted(missing)}")
+        return [{name: SERVICE if name == SERVICE_DIM else given[name] for name in dims} for dims in spec.dimension_sets]
+
     def count(self, metric: str, value: float = 1, dimensions: Mapping[str, str] | None = None) -> None:
         """Emit ``metric`` once per dimension set telemetry defines for it."""
         spec = METRICS[metric]
-        dimensions = dict(dimensions or {})
-        if ROUTE_GROUP in spec.own_dimensions and ROUTE_GROUP not in dimensions and ROUTE in dimensions:
-            dimensions[ROUTE_GROUP] = group_of(dimensions[ROUTE], self.route_groups)
-        missing = spec.own_dimensions - set(dimensions)
-        if missing:
-            raise ValueError(f"metric {metric} needs dimensions {sorted(missing)}")
-        for dims in spec.dimension_sets:
+        for dims in self.dimension_sets(metric, dimensions):
             with single_metric(name=metric, unit=MetricUnit(spec.unit), value=value, namespace=self.namespace) as m:
-                for name in dims:
-                    if name != SERVICE_DIM:
-                        m.add_dimension(name=name, value=dimensions[name])
+                for name, v in dims.items():
+                    if name != SERVICE_DIM:  # Powertools adds it (POWERTOOLS_SERVICE_NAME)
+                        m.add_dimension(name=name, value=v)
 
     def publish(self, record: ProbeRecord) -> None:
         if record.status is ProbeStatus.COMPLETED and record.latency_hi is not None:

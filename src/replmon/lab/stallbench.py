@@ -28,12 +28,13 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
 
+from replmon.adapters.metrics import EmfMetrics
 from replmon.adapters.notify import MemoryNotifier
 from replmon.core.fleetconfig import FleetSettings
 from replmon.core.keys import iso_ms
 from replmon.core.partitions import heartbeat_partition
 from replmon.core.record import ProbeRecord, ProbeStatus
-from replmon.core.telemetry import NAMESPACE, ROUTE, ROUTE_GROUP, SERVICE, SERVICE_DIM
+from replmon.core.telemetry import NAMESPACE, ROUTE
 from replmon.local.insights import AlarmEvaluator, Point, template_alarms
 from replmon.signals.stall import Beat, StallPhase, StallState, advance, wants_confirmation
 
@@ -44,21 +45,23 @@ DEFAULT_PERIOD, DEFAULT_FLOOR = 60, 20.0
 
 
 class Recorder:
-    """A metrics sink that keeps every value with its time, as CloudWatch would store the EMF."""
+    """A metrics sink that keeps every value with its time, as CloudWatch would store the EMF: each
+    point carries the dimensions the real adapter's EMF documents carry (adapters/metrics.py
+    ``EmfMetrics.dimension_sets``: telemetry's sets, the route's group, Powertools' ``service``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, route_groups: int = 1) -> None:
         self.points: list[Point] = []
         self._lock = threading.Lock()
+        self._emf = EmfMetrics(route_groups=route_groups)
 
     def publish(self, record: ProbeRecord) -> None:
         return None
 
     def count(self, metric: str, value: float = 1, dimensions: Any = None) -> None:
-        dims = {SERVICE_DIM: SERVICE, **dict(dimensions or {})}
-        if ROUTE in dims and ROUTE_GROUP not in dims:
-            dims[ROUTE_GROUP] = "g00"
+        now = time.time()
+        points = [Point(NAMESPACE, metric, dims, now, float(value)) for dims in self._emf.dimension_sets(metric, dimensions)]
         with self._lock:
-            self.points.append(Point(NAMESPACE, metric, dims, time.time(), float(value)))
+            self.points += points
 
     def stall(self, route: str) -> list[tuple[float, float]]:
         with self._lock:
