@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from replmon.core.telemetry import NAMESPACE, ROUTE, ROUTE_GROUP, SERVICE, SERVICE_DIM
-from replmon.lab.fleetlab import ALARM, MEMBER_TEMPLATE, member_policy, named_only
-from replmon.lab.stallbench import contributor_transitions
+from replmon.lab.fleetlab import MEMBER_TEMPLATE, member_policy, named_only
+from replmon.lab.stallbench import ALARM, contributor_transitions
 from replmon.local.cfn import Resolver
 from replmon.local.insights import Point
 from replmon.local.template import load_template

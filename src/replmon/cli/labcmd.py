@@ -221,16 +221,16 @@ def _run_fleet(n: int, sizes: str, trials: int | None, target: float, bandwidth:
     if data is None:
         code = combine([Exit(code), Exit.NOT_RECORDED])
     counts = within_counts(records, target)
+    summaries = summarize(records)
     doc = envelope("lab run", verdicts, code, target, run_id=result.run_id, duration_seconds=round(result.seconds, 3),
-                   planned_probes=result.planned, summaries=[summary_json(x, counts) for x in summarize(records)],
+                   planned_probes=result.planned, summaries=[summary_json(x, counts) for x in summaries],
                    records=[record_json(r, target) for r in records], survey=fleet.survey, left_behind=left,
                    chart_files=[str(chart)] if chart else [], records_file=str(data) if data else None,
                    faults=result.account.lines(str(lab_dir / "spool")) + file_faults)
     print_headline(verdicts, fmt)
     rows = []
     for v in verdicts:
-        mine = [r for r in records if r.route == v.route]
-        s = summarize(mine)
+        s = [x for x in summaries if x.route == v.route]
         p50, top = [max((val for val in vals if val is not None), default=None) for vals in ([x.p50 for x in s], [x.max for x in s])]
         rows.append({"route": v.route, "verdict": str(v.verdict), "probes": v.probes, "within target": v.within_target,
                      "p50 s": None if p50 is None else round(p50, 3), "max s": None if top is None else round(top, 3)})
@@ -328,7 +328,6 @@ def lab_preflight(
     encryption. The replication role is not applicable (MinIO has no IAM: it replicates with its
     remote target's credentials). Prints the equivalent preflight command first.
     """
-    import os
 
     from replmon.cli.preflight import preflight
     from replmon.lab import session
@@ -660,20 +659,17 @@ def _chaos_stall(fault: str, lab_dir: Path, fmt: Format) -> int:
 
 def _chaos_fleet(fault: str, routes: int, route: str | None, lab_dir: Path, fmt: Format) -> int:
     from replmon.lab.faults import FAULTS
-    from replmon.lab.fleetlab import ALARM, fleet_fault, route_bucket, setup_fleet
+    from replmon.lab.fleetlab import fleet_fault, route_bucket, setup_fleet
     from replmon.lab.lab import Lab
     from replmon.lab.servers import LabError
-    from replmon.lab.stallbench import LAB_FLOOR, LAB_PERIOD
+    from replmon.lab.stallbench import ALARM, LAB_FLOOR, LAB_PERIOD
     from replmon.local.aslrun import load_handler
 
     if fault not in FAULTS:
         fail(f"--fault {fault!r}: use one of {', '.join(FAULTS)}")
-    if not os.environ.get("POWERTOOLS_LOG_LEVEL"):  # the handlers' JSON logs: set the variable to see them (as lab run)
-        import logging
+    from replmon.entry.runtime import quiet_handler_logs
 
-        from replmon.entry.runtime import logger
-
-        logger.setLevel(logging.ERROR)
+    quiet_handler_logs()  # as lab run: POWERTOOLS_LOG_LEVEL to see the handlers' JSON logs
     route = route or route_bucket((routes + 1) // 2)
     if route not in {route_bucket(i) for i in range(1, routes + 1)}:
         fail(f"--route {route!r}: the lab fleet's routes are {route_bucket(1)} to {route_bucket(routes)} (--routes {routes})")

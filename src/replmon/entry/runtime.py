@@ -27,6 +27,15 @@ from replmon.core.telemetry import SERVICE
 
 logger = Logger(service=SERVICE)
 
+
+def quiet_handler_logs() -> None:
+    """Local runs (`replmon probe`, the lab): the handlers' JSON logs only at ERROR, unless
+    POWERTOOLS_LOG_LEVEL asks for them."""
+    import logging
+
+    if not os.environ.get("POWERTOOLS_LOG_LEVEL"):
+        logger.setLevel(logging.ERROR)
+
 THROTTLE_CODES = frozenset(
     {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException",
      "ProvisionedThroughputExceededException", "RequestThrottled", "503"}

@@ -527,7 +527,8 @@ def readme_stall(doc: Doc) -> str:
 
 # ------------------------------------------------------------------------------------------ the lab fleet (issue 18)
 def render_fleet(doc: Doc) -> str:
-    from replmon.lab.fleetlab import ALARM, named_only
+    from replmon.lab.fleetlab import named_only
+    from replmon.lab.stallbench import ALARM
 
     fl = doc["fleet"]
     reps = fl["repetitions"]

@@ -22,7 +22,7 @@ from typing import Any
 
 from replmon.core.cadence import ProbeClasses
 from replmon.core.defaults import DEFAULTS
-from replmon.core.keys import HEARTBEAT_SIZE_BYTES, HEARTBEAT_SIZE_CLASS, heartbeat_probe_id, heartbeat_run_id
+from replmon.core.keys import HEARTBEAT_SIZE_BYTES, HEARTBEAT_SIZE_CLASS, RUN_STAMP, heartbeat_probe_id, heartbeat_run_id
 from replmon.core.partitions import heartbeat_partition
 from replmon.core.ports import MetricQuery, MetricSeries, ReaderKey
 from replmon.core.record import PARTITION_KEY, ProbeRecord, ProbeStatus
@@ -83,7 +83,7 @@ def history_items(route: str, now: float, classes: str = DEFAULTS.probe_classes,
     for c in ProbeClasses.parse(classes):
         t = now - days * 86400
         while t < now:
-            run = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(t)) + "-bench0"
+            run = time.strftime(RUN_STAMP, time.gmtime(t)) + "-bench0"
             size = c.size_bytes
             r = ProbeRecord(route=route, probe_id=f"{run}-{route}-{c.label}-t1", run_id=run, planned_at=t, size_bytes=size,
                             size_class=c.label, trial=1, status=ProbeStatus.COMPLETED, put_end=t + 1 + size / 2**27,
@@ -120,6 +120,7 @@ def run_collector_bench(client: Any, table: str, sizes: Sequence[int], *, repeat
     from statistics import median
 
     from replmon.adapters.dynamodb import DynamoLatencyStore
+    from replmon.adapters.metrics import NullMetrics
     from replmon.signals.collector import collect
     from replmon.signals.slo import SloSpec
 
@@ -128,11 +129,12 @@ def run_collector_bench(client: Any, table: str, sizes: Sequence[int], *, repeat
     counter = CallCounter()
     counter.attach(client)
     store = DynamoLatencyStore(table, client)
-    loaded = 0
+    loaded, per_route = 0, 0
     out: list[dict[str, Any]] = []
     for n in sorted(sizes):
         began = time.time()
         items = [it for i in range(loaded, n) for it in history_items(bench_route(i, stamp).name, now)]
+        per_route = len(items) // (n - loaded) if n > loaded else per_route
         load(client, table, items)
         loaded = n
         progress(f"N = {n}: {len(items)} items loaded in {time.time() - began:.1f} s")
@@ -141,22 +143,14 @@ def run_collector_bench(client: Any, table: str, sizes: Sequence[int], *, repeat
         for _ in range(repeats):
             counter.reset()
             readers = IdleReaders()
-
-            class Sink:
-                def count(self, *a: Any, **k: Any) -> None:
-                    return None
-
-                def publish(self, *a: Any, **k: Any) -> None:
-                    return None
-
             t0 = time.perf_counter()
-            collect(routes, store, readers, Sink(), now, SloSpec(), 3600, 1)
+            collect(routes, store, readers, NullMetrics(), now, SloSpec(), 3600, 1)
             walls.append(time.perf_counter() - t0)
         out.append({"routes": n, "repeats": repeats, "wall_s": [round(min(walls), 3), round(median(walls), 3), round(max(walls), 3)],
                     "dynamodb_calls": sum(counter.calls.values()), "dynamodb_calls_by_operation": dict(sorted(counter.calls.items())),
                     "items_read": counter.items_read, "items_read_per_route": round(counter.items_read / n, 1),
                     "get_metric_data_calls": readers.calls, "metric_queries": readers.queries, "largest_call_queries": readers.largest,
-                    "history_items_per_route": len(history_items("x", now))})
+                    "history_items_per_route": per_route})
         progress(f"N = {n}: {out[-1]['wall_s'][1]} s median, {out[-1]['items_read_per_route']} items read per route, "
                  f"{readers.calls} GetMetricData calls")
     return out

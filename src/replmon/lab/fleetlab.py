@@ -41,14 +41,13 @@ from replmon.core.fleetconfig import FleetSettings
 from replmon.core.partitions import HEARTBEAT_STATE, LEASE, live_partition
 from replmon.lab.lab import DEST_BUCKET, PREFIX, REPLICATION_RULE, SOURCE_BUCKET, Lab, s3_statements
 from replmon.lab.servers import LabError
-from replmon.lab.stallbench import LAB_FLOOR, LAB_PERIOD, Recorder, TimedNotifier, contributor_transitions, first, heartbeat_driver
+from replmon.lab.stallbench import ALARM, LAB_FLOOR, LAB_PERIOD, Recorder, TimedNotifier, contributor_transitions, first, heartbeat_driver
 
 __all__ = ["FleetLab", "fleet_fault", "fleet_leftovers", "member_policy", "named_only", "run_fleet_bench", "setup_fleet"]
 
 SOURCE_REGION, DESTINATION_REGION = "us-east-1", "eu-west-1"  # names only (see the module's docstring)
 LAB_ACCOUNT = "111111111111"
 MEMBER_TEMPLATE = Path(__file__).resolve().parents[3] / "templates" / "member-account.yaml"
-ALARM = "RouteStalledG00Alarm"
 #: The replicated buckets the inventory must refuse, and the reason it must give (core/registry.py Reason).
 REFUSED = {"app-data-only": "FILTER_EXCLUDES_PREFIX", "app-logs-only": "FILTER_EXCLUDES_PREFIX", "app-rule-disabled": "RULE_DISABLED",
            "app-tagged": "TAG_FILTER", "app-opted-out": "OPTED_OUT"}
@@ -278,9 +277,8 @@ def fleet_leftovers(fleet: FleetLab) -> dict[str, list[str]]:
     """Objects, versions and incomplete uploads under the probe prefix of every bucket the fleet made
     (the refused ones included: nothing may have been written there), as ``bucket/key``."""
     out: dict[str, list[str]] = {"source": [], "destination": []}
-    for source in [*fleet.proxies.values()]:
-        bucket = source.removeprefix("replication-")
-        for which, b in (("source", bucket), ("destination", bucket + "-dr")):
+    for route in fleet.routes:
+        for which, b in (("source", route["source"]["bucket"]), *(("destination", d["bucket"]) for d in route["destinations"])):
             s3 = fleet.lab.s3(which)
             r = s3.list_object_versions(Bucket=b, Prefix=PREFIX)
             out[which] += [f"{b}/{v['Key']}" for v in r.get("Versions", []) + r.get("DeleteMarkers", [])]

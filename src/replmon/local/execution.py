@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import signal
 import sys
 import threading
@@ -154,10 +153,9 @@ def run_request(
     an :class:`Interrupted`."""
     # moto logs every failed state at length; the execution result carries the same error.
     logging.getLogger("moto").setLevel(logging.CRITICAL)
-    if not os.environ.get("POWERTOOLS_LOG_LEVEL"):  # the handlers' JSON logs: set the variable to see them
-        from replmon.entry.runtime import logger
+    from replmon.entry.runtime import quiet_handler_logs
 
-        logger.setLevel(logging.ERROR)
+    quiet_handler_logs()  # the handlers' JSON logs: POWERTOOLS_LOG_LEVEL to see them
     total = request.probes
     run_id = request.run_id or new_run_id()
     started = time.time()
