@@ -183,7 +183,7 @@ def _run_fleet(n: int, sizes: str, trials: int | None, target: float, bandwidth:
     from replmon.lab.lab import Lab
     from replmon.lab.servers import LabError
     from replmon.local.aslrun import FUNCTIONS
-    from replmon.local.execution import run_request
+    from replmon.local.execution import RunInterrupted, run_request, salvage_summary
     from replmon.probe.request import load_settings
 
     flags = {"sizes": sizes, "timeout_seconds": timeout, "target_seconds": target, "max_concurrency": 4,
@@ -198,10 +198,16 @@ def _run_fleet(n: int, sizes: str, trials: int | None, target: float, bandwidth:
             err.print(f"lab fleet up: {len(fleet.routes)} routes the inventory found probeable, "
                       f"{len(fleet.survey) - len(fleet.routes)} buckets it did not", highlight=False)
             deps = fleet.deps()
-            with progress_bar() as bar:
-                task = bar.add_task("probes", total=None)
-                result = run_request(settings.for_routes(fleet.routes), deps, on_progress=lambda k, total: bar.update(task, completed=k, total=total),
-                                     function_deps=dict.fromkeys(FUNCTIONS, deps))
+            try:
+                with progress_bar() as bar:
+                    task = bar.add_task("probes", total=None)
+                    result = run_request(settings.for_routes(fleet.routes), deps,
+                                         on_progress=lambda k, total: bar.update(task, completed=k, total=total),
+                                         function_deps=dict.fromkeys(FUNCTIONS, deps))
+            except RunInterrupted as exc:  # the started probes are recorded and cleaned (as lab run's): say so, exit 130/143
+                for line in salvage_summary(exc.salvage):
+                    err.print(line, highlight=False)
+                return 128 + {"SIGINT": 2, "SIGTERM": 15}.get(exc.salvage.signame, 0)
             left = fleet_leftovers(fleet)
     except LabError as exc:
         fail(str(exc), USAGE if str(exc).startswith("--dir") else INFRASTRUCTURE)
