@@ -66,6 +66,30 @@ def _install_command_cache() -> None:
 _install_command_cache()
 
 
+def _serialize_moto_transactions() -> None:
+    """moto applies a TransactWriteItems by iterating its tables unlocked: two at once from the
+    emulated Lambdas' threads (a Map of probes recording together) fail with "dictionary changed
+    size during iteration", a RuntimeError DynamoDB never answers. DynamoDB serializes them itself
+    (a conflict is a TransactionConflict, which adapters/dynamodb.py retries): so does this lock."""
+    import functools
+    import threading
+
+    from moto.dynamodb.models import DynamoDBBackend
+
+    original = DynamoDBBackend.transact_write_items
+    lock = threading.Lock()
+
+    @functools.wraps(original)
+    def serialized(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with lock:
+            return original(self, *args, **kwargs)
+
+    DynamoDBBackend.transact_write_items = serialized  # type: ignore[method-assign]
+
+
+_serialize_moto_transactions()
+
+
 @pytest.fixture(autouse=True)
 def _offline_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fake credentials: nothing here may reach AWS (moto intercepts; loopback is the lab's)."""

@@ -59,22 +59,24 @@ SMALL = UploadSettings(multipart_threshold=8 * MiB, compose_threshold=24 * MiB, 
 
 
 class StoreOutage:
-    """While ``puts`` > 0, each PutItem on the table fails the way an unavailable DynamoDB answers
-    (the call is made, and recorded, against the real table)."""
+    """While ``puts`` > 0, each write of a record (its TransactWriteItems, signals/rollup.py
+    ``store_record``) fails the way an unavailable DynamoDB answers (the call is made, and
+    recorded, against the real table)."""
 
     def __init__(self, client: Any) -> None:
         self.puts = 0
-        client.meta.events.register("before-call.dynamodb.PutItem", self._fail)
+        client.meta.events.register("before-call.dynamodb.TransactWriteItems", self._fail)
 
     def _fail(self, params: dict[str, Any], **_: Any) -> None:
         body = json.loads(params.get("body") or b"{}")  # before-call: the serialized request
-        if "#" in body.get("Item", {}).get("route", {}).get("S", ""):
-            return  # a passive-signal item (an in-flight marker): the outage is the record's
+        first = (body.get("TransactItems") or [{}])[0].get("Put", {})
+        if "#" in first.get("Item", {}).get("route", {}).get("S", "#"):
+            return  # not a record's transaction (events' counters): the outage is the record's
         if self.puts > 0:
             self.puts -= 1
             from botocore.exceptions import ClientError
 
-            raise ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "emulated outage"}}, "PutItem")
+            raise ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "emulated outage"}}, "TransactWriteItems")
 
 
 @dataclass

@@ -44,10 +44,8 @@ class MemTable:
 
     def put_period(self, route: str, item: Item, through_hour: str | None, gen: int | None) -> bool:
         key = (roll_partition(route), PERIOD)
-        old = self.items.get(key)
-        if old is None and through_hour is not None:
-            return False
-        if old is not None and (old.get("through_hour") != through_hour or old.get("gen", 0) != gen):
+        old = self.items.get(key) or {}
+        if old.get("through_hour") != through_hour or old.get("gen", 0) != (gen or 0):
             return False
         self.items[key] = {**copy.deepcopy(item), PARTITION_KEY: key[0], SORT_KEY: key[1]}
         return True

@@ -31,9 +31,9 @@ def test_the_scenarios_reach_every_outcome_and_path(contract: ContractRun) -> No
     ops = {(c.function, c.operation) for c in contract.recorder.calls}
     assert {("UploadProbe", "UploadPartCopy"), ("UploadProbe", "ListObjectsV2"), ("UploadProbe", "CreateMultipartUpload"),
             ("PollReplication", "HeadObject"), ("PollReplication", "Query"), ("PollReplication", "ListObjectVersions"),
-            ("RecordResult", "PutItem"), ("RecordResult", "SendMessage"), ("Cleanup", "DeleteObjects"),
+            ("RecordResult", "TransactWriteItems"), ("RecordResult", "SendMessage"), ("Cleanup", "DeleteObjects"),
             ("Cleanup", "ListMultipartUploads"), ("Housekeeping", "ReceiveMessage"), ("Housekeeping", "DeleteMessage"),
-            ("Housekeeping", "PutItem"), ("Housekeeping", "AbortMultipartUpload"),
+            ("Housekeeping", "TransactWriteItems"), ("Housekeeping", "AbortMultipartUpload"),
             ("BeginRouteRun", "DescribeExecution"), ("CollectSignals", "GetItem"), ("Report", "GetItem"), ("Report", "Query"),
             ("Heartbeat", "PutObject"), ("Heartbeat", "HeadObject"), ("Heartbeat", "DeleteObjects"), ("Heartbeat", "Publish"),
             ("Heartbeat", "UpdateItem")} <= ops

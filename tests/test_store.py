@@ -93,7 +93,13 @@ def test_retried_record_step_writes_one_record_and_one_metric(ddb: Any) -> None:
     st = completed_state()
     first, second = record_step(json.loads(json.dumps(st)), deps), record_step(st, deps)
     assert first["recorded"] == "stored" and second["recorded"] == "duplicate"
-    assert ddb.scan(TableName=TABLE)["Count"] == 1 and len(published) == 1
+    items = {(i["route"]["S"], i["at"]["S"]): i for i in ddb.scan(TableName=TABLE)["Items"]}
+    # the record once, its hour item counting it once, and (a write in a long-past hour: 1970, by
+    # the real clock) the period cache's late-write generation bumped once
+    assert sorted(items) == [("primary", "1970-01-01T00:01:39.000Z#p1"), ("primary#roll", "h#1970-01-01T00"), ("primary#roll", "period")]
+    hour = items[("primary#roll", "h#1970-01-01T00")]
+    assert (hour["pj"]["N"], hour["pg"]["N"], items[("primary#roll", "period")]["gen"]["N"]) == ("1", "1", "1")
+    assert len(published) == 1
 
 
 def test_query_reads_a_time_window_of_one_route_newest_first(ddb: Any) -> None:
@@ -157,8 +163,9 @@ def test_local_endpoint_without_credentials_gets_placeholder_keys(monkeypatch: p
 
 
 def test_a_lost_answer_is_retried_into_one_record_and_one_metric(ddb: Any) -> None:
-    """The first PutItem is written but its answer never arrives (connection closed): botocore
-    retries, meets the conditional check, and sees its own write token in the returned item."""
+    """The first TransactWriteItems is applied but its answer never arrives (connection closed):
+    botocore retries the same request, ClientRequestToken and all, and DynamoDB answers it as the
+    first call was (idempotent for 10 minutes): stored once, counted once, one metric."""
     from botocore.exceptions import ConnectionClosedError
     from moto.core.models import botocore_stubber
 
@@ -166,18 +173,19 @@ def test_a_lost_answer_is_retried_into_one_record_and_one_metric(ddb: Any) -> No
 
     def write_then_drop(request: Any, **kwargs: Any) -> Any:
         if not dropped:
-            botocore_stubber(kwargs.get("event_name", "before-send.dynamodb.PutItem"), request)  # moto performs the write
+            botocore_stubber(kwargs.get("event_name", "before-send.dynamodb.TransactWriteItems"), request)  # moto performs the write
             dropped.append("answer")
             raise ConnectionClosedError(endpoint_url=request.url)
         return None  # moto answers the retry
 
-    ddb.meta.events.register_first("before-send.dynamodb.PutItem", write_then_drop)
+    ddb.meta.events.register_first("before-send.dynamodb.TransactWriteItems", write_then_drop)
     metrics = Capture()
     published = metrics.published
     deps = Deps(stores=lambda e: None, store=DynamoLatencyStore(TABLE, ddb), metrics=metrics)  # type: ignore[arg-type,return-value]
     st = completed_state()
     assert record_step(st, deps)["recorded"] == "stored"
-    assert dropped == ["answer"] and ddb.scan(TableName=TABLE)["Count"] == 1 and len(published) == 1
+    items = {(i["route"]["S"], i["at"]["S"]): i for i in ddb.scan(TableName=TABLE)["Items"]}
+    assert dropped == ["answer"] and items[("primary#roll", "h#1970-01-01T00")]["pj"]["N"] == "1" and len(published) == 1
     # A later retry of the step (a new call, another token) is a duplicate: no second metric.
     assert record_step(st, deps)["recorded"] == "duplicate" and len(published) == 1
 
@@ -235,5 +243,8 @@ def test_spooled_records_are_private_files_replayed_once(tmp_path: Any, ddb: Any
     assert replay_spool(deps) == {"replayed": 1, "duplicates": 0, "left": 0}
     spool.spool(rec(1_790_000_000.0, probe="s1"))  # the same probe spooled twice (a retried RecordResult)
     assert replay_spool(deps) == {"replayed": 0, "duplicates": 1, "left": 0}
-    assert spool.pending() == 0 and ddb.scan(TableName=TABLE)["Count"] == 1
+    items = {(i["route"]["S"], i["at"]["S"]): i for i in ddb.scan(TableName=TABLE)["Items"]}
+    records = [k for k in items if "#" not in k[0]]
+    hours = [i for k, i in items.items() if k[1].startswith("h#")]
+    assert spool.pending() == 0 and len(records) == 1 and [h["pj"]["N"] for h in hours] == ["1"]  # stored and counted once
     assert counted == ["SpoolReplayed"]  # replay counts itself; the probe's own metrics went out when it was spooled

@@ -16,7 +16,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from replmon.core.errors import StoreUnavailable
 from replmon.core.keys import iso_ms
 from replmon.core.partitions import PERIOD, live_partition, roll_partition
-from replmon.core.ports import MAX_TRANSACT_ACTIONS, RaiseTo, TransactItem, TransactOutcome, TransactPut
+from replmon.core.ports import MAX_TRANSACT_ACTIONS, RaiseTo, TransactAdd, TransactItem, TransactOutcome, TransactPut
 from replmon.core.record import PARTITION_KEY, SORT_KEY, ProbeRecord
 
 #: The attribute that tells which put_once call wrote an item (see put_once).
@@ -180,9 +180,11 @@ class DynamoLatencyStore:
         item = self.get_item(route, sort_key)
         return None if item is None else ProbeRecord.from_item(item)
 
-    def narrow_interval(self, record: ProbeRecord, lo: float, hi: float | None, replica_at: float) -> bool:
+    def narrow_interval(self, record: ProbeRecord, lo: float, hi: float | None, replica_at: float,
+                        counters: Sequence[TransactAdd] = ()) -> bool:
         """Replace the record's interval with a narrower one, only if it is still the interval
-        ``record`` was read with (optimistic: a concurrent narrowing wins, the caller re-reads)."""
+        ``record`` was read with (optimistic: a concurrent narrowing wins, the caller re-reads);
+        with ``counters`` (the hour item's moves, signals/rollup.py ``narrow_ops``) in one transaction."""
         names = {"#lo": "latency_lo", "#hi": "latency_hi"}
         values: dict[str, Any] = {":lo": _ser.serialize(_to_ddb(lo)), ":old_lo": _ser.serialize(_to_ddb(record.latency_lo)),
                                   ":r": _ser.serialize(_to_ddb(replica_at)), ":src": {"S": "poll+event"}}
@@ -200,9 +202,21 @@ class DynamoLatencyStore:
         else:
             values[":old_hi"] = _ser.serialize(_to_ddb(record.latency_hi))
             cond += " AND #hi = :old_hi"
-        return self._conditional(lambda: self.client.update_item(
-            TableName=self.table, Key=self._key(record.route, record.sort_key), UpdateExpression="SET " + ", ".join(sets),
-            ConditionExpression=cond, ExpressionAttributeNames=names, ExpressionAttributeValues=values))
+        update = {"TableName": self.table, "Key": self._key(record.route, record.sort_key), "UpdateExpression": "SET " + ", ".join(sets),
+                  "ConditionExpression": cond, "ExpressionAttributeNames": names, "ExpressionAttributeValues": values}
+        if not counters:
+            return self._conditional(lambda: self.client.update_item(**update))
+        try:
+            self._call(lambda: self.client.transact_write_items(
+                TransactItems=[{"Update": update}, *(self._transact_item(c) for c in counters)]))
+        except StoreUnavailable as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ClientError) and cause.response["Error"]["Code"] == "TransactionCanceledException":
+                reasons = [r.get("Code", "None") for r in cause.response.get("CancellationReasons", [])]
+                if reasons and reasons[0] == "ConditionalCheckFailed" and set(reasons[1:]) <= {"None"}:
+                    return False  # the interval changed since it was read: nothing applied
+            raise
+        return True
 
     # ------------------------------------------------------------------ rollups (core/ports.py RollupStore)
     #: TransactionConflict (another transaction on one of the items: in a backlog, up to
@@ -279,13 +293,15 @@ class DynamoLatencyStore:
 
     def put_period(self, route: str, item: dict[str, Any], through_hour: str | None, gen: int | None) -> bool:
         full = self._item({**item, PARTITION_KEY: roll_partition(route), SORT_KEY: PERIOD})
-        if through_hour is None:
-            return self._conditional(lambda: self.client.put_item(
-                TableName=self.table, Item=full, ConditionExpression="attribute_not_exists(#pk)", ExpressionAttributeNames={"#pk": PARTITION_KEY}))
+        # gen 0 = never counted: the attribute is absent (late writes ADD it, creating the item)
+        same_gen = "(attribute_not_exists(#g) OR #g = :g)" if not gen else "#g = :g"
+        same_fold = "attribute_not_exists(#t)" if through_hour is None else "#t = :t"
+        values: dict[str, Any] = {":g": {"N": str(gen or 0)}}
+        if through_hour is not None:
+            values[":t"] = {"S": through_hour}
         return self._conditional(lambda: self.client.put_item(
-            TableName=self.table, Item=full, ConditionExpression="through_hour = :t AND (#g = :g OR (attribute_not_exists(#g) AND :g = :zero))",
-            ExpressionAttributeNames={"#g": "gen"},
-            ExpressionAttributeValues={":t": {"S": through_hour}, ":g": {"N": str(gen or 0)}, ":zero": {"N": "0"}}))
+            TableName=self.table, Item=full, ConditionExpression=f"{same_fold} AND {same_gen}",
+            ExpressionAttributeNames={"#g": "gen", "#t": "through_hour"}, ExpressionAttributeValues=values))
 
     def live_items(self, route: str) -> list[dict[str, Any]]:
         return self._items(live_partition(route), " ", "~")

@@ -19,7 +19,7 @@ from typing import Any
 
 from replmon.core.keys import iso_ms
 from replmon.core.partitions import PERIOD, live_partition, roll_partition
-from replmon.core.ports import MAX_TRANSACT_ACTIONS, RaiseTo, TransactItem, TransactOutcome, TransactPut
+from replmon.core.ports import MAX_TRANSACT_ACTIONS, RaiseTo, TransactAdd, TransactItem, TransactOutcome, TransactPut
 from replmon.core.record import PARTITION_KEY, SORT_KEY, ProbeRecord
 
 
@@ -44,11 +44,14 @@ class MemoryLatencyTable:
         item = self.get_item(route, sort_key)
         return None if item is None else ProbeRecord.from_item(item)
 
-    def narrow_interval(self, record: ProbeRecord, lo: float, hi: float | None, replica_at: float) -> bool:
+    def narrow_interval(self, record: ProbeRecord, lo: float, hi: float | None, replica_at: float,
+                        counters: Sequence[TransactAdd] = ()) -> bool:
         with self._lock:
             item = self._items.get((record.route, record.sort_key))
             if item is None or item.get("latency_lo") != record.latency_lo or item.get("latency_hi") != record.latency_hi:
                 return False
+            if counters:
+                apply_transaction(self._items, counters)
             item.update({"latency_lo": lo, "replica_at": replica_at, "interval_from": "poll+event"})
             if hi is not None:
                 item.update({"latency_hi": hi, "latency_mid": (lo + hi) / 2})
@@ -112,10 +115,8 @@ class MemoryLatencyTable:
     def put_period(self, route: str, item: dict[str, Any], through_hour: str | None, gen: int | None) -> bool:
         key = (roll_partition(route), PERIOD)
         with self._lock:
-            old = self._items.get(key)
-            if (old is None) != (through_hour is None):
-                return False
-            if old is not None and (old.get("through_hour") != through_hour or old.get("gen", 0) != (gen or 0)):
+            old = self._items.get(key) or {}
+            if old.get("through_hour") != through_hour or old.get("gen", 0) != (gen or 0):
                 return False
             self._items[key] = {**copy.deepcopy(item), PARTITION_KEY: key[0], SORT_KEY: key[1]}
             return True

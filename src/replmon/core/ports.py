@@ -128,9 +128,11 @@ class LatencyStore(Protocol):
 
     def get_record(self, route: str, sort_key: str) -> ProbeRecord | None: ...
 
-    def narrow_interval(self, record: ProbeRecord, lo: float, hi: float | None, replica_at: float) -> bool:
+    def narrow_interval(self, record: ProbeRecord, lo: float, hi: float | None, replica_at: float,
+                        counters: Sequence[TransactAdd] = ()) -> bool:
         """Replace the record's interval with a narrower one if it is still the one ``record`` was
-        read with (False: a concurrent change won; re-read and retry)."""
+        read with (False: a concurrent change won; re-read and retry); ``counters`` (the hour
+        item's moves) are applied in the same transaction, or not at all."""
         ...
 
 

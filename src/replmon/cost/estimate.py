@@ -133,6 +133,12 @@ def transfer_rate(source_region: str) -> float:
     return float(rates[source_region])
 
 
+def slo_read_units(a: dict[str, Any]) -> float:
+    """Read units of one route's SLO per collector run (signals/slo_rollup.py): the period cache
+    (a strongly consistent GetItem) and 7 hour items (one Query, eventually consistent: half)."""
+    return float(math.ceil(a["period_item_bytes"] / 4096) + math.ceil(7 * a["hour_item_bytes"] / 4096) / 2)
+
+
 def estimate(request: ProbeRequest, runs_per_month: float, cross_region: bool, rtc: bool,
              assumptions: dict[str, Any] | None = None, alarms: int | None = None, settings: UploadSettings | None = None,
              source_region: str | None = None) -> Estimate:
@@ -176,7 +182,8 @@ def estimate(request: ProbeRequest, runs_per_month: float, cross_region: bool, r
         invocations["upload"] = invocations.get("upload", 0) + 1
         gb_seconds += 1.0 * (upload_s + a["other_step_seconds"]) + 0.25 * (polling.lambda_seconds + polling.invocations * a["other_step_seconds"])
         gb_seconds += 2 * 0.25 * a["other_step_seconds"]  # RecordResult, Cleanup
-        write_units += math.ceil(a["record_bytes"] / 1024) + a["in_flight_marker_write_units"]  # the record; marker put + delete
+        # the record and its hour item's counters in one transaction (2 units per KB each); marker put + delete
+        write_units += 2 * (math.ceil(a["record_bytes"] / 1024) + math.ceil(a["hour_item_bytes"] / 1024)) + a["in_flight_marker_write_units"]
         if probe.poll_settings.use_history:  # the history Query: up to 50 records, eventually consistent
             read_units += math.ceil(50 * a["record_bytes"] / 4096) / 2
 
@@ -202,8 +209,7 @@ def estimate(request: ProbeRequest, runs_per_month: float, cross_region: bool, r
     est.add("CollectSignals (RPO, SLO, RTC metrics)", collector_runs, "runs",
             collector_runs * (0.25 * a["collector_seconds"] * p["lambda_arm_per_gb_second"] + p["lambda_per_million_requests"] / 1e6)
             + (collector_runs * a["s3_replication_metrics_per_rule"] * len(request.routes) / 1000 * p["cloudwatch_getmetricdata_per_1000_metrics"] if rtc else 0.0)
-            # one 30-day Query of the route's records per run, eventually consistent
-            + collector_runs * len(request.routes) * math.ceil(len(probes) * runs * a["record_bytes"] / 4096) / 2 / 1e6 * p["dynamodb_per_million_read_units"])
+            + collector_runs * len(request.routes) * slo_read_units(a) / 1e6 * p["dynamodb_per_million_read_units"])
     metrics = len(request.routes) * (2 + len(sizes) + a["passive_metrics_per_route"]) + (a["s3_replication_metrics_per_rule"] * len(request.routes) if rtc else 0)
     est.add("CloudWatch metrics", metrics, "metrics", metrics * p["cloudwatch_per_metric_month"])
     n_alarms = a["alarms"] if alarms is None else alarms

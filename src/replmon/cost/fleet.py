@@ -14,8 +14,8 @@ counted once per route. The rest is counted from what the code defines:
 - **Metrics Insights alarms** (fleet/alarms.py, per RouteGroup): priced per metric analyzed at the
   standard alarm's rate, one metric per route per alarm (AWS's per-metric-analyzed rate is not
   confirmed here: aws-contracts C18.13); the stack's other alarms at the standard rate;
-- **the collector**: per route, the S3 replication metrics it reads (GetMetricData) and the SLO
-  window it queries (until the rollups land), every run.
+- **the collector**: per route, the S3 replication metrics it reads (GetMetricData) and the SLO's
+  rollups (the period cache and 7 hour items: estimate.py ``slo_read_units``), every run.
 
 Each class's run overhead (the parent execution's own transitions and steps) is counted per
 route: in the fleet one tick's run serves every route, so the probe lines are an upper bound.
@@ -28,13 +28,12 @@ True
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from replmon.core.cadence import ProbeClasses
 from replmon.core.telemetry import CONTINUOUS, FLEET_METRICS, PER_PROBE, PER_ROUTE, PER_ROUTE_CLASS, SWITCHED
-from replmon.cost.estimate import Line, estimate, pricing, transfer_rate
+from replmon.cost.estimate import Line, estimate, pricing, slo_read_units, transfer_rate
 from replmon.fleet.alarms import FLEET_ALARMS
 from replmon.probe.request import load_request
 
@@ -178,8 +177,8 @@ def fleet_estimate(routes: int, classes: ProbeClasses, *, cross_region: bool = F
         mi * p["cloudwatch_per_standard_alarm_month"])
     rate = collector_rate_minutes or a["collector_rate_minutes"]
     collector_runs = MONTH_HOURS * 60 / rate
-    window_reads = math.ceil(sum(MONTH_HOURS * 3600 / c.every_seconds * c.trials for c in classes) * a["record_bytes"] / 4096) / 2
-    add("CollectSignals per route (GetMetricData, the SLO window's Query, Lambda time)", collector_runs, "runs",
+    window_reads = slo_read_units(a)
+    add("CollectSignals per route (GetMetricData, the SLO's rollups, Lambda time)", collector_runs, "runs",
         collector_runs * ((a["s3_replication_metrics_per_rule"] / 1000 * p["cloudwatch_getmetricdata_per_1000_metrics"] if rtc else 0.0)
                           + window_reads / 1e6 * p["dynamodb_per_million_read_units"]
                           + 0.25 * a["collector_seconds"] * p["lambda_arm_per_gb_second"]))

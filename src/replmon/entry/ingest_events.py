@@ -20,7 +20,7 @@ from replmon.signals.s3events import parse_sqs_message
 
 def ingest_deps(function_name: str) -> IngestDeps:
     d = wiring.for_function(function_name)
-    return IngestDeps(d.store, d.metrics, d.routes, d.retention_days, d.event_skew, d.clock.now)
+    return IngestDeps(d.store, d.metrics, d.routes, d.retention_days, d.event_skew, d.clock.now, d.slo)
 
 
 def handle_batch(event: Mapping[str, Any], function_name: str = "") -> dict[str, Any]:

@@ -493,7 +493,7 @@ def p6_ingest(report: Report, store: Any, deps: Deps, ingest_events: int, hour_e
     route = deps.routes[0].name
     # The rest of the hour: the same ingest code (parse, plan, count behind markers), batches of
     # BatchSize from `concurrency` threads, without the SQS envelope; not part of the rate above.
-    ideps = IngestDeps(store, deps.metrics, deps.routes, deps.retention_days, deps.event_skew)
+    ideps = IngestDeps(store, deps.metrics, deps.routes, deps.retention_days, deps.event_skew, slo=deps.slo)
     rest = docs[ingested:]
 
     def load(chunk: list[dict[str, Any]]) -> int:

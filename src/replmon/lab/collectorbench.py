@@ -5,8 +5,11 @@ one per GetItem) and the GetMetricData calls, per run and per route.
 
 **The history.** Each route has what the default schedule leaves (``ProbeClasses``
 ``1MiB@1h,64MiB@6h,1GiB@1d``): one COMPLETED record per class cadence over ``SloPeriodDays`` (30) days
-and a day, and the last two hours of heartbeats (one a minute). Records are written by batch, not by
-the probes' transaction (the collector reads records, not the hour items, today).
+and a day, their hour items as the probes' transactions leave them (signals/rollup.py
+``record_ops``: the SLO is read from these), and the last two hours of heartbeats (one a minute).
+Everything is written by batch (loading through a transaction per record would take longer than
+the bench). The first collector run over a route builds its period cache from every hour item
+(signals/slo_rollup.py): it is measured apart (``first_run``) from the steady runs that follow.
 
 **CloudWatch** is a recording stand-in that answers every query with no points (an idle route: S3
 publishes replication metrics only when there is something to report); what is measured is how
@@ -25,7 +28,7 @@ from replmon.core.defaults import DEFAULTS
 from replmon.core.keys import HEARTBEAT_SIZE_BYTES, HEARTBEAT_SIZE_CLASS, RUN_STAMP, heartbeat_probe_id, heartbeat_run_id
 from replmon.core.partitions import heartbeat_partition
 from replmon.core.ports import MetricQuery, MetricSeries, ReaderKey
-from replmon.core.record import PARTITION_KEY, ProbeRecord, ProbeStatus
+from replmon.core.record import PARTITION_KEY, SORT_KEY, ProbeRecord, ProbeStatus
 from replmon.core.route import Route
 
 __all__ = ["CallCounter", "history_items", "run_collector_bench"]
@@ -78,8 +81,13 @@ def bench_route(i: int, stamp: str) -> Route:
 
 def history_items(route: str, now: float, classes: str = DEFAULTS.probe_classes, days: int = DEFAULTS.slo_period_days + 1,
                   heartbeat_hours: float = 2.0) -> list[dict[str, Any]]:
-    """The route's records as the default schedule leaves them (COMPLETED, latencies of a few seconds)."""
+    """The route's records as the default schedule leaves them (COMPLETED, latencies of a few seconds),
+    with the hour items their transactions build."""
+    from replmon.core.ports import TransactAdd
+    from replmon.signals.rollup import record_ops
+
     out = []
+    hours: dict[tuple[str, str], dict[str, Any]] = {}
     for c in ProbeClasses.parse(classes):
         t = now - days * 86400
         while t < now:
@@ -89,7 +97,13 @@ def history_items(route: str, now: float, classes: str = DEFAULTS.probe_classes,
                             size_class=c.label, trial=1, status=ProbeStatus.COMPLETED, put_end=t + 1 + size / 2**27,
                             latency_lo=2.0, latency_hi=3.0 + size / 2**26)
             out.append(r.to_item())
+            for op in record_ops(r, now=r.put_end or t):  # stored on time: no late-write generation
+                if isinstance(op, TransactAdd):
+                    item = hours.setdefault((op.pk, op.sk), {PARTITION_KEY: op.pk, SORT_KEY: op.sk, **op.set_once})
+                    for k, v in op.add.items():
+                        item[k] = item.get(k, 0) + v
             t += c.every_seconds
+    out += hours.values()
     t = now - heartbeat_hours * 3600
     while t < now:
         run = heartbeat_run_id(t)
@@ -131,13 +145,20 @@ def run_collector_bench(client: Any, table: str, sizes: Sequence[int], *, repeat
     store = DynamoLatencyStore(table, client)
     loaded, per_route = 0, 0
     out: list[dict[str, Any]] = []
+    first_runs: list[dict[str, Any]] = []
     for n in sorted(sizes):
         began = time.time()
         items = [it for i in range(loaded, n) for it in history_items(bench_route(i, stamp).name, now)]
         per_route = len(items) // (n - loaded) if n > loaded else per_route
         load(client, table, items)
-        loaded = n
+        new, loaded = range(loaded, n), n
         progress(f"N = {n}: {len(items)} items loaded in {time.time() - began:.1f} s")
+        routes = [bench_route(i, stamp) for i in new]
+        counter.reset()
+        t0 = time.perf_counter()
+        collect(routes, store, IdleReaders(), NullMetrics(), now, SloSpec(), 3600, 1)  # the new routes' period caches
+        first_runs.append({"routes": len(routes), "wall_s": round(time.perf_counter() - t0, 3),
+                           "items_read_per_route": round(counter.items_read / max(1, len(routes)), 1)})
         routes = [bench_route(i, stamp) for i in range(n)]
         walls: list[float] = []
         for _ in range(repeats):
@@ -150,7 +171,7 @@ def run_collector_bench(client: Any, table: str, sizes: Sequence[int], *, repeat
                     "dynamodb_calls": sum(counter.calls.values()), "dynamodb_calls_by_operation": dict(sorted(counter.calls.items())),
                     "items_read": counter.items_read, "items_read_per_route": round(counter.items_read / n, 1),
                     "get_metric_data_calls": readers.calls, "metric_queries": readers.queries, "largest_call_queries": readers.largest,
-                    "history_items_per_route": per_route})
+                    "history_items_per_route": per_route, "first_run": first_runs[-1]})
         progress(f"N = {n}: {out[-1]['wall_s'][1]} s median, {out[-1]['items_read_per_route']} items read per route, "
                  f"{readers.calls} GetMetricData calls")
     return out

@@ -11,6 +11,7 @@ from replmon.core.errors import StoreUnavailable
 from replmon.core.route import Route
 from replmon.probe.steps import ProbeDeps, after_record
 from replmon.probe.upload import run_started
+from replmon.signals.rollup import store_record
 
 #: Records Housekeeping replays per run (each a conditional put).
 REPLAY_LIMIT = 200
@@ -26,7 +27,8 @@ def replay_spool(deps: ProbeDeps, limit: int = REPLAY_LIMIT) -> dict[str, int]:
         return out
     for handle, record in deps.spool.drain(limit):
         try:
-            wrote = deps.store.put_once(record)
+            wrote = store_record(deps.store, record, deps.clock.now(), threshold_seconds=deps.slo.threshold_seconds,
+                                 period_days=deps.slo.period_days)
         except StoreUnavailable:
             out["left"] += 1  # still down: it stays spooled for the next run
             continue

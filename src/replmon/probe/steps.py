@@ -32,6 +32,7 @@ from replmon.probe.upload import UploadSettings, probe_key, upload_probe
 from replmon.signals.arrivals import apply_arrivals
 from replmon.signals.health import route_health
 from replmon.signals.inflight import clear_in_flight, mark_in_flight
+from replmon.signals.rollup import store_record
 from replmon.signals.slo import SloSpec
 
 log = logging.getLogger("replmon")
@@ -113,7 +114,8 @@ def record_step(event: Mapping[str, Any], deps: ProbeDeps, interrupted: str | No
     state = ProbeState.model_validate(event)
     record = to_record(state, deps.retention_days, interrupted)
     try:
-        wrote = deps.store.put_once(record)
+        wrote = store_record(deps.store, record, deps.clock.now(), threshold_seconds=deps.slo.threshold_seconds,
+                             period_days=deps.slo.period_days)
         state.recorded = "stored" if wrote else "duplicate"
     except StoreUnavailable as exc:
         if deps.spool is None:
@@ -133,7 +135,7 @@ def after_record(record: ProbeRecord, deps: ProbeDeps) -> None:
     """Narrow the interval with replica events that came first; the probe is no longer in flight.
     Both are refinements: a failure is logged, the record stands."""
     try:
-        note = apply_arrivals(deps.store, deps.metrics, record, deps.event_skew)
+        note = apply_arrivals(deps.store, deps.metrics, record, deps.event_skew, deps.slo, deps.clock.now())
         if note:
             log.info("replica events applied", extra={"probe_id": record.probe_id, "result": note})
         clear_in_flight(deps.store, record.route, record.sort_key)

@@ -24,7 +24,9 @@ from replmon.core.partitions import ARRIVAL_ATTR, ARRIVALS, signal_partition
 from replmon.core.ports import LatencyTable, MetricsSink
 from replmon.core.record import ProbeRecord, ProbeStatus
 from replmon.core.telemetry import ROUTE
+from replmon.signals.rollup import narrow_ops
 from replmon.signals.s3events import ObjectCreated
+from replmon.signals.slo import SloSpec
 
 #: Arrivals are kept as long as a probe can live (1 day) plus an hour.
 ARRIVAL_TTL_SECONDS = 86_400 + 3600
@@ -86,9 +88,10 @@ def tighten(lo: float | None, hi: float | None, put_end: float, destinations: Se
     return Tightened(round(new_lo, 6), None if new_hi is None else round(new_hi, 6), latest)
 
 
-def apply_arrivals(store: LatencyTable, metrics: MetricsSink, record: ProbeRecord, skew: float) -> str | None:
+def apply_arrivals(store: LatencyTable, metrics: MetricsSink, record: ProbeRecord, skew: float, slo: SloSpec, now: float) -> str | None:
     """Narrow a stored record with its replicas' creation times; a conditional update that retries
-    on a concurrent change. Returns what happened, for the log."""
+    on a concurrent change, moving the hour item's counters in the same transaction (a sample that
+    becomes good under ``slo``'s threshold). Returns what happened, for the log."""
     for _ in range(3):
         item = store.get_item(signal_partition(record.route, ARRIVALS), record.sort_key)
         if not item:
@@ -103,7 +106,8 @@ def apply_arrivals(store: LatencyTable, metrics: MetricsSink, record: ProbeRecor
             return f"disagreement: {exc}"
         if t is None:
             return "no narrower"
-        if store.narrow_interval(record, t.lo, t.hi, t.replica_at):
+        moves = narrow_ops(record, t.hi, slo.threshold_seconds, now, period_days=slo.period_days)
+        if store.narrow_interval(record, t.lo, t.hi, t.replica_at, moves):
             metrics.count("IntervalNarrowedByEvent", dimensions={ROUTE: record.route})
             return f"narrowed to [{t.lo}, {t.hi}]"
         fresh = store.get_record(record.route, record.sort_key)

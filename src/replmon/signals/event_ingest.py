@@ -39,6 +39,7 @@ from replmon.core.telemetry import EVENT, ROUTE
 from replmon.signals.arrivals import ARRIVAL_TTL_SECONDS, Arrival, apply_arrivals, arrival_for
 from replmon.signals.rollup import EVENT_ATTRS, event_add, event_attr
 from replmon.signals.s3events import ObjectCreated, Parsed, ReplicationEvent
+from replmon.signals.slo import SloSpec
 from replmon.signals.windows import floor_hour
 
 
@@ -168,6 +169,7 @@ class IngestDeps:
     retention_days: int
     skew_seconds: float
     now: Callable[[], float] = time.time  # the markers' TTL starts now
+    slo: SloSpec = field(default_factory=SloSpec)  # REPLMON_SLO: a narrowed record's good is judged against its threshold
 
     @property
     def prefixes(self) -> list[str]:
@@ -312,4 +314,4 @@ def _arrival(a: Arrival, deps: IngestDeps) -> str:
         deps.metrics.count("ReplicaArrivals", dimensions={ROUTE: a.route})
     record = deps.store.get_record(a.route, a.record_key)
     # No record yet: RecordResult applies the arrival when it stores the record.
-    return (apply_arrivals(deps.store, deps.metrics, record, deps.skew_seconds) or "arrival kept") if record else "arrival kept"
+    return (apply_arrivals(deps.store, deps.metrics, record, deps.skew_seconds, deps.slo, deps.now()) or "arrival kept") if record else "arrival kept"

@@ -22,9 +22,13 @@ from replmon.core.telemetry import ROUTE
 from replmon.signals.inflight import in_flight_put_ends
 from replmon.signals.rollup import event_counts as rollup_event_counts
 from replmon.signals.rtc import RtcSample, latest
-from replmon.signals.slo import Rpo, SloSpec, SloStatus, rpo, slo_status
+from replmon.signals.slo import Rpo, SloSpec, SloStatus, rpo
+from replmon.signals.slo_rollup import rollup_slo_status
 from replmon.signals.stall import StallState, live_state, stall_seconds
 from replmon.signals.windows import SUB_SLOT_SECONDS, event_window, floor_5min, floor_hour, sub_slot, sub_slots
+
+#: A Lambda's longest run: a probe's PUT ends at most this long after its start (with the spread).
+PUT_LAG_SECONDS = 900
 
 
 @dataclass
@@ -89,7 +93,9 @@ def failure_events(store: LatencyTable, route: str, now: float, window: float) -
 def route_health(store: LatencyTable, route: str, now: float, spec: SloSpec, window: float) -> RouteHealth:
     """The route's RPO and SLO from the store: records, in-flight markers, event counters and the
     RTC collections of the window (every collection in it, not only the latest)."""
-    records = store.query(route, now - spec.period_days * 86_400 - 86_400, now)
+    # Records of the RPO window only (its probes' latencies, FAILED ones): a record's key is its
+    # planned time, its PUT ends within the probe interval (the spread) and a Lambda's 15 minutes.
+    records = store.query(route, now - window - spec.probe_interval_seconds - PUT_LAG_SECONDS, now)
     # heartbeats (probe/heartbeat.py) are probes to the RPO: the pending ones' ages, the recent ones' latencies
     heartbeats = store.query(heartbeat_partition(route), now - window, now)
     beat_state = live_state(store, route, now)
@@ -100,7 +106,8 @@ def route_health(store: LatencyTable, route: str, now: float, spec: SloSpec, win
     # the window, and the kept items (a backlog's missed thresholds among them) are not read.
     failures = failure_events(store, route, now, window) if counts.get("OperationFailedReplication") else 0
     r = rpo(now, window, [*records, *heartbeats], in_flight, latest(rtc_samples, now - window), failures)
-    return RouteHealth(route, r, slo_status(records, now, spec), rtc_samples, counts, stall_summary(beat_state, now))
+    slo, _ = rollup_slo_status(store, route, now, spec)  # the period's counts from the hour items (slo_rollup.py)
+    return RouteHealth(route, r, slo, rtc_samples, counts, stall_summary(beat_state, now))
 
 
 def pending_heartbeat_put_ends(state: Mapping[str, Any] | None) -> list[float]:

@@ -8,13 +8,16 @@ The hour item ``<route>#roll`` / ``h#<YYYY-MM-DDTHH>`` (core/partitions.py) hold
 | ``j``, ``g`` | judged / good samples this hour (probes and heartbeats) |
 | ``pj``, ``pg`` | the same, probes only (heartbeats = ``j - pj``) |
 | ``j_MM``, ``g_MM``, ``f_MM`` | judged / good / FAILED per 5-minute sub-slot (MM = 00, 05, ... 55) |
+| ``pj_MM``, ``pg_MM`` | judged / good probes per sub-slot (the SLO's burn windows, signals/slo_rollup.py) |
 | ``eF_MM``, ``eM_MM``, ``eA_MM``, ``eN_MM``, ``eC_MM`` | replication events per kind per sub-slot |
 | ``eU_<name>_MM`` | events of a kind S3 does not document (stored as sent, flagged), per sub-slot |
-| ``x_<class>_MM`` | the largest polled upper bound (COMPLETED ``hi``, STUCK ``lo``) per class and sub-slot |
+| ``x_<class>_MM`` | the largest polled upper bound per class and sub-slot (``record_max_ops``; the record path does not write it yet: the RPO reads its window's records) |
 | ``h_<class>_<b>`` | COMPLETED latencies per class, geometric buckets x1.25 from 0.25 s (46 buckets) |
 | ``expires_at`` | the hour + SloPeriodDays + 2 days (TTL) |
 
-Counters are only ever added (``ADD``); an absent counter is 0. The period cache
+Good is judged as the record lands, against the SLO threshold then in force (REPLMON_SLO); a
+replica event that narrows a record's interval moves its counters in the same transaction
+(``narrow_ops``). Counters are only ever added (``ADD``); an absent counter is 0. The period cache
 (``<route>#roll`` / ``period``) counts ``gen`` up when a record lands in an hour older than
 ``LATE_AFTER_HOURS`` (the collector may have folded that hour: it recomputes).
 
@@ -26,28 +29,31 @@ This is the contracts' naive version (package C hardens it: event batches, the f
 ...                 put_end=1795428901.0, latency_lo=3.0, latency_hi=4.0)
 >>> put, add = record_ops(r, now=1795428910.0)
 >>> (put.item["route"], add.pk, add.sk, dict(add.add))
-('dr-orders', 'dr-orders#roll', 'h#2026-11-23T10', {'j': 1, 'g': 1, 'pj': 1, 'pg': 1, 'j_15': 1, 'g_15': 1, 'h_1MiB_13': 1})
+('dr-orders', 'dr-orders#roll', 'h#2026-11-23T10', {'j': 1, 'g': 1, 'pj': 1, 'pg': 1, 'j_15': 1, 'g_15': 1, 'pj_15': 1, 'pg_15': 1, 'h_1MiB_13': 1})
 >>> [(m.attribute, m.value) for m in record_max_ops(r)]
 [('x_1MiB_15', 4.0)]
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import uuid
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from replmon.core.defaults import DEFAULTS
 from replmon.core.keys import is_heartbeat
 from replmon.core.partitions import PERIOD, heartbeat_partition, hour_sort_key, roll_partition
-from replmon.core.ports import RaiseTo, TransactAdd, TransactItem, TransactPut
+from replmon.core.ports import LatencyTable, RaiseTo, TransactAdd, TransactItem, TransactPut
 from replmon.core.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE, ProbeRecord, ProbeStatus
+from replmon.signals.slo import is_good
 from replmon.signals.windows import HOUR_SECONDS, floor_hour, record_time, sub_slot
 
 __all__ = [
     "EVENT_ATTRS", "GEN", "GOOD", "HEARTBEAT_RETENTION_DAYS", "HIST_BASE_SECONDS", "HIST_BUCKETS", "HIST_RATIO", "JUDGED",
-    "LATE_AFTER_HOURS", "PROBE_GOOD", "PROBE_JUDGED", "bucket_upper", "event_add", "event_attr", "event_counts", "hist_attr", "latency_bucket", "max_attr",
-    "record_max_ops", "record_ops", "slot_attr",
+    "LATE_AFTER_HOURS", "PROBE_GOOD", "PROBE_JUDGED", "bucket_upper", "event_add", "event_attr", "event_counts", "hist_attr",
+    "latency_bucket", "max_attr", "narrow_ops", "record_max_ops", "record_ops", "slot_attr", "store_record",
 ]
 
 JUDGED, GOOD, PROBE_JUDGED, PROBE_GOOD = "j", "g", "pj", "pg"
@@ -127,12 +133,14 @@ def record_ops(record: ProbeRecord, now: float, *, period_days: int = DEFAULTS.s
     when = record_time(record)
     hour = floor_hour(when)
     threshold = record.target_seconds if threshold_seconds is None else threshold_seconds
-    good = int(record.status is ProbeStatus.COMPLETED and record.latency_hi is not None and record.latency_hi <= threshold)
+    good = int(is_good(record, threshold))
     failed = int(record.status is ProbeStatus.FAILED)
     add = {JUDGED: 1, GOOD: good}
     if not heartbeat:
         add |= {PROBE_JUDGED: 1, PROBE_GOOD: good}
     add |= {slot_attr(SLOT_JUDGED, when): 1, slot_attr(SLOT_GOOD, when): good, slot_attr(SLOT_FAILED, when): failed}
+    if not heartbeat:
+        add |= {slot_attr(PROBE_JUDGED, when): 1, slot_attr(PROBE_GOOD, when): good}
     if record.status is ProbeStatus.COMPLETED and record.latency_hi is not None:
         add[hist_attr(record.size_class, latency_bucket(record.latency_hi))] = 1
     expires = int(hour + HOUR_SECONDS + (period_days + 2) * 86400)
@@ -141,6 +149,77 @@ def record_ops(record: ProbeRecord, now: float, *, period_days: int = DEFAULTS.s
     if hour < floor_hour(now) - LATE_AFTER_HOURS * HOUR_SECONDS:
         ops.append(TransactAdd(roll_partition(record.route), PERIOD, {GEN: 1}))
     return ops
+
+
+def narrow_ops(record: ProbeRecord, new_hi: float | None, threshold_seconds: float, now: float, *,
+               period_days: int = DEFAULTS.slo_period_days) -> list[TransactAdd]:
+    """The counter moves a narrowing of ``record`` (as stored) to ``new_hi`` makes, for the
+    narrowing's own transaction: a sample that becomes good (``hi`` fell within the threshold)
+    adds 1 to the good counters (in an hour older than LATE_AFTER_HOURS, the period cache's ``gen``
+    too, as a late record does), and a COMPLETED sample's histogram bucket follows its ``hi``.
+    Narrowing only lowers ``hi``: a good sample stays good.
+
+    >>> from replmon.core.record import ProbeRecord, ProbeStatus
+    >>> r = ProbeRecord(route="r", probe_id="20261123T101500Z-a1b2c3-r-1MiB-t1", run_id="20261123T101500Z-a1b2c3",
+    ...                 planned_at=1795428900.0, size_bytes=2**20, size_class="1MiB", trial=1, status=ProbeStatus.COMPLETED,
+    ...                 put_end=1795428901.0, latency_lo=850.0, latency_hi=960.0)
+    >>> [dict(a.add) for a in narrow_ops(r, 880.0, 900.0, now=1795428960.0)]
+    [{'g': 1, 'g_15': 1, 'pg': 1, 'pg_15': 1}]
+    >>> [(a.sk, dict(a.add)) for a in narrow_ops(r, 880.0, 900.0, now=1795428960.0 + 86400)][1]
+    ('period', {'gen': 1})
+    """
+    if record.status is not ProbeStatus.COMPLETED or new_hi is None:
+        return []
+    narrowed = dataclasses.replace(record, latency_hi=new_hi)
+    add: dict[str, int] = {}
+    when = record_time(record)
+    if is_good(narrowed, threshold_seconds) and not is_good(record, threshold_seconds):
+        add |= {GOOD: 1, slot_attr(SLOT_GOOD, when): 1}
+        if not is_heartbeat(record.run_id):
+            add |= {PROBE_GOOD: 1, slot_attr(PROBE_GOOD, when): 1}
+    old_b = None if record.latency_hi is None else latency_bucket(record.latency_hi)
+    new_b = latency_bucket(new_hi)
+    if old_b != new_b:
+        add[hist_attr(record.size_class, new_b)] = 1
+        if old_b is not None:
+            add[hist_attr(record.size_class, old_b)] = -1
+    if not add:
+        return []
+    hour = floor_hour(when)
+    ops = [TransactAdd(roll_partition(record.route), hour_sort_key(hour), dict(sorted(add.items())),
+                       {TTL_ATTRIBUTE: int(hour + HOUR_SECONDS + (period_days + 2) * 86400)})]
+    if GOOD in add and hour < floor_hour(now) - LATE_AFTER_HOURS * HOUR_SECONDS:
+        ops.append(TransactAdd(roll_partition(record.route), PERIOD, {GEN: 1}))
+    return ops
+
+
+#: The attribute that tells which call stored a record (``store_record``).
+WRITE_ID = "write_id"
+
+
+def store_record(store: LatencyTable, record: ProbeRecord, now: float, *, threshold_seconds: float,
+                 period_days: int = DEFAULTS.slo_period_days) -> bool:
+    """Store ``record`` and count it in its hour item, exactly once: one ``TransactWriteItems``
+    (``record_ops``). True if this call stored it, False if the record was there (a retried step,
+    a replayed spool); :class:`~replmon.core.errors.StoreUnavailable` for anything else (spool it).
+
+    A call whose answer is lost is retried by botocore with the same ``ClientRequestToken``, which
+    DynamoDB answers as it answered the first call (for 10 minutes) instead of applying it twice.
+    The record also carries this call's token (``write_id``): a retry that is cancelled as a
+    duplicate all the same (the token expired, or an emulator that keeps no tokens) reads the
+    record back and still knows the write was its own, so its metrics are published once."""
+    token = uuid.uuid4().hex
+    ops = record_ops(record, now, period_days=period_days, threshold_seconds=threshold_seconds)
+    first = ops[0]
+    assert isinstance(first, TransactPut)
+    ops[0] = TransactPut({**first.item, WRITE_ID: token})
+    outcome = store.transact(ops, token=token)
+    if outcome.applied:
+        return True
+    if outcome.duplicates != (0,):
+        raise AssertionError(f"a record's transaction can only be cancelled by its own put, not {outcome.duplicates}")
+    held = store.get_item(str(first.item[PARTITION_KEY]), str(first.item[SORT_KEY]))
+    return bool(held and held.get(WRITE_ID) == token)
 
 
 def record_max_ops(record: ProbeRecord) -> list[RaiseTo]:

@@ -31,13 +31,14 @@ short window is widened to the probe interval, so it always holds the latest run
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from replmon.core.defaults import DEFAULTS
 from replmon.core.errors import ConfigError
 from replmon.core.record import ProbeRecord, ProbeStatus
+from replmon.signals.windows import record_time, window_start
 
 
 @dataclass(frozen=True)
@@ -161,17 +162,26 @@ def check_budget(spec: SloSpec, probes_per_run: int, field_name: str = "SloTarge
     return None
 
 
+#: (good, judged) samples from a window's start (signals/windows.py ``window_start``) through now.
+Counter = Callable[[float], tuple[int, int]]
+
+
 def slo_status(records: Sequence[ProbeRecord], now: float, spec: SloSpec) -> SloStatus:
-    """Records by their PUT end (planned time for those without one), over ``spec.period_days``."""
-    def when(r: ProbeRecord) -> float:
-        return r.put_end if r.put_end is not None else r.planned_at
+    """From the records themselves (each judged sample by its PUT end, planned time for those without
+    one), over aligned windows (signals/windows.py ``window_start``): the definition the rollups
+    (signals/slo_rollup.py) reproduce exactly, from a bounded number of items."""
+    judged = [(record_time(r), is_good(r, spec.threshold_seconds)) for r in records if is_judged(r)]
 
-    judged = [r for r in records if is_judged(r) and now - when(r) <= spec.period_days * 86_400]
+    def count(start: float) -> tuple[int, int]:
+        w = [good for t, good in judged if t >= start]
+        return sum(w), len(w)
 
-    def window(seconds: float) -> tuple[int, int]:
-        w = [r for r in judged if now - when(r) <= seconds]
-        return sum(not is_good(r, spec.threshold_seconds) for r in w), len(w)
+    return slo_from_counts(count, now, spec)
 
+
+def slo_from_counts(count: Counter, now: float, spec: SloSpec) -> SloStatus:
+    """Attainment and budget over the period ``[floor_hour(now) - period_days, now]``, and each burn
+    pair's windows; a short window narrower than the probe interval is widened to it (the label says so)."""
     burn: dict[str, float | None] = {}
     alerts: dict[str, bool] = {}
     windows: dict[str, str] = {}
@@ -180,17 +190,15 @@ def slo_status(records: Sequence[ProbeRecord], now: float, spec: SloSpec) -> Slo
         rates = []
         short = max(pair.short_seconds, spec.probe_interval_seconds)
         for seconds in (pair.long_seconds, short):
-            bad, total = window(seconds)
-            rates.append(burn_rate(bad, total, spec.target))
+            good, total = count(window_start(seconds, now))
+            rates.append(burn_rate(total - good, total, spec.target))
         burn[pair.long_label], burn[pair.short_label] = rates
         windows[pair.long_label] = pair.long_label
-        # A short window narrower than the probe interval is widened to it: the label says so.
         windows[pair.short_label] = pair.short_label if short == pair.short_seconds else f"{pair.short_label}→{window_label(short)}"
         alerts[pair.name] = all(r is not None and r > pair.factor for r in rates)
         known = [r for r in rates if r is not None]
         pair_burn[pair.name] = min(known) if len(known) == len(rates) else None
-    good = sum(is_good(r, spec.threshold_seconds) for r in judged)
-    total = len(judged)
+    good, total = count(window_start(spec.period_days * 86_400, now))
     attainment = good / total if total else None
     budget = None if not total else 1.0 - ((total - good) / total) / (1.0 - spec.target)
     return SloStatus(good, total, attainment, budget, burn, alerts, windows, pair_burn)

@@ -35,7 +35,7 @@ from replmon.core.defaults import DEFAULTS
 from replmon.core.record import ProbeRecord
 
 __all__ = ["HOUR_SECONDS", "LABELS", "SUB_SLOT_SECONDS", "Window", "event_window", "floor_5min", "floor_hour", "record_time", "sub_slot",
-           "sub_slots", "widen", "window", "windows"]
+           "sub_slots", "widen", "window", "window_start", "windows"]
 
 SUB_SLOT_SECONDS = 300
 HOUR_SECONDS = 3600
@@ -88,6 +88,22 @@ def window(label: str, now: float, period_days: int = DEFAULTS.slo_period_days) 
     if label == "period":
         return Window(label, floor_hour(now) - period_days * 86400, now)
     raise ValueError(f"unknown window {label!r}; one of {', '.join(LABELS)}")
+
+
+def window_start(seconds: float, now: float) -> float:
+    """Where a window ``seconds`` long that ends now starts, aligned as ``window`` aligns the labelled
+    ones: under 6 h, whole 5-minute sub-slots back from S; from 6 h, whole hours back from H (so
+    the rollups count it from hour items, or from the period cache's hours).
+
+    >>> now = 1795428000.0 + 37 * 60 + 12          # 10:37:12 UTC
+    >>> [window_start(s, now) == window(label, now).start for s, label in ((300, "5m"), (3600, "1h"), (6 * 3600, "6h"), (30 * 86400, "period"))]
+    [True, True, True, True]
+    >>> (floor_5min(now) - window_start(900, now)) / 60, (floor_hour(now) - window_start(86400, now)) / 3600
+    (15.0, 24.0)
+    """
+    if seconds >= 6 * HOUR_SECONDS:
+        return floor_hour(now) - math.ceil(seconds / HOUR_SECONDS) * HOUR_SECONDS
+    return floor_5min(now) - math.ceil(seconds / SUB_SLOT_SECONDS) * SUB_SLOT_SECONDS
 
 
 def windows(now: float, period_days: int = DEFAULTS.slo_period_days) -> dict[str, Window]:

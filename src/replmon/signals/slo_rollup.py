@@ -1,0 +1,132 @@
+"""A route's SLO attainment, error budget and burn rates from its rollups: a bounded number of
+items per route whatever the period (issue 18, item 6), the same numbers as ``slo.slo_status``
+over the records themselves (tests/test_slo_rollup.py compares them on random histories).
+
+Each run reads (with ``H = floor_hour(now)``):
+
+1. the period cache ``<route>#roll`` / ``period`` (one GetItem, strongly consistent, first): per
+   hour older than the read hours, the probes judged and good (``pj``, ``pg``) that hour, through
+   ``through_at`` (``H - 7 h`` once folded), and ``cached_gen``;
+2. the hour items from ``H - 6 h`` through ``H`` (7 items, one Query): their 5-minute sub-slot
+   counters (``pj_MM``, ``pg_MM``) give every window under 6 h; their totals the 6 h window.
+
+Each hour the cache folds one more hour (one more item read). A record that lands in an hour older
+than ``LATE_AFTER_HOURS`` (signals/rollup.py: a replayed spool, a late narrowing) counts the
+period item's ``gen`` up in its own transaction; a cache whose ``cached_gen`` is not the ``gen``
+read is rebuilt from every hour item of the period (at most ``period_days x 24 + 1`` items, once),
+and written back only if ``gen`` and ``through_hour`` are still the ones read (so a late write that
+races the rebuild is never folded away). Reading the period item before the hours is what makes
+that hold: a write after the read bumps ``gen``, a write before it is in the hours read.
+
+The cached hours are those at least 7 h old: a writer whose clock runs up to 1 h behind the
+collector's still sees them as older than ``LATE_AFTER_HOURS`` (5 h) and counts ``gen`` up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from replmon.core.partitions import PERIOD, hour_sort_key, roll_partition
+from replmon.core.ports import LatencyTable
+from replmon.core.record import SORT_KEY
+from replmon.signals.rollup import GEN, PROBE_GOOD, PROBE_JUDGED
+from replmon.signals.slo import SloSpec, SloStatus, slo_from_counts
+from replmon.signals.windows import HOUR_SECONDS, SUB_SLOT_SECONDS, floor_hour, window_start
+
+__all__ = ["READ_HOURS", "PeriodFold", "rollup_slo_status"]
+
+#: Hour items read each run: H - 6 h .. H (the 6 h burn window's, and every shorter window's sub-slots).
+READ_HOURS = 7
+CACHED_GEN, THROUGH_HOUR, THROUGH_AT, HOURS = "cached_gen", "through_hour", "through_at", "hours"
+
+
+def _hour_of(item: Mapping[str, Any]) -> float | None:
+    """The hour start of an hour item (``h#YYYY-MM-DDTHH``), None for the period item."""
+    sk = str(item.get(SORT_KEY, ""))
+    if not sk.startswith("h#"):
+        return None
+    import calendar
+    import time
+
+    return float(calendar.timegm(time.strptime(sk[2:], "%Y-%m-%dT%H")))
+
+
+@dataclass
+class PeriodFold:
+    """What one evaluation read: the folded hours' totals and the read hour items' sub-slots."""
+
+    folded: dict[float, tuple[int, int]] = field(default_factory=dict)  # hour start -> (judged, good)
+    read: dict[float, Mapping[str, Any]] = field(default_factory=dict)  # hour start -> hour item
+    items_read: int = 0
+    rebuilt: bool = False
+    cache_written: bool = False
+
+    def count(self, start: float) -> tuple[int, int]:
+        """(good, judged) probes from ``start`` (a window_start: 5-minute aligned within the read
+        hours, hour aligned before them) through now."""
+        good = judged = 0
+        for hour, (j, g) in self.folded.items():
+            if hour >= start:
+                judged, good = judged + j, good + g
+            elif hour + HOUR_SECONDS > start:
+                raise ValueError(f"window start {start} falls inside folded hour {hour}: only whole hours are folded")
+        for hour, item in self.read.items():
+            for mm in range(0, HOUR_SECONDS // 60, SUB_SLOT_SECONDS // 60):
+                if hour + mm * 60 >= start:
+                    judged += int(item.get(f"{PROBE_JUDGED}_{mm:02d}", 0))
+                    good += int(item.get(f"{PROBE_GOOD}_{mm:02d}", 0))
+        return good, judged
+
+
+def _totals(item: Mapping[str, Any]) -> tuple[int, int]:
+    return int(item.get(PROBE_JUDGED, 0)), int(item.get(PROBE_GOOD, 0))
+
+
+def fold_period(store: LatencyTable, route: str, now: float, period_days: int) -> PeriodFold:
+    """Read the period cache and the recent hour items; fold the hours that left the read range
+    into the cache (written back conditionally). See the module's docstring for the protocol."""
+    h = floor_hour(now)
+    first_read, fold_to = h - (READ_HOURS - 1) * HOUR_SECONDS, h - READ_HOURS * HOUR_SECONDS
+    period_start = window_start(period_days * 86_400, now)
+    period = store.get_item(roll_partition(route), PERIOD)  # first (see above), strongly consistent
+    fold = PeriodFold(items_read=1 if period else 0)
+    gen = int((period or {}).get(GEN, 0))
+    valid = bool(period and THROUGH_AT in period and int(period.get(CACHED_GEN, -1)) == gen)
+    through = float(period[THROUGH_AT]) if valid and period else period_start - HOUR_SECONDS
+    if valid and period:
+        fold.folded = {float(k): (int(v[0]), int(v[1])) for k, v in dict(period.get(HOURS, {})).items()
+                       if period_start <= float(k) <= fold_to}
+    else:
+        fold.rebuilt = True
+    first = min(first_read, through + HOUR_SECONDS) if through < fold_to else first_read
+    items = store.roll_items(route, hour_sort_key(max(first, period_start)), hour_sort_key(h))
+    fold.items_read += len(items)
+    for item in items:
+        hour = _hour_of(item)
+        if hour is None:
+            continue
+        if hour >= first_read:
+            fold.read[hour] = item
+        elif hour <= fold_to:
+            j, g = _totals(item)
+            if j:
+                fold.folded[hour] = (j, g)
+    if fold.rebuilt or through < fold_to:
+        cache = {GEN: gen, CACHED_GEN: gen, THROUGH_HOUR: hour_sort_key(fold_to), THROUGH_AT: fold_to,
+                 HOURS: {str(int(k)): [j, g] for k, (j, g) in sorted(fold.folded.items())}}
+        old = str(period[THROUGH_HOUR]) if period and THROUGH_HOUR in period else None
+        fold.cache_written = store.put_period(route, cache, old, gen)
+    return fold
+
+
+def rollup_slo_status(store: LatencyTable, route: str, now: float, spec: SloSpec) -> tuple[SloStatus, PeriodFold]:
+    """The route's SLO from its rollups (``slo.slo_status``'s numbers), and what was read."""
+    fold = fold_period(store, route, now, spec.period_days)
+    return slo_from_counts(fold.count, now, spec), fold
+
+
+def hours_of(items: Iterable[Mapping[str, Any]]) -> list[float]:
+    """Hour starts of the hour items among ``items`` (for tests and the bench)."""
+    return [h for h in (_hour_of(i) for i in items) if h is not None]

@@ -1,0 +1,170 @@
+"""The SLO from the rollups (signals/slo_rollup.py) is the SLO from the records (signals/slo.py
+``slo_status``), on random histories: records of every status stored through the real write path
+(``store_record``'s transaction), some late (a replayed spool, days after their hour), some
+narrowed afterwards by a replica event (``apply_arrivals``' counter moves), read by evaluations at
+increasing times that fold, reuse and rebuild the period cache; and a bounded read per route."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from replmon.adapters.memtable import MemoryLatencyTable
+from replmon.core.keys import heartbeat_probe_id, heartbeat_run_id, is_heartbeat
+from replmon.core.partitions import PERIOD, heartbeat_partition, roll_partition
+from replmon.core.record import ProbeRecord, ProbeStatus
+from replmon.signals.rollup import GEN, narrow_ops, store_record
+from replmon.signals.slo import BurnPair, SloSpec, slo_status
+from replmon.signals.slo_rollup import READ_HOURS, rollup_slo_status
+
+T0 = 1_795_428_000.0  # 2026-11-23T10:00:00Z
+ROUTE = "dr-orders"
+STATUSES = [ProbeStatus.COMPLETED, ProbeStatus.COMPLETED, ProbeStatus.COMPLETED, ProbeStatus.FAILED, ProbeStatus.STUCK, ProbeStatus.ERROR]
+
+
+def probe(n: int, when: float, status: ProbeStatus, hi: float, has_put_end: bool) -> ProbeRecord:
+    run = f"{n:04d}"
+    planned = when - (1.0 if has_put_end else 0.0)
+    return ProbeRecord(route=ROUTE, probe_id=f"20261123T100000Z-{run}-{ROUTE}-1MiB-t1", run_id=f"20261123T100000Z-{run}", planned_at=planned,
+                       size_bytes=2**20, size_class="1MiB", trial=1, status=status, put_end=when if has_put_end else None,
+                       latency_lo=hi / 2 if status in (ProbeStatus.COMPLETED, ProbeStatus.STUCK) else None,
+                       latency_hi=hi if status is ProbeStatus.COMPLETED else None, target_seconds=900)
+
+
+def heartbeat(when: float) -> ProbeRecord:
+    run = heartbeat_run_id(when)
+    return ProbeRecord(route=ROUTE, probe_id=heartbeat_probe_id(run, ROUTE), run_id=run, planned_at=when, size_bytes=1024,
+                       size_class="1KiB", trial=1, status=ProbeStatus.COMPLETED, put_end=when + 0.05, latency_lo=0.4, latency_hi=2000.0)
+
+
+def same(a: Any, b: Any) -> bool:
+    return dataclasses.asdict(a) == dataclasses.asdict(b)
+
+
+samples = st.lists(st.tuples(
+    st.floats(0, 3 * 86_400),        # how long before the end of the history the sample counts
+    st.sampled_from(STATUSES),
+    st.floats(0.5, 2_000),           # its polled upper bound (threshold 900 s)
+    st.booleans(),                   # a PUT end (else its planned time counts)
+    st.sampled_from([0.0, 0.0, 0.0, 600.0, 7 * 3600, 2 * 86_400]),  # stored this late (a replayed spool)
+    st.one_of(st.none(), st.floats(0.1, 1.0)),  # narrowed afterwards by a replica event to this share of hi
+), max_size=40)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(samples=samples, checks=st.lists(st.floats(0, 3 * 86_400), min_size=1, max_size=8),
+       interval=st.sampled_from([300.0, 900.0, 3600.0, 6 * 3600.0, 86_400.0]), period_days=st.sampled_from([1, 2, 30]),
+       beats=st.integers(0, 5))
+def test_the_rollup_slo_is_the_records_slo_on_random_histories(samples: list[Any], checks: list[float], interval: float,
+                                                               period_days: int, beats: int) -> None:
+    play(samples, checks, interval, period_days, beats)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_rollup_slo_is_the_records_slo_on_dense_random_histories(seed: int) -> None:
+    """Hundreds of samples over three days, a third stored late, a third narrowed, and an evaluation
+    every 7 minutes: every fold, reuse and rebuild of the cache is met many times."""
+    rng = random.Random(seed)
+    samples = [(rng.uniform(0, 3 * 86_400), rng.choice(STATUSES), rng.uniform(0.5, 2_000), rng.random() < 0.8,
+                rng.choice([0.0, 0.0, 600.0, 5.5 * 3600, 7 * 3600, 2 * 86_400]), rng.uniform(0.1, 1.0) if rng.random() < 0.4 else None)
+               for _ in range(400)]
+    play(samples, [3 * 86_400 - i * 420.0 for i in range(int(3 * 86_400 / 420))], rng.choice([300.0, 900.0, 86_400.0]),
+         rng.choice([1, 2]), 20)
+
+
+def play(samples: list[Any], checks: list[float], interval: float, period_days: int, beats: int) -> None:
+    spec = SloSpec(threshold_seconds=900.0, target=0.99, period_days=period_days, probe_interval_seconds=interval,
+                   pairs=(BurnPair("page", 3600, 300, 14.4), BurnPair("ticket", 6 * 3600, 1800, 6.0)))
+    end = T0 + 3 * 86_400
+    # (time, order, action): writes, narrowings and evaluations, in the order they happen
+    timeline: list[tuple[float, int, str, Any]] = []
+    for n, (ago, status, hi, has_put_end, late, narrow) in enumerate(samples):
+        r = probe(n, end - ago, status, hi, has_put_end)
+        stored = r.put_end if r.put_end is not None else r.planned_at
+        timeline.append((stored + late, 0, "write", r))
+        if narrow is not None and status is ProbeStatus.COMPLETED:
+            timeline.append((stored + late + 60, 1, "narrow", (r, round(hi * narrow, 6))))
+    for b in range(beats):  # heartbeats are probes to the RPO, never samples of the SLO
+        timeline.append((end - b * 4000.0, 0, "write", heartbeat(end - b * 4000.0)))
+    timeline += [(end - ago, 2, "check", None) for ago in checks]
+    store = MemoryLatencyTable()
+    current: dict[str, ProbeRecord] = {}
+    for t, _, action, what in sorted(timeline, key=lambda e: (e[0], e[1])):
+        if action == "write":
+            assert store_record(store, what, t, threshold_seconds=spec.threshold_seconds, period_days=period_days)
+            if not is_heartbeat(what.run_id):
+                current[what.probe_id] = what
+        elif action == "narrow":
+            r, new_hi = what
+            held = current[r.probe_id]
+            if held.latency_lo is not None and held.latency_hi is not None and new_hi < held.latency_hi:
+                new_lo = min(held.latency_lo, new_hi)
+                assert store.narrow_interval(held, new_lo, new_hi, t, narrow_ops(held, new_hi, spec.threshold_seconds, t, period_days=period_days))
+                current[r.probe_id] = dataclasses.replace(held, latency_lo=new_lo, latency_hi=new_hi)
+        else:
+            from_rollups, _ = rollup_slo_status(store, ROUTE, t, spec)
+            from_records = slo_status(list(current.values()), t, spec)
+            assert same(from_rollups, from_records), (t, from_rollups, from_records)
+
+
+def test_a_run_reads_the_period_item_and_seven_hours_and_a_late_write_rebuilds_the_cache() -> None:
+    spec = SloSpec(threshold_seconds=900.0, target=0.99, period_days=30)
+    store = MemoryLatencyTable()
+    now = T0 + 20 * 86_400 + 1800
+    records = [probe(n, now - n * 3600.0 - 100, ProbeStatus.COMPLETED, 3.0 if n % 7 else 1200.0, True) for n in range(400)]
+    for r in records:
+        store_record(store, r, now - 1, threshold_seconds=900.0, period_days=30)  # loaded late: every hour counts gen up
+    assert store.get_item(roll_partition(ROUTE), PERIOD)[GEN] > 0
+    first, fold = rollup_slo_status(store, ROUTE, now, spec)
+    assert fold.rebuilt and fold.cache_written and fold.items_read == 1 + 400  # the period item and every hour item (one a record)
+    assert same(first, slo_status(records, now, spec))
+    again, fold = rollup_slo_status(store, ROUTE, now + 300, spec)  # the next run, same hour: the same numbers
+    assert same(again, slo_status(records, now + 300, spec))
+    assert not fold.rebuilt and fold.items_read == 1 + READ_HOURS
+    next_hour, fold = rollup_slo_status(store, ROUTE, now + 3600, spec)  # an hour later: one more hour folded
+    # the period item, the hour folded now and the 6 hours after it (the new current hour holds nothing yet)
+    assert not fold.rebuilt and fold.cache_written and fold.items_read == 1 + 1 + (READ_HOURS - 1)
+    assert same(next_hour, slo_status(records, now + 3600, spec))
+    # a replayed record lands in an hour the cache holds: gen counts up, the next run rebuilds
+    late = probe(999, now - 10 * 86_400, ProbeStatus.FAILED, 1.0, True)
+    store_record(store, late, now + 3700, threshold_seconds=900.0, period_days=30)
+    after, fold = rollup_slo_status(store, ROUTE, now + 3700, spec)
+    assert fold.rebuilt and same(after, slo_status([*records, late], now + 3700, spec)) and after.total == next_hour.total + 1
+
+
+def test_a_late_write_racing_the_fold_is_never_folded_away() -> None:
+    """The write lands after the collector read the period item and the hours, before it writes the
+    cache back: its gen makes the conditional put fail, and the next run rebuilds with it."""
+    spec = SloSpec(threshold_seconds=900.0, target=0.99, period_days=30)
+    now = T0 + 20 * 86_400
+    store = MemoryLatencyTable()
+    records = [probe(n, now - n * 3600.0 - 100, ProbeStatus.COMPLETED, 3.0, True) for n in range(30)]
+    for r in records:
+        store_record(store, r, r.put_end or 0, threshold_seconds=900.0, period_days=30)  # on time: gen stays 0
+    late = probe(500, now - 12 * 3600.0, ProbeStatus.STUCK, 1.0, True)
+    original = store.roll_items
+
+    def read_then_late_write(*args: Any) -> Any:
+        got = original(*args)
+        store_record(store, late, now, threshold_seconds=900.0, period_days=30)
+        return got
+
+    store.roll_items = read_then_late_write  # type: ignore[method-assign]
+    raced, fold = rollup_slo_status(store, ROUTE, now, spec)
+    store.roll_items = original  # type: ignore[method-assign]
+    assert fold.rebuilt and not fold.cache_written and raced.total == 30  # the cache was not written over the late write
+    after, fold = rollup_slo_status(store, ROUTE, now + 60, spec)
+    assert fold.rebuilt and fold.cache_written and same(after, slo_status([*records, late], now + 60, spec)) and after.total == 31
+
+
+def test_heartbeats_go_to_their_own_partition_and_never_into_the_probe_counters() -> None:
+    store = MemoryLatencyTable()
+    store_record(store, heartbeat(T0), T0 + 1, threshold_seconds=900.0)
+    hour = store.roll_items(ROUTE, "h#", "h#~")[0]
+    assert store.get_item(heartbeat_partition(ROUTE), heartbeat(T0).sort_key) is not None
+    assert hour.get("j") == 1 and "pj" not in hour and not any(k.startswith("pj_") for k in hour)
