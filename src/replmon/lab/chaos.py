@@ -39,7 +39,8 @@ def lab_spec(target_seconds: float, phase_seconds: float, target: float = 0.9999
     scale = phase_seconds / 300
     return SloSpec(threshold_seconds=target_seconds, target=target, probe_interval_seconds=phase_seconds,
                    pairs=(BurnPair("page", 3600 * scale, 300 * scale, f["1h"], ("1h", "5m")),
-                          BurnPair("ticket", 21600 * scale, 1800 * scale, f["6h"], ("6h", "30m"))))
+                          BurnPair("ticket", 21600 * scale, 1800 * scale, f["6h"], ("6h", "30m"))),
+                   aligned=False)  # windows of seconds: exact, from the records (signals/slo.py)
 
 
 @dataclass

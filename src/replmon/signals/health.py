@@ -22,7 +22,7 @@ from replmon.core.telemetry import ROUTE
 from replmon.signals.inflight import in_flight_put_ends
 from replmon.signals.rollup import event_counts as rollup_event_counts
 from replmon.signals.rtc import RtcSample, latest
-from replmon.signals.slo import Rpo, SloSpec, SloStatus, rpo
+from replmon.signals.slo import Rpo, SloSpec, SloStatus, rpo, slo_status
 from replmon.signals.slo_rollup import rollup_slo_status
 from replmon.signals.stall import StallState, live_state, stall_seconds
 from replmon.signals.windows import SUB_SLOT_SECONDS, event_window, floor_5min, floor_hour, sub_slot, sub_slots
@@ -106,7 +106,10 @@ def route_health(store: LatencyTable, route: str, now: float, spec: SloSpec, win
     # the window, and the kept items (a backlog's missed thresholds among them) are not read.
     failures = failure_events(store, route, now, window) if counts.get("OperationFailedReplication") else 0
     r = rpo(now, window, [*records, *heartbeats], in_flight, latest(rtc_samples, now - window), failures)
-    slo, _ = rollup_slo_status(store, route, now, spec)  # the period's counts from the hour items (slo_rollup.py)
+    if spec.aligned:
+        slo, _ = rollup_slo_status(store, route, now, spec)  # the period's counts from the hour items (slo_rollup.py)
+    else:  # the lab's scaled windows (seconds long): only the records can give them
+        slo = slo_status(store.query(route, now - spec.period_days * 86_400 - 86_400, now), now, spec)
     return RouteHealth(route, r, slo, rtc_samples, counts, stall_summary(beat_state, now))
 
 

@@ -1,5 +1,5 @@
 """Hourly rollups: what a record (probe or heartbeat) or an event adds to its route's hour item,
-written in the same transaction as the record, so it is counted exactly once (fleet-design.md 5.2-5.3).
+written in the same transaction as the record, so it is counted exactly once (signals/slo_rollup.py reads them).
 
 The hour item ``<route>#roll`` / ``h#<YYYY-MM-DDTHH>`` (core/partitions.py) holds:
 

@@ -74,6 +74,10 @@ class SloSpec:
     period_days: int = 30
     pairs: tuple[BurnPair, ...] = DEFAULT_PAIRS
     probe_interval_seconds: float = 900.0  # the schedule's rate: the shortest window that holds a run
+    #: Windows aligned to 5-minute / hour boundaries (signals/windows.py ``window_start``), so the
+    #: rollups can count them. False: exact windows back from now, from the records only (the lab's
+    #: chaos phases scale every window down to seconds, lab/chaos.py ``lab_spec``).
+    aligned: bool = True
 
 
 def is_judged(r: ProbeRecord) -> bool:
@@ -186,11 +190,15 @@ def slo_from_counts(count: Counter, now: float, spec: SloSpec) -> SloStatus:
     alerts: dict[str, bool] = {}
     windows: dict[str, str] = {}
     pair_burn: dict[str, float | None] = {}
+
+    def start(seconds: float) -> float:
+        return window_start(seconds, now) if spec.aligned else now - seconds
+
     for pair in spec.pairs:
         rates = []
         short = max(pair.short_seconds, spec.probe_interval_seconds)
         for seconds in (pair.long_seconds, short):
-            good, total = count(window_start(seconds, now))
+            good, total = count(start(seconds))
             rates.append(burn_rate(total - good, total, spec.target))
         burn[pair.long_label], burn[pair.short_label] = rates
         windows[pair.long_label] = pair.long_label
@@ -198,7 +206,7 @@ def slo_from_counts(count: Counter, now: float, spec: SloSpec) -> SloStatus:
         alerts[pair.name] = all(r is not None and r > pair.factor for r in rates)
         known = [r for r in rates if r is not None]
         pair_burn[pair.name] = min(known) if len(known) == len(rates) else None
-    good, total = count(window_start(spec.period_days * 86_400, now))
+    good, total = count(start(spec.period_days * 86_400))
     attainment = good / total if total else None
     budget = None if not total else 1.0 - ((total - good) / total) / (1.0 - spec.target)
     return SloStatus(good, total, attainment, budget, burn, alerts, windows, pair_burn)

@@ -123,6 +123,8 @@ def fold_period(store: LatencyTable, route: str, now: float, period_days: int) -
 
 def rollup_slo_status(store: LatencyTable, route: str, now: float, spec: SloSpec) -> tuple[SloStatus, PeriodFold]:
     """The route's SLO from its rollups (``slo.slo_status``'s numbers), and what was read."""
+    if not spec.aligned:
+        raise ValueError("the rollups count aligned windows only: an SloSpec with aligned=False is computed from the records")
     fold = fold_period(store, route, now, spec.period_days)
     return slo_from_counts(fold.count, now, spec), fold
 

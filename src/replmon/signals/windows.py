@@ -1,4 +1,4 @@
-"""The SLO and RPO windows, defined once (fleet-design.md 5.1).
+"""The SLO and RPO windows, defined once (docs/SEMANTICS.md, "Windows and how they are read").
 
 Every window is *aligned*, so the raw computation (records) and the rollup computation (5-minute
 sub-slots, hour items) count exactly the same samples. With ``S = floor_5min(now)`` and
