@@ -104,7 +104,9 @@ def play(samples: list[Any], checks: list[float], interval: float, period_days: 
             held = current[r.probe_id]
             if held.latency_lo is not None and held.latency_hi is not None and new_hi < held.latency_hi:
                 new_lo = min(held.latency_lo, new_hi)
-                assert store.narrow_interval(held, new_lo, new_hi, t, narrow_ops(held, new_hi, spec.threshold_seconds, t, period_days=period_days))
+                counted = store.get_item(held.route, held.sort_key)["counted_good"]
+                moves = narrow_ops(held, new_hi, spec.threshold_seconds, t, counted, period_days=period_days)
+                assert store.narrow_interval(held, new_lo, new_hi, t, moves, mark_good=any("g" in m.add for m in moves))
                 current[r.probe_id] = dataclasses.replace(held, latency_lo=new_lo, latency_hi=new_hi)
         else:
             from_rollups, _ = rollup_slo_status(store, ROUTE, t, spec)
@@ -168,3 +170,38 @@ def test_heartbeats_go_to_their_own_partition_and_never_into_the_probe_counters(
     hour = store.roll_items(ROUTE, "h#", "h#~")[0]
     assert store.get_item(heartbeat_partition(ROUTE), heartbeat(T0).sort_key) is not None
     assert hour.get("j") == 1 and "pj" not in hour and not any(k.startswith("pj_") for k in hour)
+
+
+def test_a_record_narrowed_twice_is_counted_good_once_and_one_stored_before_the_rollups_moves_nothing() -> None:
+    from replmon.adapters.metrics import NullMetrics
+    from replmon.core.partitions import ARRIVAL_ATTR, ARRIVALS, signal_partition
+    from replmon.signals.arrivals import apply_arrivals
+
+    spec = SloSpec(threshold_seconds=900.0, target=0.99, period_days=30)
+    store = MemoryLatencyTable()
+    r = dataclasses.replace(probe(1, T0 + 10, ProbeStatus.COMPLETED, 1200.0, True), latency_lo=100.0,
+                            destinations=[{"bucket": "dst"}])
+    assert store_record(store, r, T0 + 20, threshold_seconds=900.0)
+    for replica_at, skew in ((T0 + 10 + 800.0, 50.0), (T0 + 10 + 800.0, 0.5)):  # narrowed twice, each time within 900 s
+        store.put_item({"route": signal_partition(ROUTE, ARRIVALS), "at": r.sort_key, f"{ARRIVAL_ATTR}dst": replica_at})
+        held = store.get_record(ROUTE, r.sort_key)
+        assert held is not None and "narrowed" in (apply_arrivals(store, NullMetrics(), held, skew, spec, T0 + 900) or "")
+    hour = store.roll_items(ROUTE, "h#", "h#~")[0]
+    assert (hour["pj"], hour["pg"], hour["g"]) == (1, 1, 1)  # good once, never more than judged
+    # a record stored before the rollups (no counted verdict): narrowing it moves no counter
+    old = dataclasses.replace(probe(2, T0 + 20, ProbeStatus.COMPLETED, 1200.0, True), latency_lo=100.0, destinations=[{"bucket": "dst"}])
+    store.put_item_once(old.to_item())
+    store.put_item({"route": signal_partition(ROUTE, ARRIVALS), "at": old.sort_key, f"{ARRIVAL_ATTR}dst": T0 + 20 + 300.0})
+    assert "narrowed" in (apply_arrivals(store, NullMetrics(), old, 0.5, spec, T0 + 900) or "")
+    assert store.roll_items(ROUTE, "h#", "h#~")[0]["pg"] == 1
+
+
+def test_the_readers_never_write_the_cache() -> None:
+    """The Report function and `replmon report` read the SLO too; their roles grant no write."""
+    spec = SloSpec(threshold_seconds=900.0, target=0.99, period_days=30)
+    store = MemoryLatencyTable()
+    for n in range(20):
+        r = probe(n, T0 - n * 3600.0, ProbeStatus.COMPLETED, 3.0, True)
+        store_record(store, r, r.put_end or 0, threshold_seconds=900.0)
+    _, fold = rollup_slo_status(store, ROUTE, T0 + 60, spec, save=False)
+    assert fold.rebuilt and not fold.cache_written and store.get_item(roll_partition(ROUTE), PERIOD) is None

@@ -181,7 +181,7 @@ class DynamoLatencyStore:
         return None if item is None else ProbeRecord.from_item(item)
 
     def narrow_interval(self, record: ProbeRecord, lo: float, hi: float | None, replica_at: float,
-                        counters: Sequence[TransactAdd] = ()) -> bool:
+                        counters: Sequence[TransactAdd] = (), mark_good: bool = False) -> bool:
         """Replace the record's interval with a narrower one, only if it is still the interval
         ``record`` was read with (optimistic: a concurrent narrowing wins, the caller re-reads);
         with ``counters`` (the hour item's moves, signals/rollup.py ``narrow_ops``) in one transaction."""
@@ -202,21 +202,33 @@ class DynamoLatencyStore:
         else:
             values[":old_hi"] = _ser.serialize(_to_ddb(record.latency_hi))
             cond += " AND #hi = :old_hi"
+        if mark_good:
+            values[":good"] = {"BOOL": True}
+            sets.append("counted_good = :good")
         update = {"TableName": self.table, "Key": self._key(record.route, record.sort_key), "UpdateExpression": "SET " + ", ".join(sets),
                   "ConditionExpression": cond, "ExpressionAttributeNames": names, "ExpressionAttributeValues": values}
         if not counters:
             return self._conditional(lambda: self.client.update_item(**update))
-        try:
-            self._call(lambda: self.client.transact_write_items(
-                TransactItems=[{"Update": update}, *(self._transact_item(c) for c in counters)]))
-        except StoreUnavailable as exc:
-            cause = exc.__cause__
-            if isinstance(cause, ClientError) and cause.response["Error"]["Code"] == "TransactionCanceledException":
+        # The hour item is busy (records and events write it): a TransactionConflict is retried as transact() does.
+        deadline = time.monotonic() + self.CONFLICT_BUDGET_SECONDS
+        for attempt in itertools.count():
+            try:
+                self._call(lambda: self.client.transact_write_items(
+                    TransactItems=[{"Update": update}, *(self._transact_item(c) for c in counters)]))
+                return True
+            except StoreUnavailable as exc:
+                cause = exc.__cause__
+                if not (isinstance(cause, ClientError) and cause.response["Error"]["Code"] == "TransactionCanceledException"):
+                    raise
                 reasons = [r.get("Code", "None") for r in cause.response.get("CancellationReasons", [])]
                 if reasons and reasons[0] == "ConditionalCheckFailed" and set(reasons[1:]) <= {"None"}:
                     return False  # the interval changed since it was read: nothing applied
-            raise
-        return True
+                pause = min(self.CONFLICT_BACKOFF_CAP_SECONDS, 0.02 * 2 ** min(attempt, 10)) * random.random()
+                if set(reasons) <= {"None", "TransactionConflict"} and time.monotonic() + pause < deadline:
+                    time.sleep(pause)
+                    continue
+                raise
+        raise AssertionError("unreachable")
 
     # ------------------------------------------------------------------ rollups (core/ports.py RollupStore)
     #: TransactionConflict (another transaction on one of the items: in a backlog, up to
@@ -289,7 +301,8 @@ class DynamoLatencyStore:
             ExpressionAttributeValues={":v": _ser.serialize(_to_ddb(op.value))}))
 
     def roll_items(self, route: str, first_sk: str, last_sk: str) -> list[dict[str, Any]]:
-        return self._items(roll_partition(route), first_sk, last_sk)
+        # strongly consistent: the period cache's fold must see every transaction completed before it (slo_rollup.py)
+        return self._items(roll_partition(route), first_sk, last_sk, consistent=True)
 
     def put_period(self, route: str, item: dict[str, Any], through_hour: str | None, gen: int | None) -> bool:
         full = self._item({**item, PARTITION_KEY: roll_partition(route), SORT_KEY: PERIOD})

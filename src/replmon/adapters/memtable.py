@@ -45,13 +45,15 @@ class MemoryLatencyTable:
         return None if item is None else ProbeRecord.from_item(item)
 
     def narrow_interval(self, record: ProbeRecord, lo: float, hi: float | None, replica_at: float,
-                        counters: Sequence[TransactAdd] = ()) -> bool:
+                        counters: Sequence[TransactAdd] = (), mark_good: bool = False) -> bool:
         with self._lock:
             item = self._items.get((record.route, record.sort_key))
             if item is None or item.get("latency_lo") != record.latency_lo or item.get("latency_hi") != record.latency_hi:
                 return False
             if counters:
                 apply_transaction(self._items, counters)
+            if mark_good:
+                item["counted_good"] = True
             item.update({"latency_lo": lo, "replica_at": replica_at, "interval_from": "poll+event"})
             if hi is not None:
                 item.update({"latency_hi": hi, "latency_mid": (lo + hi) / 2})

@@ -129,10 +129,11 @@ class LatencyStore(Protocol):
     def get_record(self, route: str, sort_key: str) -> ProbeRecord | None: ...
 
     def narrow_interval(self, record: ProbeRecord, lo: float, hi: float | None, replica_at: float,
-                        counters: Sequence[TransactAdd] = ()) -> bool:
+                        counters: Sequence[TransactAdd] = (), mark_good: bool = False) -> bool:
         """Replace the record's interval with a narrower one if it is still the one ``record`` was
         read with (False: a concurrent change won; re-read and retry); ``counters`` (the hour
-        item's moves) are applied in the same transaction, or not at all."""
+        item's moves) are applied in the same transaction, or not at all; ``mark_good`` sets the
+        record's ``counted_good`` (the moves counted it good)."""
         ...
 
 

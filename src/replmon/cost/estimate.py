@@ -135,8 +135,9 @@ def transfer_rate(source_region: str) -> float:
 
 def slo_read_units(a: dict[str, Any]) -> float:
     """Read units of one route's SLO per collector run (signals/slo_rollup.py): the period cache
-    (a strongly consistent GetItem) and 7 hour items (one Query, eventually consistent: half)."""
-    return float(math.ceil(a["period_item_bytes"] / 4096) + math.ceil(7 * a["hour_item_bytes"] / 4096) / 2)
+    (a GetItem) and 7 hour items (one Query), both strongly consistent. Not counted: the hourly
+    cache write and a rebuild after a late write (every hour item of the period, once)."""
+    return float(math.ceil(a["period_item_bytes"] / 4096) + math.ceil(7 * a["hour_item_bytes"] / 4096))
 
 
 def estimate(request: ProbeRequest, runs_per_month: float, cross_region: bool, rtc: bool,

@@ -24,7 +24,7 @@ from replmon.core.partitions import ARRIVAL_ATTR, ARRIVALS, signal_partition
 from replmon.core.ports import LatencyTable, MetricsSink
 from replmon.core.record import ProbeRecord, ProbeStatus
 from replmon.core.telemetry import ROUTE
-from replmon.signals.rollup import narrow_ops
+from replmon.signals.rollup import COUNTED_GOOD, GOOD, narrow_ops
 from replmon.signals.s3events import ObjectCreated
 from replmon.signals.slo import SloSpec
 
@@ -106,8 +106,9 @@ def apply_arrivals(store: LatencyTable, metrics: MetricsSink, record: ProbeRecor
             return f"disagreement: {exc}"
         if t is None:
             return "no narrower"
-        moves = narrow_ops(record, t.hi, slo.threshold_seconds, now, period_days=slo.period_days)
-        if store.narrow_interval(record, t.lo, t.hi, t.replica_at, moves):
+        counted = (store.get_item(record.route, record.sort_key) or {}).get(COUNTED_GOOD)  # the verdict its hour item holds
+        moves = narrow_ops(record, t.hi, slo.threshold_seconds, now, None if counted is None else bool(counted), period_days=slo.period_days)
+        if store.narrow_interval(record, t.lo, t.hi, t.replica_at, moves, mark_good=any(GOOD in m.add for m in moves)):
             metrics.count("IntervalNarrowedByEvent", dimensions={ROUTE: record.route})
             return f"narrowed to [{t.lo}, {t.hi}]"
         fresh = store.get_record(record.route, record.sort_key)

@@ -39,7 +39,7 @@ def collect(routes: Sequence[Route], store: LatencyTable, readers: MetricReaders
             for s in rtc.samples.get(route.name, []):  # a store failure is not an RTC failure: it fails the run
                 store.put_item({PARTITION_KEY: signal_partition(route.name, RTC), SORT_KEY: f"{iso_ms(now)}#{s.destination}#{s.rule_id}",
                                 **s.to_item(), TTL_ATTRIBUTE: int(now + retention_days * 86_400)})
-        h = route_health(store, route.name, now, spec, window)
+        h = route_health(store, route.name, now, spec, window, save_cache=True)
         publish_health(metrics, h)
         out.append(h)
     return out

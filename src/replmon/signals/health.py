@@ -90,9 +90,10 @@ def failure_events(store: LatencyTable, route: str, now: float, window: float) -
 
 
 
-def route_health(store: LatencyTable, route: str, now: float, spec: SloSpec, window: float) -> RouteHealth:
+def route_health(store: LatencyTable, route: str, now: float, spec: SloSpec, window: float, *, save_cache: bool = False) -> RouteHealth:
     """The route's RPO and SLO from the store: records, in-flight markers, event counters and the
-    RTC collections of the window (every collection in it, not only the latest)."""
+    RTC collections of the window (every collection in it, not only the latest). ``save_cache``:
+    the SLO's period cache is written back (CollectSignals only: the readers' roles cannot write)."""
     # Records of the RPO window only (its probes' latencies, FAILED ones): a record's key is its
     # planned time, its PUT ends within the probe interval (the spread) and a Lambda's 15 minutes.
     records = store.query(route, now - window - spec.probe_interval_seconds - PUT_LAG_SECONDS, now)
@@ -107,7 +108,7 @@ def route_health(store: LatencyTable, route: str, now: float, spec: SloSpec, win
     failures = failure_events(store, route, now, window) if counts.get("OperationFailedReplication") else 0
     r = rpo(now, window, [*records, *heartbeats], in_flight, latest(rtc_samples, now - window), failures)
     if spec.aligned:
-        slo, _ = rollup_slo_status(store, route, now, spec)  # the period's counts from the hour items (slo_rollup.py)
+        slo, _ = rollup_slo_status(store, route, now, spec, save=save_cache)  # the period's counts from the hour items (slo_rollup.py)
     else:  # the lab's scaled windows (seconds long): only the records can give them
         slo = slo_status(store.query(route, now - spec.period_days * 86_400 - 86_400, now), now, spec)
     return RouteHealth(route, r, slo, rtc_samples, counts, stall_summary(beat_state, now))

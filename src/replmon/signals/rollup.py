@@ -51,7 +51,7 @@ from replmon.signals.slo import is_good
 from replmon.signals.windows import HOUR_SECONDS, floor_hour, record_time, sub_slot
 
 __all__ = [
-    "EVENT_ATTRS", "GEN", "GOOD", "HEARTBEAT_RETENTION_DAYS", "HIST_BASE_SECONDS", "HIST_BUCKETS", "HIST_RATIO", "JUDGED",
+    "COUNTED_GOOD", "EVENT_ATTRS", "GEN", "GOOD", "HEARTBEAT_RETENTION_DAYS", "HIST_BASE_SECONDS", "HIST_BUCKETS", "HIST_RATIO", "JUDGED",
     "LATE_AFTER_HOURS", "PROBE_GOOD", "PROBE_JUDGED", "bucket_upper", "event_add", "event_attr", "event_counts", "hist_attr",
     "latency_bucket", "max_attr", "narrow_ops", "record_max_ops", "record_ops", "slot_attr", "store_record",
 ]
@@ -73,6 +73,7 @@ HIST_BASE_SECONDS = 0.25
 HIST_RATIO = 1.25
 HIST_BUCKETS = 46
 GEN = "gen"  # the period cache's late-write generation
+COUNTED_GOOD = "counted_good"  # on a record: the verdict its hour item counted
 #: A write into an hour older than this (by the writer's clock) may land after the collector folded it.
 LATE_AFTER_HOURS = 5
 HEARTBEAT_RETENTION_DAYS = 7
@@ -134,6 +135,7 @@ def record_ops(record: ProbeRecord, now: float, *, period_days: int = DEFAULTS.s
     hour = floor_hour(when)
     threshold = record.target_seconds if threshold_seconds is None else threshold_seconds
     good = int(is_good(record, threshold))
+    item[COUNTED_GOOD] = bool(good)  # the verdict counted: a narrowing moves the counters from it (narrow_ops)
     failed = int(record.status is ProbeStatus.FAILED)
     add = {JUDGED: 1, GOOD: good}
     if not heartbeat:
@@ -151,29 +153,31 @@ def record_ops(record: ProbeRecord, now: float, *, period_days: int = DEFAULTS.s
     return ops
 
 
-def narrow_ops(record: ProbeRecord, new_hi: float | None, threshold_seconds: float, now: float, *,
+def narrow_ops(record: ProbeRecord, new_hi: float | None, threshold_seconds: float, now: float, counted_good: bool | None, *,
                period_days: int = DEFAULTS.slo_period_days) -> list[TransactAdd]:
     """The counter moves a narrowing of ``record`` (as stored) to ``new_hi`` makes, for the
     narrowing's own transaction: a sample that becomes good (``hi`` fell within the threshold)
     adds 1 to the good counters (in an hour older than LATE_AFTER_HOURS, the period cache's ``gen``
     too, as a late record does), and a COMPLETED sample's histogram bucket follows its ``hi``.
-    Narrowing only lowers ``hi``: a good sample stays good.
+    Narrowing only lowers ``hi``: a good sample stays good. ``counted_good`` is the verdict the
+    record was counted with (its ``counted_good`` attribute); None (a record stored before the
+    rollups) was never counted: nothing moves.
 
     >>> from replmon.core.record import ProbeRecord, ProbeStatus
     >>> r = ProbeRecord(route="r", probe_id="20261123T101500Z-a1b2c3-r-1MiB-t1", run_id="20261123T101500Z-a1b2c3",
     ...                 planned_at=1795428900.0, size_bytes=2**20, size_class="1MiB", trial=1, status=ProbeStatus.COMPLETED,
     ...                 put_end=1795428901.0, latency_lo=850.0, latency_hi=960.0)
-    >>> [dict(a.add) for a in narrow_ops(r, 880.0, 900.0, now=1795428960.0)]
+    >>> [dict(a.add) for a in narrow_ops(r, 880.0, 900.0, 1795428960.0, False)]
     [{'g': 1, 'g_15': 1, 'pg': 1, 'pg_15': 1}]
-    >>> [(a.sk, dict(a.add)) for a in narrow_ops(r, 880.0, 900.0, now=1795428960.0 + 86400)][1]
+    >>> [(a.sk, dict(a.add)) for a in narrow_ops(r, 880.0, 900.0, 1795428960.0 + 86400, False)][1]
     ('period', {'gen': 1})
     """
-    if record.status is not ProbeStatus.COMPLETED or new_hi is None:
+    if record.status is not ProbeStatus.COMPLETED or new_hi is None or counted_good is None:
         return []
     narrowed = dataclasses.replace(record, latency_hi=new_hi)
     add: dict[str, int] = {}
     when = record_time(record)
-    if is_good(narrowed, threshold_seconds) and not is_good(record, threshold_seconds):
+    if is_good(narrowed, threshold_seconds) and not counted_good:
         add |= {GOOD: 1, slot_attr(SLOT_GOOD, when): 1}
         if not is_heartbeat(record.run_id):
             add |= {PROBE_GOOD: 1, slot_attr(PROBE_GOOD, when): 1}
@@ -203,8 +207,9 @@ def store_record(store: LatencyTable, record: ProbeRecord, now: float, *, thresh
     (``record_ops``). True if this call stored it, False if the record was there (a retried step,
     a replayed spool); :class:`~replmon.core.errors.StoreUnavailable` for anything else (spool it).
 
-    A call whose answer is lost is retried by botocore with the same ``ClientRequestToken``, which
-    DynamoDB answers as it answered the first call (for 10 minutes) instead of applying it twice.
+    A call whose answer is lost is retried by botocore with the same ``ClientRequestToken``: for 10
+    minutes after the first call completed, DynamoDB returns success for it without applying
+    anything again (the response may differ from the first one's).
     The record also carries this call's token (``write_id``): a retry that is cancelled as a
     duplicate all the same (the token expired, or an emulator that keeps no tokens) reads the
     record back and still knows the write was its own, so its metrics are published once."""

@@ -7,7 +7,7 @@ Each run reads (with ``H = floor_hour(now)``):
 1. the period cache ``<route>#roll`` / ``period`` (one GetItem, strongly consistent, first): per
    hour older than the read hours, the probes judged and good (``pj``, ``pg``) that hour, through
    ``through_at`` (``H - 7 h`` once folded), and ``cached_gen``;
-2. the hour items from ``H - 6 h`` through ``H`` (7 items, one Query): their 5-minute sub-slot
+2. the hour items from ``H - 6 h`` through ``H`` (7 items, one strongly consistent Query): their 5-minute sub-slot
    counters (``pj_MM``, ``pg_MM``) give every window under 6 h; their totals the 6 h window.
 
 Each hour the cache folds one more hour (one more item read). A record that lands in an hour older
@@ -16,7 +16,8 @@ period item's ``gen`` up in its own transaction; a cache whose ``cached_gen`` is
 read is rebuilt from every hour item of the period (at most ``period_days x 24 + 1`` items, once),
 and written back only if ``gen`` and ``through_hour`` are still the ones read (so a late write that
 races the rebuild is never folded away). Reading the period item before the hours is what makes
-that hold: a write after the read bumps ``gen``, a write before it is in the hours read.
+that hold: a write after the read bumps ``gen``, a write before it is in the hours read (both
+reads strongly consistent: an eventually consistent one might miss a write that has completed).
 
 The cached hours are those at least 7 h old: a writer whose clock runs up to 1 h behind the
 collector's still sees them as older than ``LATE_AFTER_HOURS`` (5 h) and counts ``gen`` up.
@@ -84,9 +85,10 @@ def _totals(item: Mapping[str, Any]) -> tuple[int, int]:
     return int(item.get(PROBE_JUDGED, 0)), int(item.get(PROBE_GOOD, 0))
 
 
-def fold_period(store: LatencyTable, route: str, now: float, period_days: int) -> PeriodFold:
+def fold_period(store: LatencyTable, route: str, now: float, period_days: int, *, save: bool = True) -> PeriodFold:
     """Read the period cache and the recent hour items; fold the hours that left the read range
-    into the cache (written back conditionally). See the module's docstring for the protocol."""
+    into the cache (written back conditionally, when ``save``: CollectSignals; the Report function
+    and `replmon report` read only, their roles grant no write). See the module's docstring."""
     h = floor_hour(now)
     first_read, fold_to = h - (READ_HOURS - 1) * HOUR_SECONDS, h - READ_HOURS * HOUR_SECONDS
     period_start = window_start(period_days * 86_400, now)
@@ -113,7 +115,7 @@ def fold_period(store: LatencyTable, route: str, now: float, period_days: int) -
             j, g = _totals(item)
             if j:
                 fold.folded[hour] = (j, g)
-    if fold.rebuilt or through < fold_to:
+    if save and (fold.rebuilt or through < fold_to):
         cache = {GEN: gen, CACHED_GEN: gen, THROUGH_HOUR: hour_sort_key(fold_to), THROUGH_AT: fold_to,
                  HOURS: {str(int(k)): [j, g] for k, (j, g) in sorted(fold.folded.items())}}
         old = str(period[THROUGH_HOUR]) if period and THROUGH_HOUR in period else None
@@ -121,11 +123,11 @@ def fold_period(store: LatencyTable, route: str, now: float, period_days: int) -
     return fold
 
 
-def rollup_slo_status(store: LatencyTable, route: str, now: float, spec: SloSpec) -> tuple[SloStatus, PeriodFold]:
+def rollup_slo_status(store: LatencyTable, route: str, now: float, spec: SloSpec, *, save: bool = True) -> tuple[SloStatus, PeriodFold]:
     """The route's SLO from its rollups (``slo.slo_status``'s numbers), and what was read."""
     if not spec.aligned:
         raise ValueError("the rollups count aligned windows only: an SloSpec with aligned=False is computed from the records")
-    fold = fold_period(store, route, now, spec.period_days)
+    fold = fold_period(store, route, now, spec.period_days, save=save)
     return slo_from_counts(fold.count, now, spec), fold
 
 
