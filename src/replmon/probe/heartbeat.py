@@ -60,7 +60,7 @@ from replmon.probe.state import Poll, ProbeState
 from replmon.probe.upload import UploadSettings, probe_key, upload_probe
 from replmon.signals.expectation import HISTORY_END_AGO, HISTORY_SPAN, REFRESH_SECONDS, Expectation, expectation
 from replmon.signals.inflight import in_flight_probes
-from replmon.signals.rollup import HEARTBEAT_RETENTION_DAYS
+from replmon.signals.rollup import HEARTBEAT_RETENTION_DAYS, record_max_ops, store_record
 from replmon.signals.stall import Beat, StallPhase, StallState, advance, probe_expectation, stall_seconds, wants_confirmation
 
 __all__ = ["HeartbeatDeps", "heartbeat_routes", "heartbeat_step"]
@@ -366,11 +366,13 @@ class RouteHeartbeat:
         record = to_record(p, HEARTBEAT_RETENTION_DAYS)
         self.recent = [*self.recent, Beat(p.upload.put_end, record.latency_hi if record.status is ProbeStatus.COMPLETED else None,
                                           record.status is not ProbeStatus.COMPLETED)][-RECENT:]
-        item = {**record.to_item(), PARTITION_KEY: heartbeat_partition(self.name)}
-        if self.expect is not None:
-            item.update(expectation_seconds=self.expect.seconds, expectation_basis=self.expect.basis)
+        extra = {} if self.expect is None else {"expectation_seconds": self.expect.seconds, "expectation_basis": self.expect.basis}
         try:
-            self.deps.store.put_item(item)
+            # In ``<route>#hb`` with its hour item's counters (one transaction; a re-settled heartbeat is
+            # a duplicate), then its latency as the sub-slot's maximum: what the RPO reads (heartbeat_rpo.py).
+            store_record(self.deps.store, record, self.deps.clock.now(), threshold_seconds=self.h.target_seconds, extra=extra)
+            for op in record_max_ops(record):
+                self.deps.store.raise_to(op)
         except Exception as exc:
             self._error(f"heartbeat record {record.probe_id} not stored", exc)
         key = probe_key(p)

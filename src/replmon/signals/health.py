@@ -4,21 +4,22 @@ lab's chaos run; and the metrics CollectSignals emits from it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from replmon.core.keys import HEARTBEAT_SIZE_CLASS
 from replmon.core.partitions import (
     EVENT_SHARDS,
     EVENTS,
     RTC,
     events_shard_partition,
-    heartbeat_partition,
     hour_sort_key,
     signal_partition,
 )
 from replmon.core.ports import LatencyTable, MetricsSink
 from replmon.core.telemetry import ROUTE
+from replmon.signals.heartbeat_rpo import heartbeat_window
 from replmon.signals.inflight import in_flight_put_ends
 from replmon.signals.rollup import event_counts as rollup_event_counts
 from replmon.signals.rtc import RtcSample, latest
@@ -53,15 +54,20 @@ class RouteHealth:
         }
 
 
-def event_counts(store: LatencyTable, route: str, now: float, window: float) -> dict[str, int]:
+def event_counts(store: LatencyTable, route: str, now: float, window: float,
+                 hours: Mapping[float, Mapping[str, Any]] | None = None) -> dict[str, int]:
     """Replication events per kind in the route's event window (signals/windows.py ``event_window``,
     whole 5-minute slots): the hour items' counters (one Query of at most two items, whatever the
     event rate), plus items of the layout before counters (``<route>#events``, written before the
-    upgrade: read until the window has passed them, so an upgrade loses no event)."""
+    upgrade: read until the window has passed them, so an upgrade loses no event). ``hours``: the
+    hour items already read (slo_rollup.py), used instead of a second read when they cover the window."""
     w = event_window(now, window)
     slots = sub_slots(w)
-    hours = store.roll_items(route, hour_sort_key(slots[0][0]), hour_sort_key(slots[-1][0]))
-    counts = rollup_event_counts(hours, slots)
+    if hours is not None and slots[0][0] >= floor_hour(now) - 6 * 3600:  # the hour items the SLO read (H - 6 h .. H)
+        items: Sequence[Mapping[str, Any]] = list(hours.values())
+    else:
+        items = store.roll_items(route, hour_sort_key(slots[0][0]), hour_sort_key(slots[-1][0]))
+    counts = rollup_event_counts(items, slots)
     legacy = store.items(signal_partition(route, EVENTS), w.start, floor_5min(now) + SUB_SLOT_SECONDS - 0.001)
     for kind, n in legacy_event_counts(legacy, now, window).items():
         counts[kind] = counts.get(kind, 0) + n
@@ -97,20 +103,24 @@ def route_health(store: LatencyTable, route: str, now: float, spec: SloSpec, win
     # Records of the RPO window only (its probes' latencies, FAILED ones): a record's key is its
     # planned time, its PUT ends within the probe interval (the spread) and a Lambda's 15 minutes.
     records = store.query(route, now - window - spec.probe_interval_seconds - PUT_LAG_SECONDS, now)
-    # heartbeats (probe/heartbeat.py) are probes to the RPO: the pending ones' ages, the recent ones' latencies
-    heartbeats = store.query(heartbeat_partition(route), now - window, now)
+    if spec.aligned:
+        slo, fold = rollup_slo_status(store, route, now, spec, save=save_cache)  # the period's counts from the hour items (slo_rollup.py)
+        hours: dict[float, Any] | None = dict(fold.read)
+    else:  # the lab's scaled windows (seconds long): only the records can give them
+        slo = slo_status(store.query(route, now - spec.period_days * 86_400 - 86_400, now), now, spec)
+        hours = None
+    # heartbeats (probe/heartbeat.py) are probes to the RPO: the pending ones' ages, the recent ones'
+    # latencies (the window's whole sub-slots from the hour items just read, heartbeat_rpo.py)
+    beats = heartbeat_window(store, route, now, window, hours)
     beat_state = live_state(store, route, now)
     in_flight = in_flight_put_ends(store, route, now) + pending_heartbeat_put_ends(beat_state)
     rtc_samples = [RtcSample.from_item(i) for i in store.items(signal_partition(route, RTC), now - window, now)]
-    counts = event_counts(store, route, now, window)
+    counts = event_counts(store, route, now, window, hours)
     # The counters' whole slots cover [now - window, now]: no failure counted there means none in
     # the window, and the kept items (a backlog's missed thresholds among them) are not read.
     failures = failure_events(store, route, now, window) if counts.get("OperationFailedReplication") else 0
-    r = rpo(now, window, [*records, *heartbeats], in_flight, latest(rtc_samples, now - window), failures)
-    if spec.aligned:
-        slo, _ = rollup_slo_status(store, route, now, spec, save=save_cache)  # the period's counts from the hour items (slo_rollup.py)
-    else:  # the lab's scaled windows (seconds long): only the records can give them
-        slo = slo_status(store.query(route, now - spec.period_days * 86_400 - 86_400, now), now, spec)
+    r = rpo(now, window, [*records, *beats.records], in_flight, latest(rtc_samples, now - window), failures,
+            (HEARTBEAT_SIZE_CLASS, beats.largest, beats.failed))
     return RouteHealth(route, r, slo, rtc_samples, counts, stall_summary(beat_state, now))
 
 

@@ -9,9 +9,10 @@ The hour item ``<route>#roll`` / ``h#<YYYY-MM-DDTHH>`` (core/partitions.py) hold
 | ``pj``, ``pg`` | the same, probes only (heartbeats = ``j - pj``) |
 | ``j_MM``, ``g_MM``, ``f_MM`` | judged / good / FAILED per 5-minute sub-slot (MM = 00, 05, ... 55) |
 | ``pj_MM``, ``pg_MM`` | judged / good probes per sub-slot (the SLO's burn windows, signals/slo_rollup.py) |
+| ``hf_MM`` | FAILED heartbeats per sub-slot (the RPO, signals/heartbeat_rpo.py) |
 | ``eF_MM``, ``eM_MM``, ``eA_MM``, ``eN_MM``, ``eC_MM`` | replication events per kind per sub-slot |
 | ``eU_<name>_MM`` | events of a kind S3 does not document (stored as sent, flagged), per sub-slot |
-| ``x_<class>_MM`` | the largest polled upper bound per class and sub-slot (``record_max_ops``; the record path does not write it yet: the RPO reads its window's records) |
+| ``x_<class>_MM`` | the largest polled upper bound per class and sub-slot (``record_max_ops``): written for heartbeats (class ``1KiB``) only, whose records never change; probes' are read from their records (a replica event may narrow them) |
 | ``h_<class>_<b>`` | COMPLETED latencies per class, geometric buckets x1.25 from 0.25 s (46 buckets) |
 | ``expires_at`` | the hour + SloPeriodDays + 2 days (TTL) |
 
@@ -58,6 +59,7 @@ __all__ = [
 
 JUDGED, GOOD, PROBE_JUDGED, PROBE_GOOD = "j", "g", "pj", "pg"
 SLOT_JUDGED, SLOT_GOOD, SLOT_FAILED = "j", "g", "f"
+HEARTBEAT_FAILED = "hf"
 #: S3's replication event names (signals/s3events.py REPLICATION_KINDS) -> their counter prefix.
 EVENT_ATTRS: Mapping[str, str] = {
     "OperationFailedReplication": "eF",
@@ -143,6 +145,8 @@ def record_ops(record: ProbeRecord, now: float, *, period_days: int = DEFAULTS.s
     add |= {slot_attr(SLOT_JUDGED, when): 1, slot_attr(SLOT_GOOD, when): good, slot_attr(SLOT_FAILED, when): failed}
     if not heartbeat:
         add |= {slot_attr(PROBE_JUDGED, when): 1, slot_attr(PROBE_GOOD, when): good}
+    else:
+        add[slot_attr(HEARTBEAT_FAILED, when)] = failed  # the RPO's FAILED heartbeats (signals/heartbeat_rpo.py)
     if record.status is ProbeStatus.COMPLETED and record.latency_hi is not None:
         add[hist_attr(record.size_class, latency_bucket(record.latency_hi))] = 1
     expires = int(hour + HOUR_SECONDS + (period_days + 2) * 86400)
@@ -202,7 +206,7 @@ WRITE_ID = "write_id"
 
 
 def store_record(store: LatencyTable, record: ProbeRecord, now: float, *, threshold_seconds: float,
-                 period_days: int = DEFAULTS.slo_period_days) -> bool:
+                 period_days: int = DEFAULTS.slo_period_days, extra: Mapping[str, Any] | None = None) -> bool:
     """Store ``record`` and count it in its hour item, exactly once: one ``TransactWriteItems``
     (``record_ops``). True if this call stored it, False if the record was there (a retried step,
     a replayed spool); :class:`~replmon.core.errors.StoreUnavailable` for anything else (spool it).
@@ -217,7 +221,7 @@ def store_record(store: LatencyTable, record: ProbeRecord, now: float, *, thresh
     ops = record_ops(record, now, period_days=period_days, threshold_seconds=threshold_seconds)
     first = ops[0]
     assert isinstance(first, TransactPut)
-    ops[0] = TransactPut({**first.item, WRITE_ID: token})
+    ops[0] = TransactPut({**first.item, **(extra or {}), WRITE_ID: token})
     outcome = store.transact(ops, token=token)
     if outcome.applied:
         return True

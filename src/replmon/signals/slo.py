@@ -237,7 +237,9 @@ class Rpo:
 
 
 def rpo(now: float, window: float, records: Iterable[ProbeRecord], in_flight_put_ends: Iterable[float],
-        rtc: RtcLatest | None, failure_events: int) -> Rpo:
+        rtc: RtcLatest | None, failure_events: int, rolled: tuple[str, float | None, int] | None = None) -> Rpo:
+    """``rolled``: samples read as counters, not records (signals/heartbeat_rpo.py): their size
+    class, their largest latency, how many FAILED."""
     recent = [r for r in records if (r.put_end if r.put_end is not None else r.planned_at) >= now - window]
     by_class: dict[str, float] = {}
     reasons: list[str] = []
@@ -246,6 +248,11 @@ def rpo(now: float, window: float, records: Iterable[ProbeRecord], in_flight_put
         if value is not None:
             by_class[r.size_class] = max(by_class.get(r.size_class, 0.0), value)
     failed = sum(r.status is ProbeStatus.FAILED for r in recent)
+    if rolled is not None:
+        size_class, largest, rolled_failed = rolled
+        if largest is not None:
+            by_class[size_class] = max(by_class.get(size_class, 0.0), largest)
+        failed += rolled_failed
     if failed:
         reasons.append(f"{failed} FAILED probe(s)")
     if failure_events:
