@@ -205,3 +205,22 @@ def test_the_readers_never_write_the_cache() -> None:
         store_record(store, r, r.put_end or 0, threshold_seconds=900.0)
     _, fold = rollup_slo_status(store, ROUTE, T0 + 60, spec, save=False)
     assert fold.rebuilt and not fold.cache_written and store.get_item(roll_partition(ROUTE), PERIOD) is None
+
+
+def test_the_collector_writes_the_period_cache_and_its_next_run_reads_eight_items() -> None:
+    """CollectSignals is the cache's one writer: without its write every run would rebuild (~720 items a route)."""
+    from replmon.adapters.metrics import NullMetrics
+    from replmon.core.route import Route
+    from replmon.signals.collector import collect
+
+    store = MemoryLatencyTable()
+    for n in range(48):
+        r = probe(n, T0 - n * 3600.0, ProbeStatus.COMPLETED, 3.0, True)
+        store_record(store, r, r.put_end or 0, threshold_seconds=900.0)
+    route = Route.model_validate({"name": ROUTE, "source": {"bucket": "src"}, "destinations": [{"bucket": "dst"}]})
+    spec = SloSpec(threshold_seconds=900.0, target=0.99, period_days=30)
+    collect([route], store, None, NullMetrics(), T0 + 60, spec, 3600, 1)
+    period = store.get_item(roll_partition(ROUTE), PERIOD)
+    assert period is not None and len(period["hours"]) == 48 - READ_HOURS  # every hour older than the 7 read
+    _, fold = rollup_slo_status(store, ROUTE, T0 + 120, spec, save=False)
+    assert not fold.rebuilt and fold.items_read == 1 + READ_HOURS

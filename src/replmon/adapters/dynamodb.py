@@ -224,7 +224,7 @@ class DynamoLatencyStore:
                 if reasons and reasons[0] == "ConditionalCheckFailed" and set(reasons[1:]) <= {"None"}:
                     return False  # the interval changed since it was read: nothing applied
                 pause = min(self.CONFLICT_BACKOFF_CAP_SECONDS, 0.02 * 2 ** min(attempt, 10)) * random.random()
-                if set(reasons) <= {"None", "TransactionConflict"} and time.monotonic() + pause < deadline:
+                if "TransactionConflict" in reasons and set(reasons) <= {"None", "TransactionConflict"} and time.monotonic() + pause < deadline:
                     time.sleep(pause)
                     continue
                 raise

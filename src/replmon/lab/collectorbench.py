@@ -6,7 +6,7 @@ one per GetItem) and the GetMetricData calls, per run and per route.
 **The history.** Each route has what the default schedule leaves (``ProbeClasses``
 ``1MiB@1h,64MiB@6h,1GiB@1d``): one COMPLETED record per class cadence over ``SloPeriodDays`` (30) days
 and a day, and the last two hours of heartbeats (one a minute), with the hour items their writes
-leave (signals/rollup.py ``record_ops``, and the heartbeats' maxima: the SLO and the RPO read these).
+leave (signals/rollup.py ``record_ops``: the SLO and the RPO's heartbeats are read from these).
 Everything is written by batch (loading through a transaction per record would take longer than
 the bench). The first collector run over a route builds its period cache from every hour item
 (signals/slo_rollup.py): it is measured apart (``first_run``) from the steady runs that follow.
@@ -81,24 +81,23 @@ def bench_route(i: int, stamp: str) -> Route:
 def history_items(route: str, now: float, classes: str = DEFAULTS.probe_classes, days: int = DEFAULTS.slo_period_days + 1,
                   heartbeat_hours: float = 2.0) -> list[dict[str, Any]]:
     """The route's records as the default schedule leaves them (COMPLETED, latencies of a few seconds),
-    and its heartbeats, with the hour items their writes build (counters, and the heartbeats' maxima)."""
+    and its heartbeats, with the hour items their transactions build (counters, the heartbeats' entries)."""
     from replmon.core.ports import TransactAdd, TransactPut
-    from replmon.signals.rollup import record_max_ops, record_ops
+    from replmon.signals.rollup import record_ops
 
     out: list[dict[str, Any]] = []
     hours: dict[tuple[str, str], dict[str, Any]] = {}
 
-    def stored(r: ProbeRecord, heartbeat: bool) -> None:
+    def stored(r: ProbeRecord) -> None:
         for op in record_ops(r, now=r.put_end or r.planned_at):  # stored on time: no late-write generation
             if isinstance(op, TransactPut):
                 out.append(dict(op.item))
             elif isinstance(op, TransactAdd):
-                item = hours.setdefault((op.pk, op.sk), {PARTITION_KEY: op.pk, SORT_KEY: op.sk, **op.set_once})
+                item = hours.setdefault((op.pk, op.sk), {PARTITION_KEY: op.pk, SORT_KEY: op.sk})
+                for k, v in op.set_once.items():
+                    item.setdefault(k, v)
                 for k, v in op.add.items():
                     item[k] = item.get(k, 0) + v
-        for m in record_max_ops(r) if heartbeat else []:
-            item = hours.setdefault((m.pk, m.sk), {PARTITION_KEY: m.pk, SORT_KEY: m.sk})
-            item[m.attribute] = max(item.get(m.attribute, m.value), m.value)
 
     for c in ProbeClasses.parse(classes):
         t = now - days * 86400
@@ -107,14 +106,14 @@ def history_items(route: str, now: float, classes: str = DEFAULTS.probe_classes,
             size = c.size_bytes
             stored(ProbeRecord(route=route, probe_id=f"{run}-{route}-{c.label}-t1", run_id=run, planned_at=t, size_bytes=size,
                                size_class=c.label, trial=1, status=ProbeStatus.COMPLETED, put_end=t + 1 + size / 2**27,
-                               latency_lo=2.0, latency_hi=3.0 + size / 2**26), False)
+                               latency_lo=2.0, latency_hi=3.0 + size / 2**26))
             t += c.every_seconds
     t = now - heartbeat_hours * 3600
     while t < now:
         run = heartbeat_run_id(t)
         stored(ProbeRecord(route=route, probe_id=heartbeat_probe_id(run, route), run_id=run, planned_at=t, size_bytes=HEARTBEAT_SIZE_BYTES,
                            size_class=HEARTBEAT_SIZE_CLASS, trial=1, status=ProbeStatus.COMPLETED, put_end=t + 0.05,
-                           latency_lo=0.4, latency_hi=0.6), True)
+                           latency_lo=0.4, latency_hi=0.6))
         t += 60
     return out + list(hours.values())
 

@@ -60,7 +60,7 @@ from replmon.probe.state import Poll, ProbeState
 from replmon.probe.upload import UploadSettings, probe_key, upload_probe
 from replmon.signals.expectation import HISTORY_END_AGO, HISTORY_SPAN, REFRESH_SECONDS, Expectation, expectation
 from replmon.signals.inflight import in_flight_probes
-from replmon.signals.rollup import HEARTBEAT_RETENTION_DAYS, record_max_ops, store_record
+from replmon.signals.rollup import HEARTBEAT_RETENTION_DAYS, store_record
 from replmon.signals.stall import Beat, StallPhase, StallState, advance, probe_expectation, stall_seconds, wants_confirmation
 
 __all__ = ["HeartbeatDeps", "heartbeat_routes", "heartbeat_step"]
@@ -368,11 +368,9 @@ class RouteHeartbeat:
                                           record.status is not ProbeStatus.COMPLETED)][-RECENT:]
         extra = {} if self.expect is None else {"expectation_seconds": self.expect.seconds, "expectation_basis": self.expect.basis}
         try:
-            # In ``<route>#hb`` with its hour item's counters (one transaction; a re-settled heartbeat is
-            # a duplicate), then its latency as the sub-slot's maximum: what the RPO reads (heartbeat_rpo.py).
+            # In ``<route>#hb`` with its hour item's counters and entry, what the RPO reads (one
+            # transaction: heartbeat_rpo.py); a re-settled heartbeat is a duplicate, neither changes.
             store_record(self.deps.store, record, self.deps.clock.now(), threshold_seconds=self.h.target_seconds, extra=extra)
-            for op in record_max_ops(record):
-                self.deps.store.raise_to(op)
         except Exception as exc:
             self._error(f"heartbeat record {record.probe_id} not stored", exc)
         key = probe_key(p)

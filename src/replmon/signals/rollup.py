@@ -9,10 +9,10 @@ The hour item ``<route>#roll`` / ``h#<YYYY-MM-DDTHH>`` (core/partitions.py) hold
 | ``pj``, ``pg`` | the same, probes only (heartbeats = ``j - pj``) |
 | ``j_MM``, ``g_MM``, ``f_MM`` | judged / good / FAILED per 5-minute sub-slot (MM = 00, 05, ... 55) |
 | ``pj_MM``, ``pg_MM`` | judged / good probes per sub-slot (the SLO's burn windows, signals/slo_rollup.py) |
-| ``hf_MM`` | FAILED heartbeats per sub-slot (the RPO, signals/heartbeat_rpo.py) |
+| ``hx_<MMSSmmm>`` | each heartbeat's polled bound by its PUT end (-1: FAILED), set with its record (the RPO, signals/heartbeat_rpo.py) |
 | ``eF_MM``, ``eM_MM``, ``eA_MM``, ``eN_MM``, ``eC_MM`` | replication events per kind per sub-slot |
 | ``eU_<name>_MM`` | events of a kind S3 does not document (stored as sent, flagged), per sub-slot |
-| ``x_<class>_MM`` | the largest polled upper bound per class and sub-slot (``record_max_ops``): written for heartbeats (class ``1KiB``) only, whose records never change; probes' are read from their records (a replica event may narrow them) |
+| ``x_<class>_MM`` | the largest polled upper bound per class and sub-slot (``record_max_ops``; not written by the record path: probes' bounds are read from their records, a replica event may narrow them) |
 | ``h_<class>_<b>`` | COMPLETED latencies per class, geometric buckets x1.25 from 0.25 s (46 buckets) |
 | ``expires_at`` | the hour + SloPeriodDays + 2 days (TTL) |
 
@@ -52,14 +52,42 @@ from replmon.signals.slo import is_good
 from replmon.signals.windows import HOUR_SECONDS, floor_hour, record_time, sub_slot
 
 __all__ = [
-    "COUNTED_GOOD", "EVENT_ATTRS", "GEN", "GOOD", "HEARTBEAT_RETENTION_DAYS", "HIST_BASE_SECONDS", "HIST_BUCKETS", "HIST_RATIO", "JUDGED",
-    "LATE_AFTER_HOURS", "PROBE_GOOD", "PROBE_JUDGED", "bucket_upper", "event_add", "event_attr", "event_counts", "hist_attr",
-    "latency_bucket", "max_attr", "narrow_ops", "record_max_ops", "record_ops", "slot_attr", "store_record",
+    "COUNTED_GOOD",
+    "EVENT_ATTRS",
+    "FAILED_MARK",
+    "GEN",
+    "GOOD",
+    "HEARTBEAT_PREFIX",
+    "HEARTBEAT_RETENTION_DAYS",
+    "HIST_BASE_SECONDS",
+    "HIST_BUCKETS",
+    "HIST_RATIO",
+    "JUDGED",
+    "LATE_AFTER_HOURS",
+    "NO_BOUND",
+    "PROBE_GOOD",
+    "PROBE_JUDGED",
+    "bucket_upper",
+    "event_add",
+    "event_attr",
+    "event_counts",
+    "heartbeat_attr",
+    "heartbeat_entry_time",
+    "hist_attr",
+    "latency_bucket",
+    "max_attr",
+    "narrow_ops",
+    "record_max_ops",
+    "record_ops",
+    "slot_attr",
+    "store_record",
 ]
 
 JUDGED, GOOD, PROBE_JUDGED, PROBE_GOOD = "j", "g", "pj", "pg"
 SLOT_JUDGED, SLOT_GOOD, SLOT_FAILED = "j", "g", "f"
-HEARTBEAT_FAILED = "hf"
+#: A heartbeat's entry (``heartbeat_attr``): its polled bound; FAILED_MARK for a FAILED one, NO_BOUND
+#: for one judged without a bound (the RPO counts neither as a latency).
+HEARTBEAT_PREFIX, FAILED_MARK, NO_BOUND = "hx_", -1, -2
 #: S3's replication event names (signals/s3events.py REPLICATION_KINDS) -> their counter prefix.
 EVENT_ATTRS: Mapping[str, str] = {
     "OperationFailedReplication": "eF",
@@ -145,16 +173,35 @@ def record_ops(record: ProbeRecord, now: float, *, period_days: int = DEFAULTS.s
     add |= {slot_attr(SLOT_JUDGED, when): 1, slot_attr(SLOT_GOOD, when): good, slot_attr(SLOT_FAILED, when): failed}
     if not heartbeat:
         add |= {slot_attr(PROBE_JUDGED, when): 1, slot_attr(PROBE_GOOD, when): good}
-    else:
-        add[slot_attr(HEARTBEAT_FAILED, when)] = failed  # the RPO's FAILED heartbeats (signals/heartbeat_rpo.py)
     if record.status is ProbeStatus.COMPLETED and record.latency_hi is not None:
         add[hist_attr(record.size_class, latency_bucket(record.latency_hi))] = 1
     expires = int(hour + HOUR_SECONDS + (period_days + 2) * 86400)
-    ops.append(TransactAdd(roll_partition(record.route), hour_sort_key(hour), {k: v for k, v in add.items() if v},
-                           {TTL_ATTRIBUTE: expires}))
-    if hour < floor_hour(now) - LATE_AFTER_HOURS * HOUR_SECONDS:
+    once: dict[str, Any] = {TTL_ATTRIBUTE: expires}
+    if heartbeat:  # the RPO's heartbeat input (signals/heartbeat_rpo.py): each heartbeat's bound, in this transaction
+        bound = _polled_bound(record)
+        once[heartbeat_attr(when)] = FAILED_MARK if record.status is ProbeStatus.FAILED else bound if bound is not None else NO_BOUND
+    ops.append(TransactAdd(roll_partition(record.route), hour_sort_key(hour), {k: v for k, v in add.items() if v}, once))
+    if not heartbeat and hour < floor_hour(now) - LATE_AFTER_HOURS * HOUR_SECONDS:  # the period cache folds probes only
         ops.append(TransactAdd(roll_partition(record.route), PERIOD, {GEN: 1}))
     return ops
+
+
+def heartbeat_attr(t: float) -> str:
+    """A heartbeat's entry in its hour item: ``hx_<MMSSmmm>``, its PUT end to the millisecond.
+
+    >>> heartbeat_attr(1795428000.0 + 37 * 60 + 12.3456)
+    'hx_3712346'
+    """
+    ms = round((t - floor_hour(t)) * 1000)
+    return f"{HEARTBEAT_PREFIX}{ms // 60000:02d}{ms % 60000 // 1000:02d}{ms % 1000:03d}"
+
+
+def heartbeat_entry_time(hour: float, attr: str) -> float | None:
+    """The PUT end a ``hx_<MMSSmmm>`` entry stands for (None: not a heartbeat entry)."""
+    digits = attr[len(HEARTBEAT_PREFIX):]
+    if not attr.startswith(HEARTBEAT_PREFIX) or len(digits) != 7 or not digits.isdigit():
+        return None
+    return hour + int(digits[:2]) * 60 + int(digits[2:4]) + int(digits[4:]) / 1000
 
 
 def narrow_ops(record: ProbeRecord, new_hi: float | None, threshold_seconds: float, now: float, counted_good: bool | None, *,
