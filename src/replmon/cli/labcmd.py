@@ -498,10 +498,12 @@ def _bench_in_lab(report: str, command: str, output: Path, lab: Any, measure: Ca
     """A bench report measured in ``lab``: its facts, ``measure(lab)``'s sections, the JSON, the page and the README block."""
     import time as _time
 
+    from replmon.entry.runtime import quiet_handler_logs
     from replmon.lab.benchreport import SCHEMA, facts, finish, json_path_for
     from replmon.lab.servers import LabError
 
     check_output_file(output, "--output")
+    quiet_handler_logs()  # the handlers the bench runs log at ERROR only (POWERTOOLS_LOG_LEVEL to see them)
     started = _time.time()
     doc: dict[str, Any] = {"schema": SCHEMA, "report": report, "facts": facts(command)}
     try:
