@@ -95,7 +95,6 @@ def failure_events(store: LatencyTable, route: str, now: float, window: float) -
     return sum(1 for pk in pks for i in store.items(pk, now - window, now) if i.get("kind") == "OperationFailedReplication")
 
 
-
 def route_health(store: LatencyTable, route: str, now: float, spec: SloSpec, window: float, *, save_cache: bool = False) -> RouteHealth:
     """The route's RPO and SLO from the store: records, in-flight markers, event counters and the
     RTC collections of the window (every collection in it, not only the latest). ``save_cache``:
@@ -110,7 +109,7 @@ def route_health(store: LatencyTable, route: str, now: float, spec: SloSpec, win
         slo = slo_status(store.query(route, now - spec.period_days * 86_400 - 86_400, now), now, spec)
         hours = None
     # heartbeats (probe/heartbeat.py) are probes to the RPO: the pending ones' ages, the recent ones'
-    # latencies (the window's whole sub-slots from the hour items just read, heartbeat_rpo.py)
+    # latencies (their entries in the hour items just read, heartbeat_rpo.py)
     beats = heartbeat_window(store, route, now, window, hours)
     beat_state = live_state(store, route, now)
     in_flight = in_flight_put_ends(store, route, now) + pending_heartbeat_put_ends(beat_state)

@@ -25,7 +25,9 @@ collector's still sees them as older than ``LATE_AFTER_HOURS`` (5 h) and counts 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import calendar
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,9 +50,6 @@ def _hour_of(item: Mapping[str, Any]) -> float | None:
     sk = str(item.get(SORT_KEY, ""))
     if not sk.startswith("h#"):
         return None
-    import calendar
-    import time
-
     return float(calendar.timegm(time.strptime(sk[2:], "%Y-%m-%dT%H")))
 
 
@@ -129,8 +128,3 @@ def rollup_slo_status(store: LatencyTable, route: str, now: float, spec: SloSpec
         raise ValueError("the rollups count aligned windows only: an SloSpec with aligned=False is computed from the records")
     fold = fold_period(store, route, now, spec.period_days, save=save)
     return slo_from_counts(fold.count, now, spec), fold
-
-
-def hours_of(items: Iterable[Mapping[str, Any]]) -> list[float]:
-    """Hour starts of the hour items among ``items`` (for tests and the bench)."""
-    return [h for h in (_hour_of(i) for i in items) if h is not None]
