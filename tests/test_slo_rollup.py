@@ -224,3 +224,39 @@ def test_the_collector_writes_the_period_cache_and_its_next_run_reads_eight_item
     assert period is not None and len(period["hours"]) == 48 - READ_HOURS  # every hour older than the 7 read
     _, fold = rollup_slo_status(store, ROUTE, T0 + 120, spec, save=False)
     assert not fold.rebuilt and fold.items_read == 1 + READ_HOURS
+
+
+def test_the_aws_contracts_the_rollups_rely_on() -> None:
+    """DynamoDB's documented limits (API_TransactWriteItems, ServiceQuotas): a ClientRequestToken is
+    1 to 36 characters and is sent with every record's transaction (a retry must carry the same
+    one); an item is at most 400 KB, so the period cache at the template's largest SloPeriodDays,
+    every hour holding large counts, must fit; the hour items are read strongly consistent (the
+    fold's race argument, slo_rollup.py) and the period item by a strongly consistent GetItem."""
+    import boto3
+    from moto import mock_aws
+
+    from replmon.adapters.dynamodb import DynamoLatencyStore
+    from replmon.local.tables import ensure_table
+    from replmon.signals.ingest_budget import item_bytes
+    from tests.cfnutil import default_transformed
+    from tests.conftest import TABLE, TEMPLATE
+
+    with mock_aws():
+        ddb = boto3.client("dynamodb", region_name="us-east-1")
+        ensure_table(ddb, TABLE, TEMPLATE)
+        sent: list[tuple[str, dict[str, Any]]] = []
+        ddb.meta.events.register("provide-client-params.dynamodb.*",
+                                 lambda params, model, **_: sent.append((model.name, dict(params))))
+        store = DynamoLatencyStore(TABLE, ddb)
+        r = probe(1, T0, ProbeStatus.COMPLETED, 3.0, True)
+        assert store_record(store, r, T0 + 1, threshold_seconds=900.0)
+        token = next(p["ClientRequestToken"] for op, p in sent if op == "TransactWriteItems")
+        assert 1 <= len(token) <= 36
+        sent.clear()
+        rollup_slo_status(store, ROUTE, T0 + 60, SloSpec())
+        assert {op: p.get("ConsistentRead") for op, p in sent if op in ("GetItem", "Query")} == {"GetItem": True, "Query": True}
+
+    max_days = int(default_transformed()["Parameters"]["SloPeriodDays"]["MaxValue"])
+    cache = {"route": f"{'r' * 63}#roll", "at": "period", "gen": 10**9, "cached_gen": 10**9, "through_hour": "h#2026-11-23T10",
+             "through_at": T0, "hours": {str(int(T0) - h * 3600): [10**6, 10**6] for h in range(max_days * 24)}}
+    assert item_bytes(cache) < 400 * 1024 / 4  # a quarter of the limit at most

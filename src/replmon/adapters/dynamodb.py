@@ -209,26 +209,9 @@ class DynamoLatencyStore:
                   "ConditionExpression": cond, "ExpressionAttributeNames": names, "ExpressionAttributeValues": values}
         if not counters:
             return self._conditional(lambda: self.client.update_item(**update))
-        # The hour item is busy (records and events write it): a TransactionConflict is retried as transact() does.
-        deadline = time.monotonic() + self.CONFLICT_BUDGET_SECONDS
-        for attempt in itertools.count():
-            try:
-                self._call(lambda: self.client.transact_write_items(
-                    TransactItems=[{"Update": update}, *(self._transact_item(c) for c in counters)]))
-                return True
-            except StoreUnavailable as exc:
-                cause = exc.__cause__
-                if not (isinstance(cause, ClientError) and cause.response["Error"]["Code"] == "TransactionCanceledException"):
-                    raise
-                reasons = [r.get("Code", "None") for r in cause.response.get("CancellationReasons", [])]
-                if reasons and reasons[0] == "ConditionalCheckFailed" and set(reasons[1:]) <= {"None"}:
-                    return False  # the interval changed since it was read: nothing applied
-                pause = min(self.CONFLICT_BACKOFF_CAP_SECONDS, 0.02 * 2 ** min(attempt, 10)) * random.random()
-                if "TransactionConflict" in reasons and set(reasons) <= {"None", "TransactionConflict"} and time.monotonic() + pause < deadline:
-                    time.sleep(pause)
-                    continue
-                raise
-        raise AssertionError("unreachable")
+        # in one transaction with the hour item's moves (busy: records and events write it); only the
+        # record's update has a condition, so a condition that failed is the interval's
+        return not self._transact_write([{"Update": update}, *(self._transact_item(c) for c in counters)])
 
     # ------------------------------------------------------------------ rollups (core/ports.py RollupStore)
     #: TransactionConflict (another transaction on one of the items: in a backlog, up to
@@ -269,22 +252,29 @@ class DynamoLatencyStore:
         -> the indices of those TransactPuts (nothing applied); anything else -> StoreUnavailable."""
         if not 1 <= len(writes) <= MAX_TRANSACT_ACTIONS:
             raise ValueError(f"a transaction holds 1..{MAX_TRANSACT_ACTIONS} actions, not {len(writes)}")
-        kwargs: dict[str, Any] = {"TransactItems": [self._transact_item(w) for w in writes]}
+        codes = self._transact_write([self._transact_item(w) for w in writes], token)
+        return TransactOutcome(not codes, tuple(i for i, c in enumerate(codes) if c == "ConditionalCheckFailed"))
+
+    def _transact_write(self, items: list[dict[str, Any]], token: str | None = None) -> list[str]:
+        """One ``TransactWriteItems``, a TransactionConflict retried with capped, fully jittered backoff
+        for up to CONFLICT_BUDGET_SECONDS: [] when applied; the cancellation reasons' codes (in the
+        order of ``items``) when only conditions failed (nothing applied); anything else ->
+        StoreUnavailable."""
+        kwargs: dict[str, Any] = {"TransactItems": items}
         if token:
             kwargs["ClientRequestToken"] = token
         deadline = time.monotonic() + self.CONFLICT_BUDGET_SECONDS
         for attempt in itertools.count():
             try:
                 self.client.transact_write_items(**kwargs)
-                return TransactOutcome(True)
+                return []
             except ClientError as exc:
                 if exc.response["Error"]["Code"] != "TransactionCanceledException":
                     raise StoreUnavailable(f"{self.table}: {exc.response['Error']['Code']}: {exc}") from exc
                 codes = [r.get("Code", "None") for r in exc.response.get("CancellationReasons", [])]
-                failed = tuple(i for i, c in enumerate(codes) if c == "ConditionalCheckFailed")
                 others = {c for c in codes if c not in ("None", "ConditionalCheckFailed")}
-                if failed and not others:
-                    return TransactOutcome(False, failed)
+                if "ConditionalCheckFailed" in codes and not others:
+                    return codes
                 pause = min(self.CONFLICT_BACKOFF_CAP_SECONDS, 0.02 * 2 ** min(attempt, 10)) * random.random()
                 if others <= {"TransactionConflict"} and others and time.monotonic() + pause < deadline:
                     time.sleep(pause)

@@ -24,7 +24,7 @@ from replmon.signals.inflight import in_flight_put_ends
 from replmon.signals.rollup import event_counts as rollup_event_counts
 from replmon.signals.rtc import RtcSample, latest
 from replmon.signals.slo import Rpo, SloSpec, SloStatus, rpo, slo_status
-from replmon.signals.slo_rollup import rollup_slo_status
+from replmon.signals.slo_rollup import first_read_hour, rollup_slo_status
 from replmon.signals.stall import StallState, live_state, stall_seconds
 from replmon.signals.windows import SUB_SLOT_SECONDS, event_window, floor_5min, floor_hour, sub_slot, sub_slots
 
@@ -63,7 +63,7 @@ def event_counts(store: LatencyTable, route: str, now: float, window: float,
     hour items already read (slo_rollup.py), used instead of a second read when they cover the window."""
     w = event_window(now, window)
     slots = sub_slots(w)
-    if hours is not None and slots[0][0] >= floor_hour(now) - 6 * 3600:  # the hour items the SLO read (H - 6 h .. H)
+    if hours is not None and slots[0][0] >= first_read_hour(now):  # the hour items the SLO read
         items: Sequence[Mapping[str, Any]] = list(hours.values())
     else:
         items = store.roll_items(route, hour_sort_key(slots[0][0]), hour_sort_key(slots[-1][0]))

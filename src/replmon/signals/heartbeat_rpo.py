@@ -20,6 +20,7 @@ from replmon.core.partitions import heartbeat_partition
 from replmon.core.ports import LatencyStore
 from replmon.core.record import ProbeRecord
 from replmon.signals.rollup import FAILED_MARK, heartbeat_entry_time
+from replmon.signals.slo_rollup import first_read_hour
 from replmon.signals.windows import HOUR_SECONDS, floor_hour, record_time
 
 __all__ = ["HeartbeatWindow", "heartbeat_window"]
@@ -38,7 +39,7 @@ def heartbeat_window(store: LatencyStore, route: str, now: float, window: float,
     start -> item, every one from ``H - 6 h``: a missing one holds nothing); without them, or for a
     window longer than they cover, every heartbeat of the window is read as a record."""
     start = now - window
-    if hours is None or floor_hour(start) < floor_hour(now) - 6 * HOUR_SECONDS:
+    if hours is None or floor_hour(start) < first_read_hour(now):
         # a heartbeat's key is its period's start; its PUT ends within the period and the invocation
         return HeartbeatWindow([r for r in store.query(heartbeat_partition(route), start - HOUR_SECONDS, now) if start <= record_time(r)])
     out = HeartbeatWindow()

@@ -38,7 +38,7 @@ from replmon.signals.rollup import GEN, PROBE_GOOD, PROBE_JUDGED
 from replmon.signals.slo import SloSpec, SloStatus, slo_from_counts
 from replmon.signals.windows import HOUR_SECONDS, SUB_SLOT_SECONDS, floor_hour, window_start
 
-__all__ = ["READ_HOURS", "PeriodFold", "rollup_slo_status"]
+__all__ = ["READ_HOURS", "PeriodFold", "first_read_hour", "rollup_slo_status"]
 
 #: Hour items read each run: H - 6 h .. H (the 6 h burn window's, and every shorter window's sub-slots).
 READ_HOURS = 7
@@ -80,6 +80,12 @@ class PeriodFold:
         return good, judged
 
 
+def first_read_hour(now: float) -> float:
+    """The oldest hour item every evaluation reads (``H - 6 h``): a window starting at or after it
+    is counted from ``PeriodFold.read`` alone (heartbeat_rpo.py and the event counts use them too)."""
+    return floor_hour(now) - (READ_HOURS - 1) * HOUR_SECONDS
+
+
 def _totals(item: Mapping[str, Any]) -> tuple[int, int]:
     return int(item.get(PROBE_JUDGED, 0)), int(item.get(PROBE_GOOD, 0))
 
@@ -89,7 +95,8 @@ def fold_period(store: LatencyTable, route: str, now: float, period_days: int, *
     into the cache (written back conditionally, when ``save``: CollectSignals; the Report function
     and `replmon report` read only, their roles grant no write). See the module's docstring."""
     h = floor_hour(now)
-    first_read, fold_to = h - (READ_HOURS - 1) * HOUR_SECONDS, h - READ_HOURS * HOUR_SECONDS
+    first_read = first_read_hour(now)
+    fold_to = first_read - HOUR_SECONDS
     period_start = window_start(period_days * 86_400, now)
     period = store.get_item(roll_partition(route), PERIOD)  # first (see above), strongly consistent
     fold = PeriodFold(items_read=1 if period else 0)

@@ -81,13 +81,10 @@ class Window:
 
 
 def window(label: str, now: float, period_days: int = DEFAULTS.slo_period_days) -> Window:
-    if label in _SHORT:
-        return Window(label, floor_5min(now) - _SHORT[label], now)
-    if label == "6h":
-        return Window(label, floor_hour(now) - 6 * HOUR_SECONDS, now)
-    if label == "period":
-        return Window(label, floor_hour(now) - period_days * 86400, now)
-    raise ValueError(f"unknown window {label!r}; one of {', '.join(LABELS)}")
+    seconds = {**_SHORT, "6h": 6 * HOUR_SECONDS, "period": period_days * 86400}.get(label)
+    if seconds is None:
+        raise ValueError(f"unknown window {label!r}; one of {', '.join(LABELS)}")
+    return Window(label, window_start(seconds, now), now)
 
 
 def window_start(seconds: float, now: float) -> float:
@@ -96,8 +93,8 @@ def window_start(seconds: float, now: float) -> float:
     the rollups count it from hour items, or from the period cache's hours).
 
     >>> now = 1795428000.0 + 37 * 60 + 12          # 10:37:12 UTC
-    >>> [window_start(s, now) == window(label, now).start for s, label in ((300, "5m"), (3600, "1h"), (6 * 3600, "6h"), (30 * 86400, "period"))]
-    [True, True, True, True]
+    >>> [(floor_5min(now) - window_start(s, now)) / 60 for s in (300, 3600)], (floor_hour(now) - window_start(6 * 3600, now)) / 3600
+    ([5.0, 60.0], 6.0)
     >>> (floor_5min(now) - window_start(900, now)) / 60, (floor_hour(now) - window_start(86400, now)) / 3600
     (15.0, 24.0)
     """
