@@ -8,6 +8,10 @@ PY := $(BIN)/python
 export SAM_CLI_TELEMETRY := 0
 export REPLMON_SRC := $(CURDIR)/src
 export PATH := $(CURDIR)/$(BIN):$(PATH)
+# Compiled modules are written (__pycache__, git-ignored) even where the environment says not to
+# (PYTHONDONTWRITEBYTECODE, set on some machines): else each test worker compiles the package and
+# pytest rewrites every test module again, every run (~3 s a worker of `make test-fast`).
+export PYTHONDONTWRITEBYTECODE :=
 MOUNTS_TEMPLATE := templates/mount-baselines.yaml
 # The task definitions run X86_64 (RuntimePlatform); the image must be built for that platform.
 RUNNER_PLATFORM := linux/amd64
@@ -88,7 +92,7 @@ test: venv node_modules/.installed lab-deps  ## THE TESTS: lint once, then every
 	$(BIN)/pytest -m "not lab" -n 2 --dist loadgroup --durations=20 $(ARGS)
 	$(BIN)/pytest -m lab --durations=40 $(ARGS)
 
-test-fast: venv node_modules/.installed  ## no lab servers, no builds, no network (fio from apt once): ~2 min on 2 cores (README)
+test-fast: venv node_modules/.installed  ## no lab servers, no builds, no network (fio from apt once): under a minute on 2 cores (README)
 	bash scripts/lab-deps.sh apt >/dev/null
 	$(BIN)/pytest -m "not lab and not build" -n 2 --dist loadgroup $(ARGS)
 

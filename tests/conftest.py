@@ -15,6 +15,7 @@ from replmon.adapters.leases import DynamoLeases
 from replmon.core.clock import ManualClock
 from replmon.local.tables import ensure_table
 from replmon.wiring import Deps
+from tests import fioruns
 from tests.fakes import FakeReplication
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,6 +65,66 @@ def _install_command_cache() -> None:
 
 
 _install_command_cache()
+
+
+def _share_botocore_data() -> None:
+    """Every botocore session loads its own copy of botocore's data (endpoints.json, each
+    service's model: ~0.1 s of JSON a session), and moto resets boto3's default session at each
+    mock: tests build hundreds of sessions. One loader per data path serves them all (the data is
+    botocore's own files, read only); what a client does is unchanged."""
+    import functools
+
+    import botocore.loaders
+    import botocore.session
+
+    botocore.session.create_loader = functools.cache(botocore.loaders.create_loader)  # type: ignore[attr-defined]
+
+
+_share_botocore_data()
+
+
+
+def _s3_objects_in_memory() -> None:
+    """moto keeps an object's bytes in memory up to 5 MiB, then in a temporary file: the probes'
+    12-40 MiB objects and their parts went to disk (~30 s of system time a run of the suite).
+    In memory up to 256 MiB (no test writes a larger object); what S3 answers is unchanged."""
+    import moto.s3.models
+
+    moto.s3.models.get_s3_default_key_buffer_size = lambda: 256 * 2**20  # type: ignore[attr-defined]
+
+
+_s3_objects_in_memory()
+
+
+def _parse_each_definition_once() -> None:
+    """moto's interpreter parses the ASL with ANTLR at CreateStateMachine and again at every
+    execution (~0.2 s for replication_probe.asl.json; the suite starts ~150 executions). The parse
+    tree of a definition is kept; each call still builds its own program from it (the program's
+    states carry an execution's state, the tree only the text's structure). A definition that
+    does not parse is parsed (and refused) every time."""
+    import threading
+
+    from moto.stepfunctions.parser.asl.parse import asl_parser
+
+    parse = asl_parser.AmazonStateLanguageParser.parse
+    trees: dict[str, Any] = {}
+    lock = threading.Lock()
+
+    def parse_once(definition: str) -> tuple[Any, Any]:
+        with lock:
+            tree = trees.get(definition)
+        if tree is None:
+            program, tree = parse(definition)
+            with lock:
+                trees[definition] = tree
+            return program, tree
+        return asl_parser.Preprocessor().visit(tree), tree
+
+    asl_parser.AmazonStateLanguageParser.parse = staticmethod(parse_once)  # type: ignore[method-assign]
+
+
+_parse_each_definition_once()
+
 
 
 def _serialize_moto_transactions() -> None:
@@ -173,6 +234,23 @@ def contract() -> Any:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "xdist_group(name): run on one xdist worker under --dist loadgroup (pytest-xdist's)")
+    if not hasattr(config, "workerinput") and fioruns.wanted([str(a) for a in config.args], config.option.markexpr):
+        # The long real-fio runs (tests/fioruns.py), from the start of the session: by the time a
+        # worker reaches the tests that read them they are done. Started once, here (the process
+        # that runs or distributes the tests); the workers inherit where they are.
+        child, directory = fioruns.start()
+        config.stash[_FIO_RUNS] = (child, directory)
+        os.environ[fioruns.ENV] = str(directory)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    started = config.stash.get(_FIO_RUNS, None)
+    if started is not None:
+        os.environ.pop(fioruns.ENV, None)
+        fioruns.stop(*started)
+
+
+_FIO_RUNS = pytest.StashKey[tuple[Any, Path]]()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -201,7 +279,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Under ``--dist loadgroup`` each xdist worker suffixes a grouped test's node id with
     ``@<group>``: the scheduler groups by that suffix. If the suffix is missing (pytest 9.2 stopped
-    reading the attribute xdist 3.8.0 sets), every shared run silently ran once per worker: stop."""
+    reading the attribute xdist 3.8.0 sets), every shared run silently ran once per worker: stop.
+
+    Then what collection imported (botocore's models, moto's backends, the ASL parser), alive for
+    the whole run, is frozen out of the garbage collector's reach, and young collections are made
+    rarer: a worker's heap grows past a million objects, and each full collection walked them all
+    (the preflight tests took ~4x their time alone). Only the collector's schedule changes."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)
     if not getattr(session.config.option, "loadgroup", False) or not hasattr(session.config, "workerinput"):
         return
     lost = [i.nodeid for i in session.items if i.get_closest_marker("xdist_group") and "@" not in i.nodeid]
@@ -227,3 +315,4 @@ def registry(ddb: Any, request: pytest.FixtureRequest) -> Any:
     table = f"{TABLE}-{request.node.name[:200]}"
     ensure_table(ddb, table, TEMPLATE)
     return DynamoRegistry(table, ddb)
+

@@ -167,3 +167,13 @@ def test_the_readme_demo_block_is_what_the_demo_prints_now() -> None:
     header = next(ln for ln in lines if ln.startswith("┃"))
     assert [c.strip() for c in header.strip("┃").split("┃")] == summary_rows([], {}, wide=False)[1]
     assert any(re.match(r"^chart: lab-data/runs/\d{8}T\d{6}Z-[0-9a-f]+-latency-vs-size\.png$", ln) for ln in lines)
+
+
+def test_the_readme_gives_one_test_fast_figure_and_says_how_it_was_measured() -> None:
+    """Both places that give `make test-fast`'s time carry the figure tools/time_test_fast.py wrote
+    (one measurement, with its commit, date, machine and load), never a typed one."""
+    blocks = re.findall(r"<!-- test-fast:start -->(.*?)<!-- test-fast:end -->", (ROOT / "README.md").read_text(), re.S)
+    assert len(blocks) == 2 and blocks[0] == blocks[1], blocks
+    assert re.fullmatch(r"measured by `tools/time_test_fast.py` at [0-9a-f]{7}( plus uncommitted changes)? on \d{4}-\d\d-\d\d \d\d:\d\d UTC, "
+                        r"on this machine \(\d+ cores, [^;]+; load [\d.]+ at the start\): \d+ tests in \d+ s wall, \d+ s of CPU \(user\+sys\)",
+                        blocks[0]), blocks[0]

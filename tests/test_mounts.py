@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from replmon.mounts.document import RUN_FILE, Row, dd_rows, fio_rows
 from replmon.mounts.fioresult import FioResultError, parse, parse_text
 from replmon.mounts.runner import DirSink, HostBusy, host_lock, load_targets, main, run
 from replmon.mounts.targets import Target, TargetError, is_mounted, mounted_options, nfs_negotiated
+from tests import fioruns
 
 ROOT = Path(__file__).resolve().parents[1]
 FIO = shutil.which("fio")
@@ -635,36 +637,6 @@ def test_fio_parse_cli_prints_what_ingestion_stores(tmp_path: Path) -> None:
     assert r.returncode == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1 and "not valid JSON" in r.stderr
 
 
-def _bw_logs(tmp: Path, *jobs: list[str]) -> list[knee_mod.Sample]:
-    args = []
-    for n, job in enumerate(jobs):
-        args += [f"--name=j{n}", "--rw=write", "--bs=64k", "--size=1G", "--time_based", "--runtime=5", "--ioengine=psync",
-                 f"--write_bw_log={tmp}/log{n}", "--log_avg_msec=1000", "--log_unix_epoch=1", *job]
-        if n:
-            args.append("--stonewall")
-    fio(tmp, *args)
-    samples: list[knee_mod.Sample] = []
-    for log in sorted(tmp.glob("log*_bw.*.log")):
-        samples += knee_mod.read_bw_log(log.read_text(), log.name)
-    return samples
-
-
-@needs_fio
-def test_knee_is_found_in_a_real_fio_log_with_a_throttled_phase(tmp_path: Path) -> None:
-    samples = _bw_logs(tmp_path, ["--rate=8m"], ["--rate=2m"])  # 8 MiB/s for 5 s, then 2 MiB/s
-    t, v = knee_mod.per_second(samples, "write")
-    k = knee_mod.find_knee(t, v)
-    assert k is not None, v
-    assert k.burst == pytest.approx(8 * 2**20, rel=0.15) and k.sustained == pytest.approx(2 * 2**20, rel=0.15)
-    assert 4 <= k.at_s <= 6 and 4 <= k.burst_duration_s <= 6
-
-
-@needs_fio
-def test_a_flat_real_fio_log_has_no_knee(tmp_path: Path) -> None:
-    t, v = knee_mod.per_second(_bw_logs(tmp_path, ["--rate=4m"], ["--rate=4m"]), "write")
-    assert len(v) >= 8 and knee_mod.find_knee(t, v) is None
-
-
 @needs_fio
 def test_dd_runs_as_the_study_did_on_one_path_per_test(tmp_path: Path) -> None:
     """The study's loop, with 1 MiB instead of 100 MiB to keep CI short: every write from
@@ -682,60 +654,6 @@ def test_dd_runs_as_the_study_did_on_one_path_per_test(tmp_path: Path) -> None:
     assert {d["bytes"] for d in dd} == {2**20, 4096}
     rows = dd_rows(dd)
     assert [r.job for r in rows][:2] == ["dd-write-100MiB-first", "dd-write-100MiB"] and len(rows[1].repetitions) == 10
-
-
-@needs_fio
-def test_runner_keeps_the_layout_between_runs_and_removes_its_own_files(tmp_path: Path) -> None:
-    target = Target.from_json({"name": "dir", "kind": "local", "mount_point": str(tmp_path / "m")})
-    (tmp_path / "m").mkdir()
-    first = run(target, "mountpoint-xregion", "tiny", DirSink(str(tmp_path / "out")), workdir=str(tmp_path))
-    second = run(target, "mountpoint-xregion", "tiny", DirSink(str(tmp_path / "out")), workdir=str(tmp_path))
-    assert first.exit_code == second.exit_code == 0, (first.run["errors"], second.run["errors"])
-    assert (first.run["layout"]["written"], second.run["layout"]["reused"], second.run["layout"]["written"]) == (75, 75, 0)
-    assert {r.io_bytes for r in second.rows if r.job.startswith("SEQ8M-Q128T8-")} == {8 * 8 * 2**20}  # 8 threads, 8 files
-    base = tmp_path / "out" / "dir" / "mountpoint-xregion" / second.run["run_id"]
-    stored = json.loads((base / RUN_FILE).read_text())
-    assert stored["memory"]["limit_bytes"] > 0 and stored["fio_version"].startswith("fio-") and stored["task"]["cpus"] == os.cpu_count()
-    assert sorted(x.name for x in (tmp_path / "m" / "replmon-fio").iterdir()) == ["layout"]  # the run directories are gone
-    assert not [f for f in tmp_path.iterdir() if f.name.startswith("replmon-fio-")]
-
-
-@needs_fio
-def test_runner_skips_what_memory_cannot_hold_and_records_why(tmp_path: Path) -> None:
-    target = Target.from_json({"name": "dir", "kind": "local", "mount_point": str(tmp_path / "m")})
-    (tmp_path / "m").mkdir()
-    got = run(target, "mountpoint-xregion", "tiny", DirSink(str(tmp_path / "out")), workdir=str(tmp_path),
-              memory=(100 * 2**20, "a 100 MiB test limit"))  # tiny files: one 8 MiB block in flight per thread
-    assert got.exit_code == 0, got.run["errors"]
-    skipped = {s["job"] for s in got.run["skipped"]}
-    assert skipped == {f"SEQ8M-Q128T16-{f}-Read" for f in ("500M", "1G", "3G")}  # 128 MiB > 90 MiB; T8's 64 MiB fits
-    assert all("a 100 MiB test limit" in s["reason"] for s in got.run["skipped"])
-    assert {r.job for r in got.rows}.isdisjoint(skipped) and got.rows
-
-
-@needs_fio
-def test_the_entrypoint_runs_its_targets_in_order_and_writes_the_task_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                           capsys: pytest.CaptureFixture[str]) -> None:
-    for d in ("a", "b"):
-        (tmp_path / d).mkdir()
-    targets = [{"name": "a", "kind": "local", "mount_point": str(tmp_path / "a"), "preset": "mountpoint-xregion", "scale": "tiny"},
-               {"name": "b", "kind": "local", "mount_point": str(tmp_path / "b"), "preset": "mountpoint-xregion"}]
-    monkeypatch.setenv("REPLMON_FIO_TARGETS", json.dumps(targets))
-    monkeypatch.setenv("REPLMON_FIO_SCALE", "tiny")
-    monkeypatch.setenv("REPLMON_FIO_RESULTS", str(tmp_path / "out"))
-    monkeypatch.setenv("REPLMON_FIO_LOCK", str(tmp_path / "lock"))
-    assert main() == 0
-    [summary_file] = (tmp_path / "out" / "tasks").iterdir()
-    summary = json.loads(summary_file.read_text())
-    assert [x["target"] for x in summary["runs"]] == ["a", "b"] and summary["status"] == "ok"
-    assert summary["runs"][0]["run_id"] < summary["runs"][1]["run_id"] or summary["runs"][0]["run_id"][:16] <= summary["runs"][1]["run_id"][:16]
-    with open(tmp_path / "lock", "a") as held:  # another runner holds this host: nothing measured, recorded, exit 1
-        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        capsys.readouterr()
-        assert main() == 1
-        assert "another fio runner holds" in capsys.readouterr().err
-    busy = [json.loads(f.read_text()) for f in (tmp_path / "out" / "tasks").iterdir()]
-    assert sum(1 for s in busy if s.get("error") and s["status"] == "failed" and not s["runs"]) == 1
 
 
 @needs_fio
@@ -758,13 +676,17 @@ def test_a_burst_run_without_the_file_systems_series_fails_and_says_why(tmp_path
     from replmon.mounts import runner as runner_mod
 
     monkeypatch.setattr(runner_mod, "run_fio", lambda *a: [])  # the series is what is tested, not fio
+    # Nor the layout the runner writes before fio: a scale of this test's own (added to p.SCALES, where
+    # expand and load_targets look scales up) lays every file out at its floor, one block: 19 MiB,
+    # where burst-read's and mountpoint-parity's at tiny came to 474 MiB.
+    monkeypatch.setitem(p.SCALES, "smallest", 2**-20)
     (tmp_path / "m").mkdir()
     efs = Target.from_json({"name": "efs", "kind": "efs", "mount_point": str(tmp_path / "m"), "file_system_id": "fs-1"})
     now = time.time()
     writes = _Series({"DataWriteIOBytes": [(now - 30, 6e9)]})
 
     def go(preset: str, reader: Any) -> Any:
-        return run(efs, preset, "tiny", DirSink(str(tmp_path / "out")), workdir=str(tmp_path), metric_reader=reader, settle_s=0)
+        return run(efs, preset, "smallest", DirSink(str(tmp_path / "out")), workdir=str(tmp_path), metric_reader=reader, settle_s=0)
 
     ok = go("burst-write", writes)
     assert ok.exit_code == 0 and ok.run["service_metrics"]["series"]["DataWriteIOBytes"], ok.run["errors"]
@@ -843,3 +765,94 @@ def test_runner_failures_exit_non_zero_and_leave_nothing_mounted(tmp_path: Path)
     assert not is_mounted(str(tmp_path / "mnt"))
     stored = json.loads(next((tmp_path / "out").rglob(RUN_FILE)).read_text())
     assert stored["status"] == "failed" and stored["errors"] == got.run["errors"]
+
+
+# ------------------------------------------------------------------- the long real-fio runs
+class FioRuns:
+    """The session's long real-fio runs (tests/fioruns.py: started with the session, in a process
+    of their own); each test reads only its own run's result."""
+
+    def __init__(self, results: dict[str, Any]) -> None:
+        self.dirs: dict[str, Path] = results["dirs"]
+        self._results = results
+
+    def get(self, name: str) -> Any:
+        got = self._results[name]
+        if isinstance(got, Exception):
+            raise got
+        return got
+
+
+@pytest.fixture(scope="module")
+def fio_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FioRuns]:
+    """The runs tests/conftest.py started with the session; run here (and waited for) when nothing
+    started them (a session on other paths that still reaches these tests)."""
+    started = os.environ.get(fioruns.ENV)
+    if started:
+        yield FioRuns(fioruns.wait(Path(started)))
+        return
+    child, directory = fioruns.start()
+    try:
+        yield FioRuns(fioruns.wait(directory))
+    finally:
+        fioruns.stop(child, directory)
+
+
+@needs_fio
+def test_knee_is_found_in_a_real_fio_log_with_a_throttled_phase(fio_runs: FioRuns) -> None:
+    t, v = knee_mod.per_second(fio_runs.get("throttled"), "write")  # 8 MiB/s for 5 s, then 2 MiB/s
+    k = knee_mod.find_knee(t, v)
+    assert k is not None, v
+    assert k.burst == pytest.approx(8 * 2**20, rel=0.15) and k.sustained == pytest.approx(2 * 2**20, rel=0.15)
+    assert 4 <= k.at_s <= 6 and 4 <= k.burst_duration_s <= 6
+
+
+@needs_fio
+def test_a_flat_real_fio_log_has_no_knee(fio_runs: FioRuns) -> None:
+    t, v = knee_mod.per_second(fio_runs.get("flat"), "write")  # 4 MiB/s for 5 s, then again
+    assert len(v) >= 8 and knee_mod.find_knee(t, v) is None
+
+
+@needs_fio
+def test_runner_keeps_the_layout_between_runs_and_removes_its_own_files(fio_runs: FioRuns) -> None:
+    tmp = fio_runs.dirs["layout"]
+    first, second = fio_runs.get("layout")
+    assert first.exit_code == second.exit_code == 0, (first.run["errors"], second.run["errors"])
+    assert (first.run["layout"]["written"], second.run["layout"]["reused"], second.run["layout"]["written"]) == (75, 75, 0)
+    assert {r.io_bytes for r in second.rows if r.job.startswith("SEQ8M-Q128T8-")} == {8 * 8 * 2**20}  # 8 threads, 8 files
+    base = tmp / "out" / "dir" / "mountpoint-xregion" / second.run["run_id"]
+    stored = json.loads((base / RUN_FILE).read_text())
+    assert stored["memory"]["limit_bytes"] > 0 and stored["fio_version"].startswith("fio-") and stored["task"]["cpus"] == os.cpu_count()
+    assert sorted(x.name for x in (tmp / "m" / "replmon-fio").iterdir()) == ["layout"]  # the run directories are gone
+    assert not [f for f in tmp.iterdir() if f.name.startswith("replmon-fio-")]
+
+
+@needs_fio
+def test_runner_skips_what_memory_cannot_hold_and_records_why(fio_runs: FioRuns) -> None:
+    got = fio_runs.get("memory")
+    assert got.exit_code == 0, got.run["errors"]
+    skipped = {s["job"] for s in got.run["skipped"]}
+    assert skipped == {f"SEQ8M-Q128T16-{f}-Read" for f in ("500M", "1G", "3G")}  # 128 MiB > 90 MiB; T8's 64 MiB fits
+    assert all("a 100 MiB test limit" in s["reason"] for s in got.run["skipped"])
+    assert {r.job for r in got.rows}.isdisjoint(skipped) and got.rows
+
+
+@needs_fio
+def test_the_entrypoint_runs_its_targets_in_order_and_writes_the_task_summary(fio_runs: FioRuns,
+                                                                           monkeypatch: pytest.MonkeyPatch,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    tmp = fio_runs.dirs["entrypoint"]
+    assert fio_runs.get("entrypoint") == 0
+    [summary_file] = (tmp / "out" / "tasks").iterdir()
+    summary = json.loads(summary_file.read_text())
+    assert [x["target"] for x in summary["runs"]] == ["a", "b"] and summary["status"] == "ok"
+    assert summary["runs"][0]["run_id"] < summary["runs"][1]["run_id"] or summary["runs"][0]["run_id"][:16] <= summary["runs"][1]["run_id"][:16]
+    for k, v in fioruns.entrypoint_env(tmp, fioruns.mount_of(tmp.parent)).items():
+        monkeypatch.setenv(k, v)
+    with open(tmp / "lock", "a") as held:  # another runner holds this host: nothing measured, recorded, exit 1
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        capsys.readouterr()
+        assert main() == 1
+        assert "another fio runner holds" in capsys.readouterr().err
+    busy = [json.loads(f.read_text()) for f in (tmp / "out" / "tasks").iterdir()]
+    assert sum(1 for s in busy if s.get("error") and s["status"] == "failed" and not s["runs"]) == 1

@@ -39,6 +39,12 @@ from tests.mountstack import (
 
 pytestmark = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is installed by `make lab-deps` (apt); make test installs it")
 EFS_ID = "fs-0e0e0e0e0e0e0e0e0"
+#: The runner's scale here, added to presets.SCALES (where load_targets and expand look scales up)
+#: while the module's one run plays: the smallest burst-write the preset allows, each writer's file
+#: one 1 MiB block and the runtime at presets.MIN_RUNTIME_SECONDS (2 s of 32 O_DIRECT writers: ~5 GB
+#: written on this host, where "tiny" ran 7 s and wrote ~16 GB). What is checked here is the AWS
+#: calls, the EMF and the ingestion of the run's outputs, none of which depends on how long fio ran.
+SCALE, SCALE_FACTOR = "smallest", 2**-20
 CLUSTER = f"arn:aws:ecs:{REGION}:{ACCOUNT}:cluster/replmon-mounts-FioCluster"
 
 
@@ -127,7 +133,7 @@ def play(tmp: str) -> MountRun:
         task_env = container_env(cfn, "FioEfsTaskDefinition", r)
         targets = json.loads(task_env["REPLMON_FIO_TARGETS"])
         targets[0].update(mount_point=tmp, preset="burst-write")
-        task_env.update(REPLMON_FIO_TARGETS=json.dumps(targets), REPLMON_FIO_SCALE="tiny")
+        task_env.update(REPLMON_FIO_TARGETS=json.dumps(targets), REPLMON_FIO_SCALE=SCALE)
         with mock.patch.object(runner, "METRICS_SETTLE_S", 0), as_function("Runner", task_env) as out:
             run.runner_exit = runner.main()
         summary = json.loads(out.getvalue().splitlines()[-1]) if out.getvalue().strip() else {}
@@ -183,7 +189,7 @@ def play(tmp: str) -> MountRun:
                 run.stopped[name] = load_handler("FioTaskStopped")(ev, LambdaContext("FioTaskStopped"))
     from replmon.adapters.dynamodb import DynamoLatencyStore
 
-    run.items = DynamoLatencyStore(TABLE, ddb).partition_items("fio#efs#burst-write#tiny")
+    run.items = DynamoLatencyStore(TABLE, ddb).partition_items(f"fio#efs#burst-write#{SCALE}")
     run.recorder.policies = roles  # type: ignore[attr-defined]
     return run
 
@@ -192,8 +198,11 @@ def play(tmp: str) -> MountRun:
 def mount_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MountRun]:
     from moto import mock_aws
 
+    from replmon.mounts import presets
+
     tmp = str(tmp_path_factory.mktemp("efs"))
     with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(presets.SCALES, SCALE, SCALE_FACTOR)
         for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION}.items():
             mp.setenv(k, v)
         with mock_aws():

@@ -15,7 +15,10 @@ them (moto is pinned in pyproject.toml):
 - the S3 client of a Distributed Map's ``ItemReader`` (``item_reader...resource_eval_s3.boto_client_for``,
   a fleet plan in the plan bucket): ``plan_s3`` when given. moto builds it with no endpoint, which
   in a local run (S3 passed through) would reach AWS itself: :func:`local_state_machine` refuses
-  it unless the caller hands the plan bucket's client.
+  it unless the caller hands the plan bucket's client;
+- the Lambda client of a Task state (``lambda_eval_utils.boto_client_for``): moto builds a new
+  boto3 client for every invocation (~20 ms of botocore setup each) from nothing but the Region
+  and service (it ignores the state's credentials); one client per Region serves a run.
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ EMULATED = ("states", "lambda")
 PASSTHROUGH = rf"^https?://(?!({'|'.join(EMULATED)})\.[a-z0-9-]+\.amazonaws\.com)"
 #: The ItemReader's client factory (moto 5.2.5).
 ITEM_READER_CLIENT = "moto.stepfunctions.parser.asl.component.state.exec.state_map.item_reader.eval.resource_eval_s3.boto_client_for"
+#: The Lambda Task states' client factory (moto 5.2.5).
+LAMBDA_CLIENT = "moto.stepfunctions.parser.asl.component.state.exec.state_task.lambda_eval_utils.boto_client_for"
 
 Handler = Callable[[dict[str, Any], Any], Any]
 
@@ -70,6 +75,12 @@ def check_patch_points() -> None:
     module, _, name = ITEM_READER_CLIENT.rpartition(".")
     if not callable(getattr(importlib.import_module(module), name, None)):
         raise RuntimeError(f"moto's ItemReader no longer builds its S3 client with {ITEM_READER_CLIENT}; update replmon.local.aslrun")
+    module, _, name = LAMBDA_CLIENT.rpartition(".")
+    factory = getattr(importlib.import_module(module), name, None)
+    if not callable(factory) or list(inspect.signature(factory).parameters) != ["region", "service", "state_credentials"] \
+            or inspect.getsource(factory).count("state_credentials") != 1:  # named once: in the signature, never used
+        raise RuntimeError(f"moto's Lambda task client ({LAMBDA_CLIENT}) changed (it may use the state's credentials now); "
+                           "update replmon.local.aslrun")
 
 
 def function_arn(name: str) -> str:
@@ -196,6 +207,16 @@ class LocalStateMachine:
                 return plan_s3
 
             self._stack.enter_context(mock.patch(ITEM_READER_CLIENT, item_reader_client))
+        build_client = importlib.import_module(LAMBDA_CLIENT.rpartition(".")[0]).boto_client_for
+        lambda_clients: dict[tuple[str, str], Any] = {}
+
+        def lambda_client(region: str, service: str, state_credentials: Any = None) -> Any:
+            key = (region, service)
+            if key not in lambda_clients:  # two threads may both build one: either serves
+                lambda_clients[key] = build_client(region=region, service=service, state_credentials=state_credentials)
+            return lambda_clients[key]
+
+        self._stack.enter_context(mock.patch(LAMBDA_CLIENT, lambda_client))
         from replmon.adapters import clients
 
         # Explicit placeholder keys: the emulated services check none, and the caller's real
@@ -225,8 +246,11 @@ class LocalStateMachine:
         self, execution_arn: str, timeout: float = 600.0, poll: float = 0.05,
         on_poll: Callable[[list[Invocation]], None] | None = None,
     ) -> ExecutionResult:
-        """Until the execution ends; ``on_poll`` sees the invocations so far (for progress bars)."""
+        """Until the execution ends; ``on_poll`` sees the invocations so far (for progress bars).
+        The first looks come quickly and the gaps grow to ``poll``: most local executions end
+        within a second, and a fixed gap waited half of it on average after each one ended."""
         deadline = time.monotonic() + timeout
+        gap = min(0.005, poll)
         while True:
             desc = self.sfn.describe_execution(executionArn=execution_arn)
             if on_poll:
@@ -236,7 +260,8 @@ class LocalStateMachine:
             if time.monotonic() > deadline:
                 self.stop(execution_arn, "LocalTimeout", f"still running after {timeout} s")
                 raise TimeoutError(f"state machine execution still running after {timeout} s")
-            time.sleep(poll)
+            time.sleep(gap)
+            gap = min(gap * 2, poll)
         return ExecutionResult(
             status=desc["status"],
             output=json.loads(desc["output"]) if desc.get("output") else None,

@@ -13,8 +13,8 @@ from typing import Any
 import yaml
 
 
-class _CfnLoader(yaml.SafeLoader):
-    pass
+class _CfnLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """libyaml's parser when PyYAML was built with it (~10x faster on template.yaml), else PyYAML's own."""
 
 
 def _tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:

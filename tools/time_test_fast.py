@@ -1,0 +1,60 @@
+"""Time `make test-fast` and write the figure into README.md (both places that give it), between
+``<!-- test-fast:start -->`` and ``<!-- test-fast:end -->``.
+
+    python tools/time_test_fast.py           # run it, print the figure, write nothing
+    python tools/time_test_fast.py --write   # run it and rewrite the README's blocks
+
+The figure says what it measured: wall time of the make target (a venv and node_modules already
+installed, fio already there), CPU of every process it started (user + system, from the kernel's
+accounting of this process's children), the tests pytest reports, the commit, this machine (asked
+of the OS) and the load average at the start (other work slows every timed figure).
+tests/test_docs.py checks that both README blocks are the same and in this form.
+"""
+
+from __future__ import annotations
+
+import re
+import resource
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+BLOCK = re.compile(r"(<!-- test-fast:start -->)(.*?)(<!-- test-fast:end -->)", re.S)
+
+
+def measure() -> str:
+    from replmon.lab.benchreport import commit, load_average, machine
+
+    at, head, host, load = datetime.now(UTC), commit(), machine(), load_average()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.monotonic()
+    run = subprocess.run(["make", "--no-print-directory", "test-fast"], cwd=ROOT, capture_output=True, text=True)
+    wall = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if run.returncode != 0:
+        sys.exit(f"make test-fast failed (exit {run.returncode}); nothing written:\n{run.stdout[-3000:]}{run.stderr[-2000:]}")
+    passed = re.findall(r"(\d+) passed", run.stdout)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    sha = (head["sha"] or "?")[:7] + (" plus uncommitted changes" if head["dirty"] else "")
+    return (f"measured by `tools/time_test_fast.py` at {sha} on {at:%Y-%m-%d %H:%M} UTC, on this machine ({host['cores']} cores, "
+            f"{host['cpu']}; load {load[0]} at the start): {passed[-1] if passed else '?'} tests in {wall:.0f} s wall, "
+            f"{cpu:.0f} s of CPU (user+sys)")
+
+
+def main(argv: list[str]) -> int:
+    figure = measure()
+    print(figure)
+    if "--write" in argv:
+        text = README.read_text()
+        if len(BLOCK.findall(text)) != 2:
+            sys.exit("README.md: expected two <!-- test-fast:start --> ... <!-- test-fast:end --> blocks")
+        README.write_text(BLOCK.sub(lambda m: m.group(1) + figure + m.group(3), text))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
