@@ -78,6 +78,16 @@ def _share_botocore_data() -> None:
     import botocore.session
 
     botocore.session.create_loader = functools.cache(botocore.loaders.create_loader)  # type: ignore[attr-defined]
+    import boto3.session
+
+    setup = boto3.session.Session._setup_loader
+
+    def setup_once(self: Any) -> None:  # each boto3 session adds its data path to the loader: once is enough
+        setup(self)
+        paths = self._loader.search_paths
+        paths[:] = list(dict.fromkeys(paths))
+
+    boto3.session.Session._setup_loader = setup_once  # type: ignore[method-assign]
 
 
 _share_botocore_data()
@@ -121,9 +131,6 @@ def _parse_each_definition_once() -> None:
         return asl_parser.Preprocessor().visit(tree), tree
 
     asl_parser.AmazonStateLanguageParser.parse = staticmethod(parse_once)  # type: ignore[method-assign]
-
-
-_parse_each_definition_once()
 
 
 
@@ -234,7 +241,11 @@ def contract() -> Any:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "xdist_group(name): run on one xdist worker under --dist loadgroup (pytest-xdist's)")
-    if not hasattr(config, "workerinput") and fioruns.wanted([str(a) for a in config.args], config.option.markexpr):
+    controller = not hasattr(config, "workerinput") and bool(getattr(config.option, "numprocesses", None))  # xdist's, runs none
+    if not controller:
+        _parse_each_definition_once()  # where tests run (importing moto's ASL parser takes ~0.5 s)
+    if not hasattr(config, "workerinput") and not config.option.collectonly and not config.option.keyword \
+            and fioruns.wanted([str(a) for a in config.args], config.option.markexpr, cwd=config.invocation_params.dir):
         # The long real-fio runs (tests/fioruns.py), from the start of the session: by the time a
         # worker reaches the tests that read them they are done. Started once, here (the process
         # that runs or distributes the tests); the workers inherit where they are.

@@ -23,10 +23,13 @@ import json
 import os
 import pickle
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -112,8 +115,8 @@ def play(directory: Path) -> dict[str, Any]:
     def keep(name: str, go: Any, *args: Any) -> None:
         try:
             out[name] = go(*args)
-        except Exception as exc:  # handed to the test that reads it
-            out[name] = exc
+        except Exception as exc:  # handed to the test that reads it, with where it came from
+            out[name] = RuntimeError(f"{name}: {exc!r}\n{traceback.format_exc()}")
 
     dirs = {name: directory / name for name in (*BW_LOG_PHASES, *RUNNER_RUNS)}
     for d in dirs.values():
@@ -128,54 +131,93 @@ def play(directory: Path) -> dict[str, Any]:
     return out
 
 
-def wanted(args: list[str], markexpr: str = "", root: Path = ROOT) -> bool:
-    """Whether a session on these paths and markers runs the tests that read the runs (they carry
-    no marker: ``-m lab`` selects none of them), and fio is here to run."""
+#: The tests that read the runs (tests/test_mounts.py): a session that selects none of them starts none.
+READERS = ("test_knee_is_found_in_a_real_fio_log_with_a_throttled_phase", "test_a_flat_real_fio_log_has_no_knee",
+           "test_runner_keeps_the_layout_between_runs_and_removes_its_own_files",
+           "test_runner_skips_what_memory_cannot_hold_and_records_why",
+           "test_the_entrypoint_runs_its_targets_in_order_and_writes_the_task_summary")
+
+
+def wanted(args: list[str], markexpr: str = "", root: Path = ROOT, cwd: Path = ROOT) -> bool:
+    """Whether a session on these paths (as given, from ``cwd``) and this marker expression runs
+    the tests that read the runs (they carry no marker: ``-m lab`` selects none of them), and fio
+    is here to run them. A session it cannot judge (``-k``, other node ids) does not start them:
+    the tests' fixture runs them itself if they are reached."""
     from _pytest.mark.expression import Expression
 
-    if shutil.which("fio") is None or (markexpr and not Expression.compile(markexpr).evaluate(lambda name, **kwargs: False)):
+    def unmarked(name: str, /, **kwargs: str | int | bool | None) -> bool:
+        return False
+
+    if shutil.which("fio") is None or (markexpr and not Expression.compile(markexpr).evaluate(unmarked)):
         return False
     module = root / "tests" / "test_mounts.py"
     for arg in args:
-        path = (root / arg.split("::")[0]).resolve()
-        if path == module or path in module.parents:
+        path, _, node = arg.partition("::")
+        resolved = (cwd / path).resolve()
+        if (resolved == module and (not node or node.split("[")[0] in READERS)) or (not node and resolved in module.parents):
             return True
     return False
 
 
 def start() -> tuple[subprocess.Popen[bytes], Path]:
+    """The runs, in a process group of their own (``stop`` ends fio's processes with it)."""
     directory = Path(tempfile.mkdtemp(prefix="replmon-fio-runs-"))
-    child = subprocess.Popen([sys.executable, "-m", "tests.fioruns", str(directory)], cwd=ROOT,
-                             stdout=subprocess.DEVNULL, stderr=open(directory / "stderr.txt", "wb"))  # noqa: SIM115
+    with open(directory / "stderr.txt", "wb") as err:
+        child = subprocess.Popen([sys.executable, "-m", "tests.fioruns", str(directory), str(os.getpid())], cwd=ROOT,
+                                 stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+    (directory / "pid").write_text(str(child.pid))
     return child, directory
 
 
 def stop(child: subprocess.Popen[bytes], directory: Path) -> None:
-    if child.poll() is None:
-        child.kill()
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signal.SIGKILL)  # the child, its threads' fio processes and theirs
     child.wait()
     shutil.rmtree(directory, ignore_errors=True)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def wait(directory: Path, timeout: float = 600.0) -> dict[str, Any]:
-    """The runs' results, once the process has written them (it writes them whole: a rename)."""
+    """The runs' results, once the process has written them (whole: a rename); an error at once
+    if it ended without them."""
     deadline = time.monotonic() + timeout
-    results = directory / RESULTS
+    results, pid = directory / RESULTS, int((directory / "pid").read_text())
     while not results.exists():
+        stderr = directory / "stderr.txt"
+        if not _alive(pid) and not results.exists():
+            raise RuntimeError(f"the fio runs' process ended without results: {stderr.read_text(errors='replace')[-3000:]}")
         if time.monotonic() > deadline:
-            err = (directory / "stderr.txt").read_text(errors="replace")[-2000:] if (directory / "stderr.txt").exists() else ""
-            raise TimeoutError(f"the fio runs in {directory} wrote no results in {timeout} s: {err}")
+            raise TimeoutError(f"the fio runs in {directory} wrote no results in {timeout} s: {stderr.read_text(errors='replace')[-3000:]}")
         time.sleep(0.1)
     loaded: dict[str, Any] = pickle.loads(results.read_bytes())
     return {**loaded, "dirs": {name: directory / name for name in (*BW_LOG_PHASES, *RUNNER_RUNS)}}
 
 
+def _exit_with_parent(parent: int) -> None:
+    """A session that dies without its unconfigure (killed) must not leave the runs going."""
+    while os.getppid() == parent:
+        time.sleep(1)
+    os.killpg(os.getpgid(0), signal.SIGKILL)
+
+
 if __name__ == "__main__":
     target = Path(sys.argv[1])
+    threading.Thread(target=_exit_with_parent, args=(int(sys.argv[2]),), daemon=True).start()
     try:
         got = play(target)
-    except Exception as exc:  # every test that reads the runs fails with it
-        got = {name: exc for name in (*BW_LOG_PHASES, *RUNNER_RUNS)}
+        payload = pickle.dumps(got)
+    except Exception:  # every test that reads the runs fails with it
+        failure = RuntimeError(traceback.format_exc())
+        payload = pickle.dumps(dict.fromkeys((*BW_LOG_PHASES, *RUNNER_RUNS), failure))
     tmp = target / (RESULTS + ".tmp")
-    tmp.write_bytes(pickle.dumps(got))
+    tmp.write_bytes(payload)
     tmp.rename(target / RESULTS)

@@ -171,9 +171,16 @@ def test_the_readme_demo_block_is_what_the_demo_prints_now() -> None:
 
 def test_the_readme_gives_one_test_fast_figure_and_says_how_it_was_measured() -> None:
     """Both places that give `make test-fast`'s time carry the figure tools/time_test_fast.py wrote
-    (one measurement, with its commit, date, machine and load), never a typed one."""
+    (one measurement of a commit in this history, with its date, machine and load), and it meets
+    the goal the Makefile's help states (under a minute on 2 cores)."""
     blocks = re.findall(r"<!-- test-fast:start -->(.*?)<!-- test-fast:end -->", (ROOT / "README.md").read_text(), re.S)
     assert len(blocks) == 2 and blocks[0] == blocks[1], blocks
-    assert re.fullmatch(r"measured by `tools/time_test_fast.py` at [0-9a-f]{7}( plus uncommitted changes)? on \d{4}-\d\d-\d\d \d\d:\d\d UTC, "
-                        r"on this machine \(\d+ cores, [^;]+; load [\d.]+ at the start\): \d+ tests in \d+ s wall, \d+ s of CPU \(user\+sys\)",
-                        blocks[0]), blocks[0]
+    m = re.fullmatch(r"measured by `tools/time_test_fast.py` at ([0-9a-f]{7})( plus uncommitted changes)? on \d{4}-\d\d-\d\d \d\d:\d\d UTC, "
+                     r"on this machine \((\d+) cores, [^;?]+; load [\d.]+ at the start\), 3 runs one after another \(compiled modules "
+                     r"already written: a fresh clone's first run compiles them\): \d+ tests passed in (\d+) s wall \(median; min \d+, "
+                     r"max \d+\), \d+ s of CPU \(user\+sys, median\)", blocks[0])
+    assert m, blocks[0]
+    ancestor = subprocess.run(["git", "-C", str(ROOT), "merge-base", "--is-ancestor", m.group(1), "HEAD"], capture_output=True)
+    assert ancestor.returncode in (0, 128), ancestor  # 128: no git history here (an unpacked wheel or sdist)
+    assert ancestor.returncode == 128 or not m.group(2), "measure a commit, not a working tree"
+    assert int(m.group(3)) == 2 and int(m.group(4)) <= 60, "make test-fast's goal: under a minute on 2 cores"

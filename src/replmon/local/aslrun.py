@@ -17,8 +17,8 @@ them (moto is pinned in pyproject.toml):
   in a local run (S3 passed through) would reach AWS itself: :func:`local_state_machine` refuses
   it unless the caller hands the plan bucket's client;
 - the Lambda client of a Task state (``lambda_eval_utils.boto_client_for``): moto builds a new
-  boto3 client for every invocation (~20 ms of botocore setup each) from nothing but the Region
-  and service (it ignores the state's credentials); one client per Region serves a run.
+  boto3 client for every invocation (~20 ms of botocore setup each); one client per Region,
+  service and state credentials (the role a state's ``Credentials`` names) serves a run.
 """
 
 from __future__ import annotations
@@ -77,10 +77,8 @@ def check_patch_points() -> None:
         raise RuntimeError(f"moto's ItemReader no longer builds its S3 client with {ITEM_READER_CLIENT}; update replmon.local.aslrun")
     module, _, name = LAMBDA_CLIENT.rpartition(".")
     factory = getattr(importlib.import_module(module), name, None)
-    if not callable(factory) or list(inspect.signature(factory).parameters) != ["region", "service", "state_credentials"] \
-            or inspect.getsource(factory).count("state_credentials") != 1:  # named once: in the signature, never used
-        raise RuntimeError(f"moto's Lambda task client ({LAMBDA_CLIENT}) changed (it may use the state's credentials now); "
-                           "update replmon.local.aslrun")
+    if not callable(factory) or list(inspect.signature(factory).parameters) != ["region", "service", "state_credentials"]:
+        raise RuntimeError(f"moto's Lambda task client ({LAMBDA_CLIENT}) changed its signature; update replmon.local.aslrun")
 
 
 def function_arn(name: str) -> str:
@@ -208,10 +206,10 @@ class LocalStateMachine:
 
             self._stack.enter_context(mock.patch(ITEM_READER_CLIENT, item_reader_client))
         build_client = importlib.import_module(LAMBDA_CLIENT.rpartition(".")[0]).boto_client_for
-        lambda_clients: dict[tuple[str, str], Any] = {}
+        lambda_clients: dict[tuple[str, str, str | None], Any] = {}
 
         def lambda_client(region: str, service: str, state_credentials: Any = None) -> Any:
-            key = (region, service)
+            key = (region, service, getattr(state_credentials, "role_arn", None))
             if key not in lambda_clients:  # two threads may both build one: either serves
                 lambda_clients[key] = build_client(region=region, service=service, state_credentials=state_credentials)
             return lambda_clients[key]
