@@ -96,13 +96,12 @@ _share_botocore_data()
 def _s3_objects_in_memory() -> None:
     """moto keeps an object's bytes in memory up to 5 MiB, then in a temporary file: the probes'
     12-40 MiB objects and their parts went to disk (the contract run: 4.2 -> 2.7 s of system time).
-    In memory up to 256 MiB (no test writes a larger object); what S3 answers is unchanged."""
+    In memory up to 256 MiB (no test writes a larger object); what S3 answers is unchanged. Patched,
+    not MOTO_S3_DEFAULT_KEY_BUFFER_SIZE: the handlers run with their function's environment only."""
     import moto.s3.models
 
     moto.s3.models.get_s3_default_key_buffer_size = lambda: 256 * 2**20  # type: ignore[attr-defined]
 
-
-_s3_objects_in_memory()
 
 
 def _parse_each_definition_once() -> None:
@@ -152,8 +151,6 @@ def _serialize_moto_transactions() -> None:
 
     DynamoDBBackend.transact_write_items = serialized  # type: ignore[method-assign]
 
-
-_serialize_moto_transactions()
 
 
 @pytest.fixture(autouse=True)
@@ -240,8 +237,10 @@ def contract() -> Any:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "xdist_group(name): run on one xdist worker under --dist loadgroup (pytest-xdist's)")
     controller = not hasattr(config, "workerinput") and bool(getattr(config.option, "numprocesses", None))  # xdist's, runs none
-    if not controller:
-        _parse_each_definition_once()  # where tests run (importing moto's ASL parser takes ~0.5 s)
+    if not controller:  # moto's patches where tests run (importing moto's ASL parser alone takes ~0.5 s)
+        _s3_objects_in_memory()
+        _parse_each_definition_once()
+        _serialize_moto_transactions()
     if not hasattr(config, "workerinput") and not config.option.collectonly and not config.option.keyword \
             and fioruns.wanted([str(a) for a in config.args], config.option.markexpr, cwd=config.invocation_params.dir):
         # The long real-fio runs (tests/fioruns.py), from the start of the session: by the time a

@@ -181,9 +181,7 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
-    return True
+    return True  # a PermissionError too: the process exists
 
 
 def wait(directory: Path, timeout: float = 600.0) -> dict[str, Any]:
@@ -191,9 +189,9 @@ def wait(directory: Path, timeout: float = 600.0) -> dict[str, Any]:
     if it ended without them."""
     deadline = time.monotonic() + timeout
     results, pid = directory / RESULTS, int((directory / "pid").read_text())
+    stderr = directory / "stderr.txt"
     while not results.exists():
-        stderr = directory / "stderr.txt"
-        if not _alive(pid) and not results.exists():
+        if not _alive(pid) and not results.exists():  # it may have written them just before it ended
             raise RuntimeError(f"the fio runs' process ended without results: {stderr.read_text(errors='replace')[-3000:]}")
         if time.monotonic() > deadline:
             raise TimeoutError(f"the fio runs in {directory} wrote no results in {timeout} s: {stderr.read_text(errors='replace')[-3000:]}")

@@ -176,11 +176,12 @@ def test_the_readme_gives_one_test_fast_figure_and_says_how_it_was_measured() ->
     blocks = re.findall(r"<!-- test-fast:start -->(.*?)<!-- test-fast:end -->", (ROOT / "README.md").read_text(), re.S)
     assert len(blocks) == 2 and blocks[0] == blocks[1], blocks
     m = re.fullmatch(r"measured by `tools/time_test_fast.py` at ([0-9a-f]{7})( plus uncommitted changes)? on \d{4}-\d\d-\d\d \d\d:\d\d UTC, "
-                     r"on this machine \((\d+) cores, [^;?]+; load [\d.]+ at the start\), 3 runs one after another \(compiled modules "
-                     r"already written: a fresh clone's first run compiles them\): \d+ tests passed in (\d+) s wall \(median; min \d+, "
+                     r"on this machine \((\d+) cores, [^;?]+; load [\d.]+ at the start\), 3 runs one after another \((compiled modules "
+                     r"already written|the first run compiled the modules): a fresh clone's first run compiles them\): \d+ tests passed in (\d+) s wall \(median; min \d+, "
                      r"max \d+\), \d+ s of CPU \(user\+sys, median\)", blocks[0])
     assert m, blocks[0]
-    ancestor = subprocess.run(["git", "-C", str(ROOT), "merge-base", "--is-ancestor", m.group(1), "HEAD"], capture_output=True)
-    assert ancestor.returncode in (0, 128), ancestor  # 128: no git history here (an unpacked wheel or sdist)
-    assert ancestor.returncode == 128 or not m.group(2), "measure a commit, not a working tree"
-    assert int(m.group(3)) == 2 and int(m.group(4)) <= 60, "make test-fast's goal: under a minute on 2 cores"
+    if (ROOT / ".git").exists():  # a checkout (not an unpacked sdist): the measured commit is in its history
+        ancestor = subprocess.run(["git", "-C", str(ROOT), "merge-base", "--is-ancestor", m.group(1), "HEAD"], capture_output=True)
+        assert ancestor.returncode == 0, (m.group(1), ancestor.stderr)
+    assert not m.group(2), "measure a commit, not a working tree"
+    assert int(m.group(3)) == 2 and int(m.group(5)) <= 60, "make test-fast's goal: under a minute on 2 cores"
