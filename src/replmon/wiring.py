@@ -125,7 +125,7 @@ def from_env(env: Mapping[str, str] = os.environ) -> Deps:
     table = clients.dynamodb(clients.STORE, endpoint_url=env.get("REPLMON_DYNAMODB_ENDPOINT") or None)
     fleet = load_fleet_settings(json.loads(env.get(FLEET_ENV) or "{}"))
     return Deps(
-        stores=S3Stores(),
+        stores=S3Stores(external_id=fleet.member_external_id),  # member roles: with MemberExternalId
         store=DynamoLatencyStore(env["REPLMON_TABLE"], table),
         leases=DynamoLeases(env["REPLMON_TABLE"], table),
         registry=DynamoRegistry(env["REPLMON_TABLE"], table),
@@ -139,10 +139,12 @@ def from_env(env: Mapping[str, str] = os.environ) -> Deps:
         poll_function_timeout=float(env.get("REPLMON_POLL_FUNCTION_TIMEOUT", DEFAULTS.poll_function_timeout_seconds)),
         event_skew=float(env.get("REPLMON_EVENT_CLOCK_SKEW", DEFAULTS.event_clock_skew_seconds)),
         slo=slo_spec(json.loads(env.get("REPLMON_SLO") or "{}")),
-        metric_readers=CloudWatchReaders() if env.get("REPLMON_READ_RTC", "false").lower() == "true" else None,
+        # a member route's metrics are read as <MemberRolePrefix>-reader in its account (adapters/cloudwatch.py)
+        metric_readers=(CloudWatchReaders(fleet.member_role_prefix, fleet.member_external_id)
+                        if env.get("REPLMON_READ_RTC", "false").lower() == "true" else None),
         fleet=fleet,
         plans=S3Plans(fleet.plan_bucket, clients.client("s3", clients.STORE)) if fleet.plan_bucket else None,
-        heartbeat_stores=S3Stores(data=clients.HEARTBEAT, control=clients.HEARTBEAT),
+        heartbeat_stores=S3Stores(data=clients.HEARTBEAT, control=clients.HEARTBEAT, external_id=fleet.member_external_id),
         notifier=SnsNotifier(env["REPLMON_PAGE_TOPIC_ARN"], clients.client("sns", clients.STORE)) if env.get("REPLMON_PAGE_TOPIC_ARN") else None,
     )
 

@@ -91,17 +91,44 @@ def credentials_session(credentials: Mapping[str, str]) -> boto3.session.Session
                                  aws_session_token=credentials["SessionToken"])
 
 
-def _assumed_role_session(base: boto3.session.Session, role_arn: str, region: str | None) -> boto3.session.Session:
-    """A session whose credentials re-assume ``role_arn`` before they expire (Lambda containers
-    outlive the 1-hour default), the way botocore does for profiles with role_arn."""
+def assume_role_params(role_arn: str, external_id: str | None = None, session_name: str = "replmon") -> dict[str, str]:
+    """The one AssumeRole request replmon makes: every member role, the inventory's and the probes'
+    and the collector's, is assumed with the deployment's ExternalId when one is configured
+    (MemberExternalId; the member roles' trust requires ``sts:ExternalId``, AssumeRole API reference).
+
+    >>> assume_role_params("arn:aws:iam::111122223333:role/replmon-prober", "ext-1")
+    {'RoleArn': 'arn:aws:iam::111122223333:role/replmon-prober', 'RoleSessionName': 'replmon', 'ExternalId': 'ext-1'}
+    >>> "ExternalId" in assume_role_params("arn:aws:iam::111122223333:role/replmon-reader", "")
+    False
+    """
+    params = {"RoleArn": role_arn, "RoleSessionName": session_name}
+    if external_id:
+        params["ExternalId"] = external_id
+    return params
+
+
+def assume_role(sts: Any, role_arn: str, external_id: str | None = None, session_name: str = "replmon") -> dict[str, str]:
+    """One AssumeRole now, through ``sts`` (a client of this module's): the answer's three keys
+    (for :func:`credentials_session`). Callers that must know at once whether a role admits them
+    (the inventory names a refusal per account) use this; long-lived clients use ``role_arn``."""
+    creds = sts.assume_role(**assume_role_params(role_arn, external_id, session_name))["Credentials"]
+    return {k: creds[k] for k in ("AccessKeyId", "SecretAccessKey", "SessionToken")}
+
+
+def _assumed_role_session(base: boto3.session.Session, role_arn: str, region: str | None,
+                          external_id: str | None = None) -> boto3.session.Session:
+    """A session whose credentials re-assume ``role_arn`` (with ``external_id``) before they expire
+    (Lambda containers outlive the 1-hour default), the way botocore does for profiles with role_arn."""
     def sts(service: str, **kwargs: Any) -> Any:  # botocore builds its STS client bare: give it the policy
         return base._session.create_client(service, config=CONTROL.config(), **kwargs)
 
+    extra = assume_role_params(role_arn, external_id)
+    del extra["RoleArn"]  # the fetcher adds it
     fetcher = AssumeRoleCredentialFetcher(
         client_creator=sts,
         source_credentials=base.get_credentials(),
         role_arn=role_arn,
-        extra_args={"RoleSessionName": "replmon"},
+        extra_args=extra,
     )
     core = botocore.session.Session()
     core._credentials = DeferredRefreshableCredentials(method="assume-role", refresh_using=fetcher.fetch_credentials)  # type: ignore[attr-defined]
@@ -110,16 +137,17 @@ def _assumed_role_session(base: boto3.session.Session, role_arn: str, region: st
 
 def client(service: str, call: CallClass, *, region: str | None = None, endpoint_url: str | None = None,
            keys: tuple[str, str] | None = None, profile: str | None = None, role_arn: str | None = None,
-           base: boto3.session.Session | None = None) -> Any:
+           external_id: str | None = None, base: boto3.session.Session | None = None) -> Any:
     """A boto3 client for ``service`` under the policy's ``call`` class.
 
     ``endpoint_url`` points at an S3-compatible server or DynamoDB Local (then the region defaults
-    to us-east-1, and S3 uses path-style addresses); ``role_arn`` is assumed for another account's
-    buckets; ``base`` is a session to build from (else one from ``keys`` or ``profile``).
+    to us-east-1, and S3 uses path-style addresses); ``role_arn`` is assumed (with ``external_id``,
+    :func:`assume_role_params`) for another account's buckets or metrics; ``base`` is a session to
+    build from (else one from ``keys`` or ``profile``).
     """
     s = base or session(keys, profile)
-    if role_arn:  # replicas in another account: read and delete them through a role there
-        s = _assumed_role_session(s, role_arn, region)
+    if role_arn:  # another account's buckets or metrics: through a role there
+        s = _assumed_role_session(s, role_arn, region, external_id)
     config = call.config()
     if service == "s3" and endpoint_url:
         config = config.merge(_PATH_STYLE)
@@ -139,7 +167,9 @@ def dynamodb(call: CallClass = STORE, *, endpoint_url: str | None = None, region
 
 @cache
 def cached(service: str, call: CallClass, region: str | None = None, endpoint_url: str | None = None,
-           keys: tuple[str, str] | None = None, profile: str | None = None, role_arn: str | None = None) -> Any:
+           keys: tuple[str, str] | None = None, profile: str | None = None, role_arn: str | None = None,
+           external_id: str | None = None) -> Any:
     """One client per argument set and execution environment: clients are costly to build."""
-    return client(service, call, region=region, endpoint_url=endpoint_url, keys=keys, profile=profile, role_arn=role_arn)
+    return client(service, call, region=region, endpoint_url=endpoint_url, keys=keys, profile=profile, role_arn=role_arn,
+                  external_id=external_id)
 

@@ -4,7 +4,10 @@ timestamps become epoch seconds. (Writing metrics is adapters/metrics.py: EMF, n
 
 CloudWatch is regional and S3 publishes a route's metrics in two Regions (C19.1, C19.12):
 :class:`CloudWatchReaders` gives one reader per (account, Region), its client built once by
-adapters/clients.py in that Region (with the account's reader role when one is configured)."""
+adapters/clients.py in that Region, as that account's ``<MemberRolePrefix>-reader`` role (assumed
+with the deployment's ExternalId, the one AssumeRole path of adapters/clients.py). A member
+account's metrics are in that account's CloudWatch: the hub's own credentials would read the
+hub's, and find nothing."""
 
 from __future__ import annotations
 
@@ -54,20 +57,30 @@ class CloudWatchReaders:
     :class:`~replmon.core.ports.ReaderKey`, cached for the execution environment.
 
     ``region=None`` in a key is the client's default Region (the stack's). A key with an account
-    is read through ``<member_role_prefix>-reader`` in that account when a prefix is configured
-    (the fleet); without a prefix (one stack, its own account) with the stack's credentials."""
+    is read as ``<member_role_prefix>-reader`` in that account (``external_id`` sent when set);
+    a key without one (the stack's own route) with the function's own credentials.
 
-    def __init__(self, member_role_prefix: str | None = None, call: clients.CallClass = clients.STORE) -> None:
+    >>> r = CloudWatchReaders("replmon", "ext-1")
+    >>> r.role_for(ReaderKey("444455556666", "eu-west-1")), r.role_for(ReaderKey(None, "us-east-1"))
+    ('arn:aws:iam::444455556666:role/replmon-reader', None)
+    """
+
+    def __init__(self, member_role_prefix: str | None = None, external_id: str | None = None, *,
+                 call: clients.CallClass = clients.STORE, partition: str = "aws") -> None:
         self.member_role_prefix = member_role_prefix
+        self.external_id = external_id or None
         self.call = call
+        self.partition = partition
         self._readers: dict[ReaderKey, CloudWatchReader] = {}
 
     def role_for(self, key: ReaderKey) -> str | None:
         if key.account is None or not self.member_role_prefix:
             return None
-        return member_role_arn(key.account, self.member_role_prefix, "reader")
+        return member_role_arn(key.account, self.member_role_prefix, "reader", self.partition)
 
     def __call__(self, key: ReaderKey, /) -> CloudWatchReader:
         if key not in self._readers:
-            self._readers[key] = CloudWatchReader(clients.client("cloudwatch", self.call, region=key.region, role_arn=self.role_for(key)))
+            role = self.role_for(key)
+            self._readers[key] = CloudWatchReader(clients.client("cloudwatch", self.call, region=key.region, role_arn=role,
+                                                                 external_id=self.external_id if role else None))
         return self._readers[key]

@@ -169,11 +169,8 @@ class AwsMembers:
     def open(self, account: str) -> AwsBucketReader:
         if not self.assume:
             return AwsBucketReader(account, None, self._make)
-        kwargs: dict[str, Any] = {"RoleArn": self.role_arn(account), "RoleSessionName": "replmon-inventory"}
-        if self.external_id:
-            kwargs["ExternalId"] = self.external_id
-        try:
-            creds = self._make("sts", None, None).assume_role(**kwargs)["Credentials"]
+        try:  # the one AssumeRole request (adapters/clients.py), made now: a refusal is this account's reason
+            creds = clients.assume_role(self._make("sts", None, None), self.role_arn(account), self.external_id, "replmon-inventory")
         except ClientError as exc:
             raise AccessDenied("sts:AssumeRole", f"{self.role_arn(account)}: {_code(exc)}") from exc
-        return AwsBucketReader(account, {k: creds[k] for k in ("AccessKeyId", "SecretAccessKey", "SessionToken")}, self._make)
+        return AwsBucketReader(account, creds, self._make)

@@ -226,15 +226,19 @@ class S3Stores:
     ``keys`` (access key, secret) are for S3-compatible servers such as MinIO, per endpoint URL
     (``by_url``) or for all; without them the standard AWS credential chain (or ``profile``)
     is used. Keys are never part of the probe configuration, which travels through the state
-    machine's input and history.
+    machine's input and history; nor is ``external_id`` (MemberExternalId), sent with every
+    AssumeRole of an endpoint's ``role_arn``.
     """
 
     def __init__(self, keys: tuple[str, str] | None = None, by_url: Mapping[str, tuple[str, str]] | None = None,
-                 profile: str | None = None, *, data: CallClass = DATA, control: CallClass = CONTROL) -> None:
+                 profile: str | None = None, *, data: CallClass = DATA, control: CallClass = CONTROL,
+                 external_id: str | None = None) -> None:
         self.keys, self.by_url, self.profile = keys, dict(by_url or {}), profile
         self.data, self.control = data, control
+        self.external_id = external_id or None
 
     def __call__(self, endpoint: Endpoint) -> S3ObjectStore:
         keys = self.by_url.get(endpoint.endpoint_url or "", self.keys)
-        where = {"region": endpoint.region, "endpoint_url": endpoint.endpoint_url, "keys": keys, "profile": self.profile, "role_arn": endpoint.role_arn}
+        where = {"region": endpoint.region, "endpoint_url": endpoint.endpoint_url, "keys": keys, "profile": self.profile,
+                 "role_arn": endpoint.role_arn, "external_id": self.external_id if endpoint.role_arn else None}
         return S3ObjectStore(clients.cached("s3", self.data, **where), clients.cached("s3", self.control, **where), endpoint.kms_key_arn)
