@@ -16,6 +16,11 @@ tools/iam-simulate.mjs). The mapping follows AWS's documentation:
 - HeadObject of a missing key answers 403, not 404, unless the caller has s3:ListBucket on the
   bucket (HeadObject API reference, "Permissions"): the recorder makes moto answer the same way.
 - DynamoDB, SQS, STS, CloudWatch: the action is the operation's name under the service prefix.
+- STS AssumeRole: the role is the resource; an ExternalId sent is the request's ``sts:ExternalId``
+  condition key, which a trust policy can require ("AWS STS condition keys", IAM User Guide,
+  https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_iam-condition-keys.html#ck_externalid).
+  Each recorded call also names the principal that made it (:attr:`Call.principal`): the role an
+  earlier AssumeRole returned its credentials for, or None for the function's own role.
 """
 
 from __future__ import annotations
@@ -53,6 +58,8 @@ class Call:
     params: dict[str, Any]
     region: str
     requests: list[IamRequest] = field(default_factory=list)
+    #: the role whose assumed credentials signed the call (an AssumeRole's RoleArn); None: the function's own
+    principal: str | None = None
 
 
 def _s3_object(bucket: str, key: str) -> str:
@@ -113,7 +120,10 @@ def iam_requests(service: str, operation: str, params: dict[str, Any], region: s
         name = urlparse(params["QueueUrl"]).path.rstrip("/").rsplit("/", 1)[-1]
         return [IamRequest(f"sqs:{operation}", f"arn:aws:sqs:{region}:{account}:{name}")]
     if service == "sts" and operation == "AssumeRole":  # the role's account is the resource account
-        return [IamRequest("sts:AssumeRole", params["RoleArn"], (("aws:ResourceAccount", params["RoleArn"].split(":")[4]),))]
+        context = (("aws:ResourceAccount", params["RoleArn"].split(":")[4]),)
+        if "ExternalId" in params:
+            context += (("sts:ExternalId", params["ExternalId"]),)
+        return [IamRequest("sts:AssumeRole", params["RoleArn"], context)]
     if service == "organizations" and operation == "ListAccounts":
         return [IamRequest("organizations:ListAccounts", "*")]
     if service == "sns" and operation == "Publish":  # the topic is the resource (SNS API permissions reference)
@@ -203,6 +213,7 @@ class CallRecorder:
         self.calls: list[Call] = []
         self.current: str | None = None
         self.list_allowed = list_allowed or (lambda fn, bucket: True)
+        self.assumed: dict[str, str] = {}  # access key id -> the role an AssumeRole returned it for
 
     @contextmanager
     def function(self, name: str) -> Iterator[None]:
@@ -225,11 +236,15 @@ class CallRecorder:
             if (fn is None or getattr(client, "_replmon_untracked", False) or service == "lambda"
                     or (service == "stepfunctions" and operation != "DescribeExecution")):
                 return original(client, operation, params)
-            call = Call(fn, service, operation, dict(params), client.meta.region_name or "us-east-1")
+            principal = recorder.principal_of(client)  # may refresh assumed credentials: that AssumeRole is recorded first
+            call = Call(fn, service, operation, dict(params), client.meta.region_name or "us-east-1", principal=principal)
             call.requests = iam_requests(service, operation, params, call.region, recorder.account)
             recorder.calls.append(call)
             try:
-                return original(client, operation, params)
+                answer = original(client, operation, params)
+                if service == "sts" and operation == "AssumeRole":
+                    recorder.assumed[answer["Credentials"]["AccessKeyId"]] = params["RoleArn"]
+                return answer
             except ClientError as exc:
                 code = str(exc.response.get("Error", {}).get("Code"))
                 if (service == "s3" and operation in ("HeadObject", "GetObject") and code in ("404", "NoSuchKey", "NoSuchVersion")
@@ -240,6 +255,12 @@ class CallRecorder:
 
         with mock.patch.object(BaseClient, "_make_api_call", make_api_call):
             yield self
+
+    def principal_of(self, client: BaseClient) -> str | None:
+        credentials = getattr(client._request_signer, "_credentials", None)
+        if credentials is None:
+            return None
+        return self.assumed.get(credentials.get_frozen_credentials().access_key)
 
     def requests(self) -> list[tuple[str, IamRequest]]:
         return [(c.function, r) for c in self.calls for r in c.requests]
