@@ -49,8 +49,17 @@ from replmon.fleet.trust import ASSUMED_BY, DESTINATION_ROLE_ASSUMED_BY, assumes
 from replmon.local.aslrun import LambdaContext, load_handler
 from replmon.local.template import load_template
 from replmon.signals.rtc import collect_rtc_fleet
-from tests.cfnutil import ACCOUNT, MODES, REGION, SPOOL_QUEUE, STACK, default_transformed, function_environment, \
-    function_role_policies, resolver
+from tests.cfnutil import (
+    ACCOUNT,
+    MODES,
+    REGION,
+    SPOOL_QUEUE,
+    STACK,
+    default_transformed,
+    function_environment,
+    function_role_policies,
+    resolver,
+)
 from tests.conftest import ROOT
 from tests.iam import Call, CallRecorder
 from tests.test_member_iam import MEMBER, OTHER, check, member_roles
@@ -278,7 +287,7 @@ def member_run() -> Iterator[tuple[CallRecorder, dict[str, Any], dict[str, list[
 
 
 def test_every_cross_account_call_is_allowed_by_the_caller_and_by_the_member_role(member_run: Any) -> None:
-    recorder, results, policies = member_run
+    recorder, _, policies = member_run
     denied = {k: v for k, v in evaluate_calls(recorder.calls, policies).items() if v != "Allowed"}
     assert denied == {}
     # each function assumed exactly the member roles ASSUMED_BY names for it, each with the ExternalId
@@ -363,3 +372,22 @@ def test_deploy_names_the_functions_that_assume_each_member_role() -> None:
         if len(cells) == 3 and cells[0].startswith("`<MemberRolePrefix>-"):
             rows[cells[0].strip("`").rsplit("-", 1)[-1]] = tuple(f.strip() for f in cells[1].split(","))
     assert rows == dict(ASSUMED_BY)
+
+
+def test_a_member_account_that_refuses_the_reader_fails_only_its_routes_and_names_the_fix() -> None:
+    """An AssumeRole refused while reading (botocore refreshes the credentials inside the call)
+    is StoreUnavailable naming the role and the member template, the collector's RtcReadFailed."""
+    from botocore.exceptions import ClientError
+
+    from replmon.adapters.cloudwatch import CloudWatchReader
+
+    class Refused:
+        def get_metric_data(self, **_: Any) -> Any:
+            raise ClientError({"Error": {"Code": "AccessDenied", "Message": "not authorized"}}, "AssumeRole")
+
+    role = member_role_arn(MEMBER, "replmon", "reader")
+    got = collect_rtc_fleet(lambda key: CloudWatchReader(Refused(), role), [member_route()], time.time())
+    assert got.samples == {}
+    why = got.failed["member-orders"]
+    assert why.startswith("StoreUnavailable: cannot assume arn:aws:iam::444455556666:role/replmon-reader") and "AccessDenied" in why
+    assert "templates/member-account.yaml" in why and "MemberExternalId" in why

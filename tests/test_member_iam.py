@@ -168,10 +168,11 @@ def test_every_call_an_inventory_run_makes_is_allowed_hub_and_member_side() -> N
             cases.append({"id": f"{i} {req.action} {req.resource}", "principal": f"arn:aws:iam::{ACCOUNT}:role/replmon-inventory",
                           "action": req.action, "resource": req.resource, "accountId": ACCOUNT, "context": ctx,
                           "identityPolicies": member["replmon-inventory"]["policies"]})
-        elif req.action == "sts:AssumeRole":
+        elif req.action == "sts:AssumeRole":  # with the ExternalId the request carried (tests/iam.py records it)
             account = dict(req.context)["aws:ResourceAccount"]
+            assert dict(req.context)["sts:ExternalId"] == "ext-1", req
             cases.append({"id": f"{i} {req.action} {req.resource}", "action": req.action, "resource": req.resource,
-                          "accountId": account, "context": {**dict(req.context), "sts:ExternalId": "ext-1"},
+                          "accountId": account, "context": dict(req.context),
                           "identityPolicies": hub, "resourcePolicy": member_roles(account)["replmon-inventory"]["trust"]})
         else:
             cases.append({"id": f"{i} {req.action} {req.resource}", "action": req.action, "resource": req.resource,

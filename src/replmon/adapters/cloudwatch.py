@@ -15,7 +15,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from replmon.adapters import clients
+from replmon.core.errors import StoreUnavailable
 from replmon.core.ports import MetricQuery, MetricSeries, ReaderKey
 from replmon.core.registry import member_role_arn
 
@@ -29,12 +32,24 @@ def _query(q: MetricQuery) -> dict[str, Any]:
 
 class CloudWatchReader:
     """``client`` is a CloudWatch client from adapters/clients.py (in the Region S3 publishes the
-    route's metrics in)."""
+    route's metrics in), made as ``role`` when it reads another account's metrics."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, role: str | None = None) -> None:
         self.client = client
+        self.role = role
 
     def read(self, queries: Sequence[MetricQuery], start: float, end: float) -> list[MetricSeries]:
+        try:
+            return self._read(queries, start, end)
+        except ClientError as exc:
+            if self.role and exc.operation_name == "AssumeRole":  # the member account refused the collector
+                raise StoreUnavailable(f"cannot assume {self.role} to read S3's replication metrics: "
+                                       f"{exc.response.get('Error', {}).get('Code')}; deploy templates/member-account.yaml in "
+                                       "that account with this stack's HubAccountId, HubStackName and ExternalId "
+                                       "(MemberExternalId)") from exc
+            raise
+
+    def _read(self, queries: Sequence[MetricQuery], start: float, end: float) -> list[MetricSeries]:
         kwargs: dict[str, Any] = {"MetricDataQueries": [_query(q) for q in queries], "StartTime": datetime.fromtimestamp(start, UTC),
                                   "EndTime": datetime.fromtimestamp(end, UTC), "ScanBy": "TimestampAscending"}
         points: dict[str, list[tuple[float, float]]] = {}
@@ -82,5 +97,5 @@ class CloudWatchReaders:
         if key not in self._readers:
             role = self.role_for(key)
             self._readers[key] = CloudWatchReader(clients.client("cloudwatch", self.call, region=key.region, role_arn=role,
-                                                                 external_id=self.external_id if role else None))
+                                                                 external_id=self.external_id if role else None), role)
         return self._readers[key]

@@ -228,17 +228,17 @@ class MetricReader(Protocol):
 @dataclass(frozen=True)
 class ReaderKey:
     """Where a metric is read: the account whose ``<MemberRolePrefix>-reader`` role reads it (None:
-    the hub's own credentials) and the Region AWS publishes it in (fleet-design.md 4.1)."""
+    the hub's own credentials) and the Region AWS publishes it in (signals/rtc.py ``reader_key``)."""
 
     account: str | None
     region: str | None
 
 
 class MetricReaders(Protocol):
-    """A :class:`MetricReader` per (account, Region): CloudWatch in that Region with the account's
-    reader role, built once per execution environment. Reading a key whose role cannot be assumed
-    raises :class:`~replmon.core.errors.StoreUnavailable` from ``read`` (the collector marks only
-    that key's routes ``RtcReadFailed``)."""
+    """A :class:`MetricReader` per (account, Region): CloudWatch in that Region as the account's
+    reader role (assumed with the deployment's ExternalId), built once per execution environment.
+    Reading a key whose role cannot be assumed raises :class:`~replmon.core.errors.StoreUnavailable`
+    from ``read`` (the collector marks only that key's routes ``RtcReadFailed``)."""
 
     def __call__(self, key: ReaderKey, /) -> MetricReader: ...
 
