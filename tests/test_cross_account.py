@@ -47,7 +47,9 @@ from replmon.core.registry import MEMBER_ROLES, load_route_spec, member_role_arn
 from replmon.core.route import Route
 from replmon.fleet.trust import ASSUMED_BY, DESTINATION_ROLE_ASSUMED_BY, assumes, function_role_pattern, render_into
 from replmon.local.aslrun import LambdaContext, load_handler
+from replmon.local.tables import ensure_table
 from replmon.local.template import load_template
+from replmon.probe.steps import plan_step
 from replmon.signals.rtc import collect_rtc_fleet
 from tests.cfnutil import (
     ACCOUNT,
@@ -60,7 +62,7 @@ from tests.cfnutil import (
     function_role_policies,
     resolver,
 )
-from tests.conftest import ROOT
+from tests.conftest import ROOT, TABLE, TEMPLATE
 from tests.iam import Call, CallRecorder
 from tests.test_member_iam import MEMBER, OTHER, check, member_roles
 
@@ -179,28 +181,33 @@ def as_deployed(env: dict[str, str]) -> Iterator[wiring.Deps]:
         clients.cached.cache_clear()
 
 
-def play(fn: str, deps: wiring.Deps, route: Route, now: float) -> Any:
-    """What ``fn`` does in the member account, through the port it does it with (one probe key,
-    written by UploadProbe, HEADed by PollReplication, deleted by Cleanup)."""
-    src, dst = route.source, route.destinations[0]
-    key = f"{route.prefix}x/probe"
-    if fn == "UploadProbe":  # a probe PUT on the source (with its seed listing)
-        store = deps.stores(src)
-        return store.object_size(src.bucket, f"{route.seed_prefix}seed"), store.put(src.bucket, key, b"probe", {})
-    if fn == "PollReplication":  # HEAD by version; a 403 on the replica is resolved by listing its versions
-        [v] = [v for v in deps.stores(src).list_versions(src.bucket, key) if v.key == key]
-        return deps.stores(src).head(src.bucket, key, v.version_id), deps.stores(dst).list_versions(dst.bucket, key)
+def handler(fn: str, event: dict[str, Any]) -> Any:
+    """The function's deployed entry point (Powertools' logs kept off the test's stdout)."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        return load_handler(fn)(event, LambdaContext(fn))
+
+
+def play(fn: str, deps: wiring.Deps, route: Route, now: float, results: dict[str, Any]) -> Any:
+    """What ``fn`` does in the member account: the probe's functions and Housekeeping through their
+    handlers (one probe, planned as PlanProbes plans it: uploaded, polled, cleaned up), the others
+    through the port their step calls (the Heartbeat's stores, the collector's readers, the
+    inventory's member accounts)."""
+    src = route.source
+    if fn == "UploadProbe":
+        [probe] = plan_step({"routes": [route.model_dump(mode="json")], "sizes": "1KiB", "trials": 1,
+                             "poll": {"use_history": False, "inline_budget_seconds": 0}}, deps)["probes"]
+        return handler(fn, probe)
+    if fn == "PollReplication":
+        return handler(fn, results["UploadProbe"])
     if fn == "Cleanup":
-        return [(deps.stores(e).delete_all_versions(e.bucket, key), deps.stores(e).abort_uploads(e.bucket, key)) for e in (src, dst)]
-    if fn == "Housekeeping":  # the real handler: the spool, then the sweep of the run's routes
-        with contextlib.redirect_stdout(io.StringIO()):
-            return load_handler("Housekeeping")({"routes": [route.model_dump(mode="json")]}, LambdaContext("Housekeeping"))
+        return handler(fn, results["PollReplication"])
+    if fn == "Housekeeping":  # the spool, then the sweep of the run's routes
+        return handler(fn, {"routes": [route.model_dump(mode="json")]})
     if fn == "Heartbeat":  # its short-timeout stores: PUT, HEAD the version, delete it
         assert deps.heartbeat_stores is not None
-        store = deps.heartbeat_stores(src)
-        put = store.put(src.bucket, f"{key}-beat", b"beat", {})
-        head = store.head(src.bucket, f"{key}-beat", put.version_id)
-        return head, store.delete_all_versions(src.bucket, f"{key}-beat")
+        store, key = deps.heartbeat_stores(src), f"{route.prefix}heartbeat/x"
+        put = store.put(src.bucket, key, b"beat", {})
+        return store.head(src.bucket, key, put.version_id), store.delete_all_versions(src.bucket, key)
     if fn == "CollectSignals":  # the collector's own call into the readers
         return collect_rtc_fleet(deps.metric_readers, [route], now)  # type: ignore[arg-type]
     if fn == "Inventory":
@@ -236,6 +243,48 @@ def evaluate_calls(calls: list[Call], policies: dict[str, list[dict[str, Any]]],
 
 
 #: Every function that assumes a member role, in the order a probe meets them.
+class MemberReplication:
+    """moto never replicates: a source HEAD after the PUT answers COMPLETED and the replica appears
+    in the destination bucket (S3 keeps the source's version id on a replica; moto makes a new one,
+    so a HEAD of the replica by the source's version id is pointed at it), as tests/fakes.py does
+    for the one-account run. Installed under the recorder, so what replmon calls is what is recorded."""
+
+    def __init__(self, admin: Any) -> None:
+        self.admin = admin  # the member's own client: the emulator's hands, not a call replmon makes
+        admin._replmon_untracked = True  # tests/iam.py leaves it out
+        admin._request_signer._credentials.get_frozen_credentials()  # its own AssumeRole now, before any recording
+        self.replicas: dict[str, str] = {}  # source version -> replica version
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        from botocore.client import BaseClient
+
+        original = BaseClient._make_api_call
+        emulator = self
+
+        def make_api_call(client: Any, operation: str, params: dict[str, Any]) -> Any:
+            if operation != "HeadObject" or client is emulator.admin:
+                return original(client, operation, params)
+            params = dict(params)
+            replica = params.get("Bucket") == DST_BUCKET and params.get("VersionId") in emulator.replicas
+            if replica:
+                params["VersionId"] = emulator.replicas[params["VersionId"]]
+            answer = original(client, operation, params)
+            if replica:
+                answer["ReplicationStatus"] = "REPLICA"
+            elif params.get("Bucket") == SRC_BUCKET:
+                answer["ReplicationStatus"] = "COMPLETED"
+                version = answer["VersionId"]
+                if version not in emulator.replicas:
+                    copy = emulator.admin.copy_object(Bucket=DST_BUCKET, Key=params["Key"], ChecksumAlgorithm="CRC64NVME",
+                                                      CopySource={"Bucket": SRC_BUCKET, "Key": params["Key"], "VersionId": version})
+                    emulator.replicas[version] = copy["VersionId"]
+            return answer
+
+        with mock.patch.object(BaseClient, "_make_api_call", make_api_call):
+            yield
+
+
 CROSS_ACCOUNT = ("UploadProbe", "PollReplication", "Cleanup", "Housekeeping", "Heartbeat", "CollectSignals", "Inventory")
 assert sorted(CROSS_ACCOUNT) == sorted({f for fns in ASSUMED_BY.values() for f in fns})
 
@@ -256,6 +305,7 @@ def member_run() -> Iterator[tuple[CallRecorder, dict[str, Any], dict[str, list[
     now = time.time()
     with mock_aws(), mock.patch.dict(os.environ, {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}):
         boto3.client("sqs", region_name=REGION).create_queue(QueueName=SPOOL_QUEUE)
+        ensure_table(boto3.client("dynamodb", region_name=REGION), TABLE, TEMPLATE)
         # The member's buckets and S3's metrics, made in the member account (as its admin would)
         admin = {"role_arn": f"arn:aws:iam::{MEMBER}:role/admin"}
         for bucket, region in ((SRC_BUCKET, REGION), (DST_BUCKET, DST_REGION)):
@@ -277,10 +327,11 @@ def member_run() -> Iterator[tuple[CallRecorder, dict[str, Any], dict[str, list[
                                              "Value": 3.0}])
         recorder = CallRecorder(ACCOUNT)
         results: dict[str, Any] = {}
-        with recorder.recording():
+        replication = MemberReplication(clients.client("s3", clients.CONTROL, region=REGION, **admin))
+        with replication.installed(), recorder.recording():
             for fn in CROSS_ACCOUNT:
                 with as_deployed(envs[fn]) as deps, recorder.function(fn):
-                    results[fn] = play(fn, deps, route, now)
+                    results[fn] = play(fn, deps, route, now, results)
         # the hub's own credentials read the hub's CloudWatch: the member's metrics are not there
         results["hub-readers"] = collect_rtc_fleet(CloudWatchReaders(None), [route], now)
         yield recorder, results, policies
@@ -301,6 +352,16 @@ def test_every_cross_account_call_is_allowed_by_the_caller_and_by_the_member_rol
     made_as = {(c.function, c.service, c.principal.rsplit("/", 1)[-1] if c.principal else None) for c in recorder.calls
                if c.service in ("s3", "cloudwatch")}
     assert made_as == {(fn, "cloudwatch" if fn == "CollectSignals" else "s3", f"replmon-{assumes(fn)[0]}") for fn in CROSS_ACCOUNT}
+
+
+def test_a_probe_of_a_member_route_completes_through_the_prober_role(member_run: Any) -> None:
+    """Uploaded, HEADed on both sides by version, cleaned on both sides: every S3 call as the prober."""
+    recorder, results, _ = member_run
+    cleanup = results["Cleanup"]
+    assert cleanup["status"] == "COMPLETED" and cleanup["cleanup_failures"] == []
+    assert cleanup["cleaned"] == {"source": 1, f"destination:{DST_BUCKET}": 1}
+    heads = {(c.params["Bucket"], c.region) for c in recorder.calls if c.function == "PollReplication" and c.operation == "HeadObject"}
+    assert heads == {(SRC_BUCKET, REGION), (DST_BUCKET, DST_REGION)}
 
 
 def test_the_collector_reads_a_member_routes_metrics_as_its_reader_where_s3_publishes_them(member_run: Any) -> None:
