@@ -307,27 +307,27 @@ def member_run() -> Iterator[tuple[CallRecorder, dict[str, Any], dict[str, list[
         boto3.client("sqs", region_name=REGION).create_queue(QueueName=SPOOL_QUEUE)
         ensure_table(boto3.client("dynamodb", region_name=REGION), TABLE, TEMPLATE)
         # The member's buckets and S3's metrics, made in the member account (as its admin would)
-        admin = {"role_arn": f"arn:aws:iam::{MEMBER}:role/admin"}
+        admin = f"arn:aws:iam::{MEMBER}:role/admin"
         for bucket, region in ((SRC_BUCKET, REGION), (DST_BUCKET, DST_REGION)):
-            s3 = clients.client("s3", clients.CONTROL, region=region, **admin)
+            s3 = clients.client("s3", clients.CONTROL, region=region, role_arn=admin)
             s3.create_bucket(Bucket=bucket, **({} if region == "us-east-1" else
                                                {"CreateBucketConfiguration": {"LocationConstraint": region}}))
             s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
-        s3 = clients.client("s3", clients.CONTROL, region=REGION, **admin)
+        s3 = clients.client("s3", clients.CONTROL, region=REGION, role_arn=admin)
         s3.put_bucket_replication(Bucket=SRC_BUCKET, ReplicationConfiguration={"Role": f"arn:aws:iam::{MEMBER}:role/r", "Rules": [
             {"ID": "dr", "Priority": 1, "Status": "Enabled", "Filter": {"Prefix": ""},
              "DeleteMarkerReplication": {"Status": "Disabled"}, "Destination": {"Bucket": f"arn:aws:s3:::{DST_BUCKET}"}}]})
         dims = [{"Name": "SourceBucket", "Value": SRC_BUCKET}, {"Name": "DestinationBucket", "Value": DST_BUCKET},
                 {"Name": "RuleId", "Value": "dr"}]
         at = datetime.fromtimestamp(now - 120, UTC)
-        clients.client("cloudwatch", clients.STORE, region=DST_REGION, **admin).put_metric_data(
+        clients.client("cloudwatch", clients.STORE, region=DST_REGION, role_arn=admin).put_metric_data(
             Namespace="AWS/S3", MetricData=[{"MetricName": "ReplicationLatency", "Dimensions": dims, "Timestamp": at, "Value": 42.0}])
-        clients.client("cloudwatch", clients.STORE, region=REGION, **admin).put_metric_data(
+        clients.client("cloudwatch", clients.STORE, region=REGION, role_arn=admin).put_metric_data(
             Namespace="AWS/S3", MetricData=[{"MetricName": "OperationsFailedReplication", "Dimensions": dims, "Timestamp": at,
                                              "Value": 3.0}])
         recorder = CallRecorder(ACCOUNT)
         results: dict[str, Any] = {}
-        replication = MemberReplication(clients.client("s3", clients.CONTROL, region=REGION, **admin))
+        replication = MemberReplication(clients.client("s3", clients.CONTROL, region=REGION, role_arn=admin))
         with replication.installed(), recorder.recording():
             for fn in CROSS_ACCOUNT:
                 with as_deployed(envs[fn]) as deps, recorder.function(fn):
