@@ -332,13 +332,17 @@ def member_run() -> Iterator[tuple[CallRecorder, dict[str, Any], dict[str, list[
             for fn in CROSS_ACCOUNT:
                 with as_deployed(envs[fn]) as deps, recorder.function(fn):
                     results[fn] = play(fn, deps, route, now, results)
+        # what moto's STS was asked (its backend keeps every AssumeRole, in the role's account)
+        from moto.sts.models import sts_backends
+
+        results["moto-assumed"] = [(r.role_arn, r.session_name, r.external_id) for r in sts_backends[MEMBER]["aws"].assumed_roles]
         # the hub's own credentials read the hub's CloudWatch: the member's metrics are not there
         results["hub-readers"] = collect_rtc_fleet(CloudWatchReaders(None), [route], now)
         yield recorder, results, policies
 
 
 def test_every_cross_account_call_is_allowed_by_the_caller_and_by_the_member_role(member_run: Any) -> None:
-    recorder, _, policies = member_run
+    recorder, results, policies = member_run
     denied = {k: v for k, v in evaluate_calls(recorder.calls, policies).items() if v != "Allowed"}
     assert denied == {}
     # each function assumed exactly the member roles ASSUMED_BY names for it, each with the ExternalId
@@ -348,6 +352,9 @@ def test_every_cross_account_call_is_allowed_by_the_caller_and_by_the_member_rol
             assert c.principal is None and c.params["ExternalId"] == EXT, c
             assumed.setdefault(c.function, set()).add(c.params["RoleArn"].rsplit("-", 1)[-1])
     assert {fn: tuple(sorted(k)) for fn, k in assumed.items()} == {fn: tuple(sorted(assumes(fn))) for fn in CROSS_ACCOUNT}
+    # moto's STS received each of them with the ExternalId (the member's admin set the buckets up without one)
+    received = {(arn.rsplit("/", 1)[-1], ext) for arn, _, ext in results["moto-assumed"]}
+    assert received == {("admin", None), *((f"replmon-{k}", EXT) for k in MEMBER_ROLES)}, received
     # and its member-account calls were signed by that role, not by its own
     made_as = {(c.function, c.service, c.principal.rsplit("/", 1)[-1] if c.principal else None) for c in recorder.calls
                if c.service in ("s3", "cloudwatch")}
