@@ -32,7 +32,7 @@ import contextlib
 import io
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 from unittest import mock
@@ -216,9 +216,20 @@ def play(fn: str, deps: wiring.Deps, route: Route, now: float, results: dict[str
 
 
 def evaluate_calls(calls: list[Call], policies: dict[str, list[dict[str, Any]]], external_id: str | None = EXT,
-                   strip_external_id: bool = False) -> dict[str, str]:
-    """Each call against the role that made it; an AssumeRole also against the assumed role's trust."""
-    members = member_roles(MEMBER, external_id or "")
+                   strip_external_id: bool = False, bucket_account: Callable[[str], str] | None = None) -> dict[str, str]:
+    """Each recorded call against the role that made it: the function's own (``policies``, its
+    role in template.yaml) or the member role whose credentials signed it (templates/member-account.yaml,
+    resolved for that role's account with ``external_id``); an AssumeRole also against the assumed
+    role's trust policy. ``bucket_account`` names a bucket's owner (default: the signing role's account).
+    Usable for any recorded run (the deployed harness's too); ``strip_external_id`` asks the same
+    AssumeRoles without it."""
+    trusts: dict[str, dict[str, dict[str, Any]]] = {}
+
+    def member(account: str) -> dict[str, dict[str, Any]]:
+        if account not in trusts:
+            trusts[account] = member_roles(account, external_id or "")
+        return trusts[account]
+
     cases = []
     for i, c in enumerate(calls):
         for req in c.requests:
@@ -231,18 +242,18 @@ def evaluate_calls(calls: list[Call], policies: dict[str, list[dict[str, Any]]],
                 case.update(principal=hub_role_arn(c.function), identityPolicies=policies[c.function], accountId=ACCOUNT)
                 if req.action == "sts:AssumeRole":
                     account = ctx["aws:ResourceAccount"]
-                    assert account == MEMBER, req
-                    case.update(accountId=account, resourcePolicy=members[req.resource.rsplit("/", 1)[-1]]["trust"])
+                    case.update(accountId=account, resourcePolicy=member(account)[req.resource.rsplit("/", 1)[-1]]["trust"])
             else:
-                case.update(principal=c.principal, identityPolicies=members[c.principal.rsplit("/", 1)[-1]]["policies"],
-                            accountId=MEMBER)
-                if req.action.startswith("s3:"):  # every bucket of the route is the member's
-                    case["context"] = {**ctx, "s3:ResourceAccount": MEMBER, "aws:ResourceAccount": MEMBER}
+                account = c.principal.split(":")[4]
+                case.update(principal=c.principal, identityPolicies=member(account)[c.principal.rsplit("/", 1)[-1]]["policies"],
+                            accountId=account)
+                if req.action.startswith("s3:"):
+                    owner = bucket_account(c.params["Bucket"]) if bucket_account and "Bucket" in c.params else account
+                    case.update(accountId=owner, context={**ctx, "s3:ResourceAccount": owner, "aws:ResourceAccount": owner})
             cases.append(case)
     return check(cases)
 
 
-#: Every function that assumes a member role, in the order a probe meets them.
 class MemberReplication:
     """moto never replicates: a source HEAD after the PUT answers COMPLETED and the replica appears
     in the destination bucket (S3 keeps the source's version id on a replica; moto makes a new one,
