@@ -20,8 +20,9 @@ AWS pages encoded here:
 - aws:PrincipalArn, aws:ResourceAccount ("AWS global condition context keys",
   https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-keys.html).
 - S3 publishes ReplicationLatency, BytesPendingReplication and OperationsPendingReplication in the
-  destination bucket's Region and OperationsFailedReplication in the source's ("Using S3
-  Replication metrics", https://docs.aws.amazon.com/AmazonS3/latest/userguide/repl-metrics.html);
+  destination bucket's Region ("This metric is published in the Region of the destination bucket")
+  and OperationsFailedReplication in the source's ("Using S3 Replication metrics", column "Which
+  Region is this metric published in?", https://docs.aws.amazon.com/AmazonS3/latest/userguide/repl-metrics.html);
   CloudWatch reads only its own Region and account, so the collector reads them as the member
   account's reader role in each of those Regions (which account holds them: docs/DEPLOY.md).
 """
