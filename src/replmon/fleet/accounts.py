@@ -1,9 +1,11 @@
-"""Which accounts the inventory reads, and how (``REPLMON_INVENTORY``; fleet-design.md 2.1).
+"""Which accounts the inventory reads, and how (``REPLMON_INVENTORY``).
 
 The hub's own account is always read (its buckets are reached through its own
-``<MemberRolePrefix>-inventory`` role, as every member's: the hub nests the member-account
-template); then ``MemberAccounts``; then, with ``DiscoverOrganizationAccounts``, every ACTIVE
-account of the organization. Each account once, in that order.
+``<MemberRolePrefix>-inventory`` role, as every member's: templates/member-account.yaml is
+deployed in the hub's account too); then ``MemberAccounts``; then, with
+``DiscoverOrganizationAccounts``, every ACTIVE account of the organization. Each account once, in
+that order. Every role is assumed with MemberExternalId when it is set (adapters/clients.py
+``assume_role_params``, the one AssumeRole request).
 
 >>> s = load_inventory_settings({"member_accounts": "444455556666, 111122223333", "opt_out_tag": "replmon:probe=off"})
 >>> s.member_accounts, s.opt_out
