@@ -38,9 +38,10 @@ from replmon.core.errors import ConfigError
 from replmon.core.fleetconfig import FleetSettings
 from replmon.core.keys import new_run_id, plan_object_key, tick_id
 from replmon.core.ports import Lease, LeaseStore, PlanStore, RegistryStore
-from replmon.core.registry import group_of
+from replmon.core.registry import RouteSpec, group_of
 from replmon.core.route import Route
 from replmon.core.telemetry import ROUTE
+from replmon.fleet.caps import admit
 from replmon.fleet.lease import RUN_SKIPPED
 from replmon.probe.plan import CLEANUP_BOUND_SECONDS, HOUSEKEEPING_BOUND_SECONDS, MAX_PLAN_BYTES, RECORD_BOUND_SECONDS
 from replmon.probe.request import PollSettings, ProbeRequest, load_request
@@ -82,6 +83,7 @@ class FleetRoute:
     classes: ProbeClasses
     timeout_seconds: int
     max_concurrency: int = 1
+    spec: RouteSpec | None = None  # its registry item (None: the stack's own route)
 
 
 @dataclass(frozen=True)
@@ -144,7 +146,7 @@ def registry_routes(deps: FleetPlanDeps) -> list[FleetRoute]:
                 out.append(FleetRoute(
                     route=spec.to_route(deps.fleet.member_role_prefix), group=spec.group, classes=spec.classes(fleet_classes),
                     timeout_seconds=probe.timeout_seconds if probe else _default_timeout(deps),
-                    max_concurrency=probe.max_concurrency if probe else 1))
+                    max_concurrency=probe.max_concurrency if probe else 1, spec=spec))
             except (ConfigError, ValueError) as exc:  # one bad item must not stop the fleet: logged and counted
                 log.error("registry route not planned", extra={"route": spec.name, "error": f"{type(exc).__name__}: {exc}"})
                 deps.metrics.count(RUN_SKIPPED, dimensions={ROUTE: spec.name})
@@ -167,6 +169,7 @@ def _settings(deps: FleetPlanDeps, event: Mapping[str, Any]) -> ProbeRequest:
 def fleet_plan(routes: Sequence[FleetRoute], deps: FleetPlanDeps, event: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The plan of one tick: due classes per route, caps, spread, inline or in the plan bucket."""
     event = event or {}
+    routes = admit(routes, deps)  # the caps (max routes, monthly $) and each route's SLO target (fleet/caps.py)
     fleet, now = deps.fleet, deps.clock.now()
     settings = _settings(deps, event)
     tick_s = fleet.tick_seconds
