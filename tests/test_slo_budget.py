@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import pytest
 
+from replmon.core.cadence import ProbeClasses
 from replmon.core.defaults import DEFAULTS
 from replmon.core.errors import ConfigError
-from replmon.core.record import ProbeStatus
-from replmon.signals.collector import collect_step, probes_per_run
-from replmon.core.cadence import ProbeClasses
 from replmon.core.fleetconfig import FleetSettings
+from replmon.core.record import ProbeStatus
 from replmon.core.registry import RouteSpec, load_route_spec
+from replmon.signals.collector import collect_step, probes_per_run
 from replmon.signals.slo import (
     REFUSE_BELOW_EVENTS,
     SloSpec,
