@@ -8,6 +8,8 @@ the registry (every route group) and, per route, plans the size classes due at t
 BeginRouteRun only when the route really starts). With an empty registry the schedule plans the
 stack's own route(s) (``REPLMON_DEFAULTS``) as it always did.
 
+First, fleet/caps.py admits the routes the fleet may probe at all (REPLMON_FLEET ``max_routes`` and
+``monthly_usd``; the rest are left out for as long as the caps hold, named and ticketed).
 Caps (FleetMaxRouteRuns, FleetMaxProbes) bound what one tick plans. What is over them is
 *deferred*, never dropped: named in the plan's output (the first :data:`DEFERRED_NAMED`; all of
 them in the log line), counted (``RunSkipped{Route}``), and - since it did not start, its
