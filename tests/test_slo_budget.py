@@ -131,3 +131,21 @@ def test_window_labels_say_the_window_really_used() -> None:
     # The 5-minute window is widened to the 15-minute probe interval (it would usually hold no probe).
     assert status.windows == {"1h": "1h", "5m": "5m→15m", "6h": "6h", "30m": "30m"}
     assert status.budget_events(spec.target) == 0.001
+
+
+@pytest.mark.parametrize("fn", ["CollectSignals", "Report"])
+def test_the_functions_that_judge_routes_know_the_fleets_classes(fn: str) -> None:
+    """slo_for_route needs the fleet's ProbeClasses for a route without its own: the functions that
+    judge routes get them in REPLMON_FLEET (template.yaml Globals), rendered as CloudFormation would."""
+    import json
+
+    from replmon.core.fleetconfig import load_fleet_settings
+    from tests.cfnutil import default_transformed, function_environment, resolver
+
+    cfn = default_transformed()
+    r = resolver(cfn)
+    r.params["ProbeClasses"] = "1MiB@15m,1GiB@1d"
+    fleet = load_fleet_settings(json.loads(function_environment(cfn, fn, r)["REPLMON_FLEET"]))
+    assert str(fleet.classes) == "1MiB@15m,1GiB@1d"
+    t = route_slo_target(registry_route(), fleet, default_spec())
+    assert (t.samples, t.target) == (2910.0, 0.9982)  # 2,880 + 30 probes: 99.9 % leaves 2.91, so 1 - 5/2910 -> 99.82 %
