@@ -28,6 +28,8 @@ from typing import Any
 
 import boto3
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from replmon.adapters.plans import S3Plans
 from replmon.adapters.registry_table import DynamoRegistry
@@ -523,3 +525,39 @@ def test_a_local_run_without_a_plan_bucket_refuses_to_read_plans_rather_than_rea
         client = getattr(importlib.import_module(module), name)("us-east-1", "s3")
         with pytest.raises(RuntimeError, match="no plan bucket"):
             client.get_object(Bucket=PLAN_BUCKET, Key="plans/x.json")
+
+
+CLASS_CHOICES = ("1KiB@15m", "1MiB@1h", "64MiB@6h,1GiB@1d", "1GiB@15m")
+
+
+@settings(max_examples=60, deadline=None)
+@given(picks=st.lists(st.tuples(st.sampled_from(CLASS_CHOICES), st.booleans(), st.booleans()), min_size=0, max_size=12),
+       max_routes=st.integers(1, 12), ceiling=st.floats(1, 3000), seed=st.randoms(use_true_random=False))
+def test_the_caps_are_a_deterministic_greedy_pass_that_never_exceeds_either(
+        picks: list[tuple[str, bool, bool]], max_routes: int, ceiling: float, seed: Any) -> None:
+    """Whatever the registry's order: at most max_routes routes, a modelled month within monthly_usd,
+    the same routes for any order of the same input, and every left-out route was over a cap at its turn."""
+    from replmon.signals.slo import SloSpec
+
+    fleet = FleetSettings(max_routes=max_routes, monthly_usd=ceiling)
+    routes = []
+    for i, (classes, explicit, cross) in enumerate(picks):
+        s = spec(f"r{i:02d}", origin="explicit" if explicit else "discovered",
+                 probe={"classes": {c.split("@")[0]: {"every": c.split("@")[1]} for c in classes.split(",")}},
+                 destinations=[{"account": "111122223333", "region": "eu-west-1" if cross else "us-east-1", "bucket": DST,
+                                "rtc": cross}])
+        routes.append(planner.FleetRoute(route=s.to_route(None), group=s.group, classes=s.classes(fleet.classes),
+                                         timeout_seconds=600, spec=s))
+    a = caps.cap_routes(routes, fleet, SloSpec())
+    shuffled = list(routes)
+    seed.shuffle(shuffled)
+    b = caps.cap_routes(shuffled, fleet, SloSpec())
+    assert [fr.route.name for fr in a.admitted] == [fr.route.name for fr in b.admitted]
+    assert len(a.admitted) <= max_routes and (not a.admitted or a.monthly_usd <= ceiling + 1e-9)  # (the fixed part alone may pass it)
+    assert len(a.admitted) + len(a.left_out) == len(routes)
+    explicit_first = [fr.spec.origin.value for fr in a.admitted if fr.spec]  # type: ignore[union-attr]
+    assert explicit_first == sorted(explicit_first, key=lambda o: o != "explicit")
+    for x in a.left_out:
+        assert x.cap in ("max_routes", "monthly_usd")
+        if x.cap == "monthly_usd":
+            assert a.monthly_usd + x.monthly_usd > ceiling  # it fits nowhere: the plan is maximal
