@@ -92,6 +92,7 @@ class ContractRun:
     health_without_rtc: dict[str, Any] = field(default_factory=dict)
     report: dict[str, Any] = field(default_factory=dict)  # the Report function, per route and {"fleet": true}
     fleet_report: dict[str, Any] = field(default_factory=dict)
+    caps_plan: dict[str, Any] = field(default_factory=dict)  # PlanProbes' fleet plan with a route over max_routes
     heartbeats: list[str] = field(default_factory=list)  # the Heartbeat's transitions over the scenario
     event_first_run_ids: dict[str, str] = field(default_factory=dict)
 
@@ -217,6 +218,7 @@ def run_contract_scenarios() -> ContractRun:
 
         play_passive(run, deps, clock, wrap, store, sm, fake, outage)
         play_heartbeat(run, deps, clock, wrap, fake)
+        play_caps(run, deps, wrap)
 
     run.records = store.query("primary", 0, 4e9)
     return run
@@ -330,6 +332,25 @@ def play_heartbeat(run: ContractRun, deps: Deps, clock: ManualClock, wrap: Any, 
             clock.advance(60 - clock.now() % 60 + 0.5)
             out = beat({"group": "g00"}, LambdaContext("Heartbeat"))
             run.heartbeats += out["routes"][0]["transitions"]
+
+
+def play_caps(run: ContractRun, deps: Deps, wrap: Any) -> None:
+    """PlanProbes' scheduled fleet plan ({}) over two registry routes with REPLMON_FLEET max_routes 1:
+    one is left out (RoutesOverCap) and, on the default classes, the other's target is lowered
+    (SloUnsupported). Last: the Heartbeat above must not see these routes."""
+    from replmon.core.fleetconfig import load_fleet_settings
+    from replmon.core.registry import load_route_spec
+
+    assert deps.registry is not None
+    for name in ("capped-a", "capped-b"):
+        deps.registry.put_explicit(load_route_spec({
+            "name": name, "group": "g00", "origin": "explicit", "source": {"account": ACCOUNT, "region": REGION, "bucket": SRC},
+            "destinations": [{"account": ACCOUNT, "region": REGION, "bucket": DST}]}), None)
+    env = function_environment(default_transformed(), "PlanProbes", resolver(default_transformed()))
+    deps.fleet = load_fleet_settings({**json.loads(env["REPLMON_FLEET"]), "max_routes": 1})
+    run.caps_plan = wrap("PlanProbes", load_handler("PlanProbes"))({}, LambdaContext("PlanProbes"))
+    for name in ("capped-a", "capped-b"):
+        deps.registry.delete_route("g00", name)
 
 
 def odd_replication_time() -> dict[str, Any]:

@@ -88,3 +88,24 @@ def test_cost_routes_prints_each_fleet_size_and_refuses_bad_counts() -> None:
     bad = cli("cost", "--routes", "ten")
     assert bad.returncode == 2 and "--routes: 'ten' is not a comma-separated list" in bad.stderr
     assert cli("cost", "--routes", "5000").returncode == 2
+
+
+def test_the_planners_monthly_ceiling_prices_each_route_as_replmon_cost_does() -> None:
+    """fleet/caps.py's monthly_usd check: a route's cost is fleet_estimate's per-route share for its
+    classes, Regions, RTC and heartbeats; the fixed part is the deployment's at that many routes, so
+    routes' costs plus the fixed part are `replmon cost --routes N`'s total."""
+    from replmon.cost.fleet import fixed_monthly_usd, route_monthly_usd
+
+    for cross, rtc, beats in ((False, False, None), (True, True, 60), (True, False, 60)):
+        one = route_monthly_usd(CLASSES, cross_region=cross, rtc=rtc, source_region="us-east-1" if cross else None,
+                                heartbeat_seconds=beats)
+        est = fleet_estimate(1, CLASSES, cross_region=cross, rtc=rtc, source_region="us-east-1" if cross else None,
+                             heartbeat_seconds=beats)
+        assert one == pytest.approx(est.per_route)
+    fixed = fixed_monthly_usd(100, CLASSES, route_groups=2)
+    total = fleet_estimate(100, CLASSES, cross_region=True, rtc=True, source_region="us-east-1", route_groups=2).total
+    assert 100 * route_monthly_usd(CLASSES, cross_region=True, rtc=True, source_region="us-east-1") + fixed == pytest.approx(total)
+    # RTC and the transfer make a cross-Region RTC route the dearest of the four
+    kinds = {(c, r): route_monthly_usd(CLASSES, cross_region=c, rtc=r, source_region="us-east-1" if c else None)
+             for c in (False, True) for r in (False, True)}
+    assert max(kinds, key=lambda k: kinds[k]) == (True, True) and min(kinds, key=lambda k: kinds[k]) == (False, False)

@@ -49,6 +49,8 @@ def aws() -> Iterator[Any]:
                 "Role": f"arn:aws:iam::{ACCOUNT}:role/replication",
                 "Rules": [{"ID": "dr", "Priority": 1, "Status": status, "Filter": {"Prefix": ""},
                            "DeleteMarkerReplication": {"Status": "Disabled"}, "Destination": {"Bucket": f"arn:aws:s3:::{src}-dr"}}]})
+            # probes are opt-in (REPLMON_FLEET enroll_tag): both are enrolled, so their rules decide
+            s3.put_bucket_tagging(Bucket=src, Tagging={"TagSet": [{"Key": "replmon:enroll", "Value": "true"}]})
         yield ddb
 
 

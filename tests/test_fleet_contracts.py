@@ -424,13 +424,17 @@ def test_todays_metrics_stay_until_a_package_switches_them() -> None:
 
 # ------------------------------------------------------------------------------ the defaults the fleet rests on
 def test_the_default_slo_has_a_budget_its_sample_supports() -> None:
-    """Issue 19.5: the budget is tens of samples. Heartbeats (one a minute) and the default classes
-    judge ~44,000 samples per 30 days: 99.9 % leaves ~44 bad ones (99.99 % left 0.86 probe)."""
+    """The SLO counts probes, not heartbeats (signals/rollup.py ``pj``/``pg``): the default classes
+    judge 870 probes a route per 30 days, a budget of 0.87 bad probes at 99.9 %. A fleet route is
+    therefore judged at the highest target that leaves REFUSE_BELOW_EVENTS (signals/slo.py
+    ``route_target``: 99.42 %) and ticketed (SloUnsupported), never at a target one probe overspends."""
+    from replmon.signals.slo import REFUSE_BELOW_EVENTS, route_target
+
     classes = ProbeClasses.parse(DEFAULTS.probe_classes)
-    judged = DEFAULTS.slo_period_days * (classes.probes_per_day() + 86400 / DEFAULTS.heartbeat_seconds)
-    budget = (1 - DEFAULTS.slo_target) * judged
-    assert 40 <= budget <= 50, budget
-    assert (1 - DEFAULTS.slo_target) * DEFAULTS.slo_period_days * classes.probes_per_day() < 10  # without heartbeats: C must warn
+    judged = DEFAULTS.slo_period_days * classes.probes_per_day()
+    assert judged == 870 and round((1 - DEFAULTS.slo_target) * judged, 3) == 0.87
+    t = route_target("r", classes, DEFAULTS.slo_target, DEFAULTS.slo_period_days)
+    assert t.lowered and t.target is not None and (1 - t.target) * judged >= REFUSE_BELOW_EVENTS
     assert DEFAULTS.spread_seconds == DEFAULTS.schedule_rate_minutes * 60 // 2
     assert DEFAULTS.fleet_max_probes >= DEFAULTS.fleet_max_route_runs * DEFAULTS.route_max_concurrency
 

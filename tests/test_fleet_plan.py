@@ -28,6 +28,8 @@ from typing import Any
 
 import boto3
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from replmon.adapters.plans import S3Plans
 from replmon.adapters.registry_table import DynamoRegistry
@@ -35,7 +37,7 @@ from replmon.core.cadence import ProbeClasses, due_classes, start_offset, tick_s
 from replmon.core.fleetconfig import FleetSettings
 from replmon.core.partitions import LEASE, live_partition, runs_partition, skip_sort_key
 from replmon.core.registry import group_of, load_route_spec
-from replmon.fleet import planner
+from replmon.fleet import caps, planner
 from replmon.local.aslrun import LambdaContext, LocalStateMachine, load_handler, state_machine_handlers
 from replmon.local.template import DEFINITION
 from replmon.wiring import injected
@@ -199,6 +201,79 @@ def test_caps_defer_routes_by_name_count_them_and_run_them_first_at_the_next_tic
     assert set(second["route_classes"]) <= set(deferred) and len(second["route_classes"]) == 4
 
 
+def test_past_max_routes_the_plan_takes_the_first_routes_in_order_and_tickets_the_rest_by_name(
+        env: Env, caplog: pytest.LogCaptureFixture) -> None:
+    """REPLMON_FLEET max_routes: explicit routes (replmon fleet put) before discovered ones, each by
+    name; the rest are left out (not deferred), named in the log and counted (RoutesOverCap)."""
+    registry = fleet_env(env, max_routes=3)
+    for name in ("e-b", "e-a"):
+        registry.put_explicit(spec(name), None)
+    for name in ("a-disc", "b-disc"):  # enrolled discovered routes: after every explicit one, whatever their names
+        registry.put_discovered(spec(name, origin="discovered"))
+    env.clock.advance(T0 + 1 - env.clock.now())
+    handler = load_handler("PlanProbes")
+    runs = []
+    for _ in range(2):  # the same registry gives the same routes, tick after tick
+        env.counted.clear()
+        with injected(env.deps), caplog.at_level("WARNING", logger="replmon"):
+            runs.append(handler({}, LambdaContext("PlanProbes")))
+        counted = {c[0]: c[1] for c in env.counted if c[0] in (caps.OVER_CAP, caps.SLO_UNSUPPORTED)}
+        assert counted[caps.OVER_CAP] == 1
+        env.clock.advance(TICK)
+    assert all(sorted(r["route_classes"]) == ["a-disc", "e-a", "e-b"] for r in runs if r["route_classes"])
+    assert sorted(runs[0]["route_classes"]) == ["a-disc", "e-a", "e-b"]
+    assert "b-disc" not in {d["route"] for r in runs for d in r["deferred"]}, "left out by the caps, not deferred"
+    [line] = {r.getMessage(): r for r in caplog.records if r.getMessage() == "routes left out by the fleet caps"}.values()
+    assert line.routes == "b-disc" and line.left_out[0]["cap"] == "max_routes"  # type: ignore[attr-defined]
+
+
+def test_past_the_monthly_ceiling_only_what_fits_the_cost_model_is_planned(env: Env, caplog: pytest.LogCaptureFixture) -> None:
+    """REPLMON_FLEET monthly_usd against `replmon cost`'s model (cost/fleet.py): the deployment's
+    fixed lines plus each route's own; a dear route is left out and a cheaper one after it still fits."""
+    from replmon.cost.fleet import fixed_monthly_usd, fleet_estimate
+
+    registry = fleet_env(env)
+    cheap = {"1KiB": {"every": "15m"}}
+    registry.put_explicit(spec("r1", probe={"classes": cheap}), None)
+    registry.put_explicit(spec("r2", probe={"classes": {"1GiB": {"every": "15m"}}},  # 96 GiB a day across Regions, RTC
+                               destinations=[{"account": "111122223333", "region": "eu-west-1", "bucket": DST, "rtc": True}]), None)
+    registry.put_explicit(spec("r3", probe={"classes": cheap}), None)
+    routes = planner.registry_routes(env.deps)  # type: ignore[arg-type]
+    usd = {fr.route.name: caps.route_cost(fr, env.deps.fleet) for fr in routes}
+    assert usd["r1"] == pytest.approx(fleet_estimate(1, ProbeClasses.parse("1KiB@15m"), rtc=False).per_route)  # same Region, no RTC
+    assert usd["r2"] > 20 * usd["r1"], usd  # ~2,900 GiB a month: the RTC fee and the transfer
+    fixed = fixed_monthly_usd(3, env.deps.fleet.classes, route_groups=1)
+    env.deps.fleet = env.deps.fleet.model_copy(update={"monthly_usd": fixed + usd["r1"] + usd["r3"] + 1})
+    env.clock.advance(T0 + 1 - env.clock.now())
+    with injected(env.deps), caplog.at_level("WARNING", logger="replmon"):
+        plan = load_handler("PlanProbes")({}, LambdaContext("PlanProbes"))
+    assert sorted(plan["route_classes"]) == ["r1", "r3"]
+    assert [c[1] for c in env.counted if c[0] == caps.OVER_CAP] == [1]
+    line = next(r for r in caplog.records if r.getMessage() == "routes left out by the fleet caps")
+    assert line.routes == "r2" and line.left_out == [{"route": "r2", "cap": "monthly_usd", "monthly_usd": round(usd["r2"], 2)}]  # type: ignore[attr-defined]
+    # one cent less and r3 no longer fits either
+    env.deps.fleet = env.deps.fleet.model_copy(update={"monthly_usd": fixed + usd["r1"] + usd["r3"] - 0.01})
+    a = caps.cap_routes(routes, env.deps.fleet, env.deps.slo)
+    assert [fr.route.name for fr in a.admitted] == ["r1"] and [x.route for x in a.left_out] == ["r2", "r3"]
+
+
+def test_routes_whose_probes_cannot_support_their_slo_target_are_ticketed_by_name(env: Env, caplog: pytest.LogCaptureFixture) -> None:
+    """The budget check per route: 1KiB@15m,2KiB@1h,3KiB@6h is 3,720 judged probes a 30-day period,
+    a budget of 3.72 bad probes at 99.9 % (under 5): judged at 99.86 % and counted (SloUnsupported);
+    a route whose own target leaves >= 5 is not."""
+    registry = fleet_env(env)
+    registry.put_explicit(spec("thin"), None)
+    registry.put_explicit(spec("fine", slo={"target_percent": 99.0}), None)
+    env.clock.advance(T0 + 1 - env.clock.now())
+    with injected(env.deps), caplog.at_level("WARNING", logger="replmon"):
+        load_handler("PlanProbes")({}, LambdaContext("PlanProbes"))
+    assert [c[1] for c in env.counted if c[0] == caps.SLO_UNSUPPORTED] == [1]
+    assert [c[1] for c in env.counted if c[0] == caps.OVER_CAP] == [0]  # every plan says so: the ticket clears
+    line = next(r for r in caplog.records if r.getMessage() == "routes whose probes cannot support their SLO target")
+    assert line.routes == "thin"  # type: ignore[attr-defined]
+    assert "3720 judged probes" in line.detail[0] and "judged at 99.86 %" in line.detail[0]  # type: ignore[attr-defined]
+
+
 def test_a_plan_too_large_for_the_state_is_read_from_the_plan_bucket_by_item_reader(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     """Small plans stay inline; past INLINE_PLAN_BYTES the items go to the plan bucket and the
     ProbesFromPlan Map reads them (ItemReader). A skipped route's probes are taken out of the object
@@ -264,7 +339,7 @@ def test_a_thousand_route_plan_keeps_every_state_under_the_quota(env: Env) -> No
             return [s for s in self.specs if s.group == group]
 
     # FleetMaxProbes' largest value (1,000: the Map's result array bound, test_payload_bounds.py): one class per route.
-    fleet_env(env, max_route_runs=1000, max_probes=1000)
+    fleet_env(env, max_route_runs=1000, max_probes=1000, max_routes=1000, monthly_usd=1e6)
     specs = [spec(f"route-{i:04d}-of-the-fleet", probe={"classes": {"1KiB": {"every": "15m"}}}) for i in range(1000)]
     env.deps.registry = Registry(specs)  # type: ignore[assignment]
     env.deps.leases = MemoryLeases()  # the lease semantics are tests/test_run_lease.py's; here only the sizes matter
@@ -450,3 +525,39 @@ def test_a_local_run_without_a_plan_bucket_refuses_to_read_plans_rather_than_rea
         client = getattr(importlib.import_module(module), name)("us-east-1", "s3")
         with pytest.raises(RuntimeError, match="no plan bucket"):
             client.get_object(Bucket=PLAN_BUCKET, Key="plans/x.json")
+
+
+CLASS_CHOICES = ("1KiB@15m", "1MiB@1h", "64MiB@6h,1GiB@1d", "1GiB@15m")
+
+
+@settings(max_examples=60, deadline=None)
+@given(picks=st.lists(st.tuples(st.sampled_from(CLASS_CHOICES), st.booleans(), st.booleans()), min_size=0, max_size=12),
+       max_routes=st.integers(1, 12), ceiling=st.floats(1, 3000), seed=st.randoms(use_true_random=False))
+def test_the_caps_are_a_deterministic_greedy_pass_that_never_exceeds_either(
+        picks: list[tuple[str, bool, bool]], max_routes: int, ceiling: float, seed: Any) -> None:
+    """Whatever the registry's order: at most max_routes routes, a modelled month within monthly_usd,
+    the same routes for any order of the same input, and every left-out route was over a cap at its turn."""
+    from replmon.signals.slo import SloSpec
+
+    fleet = FleetSettings(max_routes=max_routes, monthly_usd=ceiling)
+    routes = []
+    for i, (classes, explicit, cross) in enumerate(picks):
+        s = spec(f"r{i:02d}", origin="explicit" if explicit else "discovered",
+                 probe={"classes": {c.split("@")[0]: {"every": c.split("@")[1]} for c in classes.split(",")}},
+                 destinations=[{"account": "111122223333", "region": "eu-west-1" if cross else "us-east-1", "bucket": DST,
+                                "rtc": cross}])
+        routes.append(planner.FleetRoute(route=s.to_route(None), group=s.group, classes=s.classes(fleet.classes),
+                                         timeout_seconds=600, spec=s))
+    a = caps.cap_routes(routes, fleet, SloSpec())
+    shuffled = list(routes)
+    seed.shuffle(shuffled)
+    b = caps.cap_routes(shuffled, fleet, SloSpec())
+    assert [fr.route.name for fr in a.admitted] == [fr.route.name for fr in b.admitted]
+    assert len(a.admitted) <= max_routes and (not a.admitted or a.monthly_usd <= ceiling + 1e-9)  # (the fixed part alone may pass it)
+    assert len(a.admitted) + len(a.left_out) == len(routes)
+    explicit_first = [fr.spec.origin.value for fr in a.admitted if fr.spec]  # type: ignore[union-attr]
+    assert explicit_first == sorted(explicit_first, key=lambda o: o != "explicit")
+    for x in a.left_out:
+        assert x.cap in ("max_routes", "monthly_usd")
+        if x.cap == "monthly_usd":
+            assert a.monthly_usd + x.monthly_usd > ceiling  # it fits nowhere: the plan is maximal

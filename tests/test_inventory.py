@@ -143,21 +143,24 @@ class FakeMembers:
 
 def fleet_fixture() -> dict[str, FakeBucket]:
     p = "replmon-probes/"
+    e = {"replmon:enroll": "true"}  # probes are opt-in: FleetSettings.enroll_tag
     return {
-        "ok-src": FakeBucket(replication=cfg(rule("all", "ok-dst", prefix=""), rule("probes", "ok-dst", prefix=p, priority=2))),
-        "optout-src": FakeBucket(replication=cfg(rule("all", "x-dst")), tags={"replmon:probe": "off", "team": "a"}),
-        "disabled-src": FakeBucket(replication=cfg(rule("all", "x-dst", status="Disabled"))),
-        "data-src": FakeBucket(replication=cfg(rule("data", "x-dst", prefix="data/"))),
-        "tagged-src": FakeBucket(replication=cfg(rule("t", "x-dst", prefix=None, tags={"replicate": "yes"}))),
-        "kms-src": FakeBucket(replication=cfg(rule("all", "x-dst")), kms=KEY),
-        "kmsok-src": FakeBucket(replication=cfg(rule("all", "x-dst", kms=True)), kms=KEY),
-        "foreign-src": FakeBucket(replication=cfg(rule("all", "far-dst", account=FOREIGN))),
-        "member-src": FakeBucket(replication=cfg(rule("all", "m-dst", account=MEMBER))),
+        "ok-src": FakeBucket(replication=cfg(rule("all", "ok-dst", prefix=""), rule("probes", "ok-dst", prefix=p, priority=2)), tags=e),
+        "optout-src": FakeBucket(replication=cfg(rule("all", "x-dst")), tags={"replmon:probe": "off", "team": "a", **e}),
+        "disabled-src": FakeBucket(replication=cfg(rule("all", "x-dst", status="Disabled")), tags=e),
+        "data-src": FakeBucket(replication=cfg(rule("data", "x-dst", prefix="data/")), tags=e),
+        "tagged-src": FakeBucket(replication=cfg(rule("t", "x-dst", prefix=None, tags={"replicate": "yes"})), tags=e),
+        "kms-src": FakeBucket(replication=cfg(rule("all", "x-dst")), kms=KEY, tags=e),
+        "kmsok-src": FakeBucket(replication=cfg(rule("all", "x-dst", kms=True)), kms=KEY, tags=e),
+        "foreign-src": FakeBucket(replication=cfg(rule("all", "far-dst", account=FOREIGN)), tags=e),
+        "member-src": FakeBucket(replication=cfg(rule("all", "m-dst", account=MEMBER)), tags=e),
         "tagdeny-src": FakeBucket(replication=cfg(rule("all", "x-dst")), denied={"s3:GetBucketTagging"}),
         "repdeny-src": FakeBucket(denied={"s3:GetReplicationConfiguration"}),
         "explicit-src": FakeBucket(replication=cfg(rule("all", "x-dst"))),
         "plain": FakeBucket(),
         "noregion": FakeBucket(region=None),
+        "unenrolled-src": FakeBucket(replication=cfg(rule("all", "x-dst"))),  # no tags at all (NoSuchTagSet)
+        "unenrolled-data": FakeBucket(replication=cfg(rule("data", "x-dst", prefix="data/")), tags={"replmon:enroll": "yes"}),
     }
 
 
@@ -183,7 +186,7 @@ def test_every_reason_is_written_as_a_route_or_an_account_row_and_explicit_route
     want = {"ok-src": Reason.OK, "optout-src": Reason.OPTED_OUT, "disabled-src": Reason.RULE_DISABLED,
             "data-src": Reason.FILTER_EXCLUDES_PREFIX, "tagged-src": Reason.TAG_FILTER, "kms-src": Reason.KMS_OBJECTS_NOT_REPLICATED,
             "foreign-src": Reason.DESTINATION_NOT_MEMBER, "member-src": Reason.OK, "tagdeny-src": Reason.ACCESS_DENIED,
-            "explicit-src": Reason.SUPERSEDED}
+            "explicit-src": Reason.SUPERSEDED, "unenrolled-src": Reason.NOT_ENROLLED, "unenrolled-data": Reason.NOT_ENROLLED}
     assert {n: routes[n].verdict.reason_code for n in want} == want
     assert routes["ok-src"].destinations[0].rule_id == "probes", "the highest-Priority covering rule"
     assert routes["ok-src"].probing and routes["ok-src"].origin is Origin.DISCOVERED
@@ -200,7 +203,7 @@ def test_every_reason_is_written_as_a_route_or_an_account_row_and_explicit_route
     assert mine.inventory is not None and mine.inventory.run_id == summary.run_id
     assert "plain" not in routes and "repdeny-src" not in routes
     rows = registry.accounts()
-    assert rows[HUB]["buckets"] == 14 and rows[HUB]["not_replicated"] == 2 and rows[HUB]["denied"] == 1
+    assert rows[HUB]["buckets"] == 16 and rows[HUB]["not_replicated"] == 2 and rows[HUB]["denied"] == 1
     assert rows[HUB]["denied_reads"] == [{"bucket": "repdeny-src", "action": "s3:GetReplicationConfiguration",
                                           "reason": "s3:GetReplicationConfiguration denied: repdeny-src"}]
     assert rows[MEMBER]["status"] == "OK" and rows[MEMBER]["buckets"] == 0
@@ -211,6 +214,35 @@ def test_every_reason_is_written_as_a_route_or_an_account_row_and_explicit_route
     again = run_inventory(deps_for(registry, readers), NOW + 3600, NOW + 4200)
     assert again.complete and {r.name for r in registry.routes("g00")} == set(routes)
     assert registry.get_route("g00", "kmsok-src").version == 1  # type: ignore[union-attr]
+
+
+def test_probes_are_opt_in_an_untagged_bucket_is_found_not_enrolled_and_never_planned(registry: DynamoRegistry) -> None:
+    """Only a bucket with the enroll tag (key and value) is probed; the rest are listed as
+    NOT_ENROLLED (mode off: no probes, no heartbeats), saying what the rules would give once
+    enrolled. The planner plans probe-mode routes only (fleet/planner.py ``registry_routes``)."""
+    readers = {HUB: FakeReader(HUB, fleet_fixture())}
+    summary = run_inventory(deps_for(registry, readers, member_accounts=""), NOW, NOW + 600)
+    routes = {r.name: r for r in registry.routes("g00")}
+    plain, wrong_value = routes["unenrolled-src"], routes["unenrolled-data"]
+    assert plain.verdict.mode is Mode.OFF and not plain.probing and not plain.heartbeat
+    assert plain.verdict.reason.startswith("found, not enrolled: the source bucket lacks the tag replmon:enroll=true")
+    assert plain.verdict.reason.endswith("once enrolled it would be probed")
+    assert "once enrolled it would stay unprobed: FILTER_EXCLUDES_PREFIX" in wrong_value.verdict.reason
+    assert routes["ok-src"].probing and routes["ok-src"].inventory.observed["enroll_tag"] == "replmon:enroll=true"  # type: ignore[union-attr]
+    assert summary.reasons[Reason.NOT_ENROLLED.value] == 3  # and explicit-src: no explicit route holds it here
+    probing = sorted(n for n, r in routes.items() if r.probing)
+    assert probing == ["kmsok-src", "ok-src"]  # (member-src: its destination account is not inventoried here)
+    from types import SimpleNamespace
+
+    from replmon.fleet.planner import registry_routes
+    deps = SimpleNamespace(registry=registry, fleet=FleetSettings(), defaults={}, metrics=None)
+    assert sorted(fr.route.name for fr in registry_routes(deps)) == probing  # type: ignore[arg-type]
+    # another enroll tag (REPLMON_FLEET enroll_tag): the same buckets are found, none enrolled
+    registry2 = deps_for(registry, readers, member_accounts="")
+    registry2.fleet = FleetSettings(enroll_tag="team=dr")
+    run_inventory(registry2, NOW + 3600, NOW + 4200)
+    assert not any(r.probing for r in registry.routes("g00"))
+    assert registry.get_route("g00", "ok-src").verdict.reason_code is Reason.NOT_ENROLLED  # type: ignore[union-attr]
 
 
 def test_a_rule_to_a_deleted_bucket_is_its_own_reason_not_a_refused_read(registry: DynamoRegistry) -> None:
@@ -448,13 +480,40 @@ def test_an_inventory_through_the_aws_adapter_pages_every_bucket(registry: Dynam
                          settings=load_inventory_settings({"workers": 1}), clock=lambda: NOW)
     summary = run_inventory(deps, NOW, NOW + 600)
     c.done()
-    assert summary.complete and dict(summary.reasons) == {"OK": 1}
+    # a bucket without tags: GetBucketTagging answers NoSuchTagSet ("There is no tag set associated with the
+    # bucket", https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetBucketTagging.html), read as no tags:
+    # found, not enrolled
+    assert summary.complete and dict(summary.reasons) == {"NOT_ENROLLED": 1}
     (route,) = registry.routes("g00")
+    assert not route.probing and route.verdict.reason.endswith("once enrolled it would be probed")
     assert (route.name, route.source.region, route.destinations[0].region) == ("src", "eu-west-1", "eu-central-1")
     assert route.to_route("replmon").source.role_arn == f"arn:aws:iam::{HUB}:role/replmon-prober"
     row = registry.accounts()[HUB]
     assert {k: row[k] for k in ("status", "buckets", "not_replicated", "routes")} == {"status": "OK", "buckets": 2,
                                                                                      "not_replicated": 1, "routes": 1}
+
+
+def test_a_bucket_tagged_to_enroll_through_the_aws_adapter_is_probed() -> None:
+    """GetBucketTagging's TagSet (Key, Value; API_GetBucketTagging.html) carries the enroll tag: the
+    route is OK. (The member inventory role's s3:GetBucketTagging, templates/member-account.yaml, is
+    evaluated with every inventory call in tests/test_member_iam.py.)"""
+    from replmon.fleet.accounts import InventorySettings
+    from replmon.fleet.inventory import inspect_bucket
+
+    c = Clients()
+    c.stub("sts").add_response("assume_role", {"Credentials": CREDS})
+    c.stub("s3").add_response("head_bucket", {"BucketRegion": "eu-west-1"}, {"Bucket": "dst"})
+    s3 = c.stub("s3", "eu-west-1")
+    s3.add_response("get_bucket_replication", {"ReplicationConfiguration": cfg(rule("all", "dst"))}, {"Bucket": "src"})
+    s3.add_response("get_bucket_tagging", {"TagSet": [{"Key": "team", "Value": "dr"}, {"Key": "replmon:enroll", "Value": "true"}]},
+                    {"Bucket": "src"})
+    s3.add_response("get_bucket_encryption", {"ServerSideEncryptionConfiguration": {"Rules": [
+        {"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]}}, {"Bucket": "src"})
+    reader = AwsMembers("replmon", make_client=c).open(HUB)
+    res = inspect_bucket(reader, "src", "eu-west-1", settings=InventorySettings(), probe_prefix="replmon-probes/", groups=1,
+                         members=[HUB], run_id="r", now=NOW, enroll_tag=FleetSettings().enroll_tag)
+    c.done()
+    assert res.route is not None and res.route.probing and res.route.verdict.reason_code is Reason.OK
 
 
 def test_the_templates_inventory_settings_render_to_valid_settings() -> None:

@@ -146,7 +146,7 @@ def test_every_call_an_inventory_run_makes_is_allowed_hub_and_member_side() -> N
         for b in ("src", "dst", "plain"):
             s3.create_bucket(Bucket=b)
             s3.put_bucket_versioning(Bucket=b, VersioningConfiguration={"Status": "Enabled"})
-        s3.put_bucket_tagging(Bucket="src", Tagging={"TagSet": [{"Key": "team", "Value": "a"}]})
+        s3.put_bucket_tagging(Bucket="src", Tagging={"TagSet": [{"Key": "team", "Value": "a"}, {"Key": "replmon:enroll", "Value": "true"}]})
         s3.put_bucket_replication(Bucket="src", ReplicationConfiguration={"Role": f"arn:aws:iam::{ACCOUNT}:role/r", "Rules": [
             {"ID": "all", "Priority": 1, "Status": "Enabled", "Filter": {"Prefix": ""},
              "DeleteMarkerReplication": {"Status": "Disabled"}, "Destination": {"Bucket": "arn:aws:s3:::dst"}}]})

@@ -56,6 +56,9 @@ class Defaults:
     slo_min_bad_events: int  # SloMinBadEvents: a burn pair alerts only with this many bad samples in its long window
     member_role_prefix: str  # MemberRolePrefix: member-account roles <prefix>-inventory|prober|reader
     opt_out_tag: str  # OptOutTag: key=value on a source bucket that stops probes (the route stays passive)
+    enroll_tag: str  # REPLMON_FLEET enroll_tag: key=value on a source bucket that enrolls its discovered route for probes
+    fleet_max_routes: int  # REPLMON_FLEET max_routes: probe-mode routes the planner plans at most (fleet/caps.py)
+    fleet_monthly_usd: float  # REPLMON_FLEET monthly_usd: the modelled monthly cost the planned routes stay within
     events_topic_name: str  # EventsTopicName: each member Region's SNS topic for S3 events
     events_max_concurrency: int  # EventsMaxConcurrency: IngestEvents' event source mapping MaximumConcurrency
     inventory_rate_minutes: int  # InventoryRateMinutes: the inventory's schedule
@@ -67,6 +70,7 @@ def _load() -> Defaults:
     raw.pop("_comment", None)
     poll = PollDefaults(**raw.pop("poll"))
     raw["target_seconds"] = float(raw["target_seconds"])
+    raw["fleet_monthly_usd"] = float(raw["fleet_monthly_usd"])
     return Defaults(poll=poll, **raw)
 
 

@@ -16,14 +16,24 @@ Traceback (most recent call last):
 ...
 replmon.core.errors.ConfigError: invalid fleet settings (REPLMON_FLEET):
   (input): ProbeClasses: 1MiB@20m: a cadence must be a whole multiple of the ScheduleRateMinutes tick (15 min)
+
+Three settings have no template parameter (the template keeps to few): who is probed and how much.
+A discovered route is probed only when its source bucket carries ``enroll_tag`` (or a person
+wrote it with ``replmon fleet put``); the planner plans at most ``max_routes`` probe-mode routes
+whose modelled cost (``replmon cost``) stays within ``monthly_usd`` (fleet/caps.py):
+
+>>> s = load_fleet_settings({})
+>>> (s.enroll, s.enrolled({"replmon:enroll": "true"}), s.enrolled({}), s.max_routes, s.monthly_usd)
+(('replmon:enroll', 'true'), True, False, 100, 1000.0)
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from replmon.core.cadence import ProbeClasses
 from replmon.core.defaults import DEFAULTS
@@ -40,6 +50,8 @@ PARAMETER_OF = {
     "spread_seconds": "SpreadSeconds", "max_route_runs": "FleetMaxRouteRuns", "max_probes": "FleetMaxProbes",
     "heartbeat_seconds": "HeartbeatSeconds", "stall_floor_seconds": "StallFloorSeconds", "member_role_prefix": "MemberRolePrefix", "member_external_id": "MemberExternalId",
     "plan_bucket": "PlanBucket",
+    # no template parameter: set in REPLMON_FLEET (errors name the field)
+    "enroll_tag": "REPLMON_FLEET enroll_tag", "max_routes": "REPLMON_FLEET max_routes", "monthly_usd": "REPLMON_FLEET monthly_usd",
 }
 
 
@@ -56,6 +68,17 @@ class FleetSettings(BaseModel):
     member_role_prefix: str = Field(default=DEFAULTS.member_role_prefix, pattern=r"^[\w+=,.@-]{1,40}$")
     member_external_id: str | None = None
     plan_bucket: str | None = None  # the stack's PlanBucket (PlanFleet, the state machine's ItemReader)
+    enroll_tag: str = DEFAULTS.enroll_tag  # key=value on a source bucket: its discovered route is probed
+    max_routes: int = Field(default=DEFAULTS.fleet_max_routes, ge=1, le=10_000)  # probe-mode routes planned at most
+    monthly_usd: float = Field(default=DEFAULTS.fleet_monthly_usd, gt=0)  # the planned routes' modelled monthly cost, at most
+
+    @field_validator("enroll_tag")
+    @classmethod
+    def _tag(cls, value: str) -> str:
+        if not re.fullmatch(r"[^=]{1,128}=[^=]{1,256}", value):
+            raise ValueError("enroll_tag must be key=value (e.g. replmon:enroll=true): a tag key up to 128 characters, '=', "
+                             "and a non-empty value")
+        return value
 
     @model_validator(mode="after")
     def _fits(self) -> FleetSettings:
@@ -76,6 +99,16 @@ class FleetSettings(BaseModel):
     @property
     def groups(self) -> list[str]:
         return group_names(self.route_groups)
+
+    @property
+    def enroll(self) -> tuple[str, str]:
+        key, _, value = self.enroll_tag.partition("=")
+        return key, value
+
+    def enrolled(self, tags: Mapping[str, str]) -> bool:
+        """Does a source bucket with these tags ask for its discovered route to be probed?"""
+        key, value = self.enroll
+        return tags.get(key) == value
 
     def max_route_runs_for(self, max_route_concurrency: int) -> int:
         """Route-runs in flight at once so that probes in flight stay <= FleetMaxProbes."""

@@ -129,6 +129,9 @@ _FIXES: dict[str, tuple[Mode, str]] = {
                                      "templates/member-account.yaml there with HubAccountId (and MemberExternalId)"),
     "SUPERSEDED": (Mode.OFF, "an explicit route probes this source bucket; nothing to fix (delete the explicit "
                              "route to probe the discovered one)"),
+    "NOT_ENROLLED": (Mode.OFF, "found, not enrolled: probes are opt-in; tag the source bucket with the enroll tag "
+                               "(REPLMON_FLEET enroll_tag, default replmon:enroll=true) or write the route with "
+                               "replmon fleet put"),
 }
 
 
@@ -146,6 +149,7 @@ class Reason(StrEnum):
     ACCESS_DENIED = "ACCESS_DENIED"
     ASSUME_ROLE_DENIED = "ASSUME_ROLE_DENIED"  # an account-level reason (#inventory/accounts)
     SUPERSEDED = "SUPERSEDED"
+    NOT_ENROLLED = "NOT_ENROLLED"  # discovered, its bucket not enrolled (fleet/inventory.py)
 
     @property
     def mode(self) -> Mode:

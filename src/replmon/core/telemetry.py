@@ -175,6 +175,10 @@ FLEET_METRICS: dict[str, MetricDef] = {
         _f("RoutesDiscovered", "Count", FLEET_WIDE, PER_RUN, "routes the inventory run wrote or confirmed"),
         _f("RoutesUnprobeable", "Count", FLEET_WIDE, PER_RUN, "routes the inventory run listed as passive or off"),
         _f("PlanFailed", "Count", FLEET_WIDE, SPARSE, "PlanFleet runs that could not plan (registry or plan bucket unavailable)"),
+        _f("RoutesOverCap", "Count", FLEET_WIDE, PER_RUN, "probe-mode routes a fleet plan left out: over REPLMON_FLEET "
+           "max_routes or monthly_usd (fleet/caps.py; 0 when none)"),
+        _f("SloUnsupported", "Count", FLEET_WIDE, PER_RUN, "probe-mode routes whose probes cannot support their SLO target: "
+           "judged at a lower one, or not judged (signals/slo.py route_target; 0 when none)"),
     )
 }
 
@@ -207,6 +211,9 @@ SWITCHED: frozenset[str] = frozenset({
     # issue 21 (probe/heartbeat.py): the stall series and the Heartbeat's own liveness
     "StallSeconds",
     "HeartbeatRun",
+    # the planner's admission (fleet/caps.py): routes over the caps, routes whose SLO their probes cannot support
+    "RoutesOverCap",
+    "SloUnsupported",
 })
 
 #: What the code emits now: today's definitions, with each switched metric's fleet definition.

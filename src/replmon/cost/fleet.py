@@ -1,4 +1,5 @@
-"""What the fleet costs per month for N routes (`replmon cost --routes 1,10,100,1000`, issue 18.7).
+"""What the fleet costs per month for N routes (`replmon cost --routes 1,10,100,1000`), and per route
+(:func:`route_monthly_usd`: the planner's monthly ceiling, fleet/caps.py).
 
 *Modelled*, like cost/estimate.py, whose single-route model it reuses: each size class of the
 fleet's ``ProbeClasses`` is played as one route's probe schedule at that class's cadence
@@ -29,6 +30,7 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from replmon.core.cadence import ProbeClasses
@@ -198,3 +200,28 @@ def fleet_estimate(routes: int, classes: ProbeClasses, *, cross_region: bool = F
                        "metrics_insights_alarms_per_group": mi, "collector_rate_minutes": rate, "heartbeat_seconds": heartbeat_seconds,
                        "probe_lines": "upper bound: each class's run overhead counted per route"}
     return est
+
+
+@lru_cache(maxsize=256)
+def _route_usd(classes: str, cross_region: bool, rtc: bool, source_region: str | None, heartbeat_seconds: int | None) -> float:
+    return fleet_estimate(1, ProbeClasses.parse(classes), cross_region=cross_region, rtc=rtc, source_region=source_region,
+                          heartbeat_seconds=heartbeat_seconds).per_route
+
+
+def route_monthly_usd(classes: ProbeClasses, *, cross_region: bool, rtc: bool, source_region: str | None = None,
+                      heartbeat_seconds: int | None = 60) -> float:
+    """One route's modelled monthly cost: :func:`fleet_estimate`'s ``per_route`` (what ``replmon cost``
+    adds per route), for its classes, Regions, RTC and heartbeats (cached: the planner asks per route).
+
+    >>> from replmon.core.cadence import ProbeClasses
+    >>> c = ProbeClasses.parse("1MiB@1h")
+    >>> route_monthly_usd(c, cross_region=False, rtc=True) == fleet_estimate(1, c, rtc=True).per_route
+    True
+    """
+    return _route_usd(str(classes), cross_region, rtc, source_region, heartbeat_seconds)
+
+
+def fixed_monthly_usd(routes: int, classes: ProbeClasses, *, route_groups: int, heartbeat_seconds: int | None = 60) -> float:
+    """The deployment's modelled monthly cost whatever its routes (:func:`fleet_estimate`'s ``fixed``
+    at ``routes`` routes: the Heartbeat's invocations grow with the routes per group)."""
+    return fleet_estimate(max(1, routes), classes, route_groups=route_groups, heartbeat_seconds=heartbeat_seconds).fixed

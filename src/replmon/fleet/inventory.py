@@ -4,9 +4,12 @@ One run: move routes whose group changed (``RouteGroups``), index the explicit r
 bucket, then per account (fleet/accounts.py) assume its inventory role, list its buckets page by
 page (``ListBuckets`` with ``MaxBuckets``: S3 then returns each ``BucketRegion``) and read each
 bucket in its Region, ``workers`` at a time: GetBucketReplication (none: not a route, counted),
-GetBucketTagging (the opt-out tag), GetBucketEncryption (SSE-KMS). fleet/discovery.py decides the
-rules; :func:`verdict` the :class:`Reason`. Every replicated bucket becomes a route, probed or not,
-with its reason; an account whose role cannot be assumed, or a bucket whose configuration cannot
+GetBucketTagging (the enroll and opt-out tags; a bucket without tags answers ``NoSuchTagSet``, read
+as no tags), GetBucketEncryption (SSE-KMS). fleet/discovery.py decides the rules; :func:`verdict`
+the :class:`Reason`. Probes are opt-in: a discovered route is probed only when its source bucket
+carries the enroll tag (REPLMON_FLEET ``enroll_tag``); the rest are listed as ``NOT_ENROLLED``
+("found, not enrolled", mode ``off``), with what would stop probes once enrolled. Every replicated
+bucket becomes a route, probed or not, with its reason; an account whose role cannot be assumed, or a bucket whose configuration cannot
 be read, is an ``#inventory/accounts`` row naming the refused action. Nothing is skipped silently.
 
 **Deadline**: before each ListBuckets page the run checks the clock; past ``deadline`` it writes
@@ -110,11 +113,13 @@ def _kms_replicated(raw: Mapping[str, Any]) -> bool:
 
 
 def verdict(found: Discovery, raw_config: Mapping[str, Any], *, probe_prefix: str, opted_out: bool, kms_key: str | None,
-            members: Sequence[str], source_account: str, denied: str | None, now: float) -> tuple[RouteVerdict, list[RuleRoute]]:
+            members: Sequence[str], source_account: str, denied: str | None, now: float,
+            enrolled: bool, enroll_tag: str = DEFAULTS.enroll_tag) -> tuple[RouteVerdict, list[RuleRoute]]:
     """The route's verdict and the rules that make its destinations (the chosen ones when it can be
     probed, else every rule's first per destination bucket, so a passive route still names them).
 
-    Order: opt-out (the owner's choice), a refused read, the rules (disabled, tag filter, prefix),
+    Order: opt-out (the owner's choice), a refused read (the tags may be unread), not enrolled
+    (saying what the rules would give once enrolled), the rules (disabled, tag filter, prefix),
     SSE-KMS objects not replicated, a destination outside the member accounts."""
     chosen = [r for r in found.rules if r.chosen]
     rules = chosen or list({r.destination_bucket: r for r in reversed(found.rules)}.values())[::-1]
@@ -122,31 +127,43 @@ def verdict(found: Discovery, raw_config: Mapping[str, Any], *, probe_prefix: st
         return RouteVerdict.of(Reason.OPTED_OUT, checked_at=now), rules
     if denied:
         return RouteVerdict.of(Reason.ACCESS_DENIED, f"{denied} was denied to the inventory role; {Reason.ACCESS_DENIED.fix}", now), rules
+    inner = _rules_verdict(found, raw_config, chosen, probe_prefix=probe_prefix, kms_key=kms_key, members=members,
+                           source_account=source_account, now=now)
+    if not enrolled:
+        then = "it would be probed" if inner.reason_code is Reason.OK else f"it would stay unprobed: {inner.reason_code.value}, {inner.reason}"
+        return RouteVerdict.of(Reason.NOT_ENROLLED, f"found, not enrolled: the source bucket lacks the tag {enroll_tag} "
+                               f"(or write the route with replmon fleet put); once enrolled {then}", now), rules
+    return inner, rules
+
+
+def _rules_verdict(found: Discovery, raw_config: Mapping[str, Any], chosen: Sequence[RuleRoute], *, probe_prefix: str,
+                   kms_key: str | None, members: Sequence[str], source_account: str, now: float) -> RouteVerdict:
+    """What the replication rules, the encryption and the destination accounts say (an enrolled bucket's verdict)."""
     if not chosen:
         enabled = [r for r in found.rules if r.status == "Enabled" and _covers_prefix(r, probe_prefix)]
         if any(r.tags for r in enabled):
             tagged = next(r for r in enabled if r.tags)
             return RouteVerdict.of(Reason.TAG_FILTER, f"rule {tagged.rule_id!r} replicates only objects tagged {tagged.tags}; "
-                                   f"{Reason.TAG_FILTER.fix}", now), rules
+                                   f"{Reason.TAG_FILTER.fix}", now)
         disabled = [r for r in found.rules if r.status != "Enabled" and r.covers_probes]
         if disabled:
             return RouteVerdict.of(Reason.RULE_DISABLED, f"rule {disabled[0].rule_id!r} covers {probe_prefix!r} but is "
-                                   f"{disabled[0].status}; {Reason.RULE_DISABLED.fix}", now), rules
+                                   f"{disabled[0].status}; {Reason.RULE_DISABLED.fix}", now)
         prefixes = sorted({repr(r.prefix) for r in found.rules if r.prefix is not None})
         return RouteVerdict.of(Reason.FILTER_EXCLUDES_PREFIX, f"the rules replicate only {', '.join(prefixes) or 'tagged objects'}, "
-                               f"not {probe_prefix!r}; {Reason.FILTER_EXCLUDES_PREFIX.fix}", now), rules
+                               f"not {probe_prefix!r}; {Reason.FILTER_EXCLUDES_PREFIX.fix}", now)
     raw = _raw_rules(raw_config)
     if kms_key:
         lacking = [r.rule_id for r in chosen if not _kms_replicated(raw.get(r.rule_id, {}))]
         if lacking:
             return RouteVerdict.of(Reason.KMS_OBJECTS_NOT_REPLICATED, f"default encryption is SSE-KMS and rule "
                                    f"{', '.join(map(repr, lacking))} lacks SseKmsEncryptedObjects Enabled; "
-                                   f"{Reason.KMS_OBJECTS_NOT_REPLICATED.fix}", now), rules
+                                   f"{Reason.KMS_OBJECTS_NOT_REPLICATED.fix}", now)
     outside = sorted({r.account or source_account for r in chosen} - set(members))
     if outside:
         return RouteVerdict.of(Reason.DESTINATION_NOT_MEMBER, f"destination account {', '.join(outside)} is not inventoried; "
-                               f"{Reason.DESTINATION_NOT_MEMBER.fix}", now), rules
-    return RouteVerdict.of(Reason.OK, checked_at=now), rules
+                               f"{Reason.DESTINATION_NOT_MEMBER.fix}", now)
+    return RouteVerdict.of(Reason.OK, checked_at=now)
 
 
 def _allowed(call: Callable[[], T], default: T, denied: str | None) -> tuple[T, str | None]:
@@ -158,8 +175,10 @@ def _allowed(call: Callable[[], T], default: T, denied: str | None) -> tuple[T, 
 
 
 def inspect_bucket(reader: BucketReader, bucket: str, region: str | None, *, settings: InventorySettings, probe_prefix: str,
-                   groups: int, members: Sequence[str], run_id: str, now: float) -> BucketResult:
-    """Read one bucket and build its discovered route (or say why there is none)."""
+                   groups: int, members: Sequence[str], run_id: str, now: float,
+                   enroll_tag: str = DEFAULTS.enroll_tag) -> BucketResult:
+    """Read one bucket and build its discovered route (or say why there is none); ``enroll_tag``
+    (``key=value``, REPLMON_FLEET's) on the bucket enrolls the route for probes."""
     try:
         region = region or reader.bucket_region(bucket)
         config = reader.replication(bucket, region)
@@ -179,8 +198,10 @@ def inspect_bucket(reader: BucketReader, bucket: str, region: str | None, *, set
         return BucketResult(bucket, not_replicated=True)
     found = discover(bucket, config, probe_prefix)
     opted_out = settings.opted_out(tags)
+    key, _, value = enroll_tag.partition("=")
+    enrolled = tags.get(key) == value
     v, rules = verdict(found, config, probe_prefix=probe_prefix, opted_out=opted_out, kms_key=kms_key, members=members,
-                       source_account=reader.account, denied=denied, now=now)
+                       source_account=reader.account, denied=denied, now=now, enrolled=enrolled, enroll_tag=enroll_tag)
     if not rules:
         return BucketResult(bucket, denied={"bucket": bucket, "action": "s3:GetReplicationConfiguration",
                                             "reason": "the replication configuration names no destination"})
@@ -199,7 +220,7 @@ def inspect_bucket(reader: BucketReader, bucket: str, region: str | None, *, set
         return BucketResult(bucket, denied={"bucket": bucket, "action": "s3:ListBucket", "reason": f"destination {exc}; "
                                             f"{Reason.DESTINATION_MISSING.fix}", "code": Reason.DESTINATION_MISSING.value})
     observed = {"rules": [r.to_json() for r in found.rules], "notes": found.notes, "default_kms_key": kms_key,
-                "opt_out_tag": settings.opt_out_tag if opted_out else None}
+                "opt_out_tag": settings.opt_out_tag if opted_out else None, "enroll_tag": enroll_tag if enrolled else None}
     spec = RouteSpec(
         name=bucket, group=group_of(bucket, groups), origin=Origin.DISCOVERED,
         source=SourceSpec(account=reader.account, region=region, bucket=bucket, kms_key_arn=_arn(kms_key)),
@@ -210,14 +231,14 @@ def inspect_bucket(reader: BucketReader, bucket: str, region: str | None, *, set
 
 
 def survey_account(reader: BucketReader, *, settings: InventorySettings, probe_prefix: str, groups: int,
-                   members: Sequence[str], now: float) -> list[BucketResult]:
+                   members: Sequence[str], now: float, enroll_tag: str = DEFAULTS.enroll_tag) -> list[BucketResult]:
     """Every bucket of one account, read as the inventory reads it, nothing written (``replmon routes --account``)."""
     out: list[BucketResult] = []
     token: str | None = None
     while True:
         page = reader.list_buckets(token)
         out += [inspect_bucket(reader, name, region, settings=settings, probe_prefix=probe_prefix, groups=groups, members=members,
-                               run_id="survey", now=now) for name, region in page.buckets]
+                               run_id="survey", now=now, enroll_tag=enroll_tag) for name, region in page.buckets]
         token = page.next_token
         if not token:
             return out
@@ -282,7 +303,8 @@ def _run(deps: InventoryDeps, now: float, deadline: float) -> InventorySummary:
                     row["reason"] = f"{exc}; {Reason.ACCESS_DENIED.fix}"
                     break
                 futures = [pool.submit(inspect_bucket, reader, name, region, settings=deps.settings, probe_prefix=deps.probe_prefix,
-                                       groups=deps.fleet.route_groups, members=accounts, run_id=run_id, now=now)
+                                       groups=deps.fleet.route_groups, members=accounts, run_id=run_id, now=now,
+                                       enroll_tag=deps.fleet.enroll_tag)
                            for name, region in page.buckets]
                 for res in (f.result() for f in futures):
                     _record(deps, res, explicit, counts, summary)

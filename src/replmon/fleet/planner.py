@@ -8,6 +8,8 @@ the registry (every route group) and, per route, plans the size classes due at t
 BeginRouteRun only when the route really starts). With an empty registry the schedule plans the
 stack's own route(s) (``REPLMON_DEFAULTS``) as it always did.
 
+First, fleet/caps.py admits the routes the fleet may probe at all (REPLMON_FLEET ``max_routes`` and
+``monthly_usd``; the rest are left out for as long as the caps hold, named and ticketed).
 Caps (FleetMaxRouteRuns, FleetMaxProbes) bound what one tick plans. What is over them is
 *deferred*, never dropped: named in the plan's output (the first :data:`DEFERRED_NAMED`; all of
 them in the log line), counted (``RunSkipped{Route}``), and - since it did not start, its
@@ -38,9 +40,10 @@ from replmon.core.errors import ConfigError
 from replmon.core.fleetconfig import FleetSettings
 from replmon.core.keys import new_run_id, plan_object_key, tick_id
 from replmon.core.ports import Lease, LeaseStore, PlanStore, RegistryStore
-from replmon.core.registry import group_of
+from replmon.core.registry import RouteSpec, group_of
 from replmon.core.route import Route
 from replmon.core.telemetry import ROUTE
+from replmon.fleet.caps import admit
 from replmon.fleet.lease import RUN_SKIPPED
 from replmon.probe.plan import CLEANUP_BOUND_SECONDS, HOUSEKEEPING_BOUND_SECONDS, MAX_PLAN_BYTES, RECORD_BOUND_SECONDS
 from replmon.probe.request import PollSettings, ProbeRequest, load_request
@@ -82,6 +85,7 @@ class FleetRoute:
     classes: ProbeClasses
     timeout_seconds: int
     max_concurrency: int = 1
+    spec: RouteSpec | None = None  # its registry item (None: the stack's own route)
 
 
 @dataclass(frozen=True)
@@ -144,7 +148,7 @@ def registry_routes(deps: FleetPlanDeps) -> list[FleetRoute]:
                 out.append(FleetRoute(
                     route=spec.to_route(deps.fleet.member_role_prefix), group=spec.group, classes=spec.classes(fleet_classes),
                     timeout_seconds=probe.timeout_seconds if probe else _default_timeout(deps),
-                    max_concurrency=probe.max_concurrency if probe else 1))
+                    max_concurrency=probe.max_concurrency if probe else 1, spec=spec))
             except (ConfigError, ValueError) as exc:  # one bad item must not stop the fleet: logged and counted
                 log.error("registry route not planned", extra={"route": spec.name, "error": f"{type(exc).__name__}: {exc}"})
                 deps.metrics.count(RUN_SKIPPED, dimensions={ROUTE: spec.name})
@@ -167,6 +171,7 @@ def _settings(deps: FleetPlanDeps, event: Mapping[str, Any]) -> ProbeRequest:
 def fleet_plan(routes: Sequence[FleetRoute], deps: FleetPlanDeps, event: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The plan of one tick: due classes per route, caps, spread, inline or in the plan bucket."""
     event = event or {}
+    routes = admit(routes, deps)  # the caps (max routes, monthly $) and each route's SLO target (fleet/caps.py)
     fleet, now = deps.fleet, deps.clock.now()
     settings = _settings(deps, event)
     tick_s = fleet.tick_seconds

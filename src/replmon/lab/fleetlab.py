@@ -138,6 +138,7 @@ def setup_fleet(lab: Lab, n: int) -> FleetLab:
 def _setup(lab: Lab, n: int) -> FleetLab:
     from replmon.adapters import clients
     from replmon.adapters.member_buckets import AwsBucketReader
+    from replmon.core.fleetconfig import FleetSettings
     from replmon.core.sizes import parse_size
     from replmon.fleet.accounts import InventorySettings
     from replmon.fleet.inventory import survey_account
@@ -147,6 +148,7 @@ def _setup(lab: Lab, n: int) -> FleetLab:
     src, dst = lab.s3("source"), lab.s3("destination")
     rules = {route_bucket(i): _rule({"And": {"Prefix": PREFIX}}) for i in range(1, n + 1)} | _rules()
     proxies: dict[str, str] = {}
+    enroll = FleetSettings().enroll
 
     def one(source: str) -> None:
         dest = source + "-dr"
@@ -159,6 +161,7 @@ def _setup(lab: Lab, n: int) -> FleetLab:
         arn = minio_admin.set_remote_target(lab.servers["source"].url, lab.keys, source, target)
         src.put_bucket_replication(Bucket=source, ReplicationConfiguration={"Role": "", "Rules": [
             {**rules[source], "Destination": {"Bucket": arn}}]})
+        src.put_bucket_tagging(Bucket=source, Tagging={"TagSet": [{"Key": enroll[0], "Value": enroll[1]}]})  # probes are opt-in
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         for f in [pool.submit(one, b) for b in rules]:

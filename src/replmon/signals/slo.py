@@ -32,13 +32,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from replmon.core.defaults import DEFAULTS
 from replmon.core.errors import ConfigError
 from replmon.core.record import ProbeRecord, ProbeStatus
 from replmon.signals.windows import record_time, window_start
+
+if TYPE_CHECKING:
+    from replmon.core.cadence import ProbeClasses
+    from replmon.core.fleetconfig import FleetSettings
+    from replmon.core.registry import RouteSpec
 
 
 @dataclass(frozen=True)
@@ -164,6 +169,100 @@ def check_budget(spec: SloSpec, probes_per_run: int, field_name: str = "SloTarge
                 f"{1 / (1 - spec.target):.0f}x per bad probe; for a steadier budget lower {field_name} to "
                 f"{largest_target(samples, WARN_BELOW_EVENTS):g} or probe more often")
     return None
+
+
+# ------------------------------------------------------------------------------ the target each route can support
+#: The lowest target a route may be judged at (a registry item's ``slo.target_percent`` >= 50).
+LOWEST_TARGET = 0.5
+
+
+@dataclass(frozen=True)
+class RouteTarget:
+    """The SLO target a route is judged with: the one asked for, or - when the route's probe
+    classes cannot support it - the highest target whose budget is >= :data:`REFUSE_BELOW_EVENTS`
+    bad probes a period (:func:`largest_target`), or none at all (``target`` None: fewer probes than
+    that rule can judge at :data:`LOWEST_TARGET`).
+
+    >>> from replmon.core.cadence import ProbeClasses
+    >>> t = route_target("dr-orders", ProbeClasses.parse("1MiB@1h,64MiB@6h,1GiB@1d"), 0.999, 30)
+    >>> (t.samples, t.budget, t.target, t.lowered)
+    (870.0, 0.87, 0.9942, True)
+    """
+
+    route: str
+    requested: float  # the target asked for (a fraction)
+    target: float | None  # the target the route is judged with; None: not judgeable
+    samples: float  # judged probes per period its classes give
+    period_days: int
+
+    @property
+    def budget(self) -> float:
+        """Bad probes a period the requested target allows."""
+        return round((1.0 - self.requested) * self.samples, 3)
+
+    @property
+    def lowered(self) -> bool:
+        return self.target != self.requested
+
+    @property
+    def judgeable(self) -> bool:
+        return self.target is not None
+
+    def message(self) -> str:
+        what = (f"route {self.route}: {self.requested * 100:g} % over {self.samples:.0f} judged probes per {self.period_days} days "
+                f"is an error budget of {self.budget:g} bad probes, under {REFUSE_BELOW_EVENTS:g}")
+        if self.target is None:
+            return (f"{what}, and no target of {LOWEST_TARGET * 100:g} % or more leaves {REFUSE_BELOW_EVENTS:g}: the route is not "
+                    "judged (no SLO); add probe classes or trials to it")
+        if not self.lowered:
+            return f"route {self.route}: {self.requested * 100:g} % over {self.samples:.0f} judged probes is a budget of {self.budget:g}"
+        return (f"{what}: judged at {self.target * 100:g} % instead; set its slo.target_percent to {self.target * 100:g} "
+                "(replmon fleet put) or probe it more often")
+
+
+def route_samples(classes: ProbeClasses, period_days: int) -> float:
+    """Judged probes a period from a route's size classes (each class's trials every cadence;
+    heartbeats are not judged: the SLO counts probes only, signals/rollup.py ``pj``)."""
+    return round(sum(c.trials * period_days * 86_400 / c.every_seconds for c in classes), 6)
+
+
+def route_target(route: str, classes: ProbeClasses, requested: float, period_days: int) -> RouteTarget:
+    """The target ``route`` is judged with over ``classes`` (the rule: :class:`RouteTarget`)."""
+    samples = route_samples(classes, period_days)
+    if (1.0 - requested) * samples >= REFUSE_BELOW_EVENTS:
+        return RouteTarget(route, requested, requested, samples, period_days)
+    best = largest_target(samples) / 100 if samples > REFUSE_BELOW_EVENTS else None
+    return RouteTarget(route, requested, round(best, 6) if best is not None and best >= LOWEST_TARGET else None, samples, period_days)
+
+
+def route_slo_target(spec: RouteSpec, fleet: FleetSettings, base: SloSpec) -> RouteTarget:
+    """:func:`route_target` for a registry route: its own classes and ``slo`` (else the fleet's and ``base``'s)."""
+    requested = spec.slo.target_percent / 100 if spec.slo is not None else base.target
+    return route_target(spec.name, spec.classes(fleet.classes), requested, base.period_days)
+
+
+def slo_for_route(spec: RouteSpec, fleet: FleetSettings, base: SloSpec) -> SloSpec | None:
+    """The SLO the collector judges a registry route with: ``base`` (REPLMON_SLO) with the route's
+    own threshold, the target its sample supports (:func:`route_slo_target`) and, as the shortest
+    window that holds a probe, its most frequent class's cadence. None: the route cannot be judged
+    (too few probes a period for any target of 50 % or more); PlanProbes tickets both cases
+    (fleet/caps.py, ``SloUnsupported``).
+
+    >>> from replmon.core.fleetconfig import FleetSettings
+    >>> from replmon.core.registry import load_route_spec
+    >>> spec = load_route_spec({"name": "dr-orders", "group": "g00", "origin": "explicit",
+    ...     "source": {"account": "111122223333", "region": "eu-west-1", "bucket": "orders"},
+    ...     "destinations": [{"account": "111122223333", "region": "eu-central-1", "bucket": "orders-dr"}]})
+    >>> s = slo_for_route(spec, FleetSettings(), SloSpec())
+    >>> (s.target, s.threshold_seconds, s.probe_interval_seconds)
+    (0.9942, 900.0, 3600.0)
+    """
+    t = route_slo_target(spec, fleet, base)
+    if t.target is None:
+        return None
+    threshold = spec.slo.threshold_seconds if spec.slo is not None else base.threshold_seconds
+    interval = float(min(c.every_seconds for c in spec.classes(fleet.classes)))
+    return replace(base, target=t.target, threshold_seconds=threshold, probe_interval_seconds=interval)
 
 
 #: (good, judged) samples from a window's start (signals/windows.py ``window_start``) through now.
