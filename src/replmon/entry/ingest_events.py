@@ -1,6 +1,7 @@
 """Lambda entry point of IngestEvents: S3 event notifications from SQS, with partial batch failures.
 
-The whole batch is ingested at once (signals/event_ingest.py ``ingest``): its events are counted
+Each event is filed under its registry route (signals/event_ingest.py ``route_for_event``); one that
+maps to none is kept and counted as UnmappedEvent. The whole batch is ingested at once (signals/event_ingest.py ``ingest``): its events are counted
 with one ``ADD`` per (route, hour) and transaction behind their dedupe markers, which a per-message
 processor could not group. The answer names the messages to retry (``ReportBatchItemFailures``,
 C19.24): a malformed message (one log line saying why), or one whose write failed; after the
@@ -14,13 +15,18 @@ from typing import Any
 
 from replmon import wiring
 from replmon.entry.runtime import logger, trace_aws_calls, tracer
+from replmon.fleet.measured import measured_routes, require_registry
 from replmon.signals.event_ingest import IngestDeps, IngestPlan, ingest, plan_ingest
 from replmon.signals.s3events import parse_sqs_message
 
 
 def ingest_deps(function_name: str) -> IngestDeps:
+    """The function's wiring, with the routes an event can belong to: the registry's measured routes
+    (every RouteGroup, modes probe and passive; fleet/measured.py), read once per batch."""
     d = wiring.for_function(function_name)
-    return IngestDeps(d.store, d.metrics, d.routes, d.retention_days, d.event_skew, d.clock.now, d.slo)
+    registry = require_registry(d.registry, "IngestEvents")
+    routes = [spec.to_route(None) for spec in measured_routes(registry, d.fleet.groups)]  # buckets and rules only: no roles
+    return IngestDeps(d.store, d.metrics, routes, d.retention_days, d.event_skew, d.clock.now, d.slo)
 
 
 def handle_batch(event: Mapping[str, Any], function_name: str = "") -> dict[str, Any]:
