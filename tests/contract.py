@@ -27,6 +27,7 @@ from replmon.adapters.dynamodb import DynamoLatencyStore
 from replmon.adapters.executions import StepFunctionsExecutions
 from replmon.adapters.leases import DynamoLeases
 from replmon.adapters.metrics import EmfMetrics
+from replmon.adapters.registry_table import DynamoRegistry
 from replmon.adapters.spool import SqsSpool
 from replmon.core.clock import ManualClock
 from replmon.core.record import ProbeRecord
@@ -92,6 +93,7 @@ class ContractRun:
     health_without_rtc: dict[str, Any] = field(default_factory=dict)
     report: dict[str, Any] = field(default_factory=dict)  # the Report function, per route and {"fleet": true}
     fleet_report: dict[str, Any] = field(default_factory=dict)
+    stack_route: dict[str, Any] = field(default_factory=dict)  # CloudFormation's answer to the StackRoute custom resource
     heartbeats: list[str] = field(default_factory=list)  # the Heartbeat's transitions over the scenario
     event_first_run_ids: dict[str, str] = field(default_factory=dict)
 
@@ -152,6 +154,8 @@ def run_contract_scenarios() -> ContractRun:
 
     handlers = {name: wrap(name, h) for name, h in state_machine_handlers().items()}
     base = {"routes": [route()], "poll": {"use_history": False}, "max_concurrency": 1}
+    deps.registry = DynamoRegistry(TABLE, ddb)  # the one list of routes every function reads
+    run.stack_route = write_stack_route(cfn, r, deps)
 
     with wiring.injected(deps), recorder.recording(), LocalStateMachine(handlers, clock=clock) as sm:
         def play(name: str, payload: dict[str, Any]) -> None:
@@ -228,13 +232,33 @@ def sqs_message(n: int, body: Any) -> dict[str, Any]:
             "eventSource": "aws:sqs", "eventSourceARN": f"arn:aws:sqs:{REGION}:{ACCOUNT}:events", "awsRegion": REGION}
 
 
+def write_stack_route(cfn: dict[str, Any], r: Any, deps: Deps) -> dict[str, Any]:
+    """The stack's own route into the registry: the StackRoute custom resource as CloudFormation sends
+    it to its ServiceToken (the Inventory handler, with its environment), the template's properties
+    resolved; the response CloudFormation would read is returned."""
+    from replmon.fleet import stack_route
+
+    props = r.resolve(cfn["Resources"]["StackRoute"]["Properties"])
+    event = {"RequestType": "Create", "ResponseURL": "https://cloudformation-custom-resource-response.example/r",
+             "StackId": f"arn:aws:cloudformation:{REGION}:{ACCOUNT}:stack/{STACK}/1", "RequestId": "create-1",
+             "LogicalResourceId": "StackRoute", "ResourceType": "Custom::StackRoute", "ResourceProperties": props}
+    answers: list[dict[str, Any]] = []
+    env = {**function_environment(cfn, "Inventory", r), "AWS_REGION": REGION, "AWS_DEFAULT_REGION": REGION,
+           "AWS_LAMBDA_FUNCTION_NAME": "Inventory", "POWERTOOLS_TRACE_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "WARNING"}
+    with mock.patch.dict(os.environ, env), mock.patch.object(stack_route, "_put_response", lambda _url, body: answers.append(body)), \
+            wiring.injected({"Inventory": deps}), contextlib.redirect_stdout(io.StringIO()):
+        load_handler("Inventory")(event, LambdaContext("Inventory"))
+    (answer,) = answers
+    assert answer["Status"] == "SUCCESS", answer
+    return answer
+
+
 def play_passive(run: ContractRun, deps: Deps, clock: ManualClock, wrap: Any, store: DynamoLatencyStore, sm: Any, fake: Any,
                  outage: StoreOutage) -> None:
     """S3 events through IngestEvents (a batch with a poison message; a replica's ObjectCreated for
     a stored probe), then CollectSignals with RTC metrics in (moto's) CloudWatch."""
     from replmon.core.keys import iso_ms, new_run_id, probe_object_key
 
-    deps.defaults = {"routes": [route(destinations=[{"bucket": DST, "rule_id": "replmon-probes"}])]}
     reader = CloudWatchReader(boto3.client("cloudwatch", region_name=REGION))
     deps.metric_readers = lambda key: reader  # one Region: the route's pair is same-Region
 
@@ -305,9 +329,6 @@ def play_passive(run: ContractRun, deps: Deps, clock: ManualClock, wrap: Any, st
     # The Report function reads what CollectSignals reads, per route and (fleet) per registry route.
     report = wrap("Report", load_handler("Report"))
     run.report = report({}, LambdaContext("Report"))
-    from replmon.adapters.registry_table import DynamoRegistry
-
-    deps.registry = DynamoRegistry(TABLE, store.client)
     run.fleet_report = report({"fleet": True}, LambdaContext("Report"))
 
 
