@@ -300,7 +300,7 @@ def play_passive(run: ContractRun, deps: Deps, clock: ManualClock, wrap: Any, st
                          sqs_message(4, replica),
                          sqs_message(5, json.loads((EVENTS_DIR / "test_event.json").read_text())),
                          sqs_message(7, json.loads((EVENTS_DIR / "replication_after_threshold.json").read_text())),
-                         sqs_message(8, odd_replication_time())]}
+                         sqs_message(8, odd_replication_time()), sqs_message(9, unmapped_failure())]}
     ingest = wrap("IngestEvents", load_handler("IngestEvents"))
     run.ingest_response = ingest(batch, LambdaContext("IngestEvents"))
     after = store.get_record(target.route, target.sort_key)
@@ -351,6 +351,14 @@ def play_heartbeat(run: ContractRun, deps: Deps, clock: ManualClock, wrap: Any, 
             clock.advance(60 - clock.now() % 60 + 0.5)
             out = beat({"group": "g00"}, LambdaContext("Heartbeat"))
             run.heartbeats += out["routes"][0]["transitions"]
+
+
+def unmapped_failure() -> dict[str, Any]:
+    """A failure event from a bucket no registry route has: kept under #unmapped/<day> and counted
+    as UnmappedEvent{Reason}, never filed under a route."""
+    doc = json.loads((EVENTS_DIR / "replication_failed.json").read_text())
+    doc["Records"][0]["s3"]["bucket"].update({"name": "not-a-route", "arn": "arn:aws:s3:::not-a-route"})
+    return dict(doc)
 
 
 def odd_replication_time() -> dict[str, Any]:

@@ -31,8 +31,14 @@ from tests.fakes import Scenario
 
 
 def _deps(env: Env, **fleet: Any) -> Any:
-    env.deps.defaults = {"routes": [route()], "target_seconds": 900}
+    from replmon.adapters.memregistry import MemoryRegistry
+    from replmon.core.route import Route
+    from replmon.fleet.stack_route import spec_of_route
+
+    env.deps.defaults = {"target_seconds": 900}
     env.deps.fleet = FleetSettings(**fleet)
+    # the stack's own route, a registry item as the StackRoute custom resource writes it
+    env.deps.registry = MemoryRegistry([spec_of_route(Route.model_validate(route()), groups=env.deps.fleet.route_groups)])
     env.deps.notifier = MemoryNotifier()
     return env.deps
 

@@ -107,8 +107,8 @@ def test_collect_signals_judges_every_registry_route_and_no_data_is_not_an_rpo_o
     registry = MemoryRegistry([
         spec("measured", "src-a", "dst-a"), spec("silent", "src-b", "dst-b"), spec("passive", "src-c", "dst-c", mode="passive"),
         spec("listed", "src-d", "dst-d", mode="off"),
-        stack_route_spec({"RouteName": "primary", "Account": HUB, "Region": "us-east-1", "SourceBucket": "s",
-                          "DestinationBucket": "d"}, groups=1),
+        stack_route_spec({"RouteName": "primary", "Account": HUB, "Region": "us-east-1", "SourceBucket": "stack-src",
+                          "DestinationBucket": "stack-dst"}, groups=1),
     ])
     table.put_once(record("measured", NOW - 600))
     table.put_once(record("primary", NOW - 2 * 3600))  # older than its window and its 1MiB@1h class + tick
@@ -219,7 +219,8 @@ def test_the_unmapped_event_alarm_tickets() -> None:
     p = load_template(TEMPLATE)["Resources"]["UnmappedEventAlarm"]
     tags = {t["Key"]: t["Value"] for t in p["Properties"]["Tags"]}
     assert tags["Severity"] == "ticket" and "Runbook" in p["Metadata"]
-    assert p["Properties"]["Metrics"][0]["Expression"] == 'SELECT SUM(UnmappedEvent) FROM SCHEMA("Replmon", Reason, service)'
+    assert p["Properties"]["Metrics"][0]["Expression"] == ('SELECT SUM(UnmappedEvent) FROM SCHEMA("Replmon", Reason, service) '
+                                                          "GROUP BY Reason ORDER BY SUM() DESC LIMIT 10")
     from replmon.core.telemetry import METRICS
 
     assert METRICS["UnmappedEvent"].dimension_sets == (("service", "Reason"),)
@@ -301,7 +302,7 @@ def test_the_template_writes_the_stack_route_from_its_parameters_and_a_fleet_onl
     res = t["Resources"]["StackRoute"]
     assert res["Type"] == "Custom::StackRoute" and res["Condition"] == "HasStackRoute"
     props = res["Properties"]
-    assert props["ServiceToken"] == {"Fn::GetAtt": ["InventoryFunction", "Arn"]}
+    assert props["ServiceToken"] in ({"Fn::GetAtt": ["InventoryFunction", "Arn"]}, {"Fn::GetAtt": "InventoryFunction.Arn"})
     assert set(props) - {"ServiceToken"} == set(PROPERTIES)
     defaults = json.dumps(t["Globals"]["Function"]["Environment"]["Variables"]["REPLMON_DEFAULTS"])
     assert "routes" not in defaults, "REPLMON_DEFAULTS holds request defaults, never routes"
@@ -317,7 +318,8 @@ def test_the_template_writes_the_stack_route_from_its_parameters_and_a_fleet_onl
 
 # ------------------------------------------------------------------------------ Report, PlanProbes
 def test_report_without_routes_covers_the_registry_routes(table: DynamoLatencyStore) -> None:
-    registry = MemoryRegistry([spec("a", "s1", "d1"), spec("b", "s2", "d2", mode="passive"), spec("c", "s3", "d3", mode="off")])
+    registry = MemoryRegistry([spec("a", "src-1", "dst-1"), spec("b", "src-2", "dst-2", mode="passive"),
+                               spec("c", "src-3", "dst-3", mode="off")])
     with wiring.injected({"Report": deps(table, registry, Capture())}):
         out = load_handler("Report")({"hours": 1}, LambdaContext("Report"))
     assert [h["route"] for h in out["health"]] == ["a", "b"]
@@ -326,7 +328,7 @@ def test_report_without_routes_covers_the_registry_routes(table: DynamoLatencySt
 def test_an_ad_hoc_run_naming_sizes_probes_the_registry_routes_and_an_empty_registry_plans_nothing(table: DynamoLatencyStore) -> None:
     from replmon.fleet.planner import plan_step
 
-    d = deps(table, MemoryRegistry([spec("a", "s1", "d1"), spec("p", "s2", "d2", mode="passive")]), Capture())
+    d = deps(table, MemoryRegistry([spec("a", "src-1", "dst-1"), spec("p", "src-2", "dst-2", mode="passive")]), Capture())
     d.defaults = {"timeout_seconds": 3600}
     out = plan_step({"sizes": ["1MiB"]}, d)
     assert [p["route"]["name"] for p in out["probes"]] == ["a"]

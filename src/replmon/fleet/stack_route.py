@@ -146,7 +146,7 @@ def _put_response(url: str, body: dict[str, Any]) -> None:
 
 
 def handle_custom_resource(event: Mapping[str, Any], registry: RegistryStore, *, groups: int,
-                           respond: Callable[[str, dict[str, Any]], None] = _put_response) -> dict[str, Any]:
+                           respond: Callable[[str, dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Create / Update: upsert the route (physical id = its name); Delete: remove it. Always answers
     CloudFormation (a failure answered FAILED with the reason, so a stack never waits an hour)."""
     kind = str(event["RequestType"])
@@ -171,5 +171,5 @@ def handle_custom_resource(event: Mapping[str, Any], registry: RegistryStore, *,
     body = {"Status": status, "Reason": reason or f"see CloudWatch Logs stream of {event.get('LogicalResourceId', 'StackRoute')}",
             "PhysicalResourceId": physical, "StackId": event.get("StackId"), "RequestId": event.get("RequestId"),
             "LogicalResourceId": event.get("LogicalResourceId"), "Data": data}
-    respond(str(event["ResponseURL"]), body)
+    (respond or _put_response)(str(event["ResponseURL"]), body)
     return body
