@@ -371,6 +371,8 @@ class Lab:
         for r in routes or []:
             self.register(Route.model_validate(r))
         self._events_routes = list(routes or [])
+        if "IngestEvents" in self._events_deps:  # a new registry reader: IngestEvents' cached routes are not reused
+            self._events_deps["IngestEvents"] = self.deps()
         return before
 
     def function_deps(self, upload: UploadSettings | None = None) -> dict[str, wiring.Deps]:
