@@ -75,7 +75,7 @@ __all__ = [
     "registry_partition",
 ]
 
-#: ``RouteGroups`` is 1..8 (8 x 13 Metrics Insights alarms = 104 <= the 200 per account and Region).
+#: ``RouteGroups`` is 1..8 (8 x 15 Metrics Insights alarms = 120 <= the 200 per account and Region).
 MAX_ROUTE_GROUPS = 8
 #: A Metrics Insights alarm evaluates at most 500 series: a group holds at most 500 routes.
 MAX_ROUTES_PER_GROUP = 500

@@ -94,8 +94,8 @@ class _Candidate:
         return sum(c.trials for c in self.due)
 
 
-#: Input keys that make a run ad hoc (``events/probe_now.json`` names sizes, not routes: the stack's
-#: own routes with those sizes, as before). The schedule's ``{}`` names none of them.
+#: Input keys that make a run ad hoc (``events/probe_now.json`` names sizes, not routes: the
+#: registry's probe-mode routes with those sizes). The schedule's ``{}`` names none of them.
 REQUEST_KEYS = frozenset(ProbeRequest.model_fields) - {"run_id"}
 
 
