@@ -143,7 +143,7 @@ def had_data(store: LatencyTable, route: str, now: float, limit: float) -> bool:
     """Did the route have an RPO input within ``limit`` seconds: a probe that judged replication
     (planned then), or an RTC collection with S3's ReplicationLatency? Read only for a route with
     none in the RPO window (so the steady state costs nothing more)."""
-    if any(r.status in _JUDGED for r in store.query(route, now - limit, now, newest_first=True)):
+    if any(r.status in _JUDGED for r in store.query(route, now - limit, now, newest_first=True, limit=100)):
         return True
     return any(not RtcSample.from_item(i).series["ReplicationLatency"].missing
                for i in store.items(signal_partition(route, RTC), now - limit, now))
