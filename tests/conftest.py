@@ -170,6 +170,16 @@ def route(**over: Any) -> dict[str, Any]:
     return r
 
 
+def registry_of(*routes: dict[str, Any], groups: int = 1) -> Any:
+    """An in-memory registry holding ``routes`` (core/route.py Route dicts) as the stack's own route
+    is held (fleet/stack_route.py): the one list of routes every function reads."""
+    from replmon.adapters.memregistry import MemoryRegistry
+    from replmon.core.route import Route
+    from replmon.fleet.stack_route import spec_of_route
+
+    return MemoryRegistry([spec_of_route(Route.model_validate(r), groups=groups) for r in routes])
+
+
 def make_buckets() -> Any:
     s3 = boto3.client("s3", region_name="us-east-1")
     for b in (SRC, DST):

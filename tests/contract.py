@@ -27,6 +27,7 @@ from replmon.adapters.dynamodb import DynamoLatencyStore
 from replmon.adapters.executions import StepFunctionsExecutions
 from replmon.adapters.leases import DynamoLeases
 from replmon.adapters.metrics import EmfMetrics
+from replmon.adapters.registry_table import DynamoRegistry
 from replmon.adapters.spool import SqsSpool
 from replmon.core.clock import ManualClock
 from replmon.core.record import ProbeRecord
@@ -93,6 +94,7 @@ class ContractRun:
     report: dict[str, Any] = field(default_factory=dict)  # the Report function, per route and {"fleet": true}
     fleet_report: dict[str, Any] = field(default_factory=dict)
     caps_plan: dict[str, Any] = field(default_factory=dict)  # PlanProbes' fleet plan with a route over max_routes
+    stack_route: dict[str, Any] = field(default_factory=dict)  # CloudFormation's answer to the StackRoute custom resource
     heartbeats: list[str] = field(default_factory=list)  # the Heartbeat's transitions over the scenario
     event_first_run_ids: dict[str, str] = field(default_factory=dict)
 
@@ -153,6 +155,8 @@ def run_contract_scenarios() -> ContractRun:
 
     handlers = {name: wrap(name, h) for name, h in state_machine_handlers().items()}
     base = {"routes": [route()], "poll": {"use_history": False}, "max_concurrency": 1}
+    deps.registry = DynamoRegistry(TABLE, ddb)  # the one list of routes every function reads
+    run.stack_route = write_stack_route(cfn, r, deps)
 
     with wiring.injected(deps), recorder.recording(), LocalStateMachine(handlers, clock=clock) as sm:
         def play(name: str, payload: dict[str, Any]) -> None:
@@ -230,13 +234,33 @@ def sqs_message(n: int, body: Any) -> dict[str, Any]:
             "eventSource": "aws:sqs", "eventSourceARN": f"arn:aws:sqs:{REGION}:{ACCOUNT}:events", "awsRegion": REGION}
 
 
+def write_stack_route(cfn: dict[str, Any], r: Any, deps: Deps) -> dict[str, Any]:
+    """The stack's own route into the registry: the StackRoute custom resource as CloudFormation sends
+    it to its ServiceToken (the Inventory handler, with its environment), the template's properties
+    resolved; the response CloudFormation would read is returned."""
+    from replmon.fleet import stack_route
+
+    props = r.resolve(cfn["Resources"]["StackRoute"]["Properties"])
+    event = {"RequestType": "Create", "ResponseURL": "https://cloudformation-custom-resource-response.example/r",
+             "StackId": f"arn:aws:cloudformation:{REGION}:{ACCOUNT}:stack/{STACK}/1", "RequestId": "create-1",
+             "LogicalResourceId": "StackRoute", "ResourceType": "Custom::StackRoute", "ResourceProperties": props}
+    answers: list[dict[str, Any]] = []
+    env = {**function_environment(cfn, "Inventory", r), "AWS_REGION": REGION, "AWS_DEFAULT_REGION": REGION,
+           "AWS_LAMBDA_FUNCTION_NAME": "Inventory", "POWERTOOLS_TRACE_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "WARNING"}
+    with mock.patch.dict(os.environ, env), mock.patch.object(stack_route, "_put_response", lambda _url, body: answers.append(body)), \
+            wiring.injected({"Inventory": deps}), contextlib.redirect_stdout(io.StringIO()):
+        load_handler("Inventory")(event, LambdaContext("Inventory"))
+    (answer,) = answers
+    assert answer["Status"] == "SUCCESS", answer
+    return answer
+
+
 def play_passive(run: ContractRun, deps: Deps, clock: ManualClock, wrap: Any, store: DynamoLatencyStore, sm: Any, fake: Any,
                  outage: StoreOutage) -> None:
     """S3 events through IngestEvents (a batch with a poison message; a replica's ObjectCreated for
     a stored probe), then CollectSignals with RTC metrics in (moto's) CloudWatch."""
     from replmon.core.keys import iso_ms, new_run_id, probe_object_key
 
-    deps.defaults = {"routes": [route(destinations=[{"bucket": DST, "rule_id": "replmon-probes"}])]}
     reader = CloudWatchReader(boto3.client("cloudwatch", region_name=REGION))
     deps.metric_readers = lambda key: reader  # one Region: the route's pair is same-Region
 
@@ -278,7 +302,7 @@ def play_passive(run: ContractRun, deps: Deps, clock: ManualClock, wrap: Any, st
                          sqs_message(4, replica),
                          sqs_message(5, json.loads((EVENTS_DIR / "test_event.json").read_text())),
                          sqs_message(7, json.loads((EVENTS_DIR / "replication_after_threshold.json").read_text())),
-                         sqs_message(8, odd_replication_time())]}
+                         sqs_message(8, odd_replication_time()), sqs_message(9, unmapped_failure())]}
     ingest = wrap("IngestEvents", load_handler("IngestEvents"))
     run.ingest_response = ingest(batch, LambdaContext("IngestEvents"))
     after = store.get_record(target.route, target.sort_key)
@@ -307,9 +331,6 @@ def play_passive(run: ContractRun, deps: Deps, clock: ManualClock, wrap: Any, st
     # The Report function reads what CollectSignals reads, per route and (fleet) per registry route.
     report = wrap("Report", load_handler("Report"))
     run.report = report({}, LambdaContext("Report"))
-    from replmon.adapters.registry_table import DynamoRegistry
-
-    deps.registry = DynamoRegistry(TABLE, store.client)
     run.fleet_report = report({"fleet": True}, LambdaContext("Report"))
 
 
@@ -351,6 +372,12 @@ def play_caps(run: ContractRun, deps: Deps, wrap: Any) -> None:
     run.caps_plan = wrap("PlanProbes", load_handler("PlanProbes"))({}, LambdaContext("PlanProbes"))
     for name in ("capped-a", "capped-b"):
         deps.registry.delete_route("g00", name)
+def unmapped_failure() -> dict[str, Any]:
+    """A failure event from a bucket no registry route has: kept under #unmapped/<day> and counted
+    as UnmappedEvent{Reason}, never filed under a route."""
+    doc = json.loads((EVENTS_DIR / "replication_failed.json").read_text())
+    doc["Records"][0]["s3"]["bucket"].update({"name": "not-a-route", "arn": "arn:aws:s3:::not-a-route"})
+    return dict(doc)
 
 
 def odd_replication_time() -> dict[str, Any]:

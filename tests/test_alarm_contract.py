@@ -102,9 +102,9 @@ def test_every_replmon_alarm_watches_an_emitted_metric(contract: ContractRun) ->
 def test_the_check_fails_for_an_alarm_without_the_service_dimension(contract: ContractRun) -> None:
     """The defect this guards: alarms naming only Route never match Powertools' metrics."""
     t = copy.deepcopy(load_template(TEMPLATE))
-    dims = t["Resources"]["HeartbeatAlarm"]["Properties"]["Dimensions"]
-    t["Resources"]["HeartbeatAlarm"]["Properties"]["Dimensions"] = [d for d in dims if d["Name"] != "service"]
-    assert [g.split(":")[0] for g in alarm_gaps(transformed(t), emitted(contract))] == ["HeartbeatAlarm"]
+    dims = t["Resources"]["PendingBytesAlarm"]["Properties"]["Dimensions"]
+    t["Resources"]["PendingBytesAlarm"]["Properties"]["Dimensions"] = [d for d in dims if d["Name"] != "service"]
+    assert [g.split(":")[0] for g in alarm_gaps(transformed(t), emitted(contract))] == ["PendingBytesAlarm"]
 
 
 @pytest.mark.parametrize(("breakage", "expected"), [
@@ -241,13 +241,13 @@ def test_every_alarm_notifies_on_ok_too_and_the_heartbeat_only_pages_when_schedu
     # notification would not name the route; each fleet alarm notifies per contributor (fleet/alarms.py).
     assert children == covered and {k[:-len("G00Alarm")] for k in covered if k.endswith("G00Alarm")} == {
         "SloFastBurn", "ProbeFailed", "ReplicationFailedEvent"}
-    assert alarms["HeartbeatAlarm"]["Condition"] == "ScheduleEnabled"
+    assert "HeartbeatAlarm" not in alarms  # a route without probes: RouteNoData, per route, every route
     assert alarms["CollectorHeartbeatAlarm"]["Condition"] == "ScheduleEnabled"
     assert t["Conditions"]["ScheduleEnabled"] == {"Fn::Equals": [{"Ref": "ScheduleState"}, "ENABLED"]}
     cfn = default_transformed()
     disabled = resolver(cfn)
     disabled.params["ScheduleState"] = "DISABLED"
-    assert not disabled.exists("HeartbeatAlarm") and resolver(cfn).exists("HeartbeatAlarm")
+    assert not disabled.exists("CollectorHeartbeatAlarm") and resolver(cfn).exists("CollectorHeartbeatAlarm")
 
 
 def dashboard_gaps(cfn: dict[str, Any], seen: Emitted) -> list[str]:

@@ -6,7 +6,7 @@ AWS facts encoded here (pages as cited in /work/notes/aws-contracts.md):
 - Metrics Insights multi-time-series alarms evaluate at most 500 series and 200 such alarms per
   account and Region (CloudWatch User Guide, "Create an alarm based on a Metrics Insights query",
   https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/multi-time-series-alarms.html; C18.10):
-  RouteGroups <= 8 groups of <= 500 routes, 14 alarms each.
+  RouteGroups <= 8 groups of <= 500 routes, 15 alarms each.
 - TransactWriteItems takes at most 100 actions and cancels the whole transaction when one
   condition fails, naming each action's reason (DynamoDB API Reference, "TransactWriteItems",
   https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html; C19.22).

@@ -445,30 +445,31 @@ def test_the_plan_bucket_is_private_encrypted_tls_only_and_expires_plans() -> No
             assert "${" + name + "}" in text, (fn, name)
 
 
-def test_inputs_that_ask_for_something_and_an_empty_registry_plan_as_before(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``events/probe_now.json`` names sizes, not routes: the stack's own route with those sizes,
-    whatever the registry holds; the schedule's ``{}`` with an empty registry: the stack's route too;
-    with registry routes, the stack's route joins them unless the registry probes its bucket already.
-    Past the state budget, routes are deferred by name (StateSize), never carried into a failing run."""
+def test_inputs_that_ask_for_something_and_an_empty_registry_plan_from_the_registry(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The registry is the only list of routes: ``events/probe_now.json`` names sizes, not routes: the
+    registry's probe-mode routes with those sizes; the schedule's ``{}`` with an empty registry plans
+    nothing (a fleet-only hub before its inventory ran); the stack's own route is a registry item
+    (the StackRoute custom resource) planned like any other. Past the state budget, routes are
+    deferred by name (StateSize), never carried into a failing run."""
+    from replmon.core.route import Route
+    from replmon.fleet.stack_route import spec_of_route, upsert_stack_route
     from tests.conftest import route
 
     registry = fleet_env(env)
-    env.deps.defaults = {"routes": [route()], "sizes": "1KiB", "trials": 1}
+    env.deps.defaults = {"sizes": "1KiB", "trials": 1}
     handler = load_handler("PlanProbes")
     with injected(env.deps):
         empty = handler({}, LambdaContext("PlanProbes"))
-    assert [r["name"] for r in empty["routes"]] == ["primary"] and "route_classes" not in empty
+    assert empty["probes"] == [] and empty["route_classes"] == {}
+    upsert_stack_route(registry, spec_of_route(Route.model_validate(route()), groups=1))
     registry.put_explicit(spec("reg-1"), None)
     registry.put_explicit(spec("reg-2"), None)
     with injected(env.deps):
         sized = handler({"sizes": ["1KiB", "2KiB"], "trials": 1}, LambdaContext("PlanProbes"))
         scheduled = handler({}, LambdaContext("PlanProbes"))
-    assert [p["size_class"] for p in sized["probes"]] == ["1KiB", "2KiB"] and {p["route"]["name"] for p in sized["probes"]} == {"primary"}
-    assert set(scheduled["route_classes"]) == {"reg-1", "reg-2"}  # "primary"'s bucket is a registry route's: not twice
-    env.deps.defaults["routes"] = [route(), route(name="legacy", source={"bucket": "legacy-src"})]
-    with injected(env.deps):
-        joined = handler({}, LambdaContext("PlanProbes"))
-    assert set(joined["route_classes"]) == {"reg-1", "reg-2", "legacy"}  # the stack's own route is never dropped
+    assert [p["size_class"] for p in sized["probes"] if p["route"]["name"] == "primary"] == ["1KiB", "2KiB"]
+    assert {p["route"]["name"] for p in sized["probes"]} == {"primary", "reg-1", "reg-2"}
+    assert set(scheduled["route_classes"]) == {"primary", "reg-1", "reg-2"}
     monkeypatch.setattr(planner, "STATE_ROUTE_BYTES", 40)
     with injected(env.deps):
         tight = handler({}, LambdaContext("PlanProbes"))

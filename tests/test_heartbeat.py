@@ -26,13 +26,15 @@ from replmon.local.aslrun import LambdaContext, load_handler
 from replmon.probe.heartbeat import heartbeat_step
 from replmon.signals.stall import Beat, StallPhase, StallState, advance
 from replmon.wiring import injected
-from tests.conftest import DST, SRC, Env, all_versions, route
+from tests.conftest import DST, SRC, Env, all_versions, registry_of, route
 from tests.fakes import Scenario
 
 
 def _deps(env: Env, **fleet: Any) -> Any:
-    env.deps.defaults = {"routes": [route()], "target_seconds": 900}
+    env.deps.defaults = {"target_seconds": 900}
     env.deps.fleet = FleetSettings(**fleet)
+    # the stack's own route, a registry item as the StackRoute custom resource writes it
+    env.deps.registry = registry_of(route(), groups=env.deps.fleet.route_groups)
     env.deps.notifier = MemoryNotifier()
     return env.deps
 
@@ -271,7 +273,7 @@ def test_one_stalled_route_of_many_pages_alone_and_a_regional_outage_stalls_ever
 
     _deps(env)
     names = ["a", "b", "c", "d", "e"]
-    env.deps.defaults["routes"] = [route(name=n) for n in names]
+    env.deps.registry = registry_of(*(route(name=n) for n in names))
     env.fake.default = Scenario(latency=1.0)
     env.fake.by_key_part["/b/"] = Scenario(latency=None)
     _beat(env, periods=1)

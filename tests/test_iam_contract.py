@@ -38,7 +38,9 @@ def test_the_scenarios_reach_every_outcome_and_path(contract: ContractRun) -> No
             ("Heartbeat", "PutObject"), ("Heartbeat", "HeadObject"), ("Heartbeat", "DeleteObjects"), ("Heartbeat", "Publish"),
             ("Heartbeat", "UpdateItem")} <= ops
     assert contract.heartbeats == ["STALLED", "RECOVERING", "HEALTHY"]  # healthy, stalled (published), recovered (published)
-    assert contract.report["health"] and [r["route"] for r in contract.fleet_report["fleet"]] == []  # no registry routes here
+    # a single route is a fleet of one: the stack's route is the registry's (StackRoute)
+    assert contract.stack_route["PhysicalResourceId"] == "primary"
+    assert [h["route"] for h in contract.report["health"]] == [r["route"] for r in contract.fleet_report["fleet"]] == ["primary"]
     missing = next(r for r in contract.records if r.status is ProbeStatus.FAILED and r.destinations)
     assert missing.destinations[0].get("status") is None and "ReplicaMismatch" in missing.failure_reason  # not an ERROR
     assert contract.swept_late_replica

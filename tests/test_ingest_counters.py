@@ -42,7 +42,7 @@ from replmon.signals.ingest_budget import PARTITION_WCU, first_throttle, key_rat
 from replmon.signals.s3events import ReplicationEvent, parse_payload
 from replmon.signals.slo import SloSpec
 from replmon.signals.windows import floor_5min
-from tests.conftest import ROOT, route
+from tests.conftest import ROOT, registry_of, route
 
 T0 = 1_795_428_000.0  # 2026-11-23T10:00:00Z
 KINDS = ["OperationFailedReplication", "OperationMissedThreshold", "OperationReplicatedAfterThreshold",
@@ -73,7 +73,7 @@ def test_the_same_batch_twice_leaves_the_counters_unchanged() -> None:
             for n in ("replication_failed.json", "replication_missed_threshold.json", "replication_after_threshold.json")]
     batch = {"Records": [{"messageId": f"m{i}", "body": json.dumps(d)} for i, d in enumerate(docs * 2)]}  # each twice already
     store = MemoryLatencyTable()
-    with injected(Deps(stores=None, store=store, metrics=NullMetrics(), defaults={"routes": [route()]})):  # type: ignore[arg-type]
+    with injected(Deps(stores=None, store=store, metrics=NullMetrics(), registry=registry_of(route()))):  # type: ignore[arg-type]
         assert handler(batch, LambdaContext("IngestEvents")) == {"batchItemFailures": []}
         first = counters(store)
         assert sum(n for h in first.values() for n in h.values()) == 3
@@ -130,7 +130,7 @@ def test_one_oddly_named_event_fails_nothing_in_its_batch_of_100() -> None:
     batch = {"Records": [{"messageId": f"m{i}", "body": json.dumps({"Records": [_record(event(i, k, T0 + 60 + i))]})}
                          for i, k in enumerate(kinds)]}
     store = MemoryLatencyTable()
-    with injected(Deps(stores=None, store=store, metrics=NullMetrics(), defaults={"routes": [route()]})):  # type: ignore[arg-type]
+    with injected(Deps(stores=None, store=store, metrics=NullMetrics(), registry=registry_of(route()))):  # type: ignore[arg-type]
         assert handler(batch, LambdaContext("IngestEvents")) == {"batchItemFailures": []}
     [hour] = counters(store).values()
     assert sum(hour.values()) == 100 and hour.get("eU_OperationX_00") == 1

@@ -91,7 +91,7 @@ def test_one_source_for_target_ttl_and_runtime() -> None:
     assert res["LatencyTable"]["Properties"]["TimeToLiveSpecification"]["AttributeName"] == TTL_ATTRIBUTE
     g = t["Globals"]["Function"]
     assert g["Runtime"] == "python3.13" and g["Architectures"] == ["arm64"]
-    assert res["HeartbeatAlarm"]["Properties"]["TreatMissingData"] == "breaching"
+    assert res["CollectorHeartbeatAlarm"]["Properties"]["TreatMissingData"] == "breaching"
     assert res["ProbeStateMachine"]["Properties"]["Tracing"] == {"Enabled": True}
     sched = res["ProbeStateMachine"]["Properties"]["Events"]["Schedule"]
     assert sched["Type"] == "ScheduleV2" and "DeadLetterConfig" in sched["Properties"]

@@ -160,8 +160,12 @@ def test_a_mixed_batch_fails_exactly_its_poison_messages(monkeypatch: pytest.Mon
         ddb = boto3.client("dynamodb", region_name="us-east-1")
         ensure_table(ddb, TABLE, TEMPLATE)
         store = DynamoLatencyStore(TABLE, ddb)
-        with injected(Deps(stores=None, store=store, metrics=NullMetrics(), clock=ManualClock(),  # type: ignore[arg-type]
-                           defaults={"routes": [route()]})):
+        from replmon.adapters.memregistry import MemoryRegistry
+        from replmon.core.route import Route
+        from replmon.fleet.stack_route import spec_of_route
+
+        registry = MemoryRegistry([spec_of_route(Route.model_validate(route()), groups=1)])  # events map to registry routes
+        with injected(Deps(stores=None, store=store, metrics=NullMetrics(), clock=ManualClock(), registry=registry)):  # type: ignore[arg-type]
             batch = load("sqs_batch_mixed.json")
             out = handler(batch, LambdaContext("IngestEvents"))
             again = handler(batch, LambdaContext("IngestEvents"))  # SQS delivers at least once
@@ -347,8 +351,9 @@ def test_events_parse_exits_1_and_names_each_failure(capsys: pytest.CaptureFixtu
     doc = json.loads(capsys.readouterr().out)
     assert [(f["message_id"], f["error"].split(":")[0]) for f in doc["failures"]] == [("msg-2", "body")]
     stored = [(r["store"]["partition"], r["store"].get("counter"), (r["store"].get("kept") or "")[:-1]) for r in doc["records"] if "store" in r]
-    assert stored == [("probe-source>probe-replica#roll", "eF_45", "probe-source>probe-replica#events/"), ("primary#arrivals", None, ""),
-                      ("probe-source>probe-replica#roll", "eU_OperationExploded_00", "probe-source>probe-replica#events/")]
+    assert stored == [("primary#arrivals", None, "")]  # a probe's replica names its route in its key
+    # No routes given: the replication events map to none, and say why; no route name is invented.
+    assert [r["unmapped"]["reason"] for r in doc["records"] if "unmapped" in r] == ["source_bucket", "source_bucket"]
 
 
 def test_events_parse_exits_0_for_a_clean_payload(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -60,8 +60,13 @@ def test_report_function_queries_the_window(monkeypatch: pytest.MonkeyPatch) -> 
         now = 1_790_000_000.0
         store.put_once(rec(2**20, 1.0, 2.0, at=now - 3600, probe="in"))
         store.put_once(rec(2**20, 1.0, 2.0, at=now - 3 * 86400, probe="old"))
+        from replmon.adapters.memregistry import MemoryRegistry
+        from replmon.fleet.stack_route import stack_route_spec
+
+        primary = stack_route_spec({"RouteName": "primary", "Account": "123456789012", "Region": "us-east-1",
+                                    "SourceBucket": "src", "DestinationBucket": "dst"}, groups=1)
         deps = Deps(stores=lambda e: None, store=store, metrics=None, clock=ManualClock(now),  # type: ignore[arg-type,return-value]
-                    defaults={"routes": [{"name": "primary"}]})
+                    registry=MemoryRegistry([primary]))  # no routes asked: the registry's
         out = report_step({"hours": 24}, deps)
         assert out["probes"] == 1 and out["summaries"][0]["p50"] == 1.5
         assert report_step({"hours": 24 * 7}, deps)["probes"] == 2

@@ -106,18 +106,18 @@ def test_functions_are_arm64_python313_with_the_layer_and_tracing(cfn: dict[str,
         assert cfn["Resources"][layer["Ref"]]["Type"] == "AWS::Lambda::LayerVersion", name
 
 
-def test_default_route_json_is_valid_probe_configuration() -> None:
-    """REPLMON_DEFAULTS is JSON written inside YAML: render it with the parameters' defaults."""
+def test_the_deployment_defaults_are_valid_request_defaults_and_name_no_route() -> None:
+    """REPLMON_DEFAULTS is JSON written inside YAML: render it with the parameters' defaults. It holds
+    request defaults only: the routes are the registry's (the stack's own: the StackRoute item)."""
     t = load_template(TEMPLATE)
-    text, names = t["Globals"]["Function"]["Environment"]["Variables"]["REPLMON_DEFAULTS"]["Fn::Sub"]
+    text = t["Globals"]["Function"]["Environment"]["Variables"]["REPLMON_DEFAULTS"]["Fn::Sub"]
+    assert isinstance(text, str)
     values = {k: str(v.get("Default", "")) for k, v in t["Parameters"].items()}
-    assert set(names) == {"Src", "Dst", "DstRegion", "RuleId"}  # the buckets, region and rule chosen by BucketMode
-    values.update({"Src": "demo-source-bucket", "Dst": "demo-replica-bucket", "DstRegion": "us-west-2", "AWS::Region": "us-east-1",
-                   "RuleId": "replmon-probes"})
     assert set(re.findall(r"\$\{([\w:]+)\}", text)) <= set(values)
-    rendered = re.sub(r"\$\{([\w:]+)\}", lambda m: values[m.group(1)], text)
-    req = load_request({}, json.loads(rendered))
-    assert req.routes[0].source.bucket == "demo-source-bucket" and req.routes[0].destinations[0].region == "us-west-2"
+    defaults = json.loads(re.sub(r"\$\{([\w:]+)\}", lambda m: values[m.group(1)], text))
+    assert "routes" not in defaults
+    route = {"name": "primary", "source": {"bucket": "demo-source-bucket"}, "destinations": [{"bucket": "demo-replica-bucket"}]}
+    req = load_request({"routes": [route]}, defaults)
     assert req.sizes == [2**20, 64 * 2**20, 2**30] and req.target_seconds == 900 and req.timeout_seconds == 7200
 
 

@@ -69,12 +69,12 @@ def route_group(res: dict[str, Any]) -> str | None:
 
 def condition(res: dict[str, Any], params: dict[str, Any]) -> str:
     p = res["Properties"]
-    if "Metrics" in p:  # a Metrics Insights alarm: each route (GROUP BY Route) is a contributor
+    if "Metrics" in p:  # a Metrics Insights alarm: with GROUP BY Route, each route is a contributor
         (m,) = p["Metrics"]
         n, datapoints = p.get("EvaluationPeriods", 1), p.get("DatapointsToAlarm", p.get("EvaluationPeriods", 1))
         span = f"{m['Period'] // 60} min" if n == 1 else f"{datapoints} of {n} periods of {m['Period']} s"
         query = m["Expression"].replace("'g00'", "'gNN'")
-        return (f"per route: `{query}` {OPS[p['ComparisonOperator']]} {_value(p['Threshold'], params)} over {span}; "
+        return (f"{'per route: ' if 'GROUP BY Route' in query else ''}`{query}` {OPS[p['ComparisonOperator']]} {_value(p['Threshold'], params)} over {span}; "
                 f"missing data: {p.get('TreatMissingData', 'missing')}")
     if "AlarmRule" in p:
         rule = p["AlarmRule"].get("Fn::Sub", p["AlarmRule"]) if isinstance(p["AlarmRule"], dict) else p["AlarmRule"]

@@ -48,7 +48,6 @@ from replmon.core.ports import (
     RegistryStore,
     RollupStore,
 )
-from replmon.core.route import Route
 from replmon.probe.upload import UploadSettings
 from replmon.signals.slo import SloSpec, slo_spec
 
@@ -91,11 +90,8 @@ class Deps:
     metric_readers: MetricReaders | None = None
     notifier: Notifier | None = None  # the page topic (Heartbeat's stall evidence); None: log only
     heartbeat_stores: ObjectStores | None = None  # the Heartbeat's S3 clients (short timeouts); None: ``stores``
-
-    @property
-    def routes(self) -> list[Route]:
-        """The deployment's routes (REPLMON_DEFAULTS): passive signals map onto them."""
-        return [Route.model_validate(r) for r in self.defaults.get("routes", [])]
+    # The routes are the registry's only (``registry``): the stack's own route is an item there
+    # (fleet/stack_route.py); REPLMON_DEFAULTS holds request defaults, never routes.
 
 
 def from_env(env: Mapping[str, str] = os.environ) -> Deps:
@@ -165,6 +161,18 @@ def member_accounts(fleet: FleetSettings) -> MemberAccounts:
     return AwsMembers(fleet.member_role_prefix, fleet.member_external_id or None)
 
 
+def local_registry(store: LatencyTable) -> RegistryStore:
+    """The route registry in the same table as ``store`` (a DynamoLatencyStore, as deployed: the lab's
+    DynamoDB Local), else in memory (an ad-hoc run's adapters/memtable.py)."""
+    from replmon.adapters.dynamodb import DynamoLatencyStore
+    from replmon.adapters.memregistry import MemoryRegistry
+    from replmon.adapters.registry_table import DynamoRegistry
+
+    if isinstance(store, DynamoLatencyStore):
+        return DynamoRegistry(store.table, store.client)
+    return MemoryRegistry()
+
+
 def run_leases(store: LatencyTable) -> LeaseStore:
     """The run leases in the same table as ``store`` (a DynamoLatencyStore), with its client."""
     from replmon.adapters.dynamodb import DynamoLatencyStore
@@ -190,6 +198,7 @@ def local_deps(*, table: str, dynamodb_endpoint: str | None = None, region: str 
 
     store = store or latency_table(table, endpoint_url=dynamodb_endpoint, region=region, profile=profile, keys=table_keys)
     settings.setdefault("leases", run_leases(store))
+    settings.setdefault("registry", local_registry(store))
     return Deps(stores=S3Stores(keys, by_url=by_url, profile=profile), store=store, metrics=NullMetrics(),
                 spool=DirectorySpool(spool_dir) if spool_dir is not None else None, **settings)
 

@@ -32,6 +32,7 @@ The fleet's (issues 18/19/21; /work/notes/fleet-design.md sections 1, 3.3, 4.5, 
 | ``<route>#runs`` | ``<tick>#skipped`` | a route-run skipped because the lease was held | PlanFleet, BeginRouteRun |
 | ``<route>#seen/<n>`` | dedupe key | an event already counted (TTL 2 days), n = crc32(object key) % 16 | IngestEvents |
 | ``<route>#events/<n>`` | ``<event time>#<event id>`` | a kept failure / missed-threshold event, n = crc32(event id) % 8 | IngestEvents |
+| ``#unmapped/<YYYY-MM-DD>`` | ``<event time>#<event id>`` | an S3 replication event no registry route owns, with the reason | IngestEvents |
 
 The whole ``<route>#live`` partition is one Query for the collector (lease + hb + in-flight markers);
 ``<route>#roll`` between ``h#<H-6h>`` and ``period`` is the other (7 hour items + the cache).
@@ -46,6 +47,8 @@ The whole ``<route>#live`` partition is one Query for the collector (lease + hb 
 True
 >>> seen_partition("primary", "replmon-probes/a"), events_partition("primary", "evt-1")
 ('primary#seen/3', 'primary#events/1')
+>>> unmapped_partition(1795428000.0)
+'#unmapped/2026-11-23'
 >>> inflight_sort_key("2026-11-22T10:12:21.000Z#p1"), skip_sort_key("20261123T101500Z")
 ('inflight#2026-11-22T10:12:21.000Z#p1', '20261123T101500Z#skipped')
 """
@@ -82,6 +85,7 @@ INFLIGHT_PREFIX = "inflight#"
 REGISTRY_PREFIX = "#routes/"
 INVENTORY_ACCOUNTS = "#inventory/accounts"
 INVENTORY_CHECKPOINT = "#inventory/checkpoint"
+UNMAPPED_PREFIX = "#unmapped/"
 
 #: Shards of the hot per-route partitions: writes per key stay under DynamoDB's 1,000 WCU per
 #: partition key at the benchmark's peak event rate (fleet-design.md 4.5).
@@ -144,3 +148,8 @@ def inflight_sort_key(record_key: str) -> str:
 def skip_sort_key(tick: str) -> str:
     """A skipped route-run of the tick ``tick`` (core/keys.py ``tick_id``)."""
     return f"{tick}#skipped"
+
+
+def unmapped_partition(event_time: float) -> str:
+    """``#unmapped/<UTC day>``: the replication events of a day that no registry route owns."""
+    return UNMAPPED_PREFIX + time.strftime("%Y-%m-%d", time.gmtime(event_time))

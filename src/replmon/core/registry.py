@@ -37,7 +37,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from replmon.core.cadence import ClassSpec, ProbeClasses
 from replmon.core.defaults import DEFAULTS
 from replmon.core.errors import ConfigError, config_error
-from replmon.core.names import KMS_KEY_ARN_RE, check_account, check_bucket, check_endpoint_url, check_prefix, check_region, check_route_name
+from replmon.core.names import (
+    KMS_KEY_ARN_RE,
+    check_account,
+    check_bucket,
+    check_endpoint_url,
+    check_prefix,
+    check_region,
+    check_role_arn,
+    check_route_name,
+)
 from replmon.core.partitions import registry_partition
 from replmon.core.record import PARTITION_KEY, SORT_KEY
 from replmon.core.route import Destination, Endpoint, Route
@@ -66,7 +75,7 @@ __all__ = [
     "registry_partition",
 ]
 
-#: ``RouteGroups`` is 1..8 (8 x 13 Metrics Insights alarms = 104 <= the 200 per account and Region).
+#: ``RouteGroups`` is 1..8 (8 x 15 Metrics Insights alarms = 120 <= the 200 per account and Region).
 MAX_ROUTE_GROUPS = 8
 #: A Metrics Insights alarm evaluates at most 500 series: a group holds at most 500 routes.
 MAX_ROUTES_PER_GROUP = 500
@@ -225,8 +234,12 @@ class DestinationSpec(_Bucket):
     storage_class: str | None = None
     replica_kms_key_arn: str | None = None
     endpoint_url: str | None = None
+    # The stack's own route only (``managed_by: stack``): the DestinationRoleArn parameter, assumed to
+    # reach a destination in another account; other routes reach it through the member prober role.
+    role_arn: str | None = None
 
     _url = field_validator("endpoint_url")(check_endpoint_url)
+    _role = field_validator("role_arn")(check_role_arn)
 
     @field_validator("replica_kms_key_arn")
     @classmethod
@@ -310,6 +323,9 @@ class RouteSpec(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> RouteSpec:
+        if self.managed_by is None and any(d.role_arn for d in self.destinations):
+            raise ValueError("destinations[].role_arn is the stack's own route's (DestinationRoleArn); other routes reach a "
+                             "destination through its account's member prober role: remove role_arn")
         if (self.superseded_by is not None) != (self.verdict.reason_code is Reason.SUPERSEDED):
             raise ValueError("superseded_by is set exactly when verdict.reason_code is SUPERSEDED; set both or neither")
         if self.opt_out and self.verdict.mode is Mode.PROBE:
@@ -333,9 +349,13 @@ class RouteSpec(_Strict):
 
     def to_route(self, member_role_prefix: str | None = DEFAULTS.member_role_prefix, partition: str = "aws") -> Route:
         """The probes' :class:`Route`. Each endpoint gets its account's ``<prefix>-prober`` role;
-        ``member_role_prefix=None``: the caller's own credentials (the lab's MinIO users, tests)."""
+        ``member_role_prefix=None``: the caller's own credentials (the lab's MinIO users, tests). The
+        stack's own route (``managed_by: stack``) is reached as template.yaml grants it: the functions'
+        own credentials, and a destination's ``role_arn`` (DestinationRoleArn) where one is set."""
+        stack = self.managed_by == "stack"
+
         def role(account: str) -> str | None:
-            return member_role_arn(account, member_role_prefix, "prober", partition) if member_role_prefix else None
+            return member_role_arn(account, member_role_prefix, "prober", partition) if member_role_prefix and not stack else None
 
         s = self.source
         return Route(
@@ -343,7 +363,7 @@ class RouteSpec(_Strict):
             source=Endpoint(bucket=s.bucket, region=s.region, endpoint_url=s.endpoint_url, account=s.account, role_arn=role(s.account),
                             kms_key_arn=s.kms_key_arn),
             destinations=[Destination(bucket=d.bucket, region=d.region, endpoint_url=d.endpoint_url, account=d.account,
-                                      role_arn=role(d.account), rule_id=d.rule_id) for d in self.destinations],
+                                      role_arn=d.role_arn or role(d.account), rule_id=d.rule_id) for d in self.destinations],
         )
 
     def to_item(self) -> dict[str, Any]:

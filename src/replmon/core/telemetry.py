@@ -45,6 +45,7 @@ RULE = "RuleId"
 ROUTE_GROUP = "RouteGroup"  # the fleet's shard: g00..g07 (core/registry.py group_of)
 TARGET = "Target"  # a mount baseline's target (its configured name)
 PRESET = "Preset"  # a mount preset (replmon/mounts/presets.json)
+REASON = "Reason"  # why an S3 event maps to no registry route (signals/event_ingest.py UNMAPPED_REASONS)
 JOB = "Job"  # a fio job (or dd test) of a preset, with its direction: "1M-read/read"
 
 
@@ -146,6 +147,8 @@ FLEET_METRICS: dict[str, MetricDef] = {
         _f("SloBurnPage", "None", PER_ROUTE, CONTINUOUS, "min(burn 1h, burn 5m); 0 below SloMinBadEvents bad samples in 1 h"),
         _f("SloBurnTicket", "None", PER_ROUTE, CONTINUOUS, "min(burn 6h, burn 30m); 0 below SloMinBadEvents bad samples in 6 h"),
         _f("ErrorBudgetRemaining", "Percent", PER_ROUTE, CONTINUOUS, "SLO budget left over the period; emitted in hours = 0 mod 6 only"),
+        _f("RouteNoData", "Count", PER_ROUTE, CONTINUOUS, "probe-mode routes, every collector run: 1 when the route has had no RPO "
+           "input for longer than its most frequent class interval (then it has no RpoSeconds), else 0"),
         # Per route, sparse: only emitted when non-zero.
         _f("RpoUnbounded", "Count", PER_ROUTE, SPARSE, "1 when an object is known not to be on the destination"),
         _f("ProbeFailed", "Count", PER_ROUTE, SPARSE, "probes whose replication FAILED or whose replica did not match"),
@@ -171,6 +174,8 @@ FLEET_METRICS: dict[str, MetricDef] = {
         _f("SpoolReplayed", "Count", FLEET_WIDE, SPARSE, "spooled records written to the store by a later run"),
         _f("ProbeObjectsSwept", "Count", FLEET_WIDE, SPARSE, "expired probe objects removed by a sweep"),
         _f("EventsRejected", "Count", FLEET_WIDE, SPARSE, "malformed or unknown event records (batch item failures)"),
+        _f("UnmappedEvent", "Count", (REASON,), SPARSE, "S3 replication events that map to no registry route (kept under "
+           "#unmapped/<day>, never counted under an invented route), by reason"),
         _f("InventoryIncomplete", "Count", FLEET_WIDE, SPARSE, "inventory runs that stopped at their deadline (the next run resumes)"),
         _f("RoutesDiscovered", "Count", FLEET_WIDE, PER_RUN, "routes the inventory run wrote or confirmed"),
         _f("RoutesUnprobeable", "Count", FLEET_WIDE, PER_RUN, "routes the inventory run listed as passive or off"),
@@ -214,6 +219,10 @@ SWITCHED: frozenset[str] = frozenset({
     # the planner's admission (fleet/caps.py): routes over the caps, routes whose SLO their probes cannot support
     "RoutesOverCap",
     "SloUnsupported",
+    # one route model (signals/collector.py, signals/event_ingest.py): no data is not an RPO of 0;
+    # an event no registry route owns is counted by reason
+    "RouteNoData",
+    "UnmappedEvent",
 })
 
 #: What the code emits now: today's definitions, with each switched metric's fleet definition.

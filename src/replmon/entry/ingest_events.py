@@ -1,6 +1,7 @@
 """Lambda entry point of IngestEvents: S3 event notifications from SQS, with partial batch failures.
 
-The whole batch is ingested at once (signals/event_ingest.py ``ingest``): its events are counted
+Each event is filed under its registry route (signals/event_ingest.py ``route_for_event``); one that
+maps to none is kept and counted as UnmappedEvent. The whole batch is ingested at once (signals/event_ingest.py ``ingest``): its events are counted
 with one ``ADD`` per (route, hour) and transaction behind their dedupe markers, which a per-message
 processor could not group. The answer names the messages to retry (``ReportBatchItemFailures``,
 C19.24): a malformed message (one log line saying why), or one whose write failed; after the
@@ -9,18 +10,41 @@ queue's maxReceiveCount it waits in the DLQ. The rest of the batch is acknowledg
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
 from replmon import wiring
+from replmon.core.route import Route
 from replmon.entry.runtime import logger, trace_aws_calls, tracer
+from replmon.fleet.measured import measured_routes, require_registry
 from replmon.signals.event_ingest import IngestDeps, IngestPlan, ingest, plan_ingest
 from replmon.signals.s3events import parse_sqs_message
 
+#: How long an execution environment reuses the registry's routes: a backlog's batches do not each
+#: re-read every group (a 4,000-route registry is megabytes); a route the inventory adds maps events
+#: within this long (until then they are kept and counted as UnmappedEvent, never lost).
+ROUTES_TTL_SECONDS = 60.0
+_routes: weakref.WeakKeyDictionary[Any, tuple[float, list[Route]]] = weakref.WeakKeyDictionary()
+
+
+def registry_routes(registry: Any, groups: list[str], now: float) -> list[Route]:
+    """The routes an event can belong to: the registry's measured routes (every RouteGroup, modes
+    probe and passive; fleet/measured.py), as buckets and rules (no roles), cached per registry."""
+    cached = _routes.get(registry)
+    if cached is not None and 0 <= now - cached[0] < ROUTES_TTL_SECONDS:
+        return cached[1]
+    routes = [spec.to_route(None) for spec in measured_routes(registry, groups)]
+    _routes[registry] = (now, routes)
+    return routes
+
 
 def ingest_deps(function_name: str) -> IngestDeps:
+    """The function's wiring, with the routes of the registry (:func:`registry_routes`)."""
     d = wiring.for_function(function_name)
-    return IngestDeps(d.store, d.metrics, d.routes, d.retention_days, d.event_skew, d.clock.now, d.slo)
+    registry = require_registry(d.registry, "IngestEvents")
+    routes = registry_routes(registry, d.fleet.groups, d.clock.now())
+    return IngestDeps(d.store, d.metrics, routes, d.retention_days, d.event_skew, d.clock.now, d.slo)
 
 
 def handle_batch(event: Mapping[str, Any], function_name: str = "") -> dict[str, Any]:

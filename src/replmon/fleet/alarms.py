@@ -19,9 +19,11 @@ Why this shape (AWS's pages, cited by tests/test_fleet_alarms.py):
   (``RouteGroups`` = 1..8, group_of(route) = crc32 mod RouteGroups): at most 500 routes per group
   (core/registry.py MAX_ROUTES_PER_GROUP, 4,000 in all); past 500 a group's alarms report
   PARTIAL_DATA and ``ORDER BY ... DESC LIMIT 500`` makes the 500 worst routes the ones evaluated.
-  8 groups x 14 alarms = 112 alarms.
+  8 groups x 15 alarms = 120 alarms.
 - A series that stops coming back turns its contributor OK whatever TreatMissingData says: the
-  continuous metrics (RpoSeconds, the burn pair) are emitted for every route on every collector run.
+  continuous metrics (the burn pair, RouteNoData) are emitted for every probe-mode route on every
+  collector run. RpoSeconds is not, on purpose: a route without an RPO input has none (no data is
+  not an RPO of 0), and RouteNoData = 1 tickets once that outlasts its class interval.
 
 :func:`resources` renders each alarm for each group as template.yaml resources (one Condition per
 group beyond g00); ``tools/render_fleet.py`` writes them between markers and
@@ -169,6 +171,14 @@ FLEET_ALARMS: tuple[FleetAlarm, ...] = (
         "A route's probe record could be neither stored nor spooled (that measurement is lost).",
         "a record could be neither stored nor spooled: table and spool queue both failed",
         "that measurement is lost; check the table, the spool queue and RecordResult's logs"),
+    FleetAlarm(
+        "RouteNoData", "RouteNoData", "MAX", ">=", 1, "ticket",
+        "A probe-mode route has had no RPO input (probe, heartbeat or RTC ReplicationLatency) for longer than its most "
+        "frequent size class interval: it has no RpoSeconds, so RpoAboveTarget cannot see it.",
+        "nothing measured the route: its runs are deferred or skipped (FleetMaxRouteRuns, a held lease), its probes end "
+        "in ERROR (credentials, a bucket policy), or the registry's classes are longer than expected",
+        "replmon report --route ROUTE (NO DATA names what is missing); the execution history of ProbeStateMachine for "
+        "the route's runs; RunSkipped and ProbeError for the route"),
     FleetAlarm(
         "CleanupFailed", "CleanupFailed", "SUM", ">=", 1, "ticket",
         "A Cleanup could not remove a route's probe objects or uploads (the sweep retries once they expire).",

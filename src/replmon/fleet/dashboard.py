@@ -67,8 +67,9 @@ FLEET: list[tuple[str, str, list[Any]]] = [
     ("Stalled routes (StallSeconds): top 10", "Maximum", [(top("StallSeconds"), "")]),
     ("Fastest page burn (SloBurnPage, min of 1h/5m): top 10", "Maximum", [(top("SloBurnPage"), "")]),
     ("Least error budget left (%): lowest 10", "Minimum", [(top("ErrorBudgetRemaining", "MIN", "ASC"), "")]),
-    ("Fleet: routes reporting, unbounded, stalled", "Maximum", [
-        (total("RpoSeconds", "COUNT"), "RpoSeconds data points per 5 min (= routes reporting, one per collector run)"),
+    ("Fleet: routes reporting, without data, unbounded, stalled", "Maximum", [
+        (total("RpoSeconds", "COUNT"), "RpoSeconds data points per 5 min (= routes with an RPO; no data: none, not 0)"),
+        (total("RouteNoData"), "routes without data past their class interval (RouteNoData)"),
         (total("RpoUnbounded"), "routes with an unbounded RPO"),
         (total("StallSeconds", "COUNT"), "StallSeconds data points per 5 min (heartbeat routes x 5)"),
     ]),
@@ -85,8 +86,9 @@ FLEET: list[tuple[str, str, list[Any]]] = [
 ROUTE_WIDGETS: list[tuple[str, str, list[Any]]] = [
     ("Route: probe latency by size class (hi, s)", "Maximum", [
         (search("ReplicationLatencySeconds", "Maximum", "service,RouteGroup,Route,SizeClass"), "")]),
-    ("Route: RPO (s), unbounded, stall (s)", "Maximum", [
-        (search("RpoSeconds", "Maximum"), "RpoSeconds"), (search("RpoUnbounded", "Maximum"), "RpoUnbounded"),
+    ("Route: RPO (s; a gap = no data), no data, unbounded, stall (s)", "Maximum", [
+        (search("RpoSeconds", "Maximum"), "RpoSeconds"), (search("RouteNoData", "Maximum"), "RouteNoData"),
+        (search("RpoUnbounded", "Maximum"), "RpoUnbounded"),
         (search("StallSeconds", "Maximum"), "StallSeconds")]),
     ("Route: SLO: error budget left (%) and burn pairs (page: min 1h/5m, ticket: min 6h/30m)", "Maximum", [
         (search("ErrorBudgetRemaining", "Minimum"), "ErrorBudgetRemaining"), (search("SloBurnPage", "Maximum"), "SloBurnPage"),

@@ -2,11 +2,12 @@
 18.2, fleet-design.md 3.2-3.6).
 
 An input that names routes (``sam remote invoke``, ``replmon probe``, the lab) is planned as
-before (probe/steps.py ``plan_step``). An input that names none - the schedule's ``{}`` - reads
-the registry (every route group) and, per route, plans the size classes due at this tick
-(core/cadence.py ``due_classes``; ``last_started`` is the lease's ``ls_<class>``, written by
-BeginRouteRun only when the route really starts). With an empty registry the schedule plans the
-stack's own route(s) (``REPLMON_DEFAULTS``) as it always did.
+before (probe/steps.py ``plan_step``); one that names sizes but no routes (events/probe_now.json)
+probes the registry's probe-mode routes with those sizes. An input that names nothing - the
+schedule's ``{}`` - reads the registry (every route group) and, per route, plans the size classes
+due at this tick (core/cadence.py ``due_classes``; ``last_started`` is the lease's ``ls_<class>``,
+written by BeginRouteRun only when the route really starts). The registry is the only list of
+routes: the stack's own route is an item there (fleet/stack_route.py); an empty registry plans nothing.
 
 First, fleet/caps.py admits the routes the fleet may probe at all (REPLMON_FLEET ``max_routes`` and
 ``monthly_usd``; the rest are left out for as long as the caps hold, named and ticketed).
@@ -40,7 +41,7 @@ from replmon.core.errors import ConfigError
 from replmon.core.fleetconfig import FleetSettings
 from replmon.core.keys import new_run_id, plan_object_key, tick_id
 from replmon.core.ports import Lease, LeaseStore, PlanStore, RegistryStore
-from replmon.core.registry import RouteSpec, group_of
+from replmon.core.registry import RouteSpec
 from replmon.core.route import Route
 from replmon.core.telemetry import ROUTE
 from replmon.fleet.caps import admit
@@ -67,9 +68,6 @@ DEFERRED_NAMED = 100
 
 
 class FleetPlanDeps(ProbeDeps, Protocol):
-    @property
-    def routes(self) -> list[Route]: ...  # the stack's own routes (REPLMON_DEFAULTS)
-
     fleet: FleetSettings
     registry: RegistryStore | None
     leases: LeaseStore | None
@@ -101,37 +99,23 @@ class _Candidate:
         return sum(c.trials for c in self.due)
 
 
-#: Input keys that make a run ad hoc (``events/probe_now.json`` names sizes, not routes: the stack's
-#: own routes with those sizes, as before). The schedule's ``{}`` names none of them.
+#: Input keys that make a run ad hoc (``events/probe_now.json`` names sizes, not routes: the
+#: registry's probe-mode routes with those sizes). The schedule's ``{}`` names none of them.
 REQUEST_KEYS = frozenset(ProbeRequest.model_fields) - {"run_id"}
 
 
 def plan_step(event: Mapping[str, Any], deps: FleetPlanDeps) -> dict[str, Any]:
     """PlanProbes' handler: the fleet plan when the input asks for nothing in particular (the
-    schedule's ``{}``) and the registry has probe-mode routes (the stack's own routes join it, :func:`stack_routes`); otherwise today's request plan."""
+    schedule's ``{}``); a request plan when it names sizes, routes or the like (no routes: the
+    registry's probe-mode routes)."""
     if set(event) & REQUEST_KEYS or deps.registry is None:
+        if "routes" not in event and deps.registry is not None:
+            event = {**event, "routes": [r.route.model_dump(mode="json", exclude_none=True) for r in registry_routes(deps)]}
         return adhoc_plan_step(event, deps)
     routes = registry_routes(deps)
     if not routes:
-        log.info("the registry holds no probe-mode route: planning the stack's own routes")
-        return adhoc_plan_step(event, deps)
-    return fleet_plan(routes + stack_routes(deps, routes), deps, event)
-
-
-def stack_routes(deps: FleetPlanDeps, registry: Sequence[FleetRoute]) -> list[FleetRoute]:
-    """The stack's own routes (``REPLMON_DEFAULTS``) join a fleet run on the fleet's classes, unless
-    the registry probes their source bucket already (the inventory found it): never dropped, never
-    probed twice."""
-    names = {r.route.name for r in registry}
-    buckets = {(r.route.source.account, r.route.source.bucket) for r in registry} | {(None, r.route.source.bucket) for r in registry}
-    out = []
-    for route in deps.routes:
-        if route.name in names or (route.source.account, route.source.bucket) in buckets:
-            log.info("the stack's route is in the registry: probed as a registry route", extra={"route": route.name})
-            continue
-        out.append(FleetRoute(route=route, group=group_of(route.name, deps.fleet.route_groups), classes=deps.fleet.classes,
-                              timeout_seconds=_default_timeout(deps)))
-    return out
+        log.info("the registry holds no probe-mode route: nothing to plan")
+    return fleet_plan(routes, deps, event)
 
 
 def registry_routes(deps: FleetPlanDeps) -> list[FleetRoute]:

@@ -462,6 +462,7 @@ def p6_ingest(report: Report, store: Any, deps: Deps, ingest_events: int, hour_e
 
     from replmon import wiring
     from replmon.entry.runtime import logger
+    from replmon.fleet.measured import measured_routes
     from replmon.local.aslrun import LambdaContext, load_handler
     from replmon.signals.event_ingest import IngestDeps, ingest, plan_ingest
     from replmon.signals.health import event_counts, route_health
@@ -490,10 +491,13 @@ def p6_ingest(report: Report, store: Any, deps: Deps, ingest_events: int, hour_e
         ingest_s = time.perf_counter() - t0
     ingested = sum(len(b) for b in batches)
     rate = ingested / ingest_s
-    route = deps.routes[0].name
+    # The routes as the handler read them: the registry's (fleet/measured.py)
+    assert deps.registry is not None
+    routes = [spec.to_route(None) for spec in measured_routes(deps.registry, deps.fleet.groups)]
+    route = routes[0].name
     # The rest of the hour: the same ingest code (parse, plan, count behind markers), batches of
     # BatchSize from `concurrency` threads, without the SQS envelope; not part of the rate above.
-    ideps = IngestDeps(store, deps.metrics, deps.routes, deps.retention_days, deps.event_skew, slo=deps.slo)
+    ideps = IngestDeps(store, deps.metrics, routes, deps.retention_days, deps.event_skew, slo=deps.slo)
     rest = docs[ingested:]
 
     def load(chunk: list[dict[str, Any]]) -> int:
@@ -549,6 +553,7 @@ def run_ingest_bench(console: Console, lab_dir: Path, output: Path | None, inges
     from replmon.adapters import clients
     from replmon.adapters.dynamodb import DynamoLatencyStore
     from replmon.core.defaults import DEFAULTS
+    from replmon.fleet.stack_route import spec_of_route, upsert_stack_route
     from replmon.lab.lab import TABLE
     from replmon.lab.servers import dynamodb_local
     from replmon.local.tables import ensure_table
@@ -572,9 +577,10 @@ def run_ingest_bench(console: Console, lab_dir: Path, output: Path | None, inges
         client = clients.dynamodb(clients.STORE, endpoint_url=server.url, keys=("lab", "lab"))
         ensure_table(client, TABLE, TEMPLATE)
         store = DynamoLatencyStore(TABLE, client)
-        route = {"name": "backlog", "source": {"bucket": SOURCE_BUCKET}, "destinations": [{"bucket": DEST_BUCKET}]}
-        deps = wiring.local_deps(table=TABLE, dynamodb_endpoint=server.url, table_keys=("lab", "lab"), keys=("lab", "lab"),
-                                 defaults={"routes": [route]})
+        route = Route.model_validate({"name": "backlog", "source": {"bucket": SOURCE_BUCKET}, "destinations": [{"bucket": DEST_BUCKET}]})
+        deps = wiring.local_deps(table=TABLE, dynamodb_endpoint=server.url, table_keys=("lab", "lab"), keys=("lab", "lab"))
+        assert deps.registry is not None  # the route as the stack writes its own (fleet/stack_route.py)
+        upsert_stack_route(deps.registry, spec_of_route(route, groups=deps.fleet.route_groups))
         p6_ingest(report, store, deps, ingest_events, hour_events, concurrency)
     finally:
         server.stop()

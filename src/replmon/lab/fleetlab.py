@@ -14,9 +14,10 @@ only; and buckets the inventory must refuse, each with its reason.
   (the lab's own ``probe-source`` is found too, and left to `lab run` without ``--routes``).
 - The probes and heartbeats run as a MinIO user holding the member account's ``<prefix>-prober``
   statements (templates/member-account.yaml: probe-prefix ARNs by pattern, ``*/replmon-probes/*``).
-  The routes go to the state machine and the Heartbeat as the stack's routes (an ad-hoc request):
-  the registry, the fleet planner and STS role assumption are not exercised here (tests/test_fleet_plan.py
-  runs those on moto).
+  The routes go to the state machine (an ad-hoc request) and, through a registry of this run's own
+  (the port every function reads routes through), to the Heartbeat, reached with the prober's keys as
+  the stack's own route is: the fleet planner and STS role assumption are not exercised here
+  (tests/test_fleet_plan.py runs those on moto).
 - One account on one host: the two Region names (:data:`SOURCE_REGION`, :data:`DESTINATION_REGION`)
   are the registry's labels (the reader is told each bucket's; MinIO signs in any), and MinIO knows no
   ``s3:ResourceAccount``, so that condition is dropped from both users' statements - which also means
@@ -88,9 +89,15 @@ class FleetLab:
     prober: tuple[str, str] = field(repr=False, default=("", ""))
 
     def deps(self) -> Any:
-        """The fleet's function dependencies: the prober's keys, every probeable route."""
+        """The fleet's function dependencies: the prober's keys, and a registry of every probeable
+        route (the port every function reads routes through), reached with those keys as the
+        stack's own route is (fleet/stack_route.py spec_of_route)."""
+        from replmon.adapters.memregistry import MemoryRegistry
+        from replmon.core.route import Route
+        from replmon.fleet.stack_route import spec_of_route
+
         d = self.lab.deps(keys=self.prober)
-        d.defaults = {"routes": self.routes}
+        d.registry = MemoryRegistry([spec_of_route(Route.model_validate(r), groups=1) for r in self.routes])
         return d
 
 

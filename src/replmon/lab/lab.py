@@ -20,7 +20,7 @@ import shutil
 import threading
 import time
 from contextlib import ExitStack, suppress
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -126,6 +126,7 @@ class Lab:
     _lock: IO[str] | None = field(default=None, repr=False)
     event_path: Any = field(default=None, repr=False)
     _events_deps: dict[str, wiring.Deps] = field(default_factory=dict, repr=False)  # what IngestEvents runs with
+    _events_routes: list[dict[str, Any]] = field(default_factory=list, repr=False)  # registered by events_to
     _injection: ExitStack = field(default_factory=ExitStack, repr=False)
     replication_proxy_port: int = 0
     toxiproxy: Any = field(default=None, repr=False)
@@ -201,6 +202,8 @@ class Lab:
         except (ClientError, BotoCoreError, MinioAdminException) as exc:  # one line, as mc's failures were
             raise LabError(f"lab: configuring MinIO failed: {str(exc).splitlines()[0]}") from None
         ensure_table(self.dynamodb_client(), TABLE, TEMPLATE)
+        # the lab's route in its registry, as the stack writes its own (fleet/stack_route.py)
+        self.register(Route.model_validate(self.route()))
         self.release_dead_runs_leases(["lab", "bench"])
         if self.events:  # the event path outlives runs: IngestEvents keeps the lab's wiring whatever a run injects
             self._events_deps["IngestEvents"] = self.deps()
@@ -346,13 +349,30 @@ class Lab:
     def deps(self, upload: UploadSettings | None = None, keys: tuple[str, str] | None = None) -> wiring.Deps:
         return wiring.local_deps(keys=keys or self.keys, table=TABLE, dynamodb_endpoint=self.servers["dynamodb"].url, table_keys=("lab", "lab"),
                                  spool_dir=Path(self.root) / "spool", clock=WallClock(), upload=upload or UploadSettings(),
-                                 defaults={"routes": [self.route()]}, event_skew=self.event_skew)
+                                 event_skew=self.event_skew)
+
+    def register(self, route: Route) -> None:
+        """Put ``route`` in the lab's registry (the one list every function reads), as the stack writes its own."""
+        from replmon.fleet.stack_route import spec_of_route, upsert_stack_route
+
+        registry = wiring.local_registry(self.store())
+        upsert_stack_route(registry, spec_of_route(route, groups=1))
 
     def events_to(self, routes: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
-        """IngestEvents maps events onto these routes from now on (a chaos run's own route; None:
-        the lab's route again); returns the routes it mapped onto before, to restore them."""
-        before = list(self._events_deps["IngestEvents"].defaults.get("routes", [])) if "IngestEvents" in self._events_deps else []
-        self._events_deps["IngestEvents"] = replace(self.deps(), defaults={"routes": routes}) if routes else self.deps()
+        """IngestEvents maps events onto these routes too from now on (a chaos run's own route: put
+        in the registry; None: the ones an earlier call put there are removed); returns the routes
+        registered before, to restore them."""
+        from replmon.fleet.stack_route import delete_stack_route
+
+        before = list(self._events_routes)
+        for r in before:
+            if r["name"] != "lab" and r["name"] not in {x["name"] for x in routes or []}:
+                delete_stack_route(wiring.local_registry(self.store()), r["name"])
+        for r in routes or []:
+            self.register(Route.model_validate(r))
+        self._events_routes = list(routes or [])
+        if "IngestEvents" in self._events_deps:  # a new registry reader: IngestEvents' cached routes are not reused
+            self._events_deps["IngestEvents"] = self.deps()
         return before
 
     def function_deps(self, upload: UploadSettings | None = None) -> dict[str, wiring.Deps]:

@@ -224,8 +224,13 @@ def heartbeat_deps(lab: Any) -> Callable[[dict[str, Any], Recorder, TimedNotifie
     """The Heartbeat's dependencies in the lab: its own MinIO user, the lab's cadence, a recorder and a notifier."""
 
     def deps_for(route: dict[str, Any], recorder: Recorder, notifier: TimedNotifier) -> Any:
+        from replmon.adapters.memregistry import MemoryRegistry
+        from replmon.core.route import Route
+        from replmon.fleet.stack_route import spec_of_route
+
         d = lab.deps(keys=lab.users.get("Heartbeat", lab.keys))
-        d.defaults = {"routes": [route]}
+        # the run's route in a registry of its own (the port the Heartbeat reads routes through)
+        d.registry = MemoryRegistry([spec_of_route(Route.model_validate(route), groups=1)])
         d.fleet = FleetSettings(heartbeat_seconds=LAB_PERIOD, stall_floor_seconds=LAB_FLOOR)
         d.metrics, d.notifier = recorder, notifier
         return d

@@ -48,7 +48,6 @@ from replmon.core.keys import (
 from replmon.core.partitions import HEARTBEAT_CLAIMS, HEARTBEAT_STATE, RTC, heartbeat_partition, live_partition, signal_partition
 from replmon.core.ports import LatencyTable, LeaseStore, MetricsSink, Notifier, ObjectStores, RegistryStore, VersionInfo
 from replmon.core.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE, ProbeStatus
-from replmon.core.registry import group_of
 from replmon.core.route import Route
 from replmon.core.sizes import parse_size
 from replmon.core.telemetry import ROUTE, ROUTE_GROUP
@@ -90,9 +89,6 @@ class HeartbeatDeps(Protocol):
     notifier: Notifier | None
     defaults: dict[str, Any]
 
-    @property
-    def routes(self) -> list[Route]: ...
-
 
 @dataclass(frozen=True)
 class HeartbeatRoute:
@@ -101,8 +97,8 @@ class HeartbeatRoute:
 
 
 def heartbeat_routes(group: str, deps: HeartbeatDeps) -> list[HeartbeatRoute]:
-    """The group's registry routes that take heartbeats (probe mode, ``probe.heartbeat`` not false)
-    and the stack's own routes of the group that the registry does not hold."""
+    """The group's registry routes that take heartbeats (probe mode, ``probe.heartbeat`` not false);
+    the stack's own route is one of them (fleet/stack_route.py)."""
     out: list[HeartbeatRoute] = []
     default_target = float(deps.defaults.get("target_seconds") or DEFAULTS.target_seconds)
     if deps.registry is not None:
@@ -115,9 +111,6 @@ def heartbeat_routes(group: str, deps: HeartbeatDeps) -> list[HeartbeatRoute]:
                 log.error("registry route not heartbeated", extra={"route": spec.name, "error": f"{type(exc).__name__}: {exc}"})
                 continue
             out.append(HeartbeatRoute(route, spec.slo.threshold_seconds if spec.slo else default_target))
-    names = {h.route.name for h in out}
-    out += [HeartbeatRoute(r, default_target) for r in deps.routes
-            if r.name not in names and group_of(r.name, deps.fleet.route_groups) == group]
     return out
 
 

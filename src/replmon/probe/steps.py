@@ -16,11 +16,13 @@ from typing import Any, Protocol
 
 from replmon.core.clock import Clock
 from replmon.core.errors import StoreUnavailable
+from replmon.core.fleetconfig import FleetSettings
 from replmon.core.keys import new_run_id, record_sort_key
-from replmon.core.ports import LatencyTable, MetricsSink, ObjectStores, RecordSpool
+from replmon.core.ports import LatencyTable, MetricsSink, ObjectStores, RecordSpool, RegistryStore
 from replmon.core.record import ProbeRecord, ProbeStatus
 from replmon.core.route import Endpoint
 from replmon.core.telemetry import ROUTE
+from replmon.fleet.measured import measured_routes, require_registry
 from replmon.probe.latency_report import ReportRequest, build_report
 from replmon.probe.plan import plan_output
 from replmon.probe.poll import poll_replication, start_polling
@@ -50,7 +52,7 @@ class ProbeDeps(Protocol):
     clock: Clock
     upload: UploadSettings
     retention_days: int
-    defaults: dict[str, Any]  # REPLMON_DEFAULTS: the deployment's request defaults (routes, sizes...)
+    defaults: dict[str, Any]  # REPLMON_DEFAULTS: the deployment's request defaults (sizes, trials...; never routes)
     spool: RecordSpool | None
     poll_function_timeout: float
     event_skew: float
@@ -173,11 +175,18 @@ def cleanup_step(event: Mapping[str, Any], deps: ProbeDeps) -> dict[str, Any]:
             "recorded": state.recorded or "lost", "cleaned": cleaned, "cleanup_failures": failures}
 
 
-def report_step(event: Mapping[str, Any] | None, deps: ProbeDeps) -> dict[str, Any]:
-    """Report: latency statistics per route and size class, then each route's RPO and SLO."""
+class ReportDeps(ProbeDeps, Protocol):
+    registry: RegistryStore | None  # the routes a report without ``routes`` covers
+    fleet: FleetSettings
+
+
+def report_step(event: Mapping[str, Any] | None, deps: ReportDeps) -> dict[str, Any]:
+    """Report: latency statistics per route and size class, then each route's RPO and SLO; without
+    ``routes``, every route the registry measures (fleet/measured.py)."""
     req = ReportRequest.model_validate(event or {})
     if not req.routes:
-        req.routes = [str(r["name"]) for r in deps.defaults.get("routes", [])]
+        registry = require_registry(deps.registry, "Report")
+        req.routes = [spec.name for spec in measured_routes(registry, deps.fleet.groups)]
     now = deps.clock.now()
     out = build_report(deps.store, req, now)
     out["health"] = [route_health(deps.store, r, now, deps.slo, deps.rpo_window).to_json(deps.slo) for r in req.routes]

@@ -1,5 +1,8 @@
-"""CollectSignals (every 5 minutes): per route, read S3's RTC metrics (when the deployment reads
-them) into the store, evaluate the route's RPO and SLO (health.py) and emit them as metrics."""
+"""CollectSignals (every 5 minutes): per registry route (probe or passive mode, fleet/measured.py),
+read S3's RTC metrics (when the deployment reads them) into the store, evaluate the route's RPO and
+SLO (health.py) and emit them as metrics. A route without an RPO input publishes no RpoSeconds (no
+data is not an RPO of 0); a probe-mode route that has had none for longer than its class interval
+publishes RouteNoData = 1, which tickets (fleet/alarms.py)."""
 
 from __future__ import annotations
 
@@ -9,13 +12,16 @@ from typing import Any, Protocol
 
 from replmon.core.clock import Clock
 from replmon.core.defaults import DEFAULTS
+from replmon.core.errors import ConfigError
+from replmon.core.fleetconfig import FleetSettings
 from replmon.core.keys import iso_ms
 from replmon.core.partitions import RTC, signal_partition
-from replmon.core.ports import LatencyTable, MetricReaders, MetricsSink
+from replmon.core.ports import LatencyTable, MetricReaders, MetricsSink, RegistryStore
 from replmon.core.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
 from replmon.core.route import Route
 from replmon.core.telemetry import ROUTE
-from replmon.signals.health import RouteHealth, publish_health, route_health
+from replmon.fleet.measured import measured_routes, no_data_limit, require_registry
+from replmon.signals.health import RouteHealth, had_data, publish_health, route_health
 from replmon.signals.rtc import collect_rtc_fleet
 from replmon.signals.slo import SloSpec, check_budget
 
@@ -23,10 +29,12 @@ log = logging.getLogger("replmon")
 
 
 def collect(routes: Sequence[Route], store: LatencyTable, readers: MetricReaders | None, metrics: MetricsSink, now: float,
-            spec: SloSpec, window: float, retention_days: int) -> list[RouteHealth]:
+            spec: SloSpec, window: float, retention_days: int, no_data_limits: Mapping[str, float] | None = None) -> list[RouteHealth]:
     """Every route's RTC metrics in batched reads (each metric in the Region S3 publishes it, at most
     500 queries a GetMetricData call; signals/rtc.py), stored; then per route RPO and SLO, emitted. A
-    route whose RTC read fails is still evaluated from probes and events (RtcReadFailed, logged)."""
+    route whose RTC read fails is still evaluated from probes and events (RtcReadFailed, logged).
+    ``no_data_limits``: route -> seconds it may go without an RPO input (fleet/measured.py); those
+    routes get RouteNoData every run (0, or 1 past the limit), the rest none."""
     rtc = collect_rtc_fleet(readers, routes, now) if readers is not None else None
     if rtc is not None:
         log.info("RTC metrics read", extra={"routes": len(routes), "get_metric_data_calls": rtc.calls, "failed_routes": len(rtc.failed)})
@@ -40,6 +48,9 @@ def collect(routes: Sequence[Route], store: LatencyTable, readers: MetricReaders
                 store.put_item({PARTITION_KEY: signal_partition(route.name, RTC), SORT_KEY: f"{iso_ms(now)}#{s.destination}#{s.rule_id}",
                                 **s.to_item(), TTL_ATTRIBUTE: int(now + retention_days * 86_400)})
         h = route_health(store, route.name, now, spec, window, save_cache=True)
+        limit = (no_data_limits or {}).get(route.name)
+        if limit is not None:
+            h.no_data = not h.has_data and not had_data(store, route.name, now, limit)
         publish_health(metrics, h)
         out.append(h)
     return out
@@ -49,6 +60,8 @@ class CollectorDeps(Protocol):
     """What CollectSignals needs (the composition root's ``Deps`` has it)."""
 
     store: LatencyTable
+    registry: RegistryStore | None
+    fleet: FleetSettings
     metric_readers: MetricReaders | None
     metrics: MetricsSink
     clock: Clock
@@ -56,9 +69,6 @@ class CollectorDeps(Protocol):
     rpo_window: float
     retention_days: int
     defaults: dict[str, Any]  # REPLMON_DEFAULTS: sizes and trials make the SLO's sample
-
-    @property
-    def routes(self) -> list[Route]: ...
 
 
 def probes_per_run(defaults: Mapping[str, Any]) -> int:
@@ -69,12 +79,29 @@ def probes_per_run(defaults: Mapping[str, Any]) -> int:
 
 
 def collect_step(event: Mapping[str, Any], deps: CollectorDeps) -> dict[str, Any]:
-    """Scheduled: RTC metrics in, RPO / SLO / burn rates out, for every route of the deployment.
+    """Scheduled (``{}``: every RouteGroup; ``{"group": "g00"}``: one): RTC metrics in, RPO / SLO /
+    burn rates out, for every registry route in probe or passive mode.
     An SLO the probes cannot support is refused here (ConfigError naming SloTargetPercent): the
     collector fails loudly (CollectorHeartbeat goes missing) instead of paging on one slow probe."""
+    group = event.get("group")
+    if group is not None and group not in deps.fleet.groups:
+        raise ConfigError(f"group: {group!r} is not a RouteGroup of this deployment ({', '.join(deps.fleet.groups)}); "
+                          'omit it for every group, or pass {"group": "g00"}')
     warning = check_budget(deps.slo, probes_per_run(deps.defaults))
     if warning:
         log.warning("SLO budget is thin", extra={"detail": warning})
-    health = collect(deps.routes, deps.store, deps.metric_readers, deps.metrics, deps.clock.now(), deps.slo,
-                     deps.rpo_window, deps.retention_days)
+    registry = require_registry(deps.registry, "CollectSignals")
+    specs = measured_routes(registry, [group] if group else deps.fleet.groups)
+    routes, limits = [], {}
+    for spec in specs:
+        try:
+            routes.append(spec.to_route(deps.fleet.member_role_prefix))
+        except (ConfigError, ValueError) as exc:  # one bad item must not stop the fleet's signals
+            log.error("registry route not collected", extra={"route": spec.name, "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        limit = no_data_limit(spec, deps.fleet.classes, deps.fleet.tick_seconds)
+        if limit is not None:
+            limits[spec.name] = limit
+    health = collect(routes, deps.store, deps.metric_readers, deps.metrics, deps.clock.now(), deps.slo,
+                     deps.rpo_window, deps.retention_days, limits)
     return {"routes": [h.to_json(deps.slo) for h in health]}

@@ -1,5 +1,6 @@
 """IngestEvents' work: what each parsed S3 event record means (:func:`plan_ingest`) and storing
-it (:func:`ingest`): a replication event counted per route, a replica's arrival, or nothing (and why).
+it (:func:`ingest`): a replication event counted per route, a replica's arrival, an event no
+registry route owns (kept and counted apart, :class:`Unmapped`), or nothing (and why).
 
 A backlog must not throttle one partition key (issue 19.6; fleet-design.md 4.5; DynamoDB: 1,000
 write units per second per partition, C19.21). So a batch's events are *counted*, not stored one
@@ -15,6 +16,7 @@ without a store.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -31,30 +33,61 @@ from replmon.core.partitions import (
     roll_partition,
     seen_partition,
     signal_partition,
+    unmapped_partition,
 )
 from replmon.core.ports import MAX_TRANSACT_ACTIONS, Item, LatencyTable, MetricsSink, RollupStore, TransactItem, TransactPut
 from replmon.core.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
 from replmon.core.route import Route
-from replmon.core.telemetry import EVENT, ROUTE
+from replmon.core.telemetry import EVENT, REASON, ROUTE
 from replmon.signals.arrivals import ARRIVAL_TTL_SECONDS, Arrival, apply_arrivals, arrival_for
 from replmon.signals.rollup import EVENT_ATTRS, event_add, event_attr
 from replmon.signals.s3events import ObjectCreated, Parsed, ReplicationEvent
 from replmon.signals.slo import SloSpec
 from replmon.signals.windows import floor_hour
 
+log = logging.getLogger("replmon")
 
-def route_for_event(event: ReplicationEvent, routes: Sequence[Route]) -> str:
-    """The configured route whose source bucket (and destination, when the event names one) match,
-    preferring one whose probe prefix holds the key; else ``<source>><destination>``, so an event
-    on a bucket pair no route names is still stored and reported, under that name."""
-    candidates = [r for r in routes if r.source.bucket == event.source_bucket
-                  and (event.destination_bucket is None or event.destination_bucket in {d.bucket for d in r.destinations})]
-    for r in candidates:
+
+#: Why an event maps to no registry route (the ``Reason`` dimension of UnmappedEvent).
+UNMAPPED_REASONS = ("source_bucket", "destination", "rule_id")
+
+
+@dataclass(frozen=True)
+class Unmapped:
+    """An event no registry route owns: counted (UnmappedEvent{Reason}), kept under
+    ``#unmapped/<day>`` and logged with the record, never stored under an invented route."""
+
+    reason: str  # one of UNMAPPED_REASONS
+    detail: str
+
+    def to_item(self, event: ReplicationEvent, retention_days: int) -> Item:
+        body = {k: v for k, v in event.to_json().items() if v is not None}
+        return {**body, "reason": self.reason, "detail": self.detail, PARTITION_KEY: unmapped_partition(event.event_time),
+                SORT_KEY: f"{iso_ms(event.event_time)}#{event.event_id}", TTL_ATTRIBUTE: int(event.event_time + retention_days * 86_400)}
+
+
+def route_for_event(event: ReplicationEvent, routes: Sequence[Route]) -> str | Unmapped:
+    """The registry route the event belongs to: its source bucket, then the destination bucket
+    (when the event names one: S3's do, MinIO's do not), then the replication rule (when both name
+    one; a route that does not record the rule id takes any), preferring one whose probe prefix holds
+    the key, then the first by name. Else :class:`Unmapped`, with the first check that failed."""
+    found = sorted((r for r in routes if r.source.bucket == event.source_bucket), key=lambda r: r.name)
+    if not found:
+        return Unmapped("source_bucket", f"no registry route has source bucket {event.source_bucket}")
+    dest = event.destination_bucket
+    if dest is not None:
+        found = [r for r in found if any(d.bucket == dest for d in r.destinations)]
+        if not found:
+            return Unmapped("destination", f"no registry route from {event.source_bucket} replicates to {dest}")
+    if event.rule_id is not None:
+        found = [r for r in found if any(d.rule_id in (None, event.rule_id) for d in r.destinations if dest is None or d.bucket == dest)]
+        if not found:
+            return Unmapped("rule_id", f"no registry route from {event.source_bucket} to {dest or 'its destinations'} "
+                                       f"has replication rule {event.rule_id!r}")
+    for r in found:
         if event.key.startswith(r.prefix):
             return r.name
-    if candidates:
-        return candidates[0].name
-    return f"{event.source_bucket}>{event.destination_bucket or '*'}"
+    return found[0].name
 
 
 #: Events kept as items (beside their counters): what a person reads when the route fails. Other
@@ -122,6 +155,7 @@ class IngestPlan:
     event: EventItem | None = None
     arrival: Arrival | None = None
     ignored: str | None = None
+    unmapped: Unmapped | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = self.parsed.to_json()
@@ -135,13 +169,18 @@ class IngestPlan:
                             "route": self.arrival.route, "replica": self.arrival.bucket, "created_at": iso_ms(self.arrival.created_at)}
         if self.ignored:
             out["ignored"] = self.ignored
+        if self.unmapped:
+            out["unmapped"] = {"reason": self.unmapped.reason, "detail": self.unmapped.detail}
         return out
 
 
 def plan_ingest(parsed: Parsed, routes: Sequence[Route], prefixes: Sequence[str]) -> IngestPlan:
     sig = parsed.signal
     if isinstance(sig, ReplicationEvent):
-        item = EventItem(route_for_event(sig, routes), sig)
+        owner = route_for_event(sig, routes)
+        if isinstance(owner, Unmapped):
+            return IngestPlan(parsed, unmapped=owner)
+        item = EventItem(owner, sig)
         arrival = None
         if sig.kind == "OperationCompletedReplication":  # MinIO's: the lab's stand-in for a replica's ObjectCreated
             route = next((r for r in routes if r.name == item.route), None)
@@ -302,9 +341,31 @@ def ingest(plans: Sequence[IngestPlan], deps: IngestDeps, now: float | None = No
             except Exception as exc:
                 failed.add(i)
                 notes[i] = f"not stored: {type(exc).__name__}: {exc}"
-        if p.event is None and p.arrival is None:
+        if p.unmapped is not None:
+            try:
+                notes[i] = _unmapped(p, deps)
+            except Exception as exc:
+                failed.add(i)
+                notes[i] = f"not stored: {type(exc).__name__}: {exc}"
+        elif p.event is None and p.arrival is None:
             notes[i] = p.ignored or p.parsed.acknowledged or "nothing"
     return IngestResult(notes, failed)
+
+
+def _unmapped(p: IngestPlan, deps: IngestDeps) -> str:
+    """Kept in the table (``#unmapped/<day>`` for the retention: the operator's list, with the
+    reason; a redelivery finds its item there and is not counted again), logged with the record,
+    counted by reason (UnmappedEvent, which tickets). Not the DLQ: SQS would redeliver the whole
+    message (its mapped records too) and expire it after 14 days."""
+    assert p.unmapped is not None and isinstance(p.parsed.signal, ReplicationEvent)
+    item = p.unmapped.to_item(p.parsed.signal, deps.retention_days)
+    if not deps.store.put_item_once(item):
+        return "unmapped, duplicate"
+    log.warning("replication event maps to no registry route; kept, not counted under any route",
+                extra={"reason": p.unmapped.reason, "detail": p.unmapped.detail, "record": p.parsed.signal.to_json(),
+                       "kept": {"partition": item[PARTITION_KEY], "sort_key": item[SORT_KEY]}})
+    deps.metrics.count("UnmappedEvent", dimensions={REASON: p.unmapped.reason})
+    return f"unmapped ({p.unmapped.reason}): kept under {item[PARTITION_KEY]}"
 
 
 def _arrival(a: Arrival, deps: IngestDeps) -> str:

@@ -18,6 +18,7 @@ from replmon.core.partitions import (
     signal_partition,
 )
 from replmon.core.ports import LatencyTable, MetricsSink
+from replmon.core.record import ProbeStatus
 from replmon.core.telemetry import ROUTE
 from replmon.signals.heartbeat_rpo import heartbeat_window
 from replmon.signals.inflight import in_flight_put_ends
@@ -40,10 +41,19 @@ class RouteHealth:
     rtc: list[RtcSample] = field(default_factory=list)
     events: dict[str, int] = field(default_factory=dict)
     stall: dict[str, Any] | None = None  # the Heartbeat's stall state (phase, since, seconds); None: no heartbeats
+    # None: not judged (a passive route, a report); True: no RPO input for longer than the route's
+    # class interval (CollectSignals publishes RouteNoData = 1)
+    no_data: bool | None = None
+
+    @property
+    def has_data(self) -> bool:
+        """Did anything bound (or unbound) the RPO in its window? Without, RpoSeconds is not published:
+        its 0 would read as the healthiest route."""
+        return self.rpo.unbounded or any(self.rpo.inputs.get(k) is not None for k in RPO_INPUTS)
 
     def to_json(self, spec: SloSpec) -> dict[str, Any]:
         return {
-            "route": self.route, "rpo": self.rpo.to_json(),
+            "route": self.route, "rpo": self.rpo.to_json(), "has_data": self.has_data, "no_data": self.no_data,
             "slo": {"threshold_seconds": spec.threshold_seconds, "target": spec.target, "period_days": spec.period_days,
                     "good": self.slo.good, "total": self.slo.total, "attainment": self.slo.attainment,
                     "budget_left": self.slo.budget_left, "budget_events": self.slo.budget_events(spec.target),
@@ -123,6 +133,22 @@ def route_health(store: LatencyTable, route: str, now: float, spec: SloSpec, win
     return RouteHealth(route, r, slo, rtc_samples, counts, stall_summary(beat_state, now))
 
 
+#: The RPO's bounding inputs (signals/slo.py ``rpo``): a route with none of them has no data.
+RPO_INPUTS = ("oldest_unfinished_probe", "recent_probe_latency", "rtc_replication_latency")
+#: Statuses that judge replication (ERROR and INTERRUPTED measured nothing).
+_JUDGED = frozenset({ProbeStatus.COMPLETED, ProbeStatus.STUCK, ProbeStatus.FAILED})
+
+
+def had_data(store: LatencyTable, route: str, now: float, limit: float) -> bool:
+    """Did the route have an RPO input within ``limit`` seconds: a probe that judged replication
+    (planned then), or an RTC collection with S3's ReplicationLatency? Read only for a route with
+    none in the RPO window (so the steady state costs nothing more)."""
+    if any(r.status in _JUDGED for r in store.query(route, now - limit, now, newest_first=True, limit=100)):
+        return True
+    return any(not RtcSample.from_item(i).series["ReplicationLatency"].missing
+               for i in store.items(signal_partition(route, RTC), now - limit, now))
+
+
 def pending_heartbeat_put_ends(state: Mapping[str, Any] | None) -> list[float]:
     """PUT end times of the route's heartbeats not yet replicated, from the Heartbeat's saved state
     (one whose HEAD fails is unknown, not late: left out)."""
@@ -142,8 +168,13 @@ BURN_METRICS = {"page": "SloBurnPage", "ticket": "SloBurnTicket"}
 
 
 def publish_health(metrics: MetricsSink, h: RouteHealth) -> None:
-    if not h.rpo.unbounded:  # unbounded, its value is only a lower bound: RpoUnbounded pages alone (one page per cause)
+    # Unbounded, its value is only a lower bound: RpoUnbounded pages alone (one page per cause). With
+    # no input at all there is no RPO: the series is absent (the dashboard shows no data) and
+    # RouteNoData says so once that outlasts the route's class interval.
+    if not h.rpo.unbounded and h.has_data:
         metrics.count("RpoSeconds", h.rpo.seconds, {ROUTE: h.route})
+    if h.no_data is not None:
+        metrics.count("RouteNoData", 1 if h.no_data else 0, {ROUTE: h.route})
     metrics.count("RpoUnbounded", 1 if h.rpo.unbounded else 0, {ROUTE: h.route})
     if h.slo.budget_left is not None:
         metrics.count("ErrorBudgetRemaining", round(h.slo.budget_left * 100, 4), {ROUTE: h.route})
