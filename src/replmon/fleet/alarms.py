@@ -19,7 +19,7 @@ Why this shape (AWS's pages, cited by tests/test_fleet_alarms.py):
   (``RouteGroups`` = 1..8, group_of(route) = crc32 mod RouteGroups): at most 500 routes per group
   (core/registry.py MAX_ROUTES_PER_GROUP, 4,000 in all); past 500 a group's alarms report
   PARTIAL_DATA and ``ORDER BY ... DESC LIMIT 500`` makes the 500 worst routes the ones evaluated.
-  8 groups x 14 alarms = 112 alarms.
+  8 groups x 15 alarms = 120 alarms.
 - A series that stops coming back turns its contributor OK whatever TreatMissingData says: the
   continuous metrics (RpoSeconds, the burn pair) are emitted for every route on every collector run.
 
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from replmon.core.registry import MAX_ROUTE_GROUPS, MAX_ROUTES_PER_GROUP, group_names
-from replmon.core.telemetry import EVENT, NAMESPACE, PER_ROUTE, ROUTE, ROUTE_GROUP, SERVICE_DIM
+from replmon.core.telemetry import EVENT, NAMESPACE, PER_ROUTE, PER_ROUTE_REASON, ROUTE, ROUTE_GROUP, SERVICE_DIM
 
 Function = Literal["MAX", "MIN", "SUM", "AVG", "COUNT"]
 Severity = Literal["page", "ticket"]
@@ -174,6 +174,15 @@ FLEET_ALARMS: tuple[FleetAlarm, ...] = (
         "A Cleanup could not remove a route's probe objects or uploads (the sweep retries once they expire).",
         "Cleanup could not remove a probe's objects or multipart uploads (permissions, a bucket policy, object lock)",
         "the probe prefix's lifecycle rule expires them; replmon uninstall --stack-name STACK (a dry run) lists what is left"),
+    FleetAlarm(
+        "InvalidRoute", "InvalidRoute", "SUM", ">=", 1, "ticket",
+        "A registry item is not a valid route (a field missing or wrong, or its group unreadable): the planner skips it, "
+        "the other routes run.",
+        "a registry item was written by hand or by an older version and fails validation (no destinations, a name like "
+        "'old..name', an unknown field), or the registry group's read was throttled or denied (Reason ReadFailed)",
+        "replmon fleet --stack-name STACK names the item, the field and the fix; correct it with replmon fleet put FILE "
+        "(or delete the item); ReadFailed: check the PlanProbes role and the table's throttling",
+        schema=PER_ROUTE_REASON),
 )
 
 
