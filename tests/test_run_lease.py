@@ -157,13 +157,13 @@ def test_an_expired_lease_of_an_ended_or_unknown_run_is_taken() -> None:
     d = D()
     for name, holder in (("a", "ended"), ("b", "unknown"), ("c", "runs")):
         assert d.leases.acquire(name, holder, 0.0, 500.0, {}) is not None  # expired at 500
-    assert d.leases.acquire("d", "fresh", 900.0, 5000.0, {}) is not None  # not expired: not asked
+    assert d.leases.acquire("d", "fresh", 900.0, 5000.0, {}) is not None  # not expired: asked too (an ended holder frees it)
     plan = {"run_id": "r", "bound_seconds": 10.0, "routes": [route(name=n) for n in "abcd"],
             "probes": [{"route": route(name=n), "size_class": "1MiB"} for n in "abcd"]}
     out = begin_run({"plan": plan, "execution": "me"}, d)  # type: ignore[arg-type]
     assert out["lease"]["routes"] == ["a", "b"]
     assert [s["route"] for s in out["skipped"]] == ["c", "d"]
-    assert sorted(d.executions.asked) == ["ended", "runs", "unknown"]
+    assert sorted(d.executions.asked) == ["ended", "fresh", "runs", "unknown"]
     # A run holding many routes is asked about once.
     d2 = D()
     for n in "abcd":

@@ -67,12 +67,12 @@ class DynamoLeases:
             names[f"#ls{i}"], values[f":ls{i}"] = f"{LAST_STARTED}{cls}", {"N": repr(at)}
             sets.append(f"#ls{i} = :ls{i}")
         for attr, value in (("run", run), ("probes", probes)):
-            names[f"#{attr}"] = attr
+            names[f"#x{attr}"] = attr
             if value is None:
-                removes.append(f"#{attr}")
+                removes.append(f"#x{attr}")
             else:
-                values[f":{attr}"] = {"N": str(value)} if isinstance(value, int) else {"S": value}
-                sets.append(f"#{attr} = :{attr}")
+                values[f":x{attr}"] = {"N": str(value)} if isinstance(value, int) else {"S": value}
+                sets.append(f"#x{attr} = :x{attr}")
         names["#o"] = "owner"
         if owner:
             values[":o"] = {"M": {k: {"S": v} for k, v in owner.items()}}

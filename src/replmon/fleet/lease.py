@@ -160,23 +160,25 @@ def _probe_counts(deps: LeaseDeps, plan: Mapping[str, Any], names: list[str]) ->
     return {n: int(counted[n]) for n in names if n in counted}
 
 
-def holder_ended(lease: Lease, executions: ExecutionStatus | None) -> bool:
-    """Whether ``lease``'s holder is known to have ended: a local run (``owner`` host and pid) whose
-    process is gone on this host, or an execution Step Functions reports as ended. Unknown: False."""
+def holder_ended(lease: Lease, executions: ExecutionStatus | None) -> bool | None:
+    """Whether ``lease``'s holder has ended: True when known to have ended (a local run, ``owner``
+    host and pid, whose process is gone on this host; an execution Step Functions reports as ended),
+    False when it runs, None when it cannot be told (another machine's local run, no answer)."""
     host, pid = lease.owner.get("host"), lease.owner.get("pid")
     if host and pid:
         if host != socket.gethostname() or not pid.isdigit():
-            return False  # another machine's run: its expiry decides
+            return None  # another machine's run: its expiry decides
         try:
             os.kill(int(pid), 0)
         except ProcessLookupError:
             return True
         except PermissionError:  # another user's live process
             return False
-        return False  # alive
-    if executions is None or not lease.holder:
         return False
-    return executions.running(lease.holder) is False
+    if executions is None or not lease.holder:
+        return None
+    running = executions.running(lease.holder)
+    return None if running is None else not running
 
 
 def local_owner() -> dict[str, str]:
@@ -191,8 +193,7 @@ def _standing(store: LeaseStore, executions: ExecutionStatus | None, names: list
     then at most one DescribeExecution per other holder (a run holds many routes)."""
     if not names:
         return {}, {}
-    ended_by: dict[str, bool] = {}
-    running: dict[str, bool | None] = {}
+    ended_by: dict[str, bool | None] = {}
     overran: dict[str, Lease] = {}
     ended: dict[str, str] = {}
     for name, lease in store.leases(names).items():
@@ -200,13 +201,10 @@ def _standing(store: LeaseStore, executions: ExecutionStatus | None, names: list
             continue
         if lease.holder not in ended_by:
             ended_by[lease.holder] = holder_ended(lease, executions)
-        if ended_by[lease.holder]:
+        if ended_by[lease.holder] is True:
             ended[name] = lease.holder
-        elif lease.until is not None and lease.until < now and executions is not None and not lease.owner:
-            if lease.holder not in running:
-                running[lease.holder] = executions.running(lease.holder)
-            if running[lease.holder] is True:
-                overran[name] = lease
+        elif ended_by[lease.holder] is False and lease.until is not None and lease.until < now:
+            overran[name] = lease  # expired, and its run still runs: skipped as if held
     return overran, ended
 
 

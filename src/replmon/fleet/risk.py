@@ -75,8 +75,8 @@ def risk_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
         tier = 0.0
     elif row.get("stall_seconds"):
         tier = 0.5
-    elif row["verdict"] in ("breach", "unreadable", "invalid"):  # a route nothing can judge is looked at first
-        tier = 1.0
+    elif row["verdict"] == "breach" or row["mode"] == "invalid" or str(row.get("reason", "")).startswith("READ_FAILED"):
+        tier = 1.0  # a route nothing can judge (an invalid item, its reads failing) is looked at with the breaches
     elif row["mode"] == "probe" and row["verdict"] in ("not_measured", "no_data"):
         tier = 2.0
     else:
@@ -157,8 +157,9 @@ def fleet_report(store: LatencyTable, registry: RegistryStore, *, slo: SloSpec, 
     health = {n: health_output(h) for n, h in raw.items()}
     verdicts = {n: str(judge_health(raw[n], [r for r in records if r.route == n], target_seconds=slo.threshold_seconds,
                                     rpo_window_seconds=rpo_window_seconds, now=now).verdict) for n in raw}
-    verdicts.update({n: "unreadable" for n in unreadable})
-    verdicts.update({str(r["route"]): "invalid" for r in routes if r["mode"] == "invalid"})
+    # nothing judged them: not measured, and the reason says why (mode "invalid" or READ_FAILED)
+    verdicts.update({n: "not_measured" for n in unreadable})
+    verdicts.update({str(r["route"]): "not_measured" for r in routes if r["mode"] == "invalid"})
     for r in routes:
         if str(r["route"]) in unreadable:
             r["reason_code"], r["reason"] = "READ_FAILED", unreadable[str(r["route"])]
