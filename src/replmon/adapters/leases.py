@@ -17,7 +17,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from replmon.adapters.tablecalls import table_call
 from replmon.core.errors import StoreUnavailable
-from replmon.core.partitions import LEASE, live_partition, runs_partition, skip_sort_key
+from replmon.core.partitions import LEASE, live_partition, release_sort_key, runs_partition, skip_sort_key
 from replmon.core.ports import Lease
 from replmon.core.record import PARTITION_KEY, SORT_KEY
 
@@ -156,6 +156,14 @@ class DynamoLeases:
         except BotoCoreError as exc:
             raise StoreUnavailable(f"{self.table}: {type(exc).__name__}: {exc}") from exc
 
+    def record_release(self, route: str, holder: str, until: float | None, by: str, at: float) -> None:
+        item: dict[str, Any] = {PARTITION_KEY: {"S": runs_partition(route)}, SORT_KEY: {"S": release_sort_key(at)},
+                                "holder": {"S": holder}, "released_by": {"S": by}, "released_at": {"N": repr(at)},
+                                "expires_at": {"N": str(int(at) + SKIP_KEEP_SECONDS)}}
+        if until is not None:
+            item["until"] = {"N": repr(until)}
+        self._call("put_item", Item=item)
+
     def record_skip(self, route: str, tick: str, holder: str, until: float, classes: Sequence[str]) -> bool:
         item: dict[str, Any] = {PARTITION_KEY: {"S": runs_partition(route)}, SORT_KEY: {"S": skip_sort_key(tick)},
                 "holder": {"S": holder}, "until": {"N": repr(until)},
@@ -181,6 +189,7 @@ class MemoryLeases:
         self._leases: dict[str, Lease] = {}
         self._runs: dict[str, tuple[str | None, int | None, set[str]]] = {}  # route -> (run, probes, ended probe ids)
         self.skips: dict[tuple[str, str], tuple[str, float]] = {}
+        self.released: list[tuple[str, str, float | None, str, float]] = []
 
     def acquire(self, route: str, run_id: str, now: float, until: float, started: Mapping[str, float], *,
                 run: str | None = None, probes: int | None = None, replacing: str | None = None,
@@ -218,6 +227,10 @@ class MemoryLeases:
     def leases(self, routes: Sequence[str]) -> dict[str, Lease]:
         with self._lock:
             return {r: self._leases[r] for r in routes if r in self._leases}
+
+    def record_release(self, route: str, holder: str, until: float | None, by: str, at: float) -> None:
+        with self._lock:
+            self.released.append((route, holder, until, by, at))
 
     def record_skip(self, route: str, tick: str, holder: str, until: float, classes: Sequence[str]) -> bool:
         with self._lock:

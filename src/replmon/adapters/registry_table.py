@@ -113,7 +113,9 @@ class DynamoRegistry:
         if expected_version is None:
             return self._conditional("put_item", Item=to_attrs(item), ConditionExpression="attribute_not_exists(#sk)",
                                      ExpressionAttributeNames={"#sk": SORT_KEY})
-        return self._conditional("put_item", Item=to_attrs(item), ConditionExpression="attribute_not_exists(#sk) OR #v = :expected",
+        # version 0: an item written without one (by hand, an older version, an invalid item fleet put replaces)
+        unversioned = " OR attribute_not_exists(#v)" if expected_version == 0 else ""
+        return self._conditional("put_item", Item=to_attrs(item), ConditionExpression="attribute_not_exists(#sk) OR #v = :expected" + unversioned,
                                  ExpressionAttributeNames={"#sk": SORT_KEY, "#v": "version"},
                                  ExpressionAttributeValues={":expected": {"N": str(expected_version)}})
 

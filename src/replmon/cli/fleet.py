@@ -3,6 +3,7 @@
     replmon fleet --stack-name replmon                  # every route: group, origin, mode, reason
     replmon fleet put route.json --stack-name replmon   # an explicit route (wins over discovery)
     replmon fleet inventory --stack-name replmon --member-accounts 444455556666 --dry-run
+    replmon fleet release dr-orders --stack-name replmon  # end a dead or hung run's lease by hand
 """
 
 from __future__ import annotations
@@ -206,6 +207,50 @@ def put(
         fail(f"version: route {spec.name} changed since version {expected}; read it again (replmon fleet --format json) "
              "and re-apply your edit", USAGE)
     err.print(f"route {spec.name}: written to {spec.group} as version {(expected or 0) + 1} (explicit)", highlight=False)
+    return OK
+
+
+@fleet_app.command("release")
+def release(
+    ctx: typer.Context,
+    route: Annotated[str, typer.Argument(metavar="ROUTE", help="The route whose run lease to end.")],
+    table: Table = None, stack_name: Stack = None, region: Region = None, profile: Profile = None,
+    dynamodb_endpoint: DynamoEndpoint = None,
+) -> int:
+    """End a route's run lease by hand (a run that died or hangs holds it until its expiry).
+
+    The next run probes the route. The release is recorded in the route's run items
+    (<route>#runs / <time>#released: the holder, its expiry, who released it). A run that still
+    probes the route is not stopped: stop its execution first.
+    """
+    import getpass
+    import socket
+
+    from replmon.adapters.explain import explain
+    from replmon.adapters.leases import DynamoLeases
+    from replmon.core.names import check_route_name
+    from replmon.fleet.lease import release_by_hand
+
+    try:
+        check_route_name(route)
+    except ValueError as exc:
+        fail(f"ROUTE: {exc}")
+    registry = _subcommand_registry(ctx, table, stack_name, region, profile, dynamodb_endpoint)
+    store = DynamoLeases(registry.table, registry.client)
+    try:
+        by = f"{getpass.getuser()}@{socket.gethostname()}"
+    except Exception:  # no user name in this environment
+        by = f"replmon fleet release@{socket.gethostname()}"
+    try:
+        ended = release_by_hand(store, route, by, time.time())
+    except Exception as exc:
+        fail(f"latency store {registry.table!r}: {explain(exc)}", INFRASTRUCTURE)
+    if ended is None:
+        err.print(f"route {route}: no run holds its lease; nothing to release", highlight=False)
+        return OK
+    until = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ended.until)) if ended.until else "?"
+    err.print(f"route {route}: lease of {ended.holder} (until {until}) released by {by}; recorded in {route}#runs",
+              highlight=False, soft_wrap=True)
     return OK
 
 

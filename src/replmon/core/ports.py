@@ -420,6 +420,10 @@ class LeaseStore(Protocol):
         a route that never ran has none."""
         ...
 
+    def record_release(self, route: str, holder: str, until: float | None, by: str, at: float) -> None:
+        """Put ``<route>#runs`` / ``<time>#released``: a lease ended by hand, who ended it and whose it was."""
+        ...
+
     def record_skip(self, route: str, tick: str, holder: str, until: float, classes: Sequence[str]) -> bool:
         """Put ``<route>#runs`` / ``<tick>#skipped`` if absent; True only if this call wrote it (so a
         retried step counts ``RunSkipped`` once)."""

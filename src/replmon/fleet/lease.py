@@ -238,3 +238,18 @@ def end_probe(event: Mapping[str, Any], deps: LeaseDeps) -> dict[str, Any]:
     if released:
         log.info("route's lease released: its probes ended", extra={"route": route, "run_id": run})
     return {"route": route, "released": bool(released), "held": released is False}
+
+
+def release_by_hand(store: LeaseStore, route: str, by: str, now: float) -> Lease | None:
+    """``replmon fleet release ROUTE``: end the route's lease whoever holds it, and keep the record
+    (``<route>#runs`` / ``<time>#released``: the holder, its expiry, who released it). The release is
+    conditional on the holder just read, so a run that took the lease meanwhile keeps it. Returns the
+    lease that was ended, None when the route held none."""
+    lease = store.leases([route]).get(route)
+    if lease is None or not lease.holder:
+        return None
+    if not store.release(route, lease.holder, now):
+        return None  # released or taken between the read and the write: nothing ended by hand
+    store.record_release(route, lease.holder, lease.until, by, now)
+    log.warning("route's lease ended by hand", extra={"route": route, "held_by": lease.holder, "until": lease.until, "by": by})
+    return lease
