@@ -218,7 +218,7 @@ def fleet_plan(routes: Sequence[FleetRoute], deps: FleetPlanDeps, event: Mapping
         # what the route adds to the state even when its probes are in the plan bucket: its name in
         # route_classes and in the lease's routes, its due classes
         # and in route_probes (its probe count: its last probe releases its lease)
-        route_bytes = 3 * len(c.fr.route.name) + sum(len(x.label) + 3 for x in c.due) + 24
+        route_bytes = 3 * len(c.fr.route.name) + sum(len(x.label) + 3 for x in c.due) + 16
         if len(chosen) >= fleet.max_route_runs:
             reason = "FleetMaxRouteRuns"
         elif probes_total + c.probes > fleet.max_probes:
