@@ -213,7 +213,7 @@ def end_run(event: Mapping[str, Any], deps: LeaseDeps) -> dict[str, Any]:
     (a route whose last probe released it already counts as released). A lease that is no longer
     this run's (it expired and another run took it) is left alone.
 
-    ``{"route", "run_id", "probe_id"}`` in (the Map's EndProbe, after each probe's Cleanup):
+    ``{"route": {"name"}, "run_id", "probe_id"}`` in (the Map's EndProbe, after each probe's Cleanup):
     :func:`end_probe`."""
     if "probe_id" in event:
         return end_probe(event, deps)
@@ -224,7 +224,8 @@ def end_run(event: Mapping[str, Any], deps: LeaseDeps) -> dict[str, Any]:
     for name in event.get("routes") or []:
         (released if store.release(name, str(event["holder"]), now, run=run) else lost).append(name)
     if lost:
-        log.warning("leases no longer held at the end of the run (expired: the run outlasted its bound)",
+        log.warning("leases no longer held at the end of the run (a later run took them: released when their probes "
+                    "ended, or expired because the run outlasted its bound)",
                     extra={"routes": lost, "holder": event["holder"]})
     return {"released": released, "not_held": lost}
 
@@ -233,7 +234,7 @@ def end_probe(event: Mapping[str, Any], deps: LeaseDeps) -> dict[str, Any]:
     """One probe of a route-run ended (its Cleanup ran, or failed): the route's lease is released
     when its last probe ends, so a stalled route holds only its own lease, not the run's other routes'.
     Idempotent (a retried call adds the same probe id to the lease's set of ended probes)."""
-    route, run = str(event["route"]), str(event["run_id"])
+    route, run = str(event["route"]["name"]), str(event["run_id"])
     released = _store(deps).end_probe(route, run, str(event["probe_id"]), deps.clock.now())
     if released:
         log.info("route's lease released: its probes ended", extra={"route": route, "run_id": run})
