@@ -153,6 +153,15 @@ def test_a_bad_registry_item_is_named_with_its_field_and_the_others_are_listed(a
         assert [r["name"] for r in doc["routes"]] == ["dr-orders"]
         assert {(b["name"], b["reason"], b["field"]) for b in doc["invalid"]} == {
             ("no-dests", "MissingField", "destinations"), ("old..name", "BadName", "name")}
+        # `report --fleet` lists every route, each bad item as a row naming its field (riskiest first)
+        rep = run("report", "--fleet", *ARGS, "--format", "json")
+        assert rep.exit_code in (0, 4), rep.output  # not 3: one bad item no longer stops the report
+        report = json.loads(rep.stdout)
+        jsonschema.validate(report, SCHEMA)
+        rows = {r["route"]: r for r in report["fleet"]}
+        assert rows["old..name"]["mode"] == "invalid" and rows["old..name"]["reason"].startswith("INVALID_BadName: name:")
+        assert rows["no-dests"]["reason"].startswith("INVALID_MissingField: destinations: is required")
+        assert rows["dr-orders"]["mode"] == "probe" and [r["route"] for r in report["fleet"]][-1] == "dr-orders"
         # `fleet put` refuses such an item at the edge, naming the field ...
         bad = run("fleet", "put", "-", *ARGS, stdin=json.dumps({**ROUTE, "name": "old..name"}))
         assert bad.exit_code == 2 and "name" in bad.output, bad.output

@@ -390,6 +390,9 @@ def test_inputs_that_ask_for_something_and_an_empty_registry_plan_as_before(env:
         scheduled = handler({}, LambdaContext("PlanProbes"))
     assert [p["size_class"] for p in sized["probes"]] == ["1KiB", "2KiB"] and {p["route"]["name"] for p in sized["probes"]} == {"primary"}
     assert set(scheduled["route_classes"]) == {"reg-1", "reg-2"}  # "primary"'s bucket is a registry route's: not twice
+    # each route's probe count: its last probe to end releases its lease (fleet/lease.py end_probe)
+    assert scheduled["route_probes"] == {n: sum(p["route"]["name"] == n for p in scheduled["probes"]) for n in ("reg-1", "reg-2")}
+    assert all(scheduled["route_probes"].values())
     env.deps.defaults["routes"] = [route(), route(name="legacy", source={"bucket": "legacy-src"})]
     with injected(env.deps):
         joined = handler({}, LambdaContext("PlanProbes"))

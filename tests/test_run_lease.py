@@ -350,3 +350,52 @@ def test_a_local_run_that_cannot_give_its_lease_back_says_so_with_its_expiry() -
                     "runs until 2026-09-21 15:13:20 UTC, or until replmon fleet release primary"]
     acc = RunAccount(leases_kept=kept)
     assert acc.could_not_record and kept[0] in acc.lines()  # exit 5 ("could not record"), the line on stderr and in JSON
+
+
+def test_every_probe_ends_through_end_probe_and_the_maps_result_stays_the_cleanup_summary() -> None:
+    """Both Maps (inline probes and the plan bucket's ItemReader): every path out of a child's Cleanup
+    reaches EndProbe (the route's lease) and the child's output is only the Cleanup summary, as before
+    (tests/test_payload_bounds.py bounds it). The Map's result array holds one output per child, and a
+    Distributed Map fails when more children fail than it tolerates (0 by default: "Using Map state in
+    Distributed mode", failure threshold, https://docs.amazonaws.cn/step-functions/latest/dg/state-map-distributed.md):
+    EndProbe catches its own failure, so a lost release never fails the run's probes (EndRouteRun or
+    the lease's expiry gives it back)."""
+    import json
+
+    from replmon.local.template import DEFINITION
+
+    states = json.loads(DEFINITION.read_text())["States"]
+    for mapname, sfx in (("Probes", ""), ("ProbesFromPlan", "FromPlan")):
+        child = states[mapname]["ItemProcessor"]["States"]
+        assert child[f"Cleanup{sfx}"]["Next"] == child[f"CleanupAbandoned{sfx}"]["Next"] == f"EndProbe{sfx}"
+        assert not [n for n, st in child.items() if st.get("End") and n not in (f"EndProbe{sfx}", f"LeaseKeptToRunEnd{sfx}")]
+        end = child[f"EndProbe{sfx}"]
+        assert end["Parameters"]["FunctionName"] == "${EndRouteRunFunctionArn}"
+        assert end["Parameters"]["Payload"] == {"route": {"name.$": "$.route.name"}, "run_id.$": "$.run_id", "probe_id.$": "$.probe_id"}
+        assert end["ResultPath"] is None and end["OutputPath"] == "$.cleanup.summary"
+        assert end["Catch"] == [{"ErrorEquals": ["States.ALL"], "ResultPath": None, "Next": f"LeaseKeptToRunEnd{sfx}"}]
+        assert child[f"LeaseKeptToRunEnd{sfx}"]["OutputPath"] == "$.cleanup.summary"
+        assert states[mapname]["ResultSelector"] == {"probes.$": "States.ArrayLength($)"}
+    for name in ("EndRouteRun", "ReleaseAfterFailure"):
+        assert states[name]["Parameters"]["Payload"]["run_id.$"] == "$.run_id"
+
+
+def test_a_fleet_plan_in_the_plan_bucket_gives_each_lease_its_routes_probe_count() -> None:
+    """The planner names each route's probe count (route_probes): BeginRouteRun need not read the plan
+    object to know when a route's last probe has ended."""
+    from replmon.adapters.leases import MemoryLeases
+    from replmon.core.clock import ManualClock
+
+    class D:
+        def __init__(self) -> None:
+            self.leases, self.clock, self.executions, self.plans = MemoryLeases(), ManualClock(start=1000.0), None, None
+            self.metrics = type("M", (), {"count": lambda *a, **k: None})()
+
+    d = D()
+    plan = {"run_id": "r", "bound_seconds": 10.0, "tick": "t", "tick_start": 900.0, "routes": [], "probes": [],
+            "plan": {"bucket": "b", "key": "k", "items": 5}, "route_classes": {"a": ["1KiB"], "b": ["1KiB", "1MiB"]},
+            "route_probes": {"a": 2, "b": 3}}
+    out = begin_run({"plan": plan, "execution": "arn:me"}, d)  # type: ignore[arg-type]
+    assert out["lease"]["routes"] == ["a", "b"] and out["route_probes"] == {"a": 2, "b": 3}
+    assert d.leases.end_probe("a", "r", "p1", 1001.0) is False and d.leases.end_probe("a", "r", "p2", 1001.0) is True
+    assert [d.leases.end_probe("b", "r", f"p{i}", 1001.0) for i in range(3)] == [False, False, True]
