@@ -399,3 +399,40 @@ def test_a_fleet_plan_in_the_plan_bucket_gives_each_lease_its_routes_probe_count
     assert out["lease"]["routes"] == ["a", "b"] and out["route_probes"] == {"a": 2, "b": 3}
     assert d.leases.end_probe("a", "r", "p1", 1001.0) is False and d.leases.end_probe("a", "r", "p2", 1001.0) is True
     assert [d.leases.end_probe("b", "r", f"p{i}", 1001.0) for i in range(3)] == [False, False, True]
+
+
+def test_one_routes_lease_refused_marks_only_that_route_the_table_down_fails_the_begin() -> None:
+    """DynamoDB throttles per partition (a hot item): one route's refused lease skips only that route,
+    counted RunSkipped and named; every route refused is the table, not a route: BeginRouteRun raises
+    (its Retry, then the run fails: ExecutionsFailedAlarm)."""
+    import pytest
+
+    from replmon.adapters.leases import MemoryLeases
+    from replmon.core.clock import ManualClock
+    from replmon.core.errors import StoreUnavailable
+
+    class Hot(MemoryLeases):
+        def __init__(self, hot: set[str]) -> None:
+            super().__init__()
+            self.hot = hot
+
+        def acquire(self, route: str, *a: Any, **k: Any) -> Any:
+            if route in self.hot:
+                raise StoreUnavailable("latency: ProvisionedThroughputExceededException")
+            return super().acquire(route, *a, **k)
+
+    class D:
+        def __init__(self, hot: set[str]) -> None:
+            self.leases, self.clock, self.executions, self.plans = Hot(hot), ManualClock(start=1000.0), None, None
+            self.counted: list[tuple[Any, ...]] = []
+            self.metrics = type("M", (), {"count": lambda _s, *a, **k: self.counted.append((*a, k))})()
+
+    plan = {"run_id": "r", "bound_seconds": 10.0, "routes": [route(name=n) for n in "ab"],
+            "probes": [{"route": route(name=n), "size_class": "1MiB"} for n in "ab"]}
+    d = D({"a"})
+    out = begin_run({"plan": dict(plan), "execution": "arn:me"}, d)  # type: ignore[arg-type]
+    assert out["lease"]["routes"] == ["b"] and [p["route"]["name"] for p in out["probes"]] == ["b"]
+    assert out["unleased"] == [{"route": "a", "error": "latency: ProvisionedThroughputExceededException"}]
+    assert d.counted == [("RunSkipped", {"dimensions": {"Route": "a"}})]
+    with pytest.raises(StoreUnavailable):
+        begin_run({"plan": dict(plan), "execution": "arn:me"}, D({"a", "b"}))  # type: ignore[arg-type]

@@ -37,6 +37,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from replmon.core.clock import Clock
+from replmon.core.errors import StoreUnavailable
 from replmon.core.keys import plan_object_key
 from replmon.core.ports import ExecutionStatus, Lease, LeaseStore, MetricsSink, PlanStore
 from replmon.core.telemetry import ROUTE
@@ -86,6 +87,7 @@ def begin_run(event: Mapping[str, Any], deps: LeaseDeps) -> dict[str, Any]:
     owner = getattr(deps, "run_owner", None)  # a local run: its host and pid, so a later run can tell it ended
     held: list[str] = []
     skipped: list[dict[str, Any]] = []
+    unleased: list[dict[str, Any]] = []
     try:
         overran, ended = _standing(store, deps.executions, names, holder, now)
         for name in names:
@@ -94,11 +96,17 @@ def begin_run(event: Mapping[str, Any], deps: LeaseDeps) -> dict[str, Any]:
                 started = {c: started_at for c in fleet[name]} if fleet is not None else {}
                 if ended.get(name):
                     log.warning("route's lease taken from a run that no longer runs", extra={"route": name, "held_by": ended[name]})
-                if store.acquire(name, holder, now, until, started, run=str(plan["run_id"]), probes=counts.get(name),
-                                 replacing=ended.get(name), owner=owner) is not None:
-                    held.append(name)
+                try:
+                    if store.acquire(name, holder, now, until, started, run=str(plan["run_id"]), probes=counts.get(name),
+                                     replacing=ended.get(name), owner=owner) is not None:
+                        held.append(name)
+                        continue
+                    current = store.leases([name]).get(name)
+                except StoreUnavailable as exc:  # this route's item throttled or refused: only this route waits
+                    unleased.append({"route": name, "error": str(exc)[:200]})
+                    deps.metrics.count(RUN_SKIPPED, dimensions={ROUTE: name})
+                    log.error("route skipped: its lease could not be taken", extra={"route": name, "error": str(exc)[:500]})
                     continue
-                current = store.leases([name]).get(name)
             held_by = (current.holder if current else None) or "unknown"
             held_until = (current.until if current else None) or 0.0
             classes = (sorted(fleet[name]) if fleet is not None
@@ -116,6 +124,8 @@ def begin_run(event: Mapping[str, Any], deps: LeaseDeps) -> dict[str, Any]:
             except Exception as exc:
                 log.warning("lease not released after a failed begin", extra={"route": name, "error": f"{type(exc).__name__}: {exc}"})
         raise
+    if unleased and not held and not skipped:  # the table, not a route: retried, then the run fails (ExecutionsFailed)
+        raise StoreUnavailable(f"no route's lease could be taken: {unleased[0]['error']}")
     kept = set(held)
     plan["routes"] = [r for r in plan["routes"] if r["name"] in kept]
     if fleet is not None:
@@ -123,7 +133,7 @@ def begin_run(event: Mapping[str, Any], deps: LeaseDeps) -> dict[str, Any]:
     if "route_probes" in plan:
         plan["route_probes"] = {n: c for n, c in plan["route_probes"].items() if n in kept}
     if plan.get("plan"):  # the probes are in the plan bucket: the Map reads only the held routes' probes
-        if skipped:
+        if skipped or unleased:
             plan["plan"] = _held_plan(deps, plan, kept, holder)
         plan["probe_count"] = int(plan["plan"]["items"])
     else:
@@ -132,6 +142,8 @@ def begin_run(event: Mapping[str, Any], deps: LeaseDeps) -> dict[str, Any]:
     plan["lease"] = {"holder": holder, "until": until, "routes": held}
     # Named up to SKIPPED_NAMED (the state stays bounded at any fleet size); each is recorded and counted.
     plan["skipped"] = skipped[:SKIPPED_NAMED]
+    if unleased:  # counted RunSkipped too; named so the run says which routes its store refused
+        plan["unleased"] = unleased[:SKIPPED_NAMED]
     if len(skipped) > SKIPPED_NAMED:
         plan["skipped_count"] = len(skipped)
     return plan
