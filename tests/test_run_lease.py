@@ -235,9 +235,10 @@ def test_a_stalled_route_holds_only_its_own_lease_the_others_are_released_at_the
     """Per-route leases: each probe's EndProbe (inside the Map, after its Cleanup) adds it to its
     lease's set of ended probes and the route's last one releases the lease, while the stalled
     route's probe still polls. A Distributed Map's iterations are child workflow executions, each with
-    its own history, and the Map state ends only when every iteration has ended ("Using Map state in
-    Distributed mode", https://docs.amazonaws.cn/step-functions/latest/dg/state-map-distributed.md):
-    a release at the Map's end would wait for the stalled one. The child reads its route and run id
+    its own history, and the Map state ends only when every iteration has ended ("Redriving Map Runs":
+    a Map Run is the set of child workflow executions a Distributed Map state starts,
+    https://docs.aws.amazon.com/step-functions/latest/dg/redrive-map-run.html): a release at the
+    Map's end would wait for the stalled one. The child reads its route and run id
     from its own input (each iteration's input is its item, not the parent's state; the context
     object's $$. paths are readable in Parameters, "Accessing execution data from the Context object",
     https://docs.amazonaws.cn/en_us/step-functions/latest/dg/input-output-contextobject.md). The set
@@ -356,10 +357,11 @@ def test_every_probe_ends_through_end_probe_and_the_maps_result_stays_the_cleanu
     """Both Maps (inline probes and the plan bucket's ItemReader): every path out of a child's Cleanup
     reaches EndProbe (the route's lease) and the child's output is only the Cleanup summary, as before
     (tests/test_payload_bounds.py bounds it). The Map's result array holds one output per child, and a
-    Distributed Map fails when more children fail than it tolerates (0 by default: "Using Map state in
-    Distributed mode", failure threshold, https://docs.amazonaws.cn/step-functions/latest/dg/state-map-distributed.md):
-    EndProbe catches its own failure, so a lost release never fails the run's probes (EndRouteRun or
-    the lease's expiry gives it back)."""
+    Distributed Map's Map Run fails if any one child workflow execution fails or times out (the
+    tolerated failure percentage defaults to zero: "Tolerated failure threshold for Distributed Map
+    state", https://docs.aws.amazon.com/step-functions/latest/dg/maprun-fail-threshold.html): EndProbe
+    catches its own failure, so a lost release never fails the run's probes (EndRouteRun or the
+    lease's expiry gives it back)."""
     import json
 
     from replmon.local.template import DEFINITION
