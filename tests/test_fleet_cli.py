@@ -191,3 +191,37 @@ def test_release_ends_a_lease_by_hand_and_keeps_the_record(aws: Any) -> None:
     again = run("fleet", *ARGS, "release", "dr-orders")
     assert again.exit_code == 0 and "nothing to release" in again.output
     assert run("fleet", *ARGS, "release", "old..name").exit_code == 2
+
+
+def test_one_unreadable_group_is_named_and_no_group_answering_is_the_store(aws: Any) -> None:
+    """A throttled or denied Query marks its group only; every group failing is the table (exit 3)."""
+    from botocore.exceptions import ClientError
+
+    assert run("fleet", "put", "-", *ARGS, stdin=json.dumps(ROUTE)).exit_code == 0
+
+    def throttle(which: str) -> Any:
+        def hook(params: dict[str, Any], **_: Any) -> None:
+            pk = params.get("ExpressionAttributeValues", {}).get(":pk", {}).get("S", "")
+            if pk.startswith("#routes/") and (which == "all" or pk == which):
+                raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}, "Query")
+        return hook
+
+    import replmon.adapters.clients as clients
+
+    real = clients.dynamodb
+
+    def hooked(which: str) -> Any:
+        def make(*a: Any, **k: Any) -> Any:
+            c = real(*a, **k)
+            c.meta.events.register("before-parameter-build.dynamodb.Query", throttle(which))
+            return c
+        return make
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(clients, "dynamodb", hooked("#routes/g03"))
+        one = run("fleet", *ARGS)
+        assert one.exit_code == 0 and "dr-orders" in one.stdout, one.output
+        assert "registry item '#routes/g03' in g03 skipped (ReadFailed)" in one.output
+        mp.setattr(clients, "dynamodb", hooked("all"))
+        down = run("fleet", *ARGS)
+        assert down.exit_code == 3 and "ProvisionedThroughputExceeded" in down.output, down.output

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from replmon.adapters.registry_table import DynamoRegistry
 from replmon.core.registry import InventoryObservation, Origin, Reason, RouteSpec, RouteVerdict, group_of, load_route_spec
 from replmon.fleet.registrar import move_groups
@@ -163,6 +165,7 @@ def test_one_bad_item_is_skipped_with_its_field_and_every_reader_gets_the_others
 def test_the_planner_counts_invalid_route_per_item_and_plans_the_rest(registry: DynamoRegistry) -> None:
     from types import SimpleNamespace
 
+    from replmon.core.errors import StoreUnavailable
     from replmon.core.fleetconfig import FleetSettings
     from replmon.fleet.planner import INVALID_ROUTE, registry_routes
 
@@ -188,6 +191,16 @@ def test_the_planner_counts_invalid_route_per_item_and_plans_the_rest(registry: 
     assert sorted((m, d["Route"], d["Reason"], d["RouteGroup"]) for m, _, d in metrics.counted) == [
         (INVALID_ROUTE, "#routes/g01", "ReadFailed", "g01"), (INVALID_ROUTE, "colour", "UnknownField", "g00"),
         (INVALID_ROUTE, "no-dests", "MissingField", "g00"), (INVALID_ROUTE, "old..name", "BadName", "g00")]
+
+    class Down:  # every group's read fails: the table, not a group - the plan fails (as before), nothing is planned silently
+        def read(self, group: str) -> Any:
+            from replmon.core.errors import StoreUnavailable
+
+            raise StoreUnavailable("latency: ResourceNotFoundException")
+
+    deps.registry = Down()
+    with pytest.raises(StoreUnavailable):
+        registry_routes(deps)  # type: ignore[arg-type]
 
 
 def test_invalid_route_is_a_declared_metric_with_a_ticket_alarm() -> None:

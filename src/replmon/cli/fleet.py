@@ -117,6 +117,9 @@ def fleet(
         accounts = registry.accounts()
     except Exception as exc:
         fail(f"latency store {registry.table!r}: {explain(exc)}", INFRASTRUCTURE)
+    unread = [b for b in invalid if b.reason == "ReadFailed"]
+    if len(unread) == MAX_ROUTE_GROUPS:  # no group answered: the table, not a group
+        fail(f"latency store {registry.table!r}: {unread[0].detail}", INFRASTRUCTURE)
     specs.sort(key=lambda s: s.name)
     probing = sum(1 for s in specs if s.probing)
     title = f"{len(specs)} routes, {probing} probed" + (f", {len(invalid)} invalid items skipped" if invalid else "")

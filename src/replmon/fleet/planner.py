@@ -143,12 +143,14 @@ def registry_routes(deps: FleetPlanDeps) -> list[FleetRoute]:
     assert deps.registry is not None
     fleet_classes = deps.fleet.classes
     out: list[FleetRoute] = []
+    failed: list[Exception] = []
     for group in deps.fleet.groups:
         try:
             read = read_group(deps.registry, group)
         except Exception as exc:  # throttled or denied: this group's routes wait for the next tick, the others run
             note_invalid(deps.metrics, InvalidRoute(group, registry_partition(group), "ReadFailed", "(query)",
                                                     f"{type(exc).__name__}: {exc}"))
+            failed.append(exc)
             continue
         for bad in read.invalid:
             note_invalid(deps.metrics, bad)
@@ -163,6 +165,8 @@ def registry_routes(deps: FleetPlanDeps) -> list[FleetRoute]:
                     max_concurrency=probe.max_concurrency if probe else 1))
             except (ConfigError, ValueError) as exc:
                 note_invalid(deps.metrics, InvalidRoute(group, spec.name, "BadField", "probe", f"{type(exc).__name__}: {exc}"))
+    if failed and len(failed) == len(deps.fleet.groups):  # the table, not a group: the run fails (ExecutionsFailed)
+        raise failed[0]
     return out
 
 
