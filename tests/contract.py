@@ -97,6 +97,7 @@ class ContractRun:
     stack_route: dict[str, Any] = field(default_factory=dict)  # CloudFormation's answer to the StackRoute custom resource
     heartbeats: list[str] = field(default_factory=list)  # the Heartbeat's transitions over the scenario
     event_first_run_ids: dict[str, str] = field(default_factory=dict)
+    invalid_plan: dict[str, Any] = field(default_factory=dict)  # PlanProbes' output with an invalid registry item
 
 
 def emf_blobs(text: str) -> list[dict[str, Any]]:
@@ -207,12 +208,13 @@ def run_contract_scenarios() -> ContractRun:
         run.swept_late_replica = not left and not uploads
 
         # The route's previous run still holds its lease (a run outlasting its schedule): this run
-        # skips the route, recorded and counted (RunSkipped); once that lease is back, runs go on.
+        # skips the route, recorded and counted (RunSkipped); once that lease is back, runs go on. (A run
+        # id, not an execution ARN: nothing tells whether it ended, so its unexpired lease stands; an
+        # execution Step Functions reports as ended would not block, fleet/lease.py holder_ended.)
         other = DynamoLeases(TABLE, ddb)
-        assert other.acquire("primary", "arn:aws:states:us-east-1:123456789012:execution:x:still-running", clock.now(),
-                             clock.now() + 3600, {}) is not None
+        assert other.acquire("primary", "20261123T100000Z-still-running", clock.now(), clock.now() + 3600, {}) is not None
         play("skipped", {"sizes": "1MiB"})
-        assert other.release("primary", "arn:aws:states:us-east-1:123456789012:execution:x:still-running", clock.now())
+        assert other.release("primary", "20261123T100000Z-still-running", clock.now())
         # An expired lease of another run of this stack's state machine: BeginRouteRun asks Step
         # Functions whether that run still runs (DescribeExecution: it does not exist) and takes it.
         gone = f"arn:aws:states:{REGION}:{ACCOUNT}:execution:{STACK}-replication-probe:gone"
@@ -332,6 +334,14 @@ def play_passive(run: ContractRun, deps: Deps, clock: ManualClock, wrap: Any, st
     report = wrap("Report", load_handler("Report"))
     run.report = report({}, LambdaContext("Report"))
     run.fleet_report = report({"fleet": True}, LambdaContext("Report"))
+    # A registry item that is not a valid route (written around `fleet put`): the scheduled plan skips
+    # it, counted per item (InvalidRoute{RouteGroup, Route, Reason}), and plans the rest.
+    from replmon.adapters.registry_table import to_attrs
+
+    store.client.put_item(TableName=TABLE, Item=to_attrs({"route": "#routes/g00", "at": "old..name", "name": "old..name",
+                                                          "group": "g00", "origin": "explicit"}))
+    run.invalid_plan = wrap("PlanProbes", load_handler("PlanProbes"))({}, LambdaContext("PlanProbes"))
+    store.client.delete_item(TableName=TABLE, Key={"route": {"S": "#routes/g00"}, "at": {"S": "old..name"}})
 
 
 def play_heartbeat(run: ContractRun, deps: Deps, clock: ManualClock, wrap: Any, fake: Any) -> None:

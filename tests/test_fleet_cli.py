@@ -126,3 +126,104 @@ def test_inventory_dry_run_writes_nothing_and_routes_account_reads_one_account(a
     assert got == {"applogs": "RULE_DISABLED", "orders": "OK"}
     bad = run("routes", "--account", "12")
     assert bad.exit_code == 2 and "--account" in bad.output
+
+
+def raw_item(aws: Any, name: str, **attrs: Any) -> None:
+    """A registry item written around `fleet put` (by hand, or by an older version): no validation."""
+    from replmon.adapters.registry_table import to_attrs
+
+    aws.put_item(TableName=TABLE, Item=to_attrs({"route": "#routes/g00", "at": name, "name": name, "group": "g00",
+                                                 "origin": "explicit", **attrs}))
+
+
+def test_a_bad_registry_item_is_named_with_its_field_and_the_others_are_listed(aws: Any) -> None:
+    """One item without destinations and one named 'old..name' do not stop `replmon fleet`: each is
+    a line naming the item and the field, the JSON lists them, the good route is listed, exit 0.
+    The group's --table reaches `put` and `release` (`replmon fleet --table T put FILE`)."""
+    assert run("fleet", *ARGS, "put", "-", stdin=json.dumps(ROUTE)).exit_code == 0  # the group's --table
+    src = {"account": ACCOUNT, "region": "eu-west-1", "bucket": "plain"}
+    raw_item(aws, "no-dests", source=src)
+    raw_item(aws, "old..name", source=src, destinations=[{"account": ACCOUNT, "region": "eu-west-1", "bucket": "orders-dr"}])
+    try:
+        table = run("fleet", *ARGS)
+        assert table.exit_code == 0, table.output
+        assert "dr-orders" in table.stdout and "2 invalid items skipped" in table.output
+        assert "registry item 'no-dests' in g00 skipped (MissingField): destinations: is required" in table.output
+        assert "registry item 'old..name' in g00 skipped (BadName): name:" in table.output
+        doc = json.loads(run("fleet", *ARGS, "--format", "json").stdout)
+        jsonschema.validate(doc, SCHEMA)
+        assert [r["name"] for r in doc["routes"]] == ["dr-orders"]
+        assert {(b["name"], b["reason"], b["field"]) for b in doc["invalid"]} == {
+            ("no-dests", "MissingField", "destinations"), ("old..name", "BadName", "name")}
+        # `report --fleet` lists every route, each bad item as a row naming its field (riskiest first)
+        rep = run("report", "--fleet", *ARGS, "--format", "json")
+        assert rep.exit_code in (0, 4), rep.output  # not 3: one bad item no longer stops the report
+        report = json.loads(rep.stdout)
+        jsonschema.validate(report, SCHEMA)
+        rows = {r["route"]: r for r in report["fleet"]}
+        assert rows["old..name"]["mode"] == "invalid" and rows["old..name"]["reason"].startswith("INVALID_BadName: name:")
+        assert rows["no-dests"]["reason"].startswith("INVALID_MissingField: destinations: is required")
+        assert rows["dr-orders"]["mode"] == "probe" and [r["route"] for r in report["fleet"]][-1] == "dr-orders"
+        # `fleet put` refuses such an item at the edge, naming the field ...
+        bad = run("fleet", "put", "-", *ARGS, stdin=json.dumps({**ROUTE, "name": "old..name"}))
+        assert bad.exit_code == 2 and "name" in bad.output, bad.output
+        # ... and replaces the stored invalid item once it is fixed (conditional on the version it has)
+        fixed = run("fleet", "put", "-", *ARGS, stdin=json.dumps({**ROUTE, "name": "no-dests", "source": src}))
+        assert fixed.exit_code == 0, fixed.output
+        doc = json.loads(run("fleet", *ARGS, "--format", "json").stdout)
+        assert [r["name"] for r in doc["routes"]] == ["dr-orders", "no-dests"] and len(doc["invalid"]) == 1
+    finally:
+        for name in ("no-dests", "old..name"):
+            aws.delete_item(TableName=TABLE, Key={"route": {"S": "#routes/g00"}, "at": {"S": name}})
+
+
+def test_release_ends_a_lease_by_hand_and_keeps_the_record(aws: Any) -> None:
+    from replmon.adapters.leases import DynamoLeases
+    from replmon.core.partitions import runs_partition
+
+    leases = DynamoLeases(TABLE, aws)
+    assert leases.acquire("dr-orders", "arn:aws:states:us-east-1:1:execution:sm:dead", 0.0, 4e9, {}) is not None
+    r = run("fleet", *ARGS, "release", "dr-orders")  # the group's --table
+    assert r.exit_code == 0 and "released by" in r.output and "execution:sm:dead" in r.output, r.output
+    assert leases.leases(["dr-orders"])["dr-orders"].holder is None
+    kept = aws.query(TableName=TABLE, KeyConditionExpression="#pk = :pk", ExpressionAttributeNames={"#pk": "route"},
+                     ExpressionAttributeValues={":pk": {"S": runs_partition("dr-orders")}})["Items"]
+    (record,) = [i for i in kept if i["at"]["S"].endswith("#released")]
+    assert record["holder"]["S"].endswith(":dead") and record["until"]["N"] and record["released_by"]["S"]
+    again = run("fleet", *ARGS, "release", "dr-orders")
+    assert again.exit_code == 0 and "nothing to release" in again.output
+    assert run("fleet", *ARGS, "release", "old..name").exit_code == 2
+
+
+def test_one_unreadable_group_is_named_and_no_group_answering_is_the_store(aws: Any) -> None:
+    """A throttled or denied Query marks its group only; every group failing is the table (exit 3)."""
+    from botocore.exceptions import ClientError
+
+    assert run("fleet", "put", "-", *ARGS, stdin=json.dumps(ROUTE)).exit_code == 0
+
+    def throttle(which: str) -> Any:
+        def hook(params: dict[str, Any], **_: Any) -> None:
+            pk = params.get("ExpressionAttributeValues", {}).get(":pk", {}).get("S", "")
+            if pk.startswith("#routes/") and (which == "all" or pk == which):
+                raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}, "Query")
+        return hook
+
+    import replmon.adapters.clients as clients
+
+    real = clients.dynamodb
+
+    def hooked(which: str) -> Any:
+        def make(*a: Any, **k: Any) -> Any:
+            c = real(*a, **k)
+            c.meta.events.register("before-parameter-build.dynamodb.Query", throttle(which))
+            return c
+        return make
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(clients, "dynamodb", hooked("#routes/g03"))
+        one = run("fleet", *ARGS)
+        assert one.exit_code == 0 and "dr-orders" in one.stdout, one.output
+        assert "registry item '#routes/g03' in g03 skipped (ReadFailed)" in one.output
+        mp.setattr(clients, "dynamodb", hooked("all"))
+        down = run("fleet", *ARGS)
+        assert down.exit_code == 3 and "ProvisionedThroughputExceeded" in down.output, down.output

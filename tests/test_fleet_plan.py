@@ -22,7 +22,9 @@ AWS contracts encoded here:
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 from collections import Counter
 from typing import Any
 
@@ -385,15 +387,19 @@ def test_the_fleet_calls_are_allowed_by_the_deployed_roles_and_by_nothing_wider(
     handlers = state_machine_handlers()
     fleet_fns = ("PlanProbes", "BeginRouteRun", "EndRouteRun")
 
+    # One handler at a time (the recorder names the running function process-wide): EndRouteRun also
+    # runs inside the Map (each probe's EndProbe), beside other probes' Cleanup.
+    lock = threading.Lock()
+
     def recorded(name: str) -> Any:
         def call(event: dict[str, Any], context: Any) -> Any:
-            with recorder.function(name):
+            with lock, (recorder.function(name) if name in fleet_fns else contextlib.nullcontext()):
                 return handlers[name](event, context)
         return call
 
     env.clock.advance(T0 + 1 - env.clock.now())
     with recorder.recording(), injected(env.deps), \
-            LocalStateMachine({**handlers, **{n: recorded(n) for n in fleet_fns}}, clock=env.clock) as sm:
+            LocalStateMachine({n: recorded(n) for n in handlers}, clock=env.clock) as sm:
         result = sm.run({}, timeout=120)
     assert result.status == "SUCCEEDED", (result.error, result.cause)
     assert result.output["results"] == {"probes": 2}
@@ -470,6 +476,9 @@ def test_inputs_that_ask_for_something_and_an_empty_registry_plan_from_the_regis
     assert [p["size_class"] for p in sized["probes"] if p["route"]["name"] == "primary"] == ["1KiB", "2KiB"]
     assert {p["route"]["name"] for p in sized["probes"]} == {"primary", "reg-1", "reg-2"}
     assert set(scheduled["route_classes"]) == {"primary", "reg-1", "reg-2"}
+    # each route's probe count: its last probe to end releases its lease (fleet/lease.py end_probe)
+    assert scheduled["route_probes"] == {n: sum(p["route"]["name"] == n for p in scheduled["probes"]) for n in scheduled["route_classes"]}
+    assert all(scheduled["route_probes"].values())
     monkeypatch.setattr(planner, "STATE_ROUTE_BYTES", 40)
     with injected(env.deps):
         tight = handler({}, LambdaContext("PlanProbes"))

@@ -10,7 +10,10 @@ https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Query.KeyCondit
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+import pytest
 
 from replmon.adapters.registry_table import DynamoRegistry
 from replmon.core.registry import InventoryObservation, Origin, Reason, RouteSpec, RouteVerdict, group_of, load_route_spec
@@ -120,3 +123,131 @@ def test_inventory_rows_and_checkpoint(registry: DynamoRegistry) -> None:
     assert registry.checkpoint() == {"account": "111122223333", "token": "t1", "run_id": "r"}
     registry.put_checkpoint(None)
     assert registry.checkpoint() is None
+
+
+# ------------------------------------------------------------------------------ a bad item is isolated
+class Counted:
+    def __init__(self) -> None:
+        self.counted: list[tuple[str, float, dict[str, str]]] = []
+
+    def count(self, metric: str, value: float = 1, dimensions: Any = None) -> None:
+        self.counted.append((metric, value, dict(dimensions or {})))
+
+
+def bad_items(registry: DynamoRegistry) -> None:
+    """An item without destinations, one named 'old..name' and one with an unknown field, written
+    around the validation (by hand, or by an older version)."""
+    from replmon.adapters.registry_table import to_attrs
+
+    good = spec("zz-good").to_item()
+    for name, drop, extra in (("no-dests", "destinations", {}), ("old..name", None, {}), ("colour", None, {"colour": "red"})):
+        item = {**good, "at": name, "name": name, **extra}
+        if drop:
+            item.pop(drop)
+        registry.client.put_item(TableName=registry.table, Item=to_attrs(item))
+
+
+def test_one_bad_item_is_skipped_with_its_field_and_every_reader_gets_the_others(registry: DynamoRegistry) -> None:
+    from replmon.core.registry import InvalidRoute, parse_item
+
+    assert registry.put_explicit(spec("aa-good"), None) and registry.put_explicit(spec("zz-good"), None)
+    bad_items(registry)
+    assert [r.name for r in registry.routes("g00")] == ["aa-good", "zz-good"]  # what other readers call
+    read = registry.read("g00")
+    assert [r.name for r in read.routes] == ["aa-good", "zz-good"]
+    assert {(b.name, b.reason, b.field) for b in read.invalid} == {
+        ("no-dests", "MissingField", "destinations"), ("old..name", "BadName", "name"), ("colour", "UnknownField", "colour")}
+    (dots,) = [b for b in registry.invalid("g00") if b.name == "old..name"]
+    assert dots.line().startswith("registry item 'old..name' in g00 skipped (BadName): name: ")
+    assert isinstance(parse_item("g00", {"at": "x"}), InvalidRoute)  # nothing but a key: still a finding, never a raise
+
+
+def test_the_planner_counts_invalid_route_per_item_and_plans_the_rest(registry: DynamoRegistry) -> None:
+    from types import SimpleNamespace
+
+    from replmon.core.errors import StoreUnavailable
+    from replmon.core.fleetconfig import FleetSettings
+    from replmon.fleet.planner import INVALID_ROUTE, registry_routes
+
+    assert registry.put_explicit(spec("aa-good"), None)
+    bad_items(registry)
+
+    class Throttled:  # group g01's Query is throttled: only that group is marked
+        def __init__(self, inner: DynamoRegistry) -> None:
+            self.inner = inner
+
+        def read(self, group: str) -> Any:
+            if group == "g01":
+                from replmon.core.errors import StoreUnavailable
+
+                raise StoreUnavailable("latency: ProvisionedThroughputExceededException")
+            return self.inner.read(group)
+
+    metrics = Counted()
+    deps = SimpleNamespace(registry=Throttled(registry), fleet=FleetSettings(route_groups=2), metrics=metrics,
+                           defaults={"timeout_seconds": 1800})
+    planned = registry_routes(deps)  # type: ignore[arg-type]
+    assert [r.route.name for r in planned] == ["aa-good"]
+    assert sorted((m, d["Route"], d["Reason"], d["RouteGroup"]) for m, _, d in metrics.counted) == [
+        (INVALID_ROUTE, "#routes/g01", "ReadFailed", "g01"), (INVALID_ROUTE, "colour", "UnknownField", "g00"),
+        (INVALID_ROUTE, "no-dests", "MissingField", "g00"), (INVALID_ROUTE, "old..name", "BadName", "g00")]
+
+    class Down:  # every group's read fails: the table, not a group - the plan fails (as before), nothing is planned silently
+        def read(self, group: str) -> Any:
+            from replmon.core.errors import StoreUnavailable
+
+            raise StoreUnavailable("latency: ResourceNotFoundException")
+
+    deps.registry = Down()
+    with pytest.raises(StoreUnavailable):
+        registry_routes(deps)  # type: ignore[arg-type]
+
+
+def test_invalid_route_is_a_declared_metric_with_a_ticket_alarm() -> None:
+    """The metric's dimension set is the alarm's schema (core/telemetry.py, fleet/alarms.py): the
+    template's alarm reads exactly what the planner emits (tests/test_alarm_contract.py checks the template)."""
+    from replmon.core.telemetry import METRICS, REASON, ROUTE, ROUTE_GROUP, SERVICE_DIM
+    from replmon.fleet.alarms import FLEET_ALARMS, schema_dimensions
+
+    (alarm,) = [a for a in FLEET_ALARMS if a.metric == "InvalidRoute"]
+    assert alarm.severity == "ticket" and alarm.notifies
+    assert METRICS["InvalidRoute"].dimension_sets == ((SERVICE_DIM, ROUTE_GROUP, ROUTE, REASON),)
+    assert set(schema_dimensions(alarm)) == set(METRICS["InvalidRoute"].dimension_sets[0])
+
+
+def test_heartbeats_and_the_fleet_report_skip_a_bad_item_and_mark_only_an_unreadable_route(registry: DynamoRegistry) -> None:
+    from types import SimpleNamespace
+
+    from replmon.core.fleetconfig import FleetSettings
+    from replmon.fleet.risk import fleet_report, registry_rows
+    from replmon.probe.heartbeat import heartbeat_routes
+    from replmon.signals.slo import SloSpec
+
+    assert registry.put_explicit(spec("aa-good"), None) and registry.put_explicit(spec("zz-good"), None)
+    bad_items(registry)
+    deps = SimpleNamespace(registry=registry, fleet=FleetSettings(route_groups=1), defaults={}, routes=[])
+    assert [h.route.name for h in heartbeat_routes("g00", deps)] == ["aa-good", "zz-good"]  # type: ignore[arg-type]
+
+    rows = {r["route"]: r for r in registry_rows(registry)}
+    assert rows["old..name"]["mode"] == "invalid" and rows["old..name"]["reason_code"] == "INVALID_BadName"
+    assert rows["aa-good"]["mode"] == "probe"
+
+    # zz-good's reads are denied (as a member's changed policy would); the others' are answered
+    from botocore.exceptions import ClientError
+
+    from replmon.adapters.dynamodb import DynamoLatencyStore
+
+    def deny(params: dict[str, Any], **_: Any) -> None:
+        if "zz-good" in json.dumps(params, default=str):
+            raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "not authorized on zz-good"}}, "Query")
+
+    registry.client.meta.events.register("before-parameter-build.dynamodb.*", deny)
+    try:
+        report = fleet_report(DynamoLatencyStore(registry.table, registry.client), registry, slo=SloSpec(threshold_seconds=900.0),
+                              rpo_window_seconds=3600.0, now=1795000000.0)
+    finally:
+        registry.client.meta.events.unregister("before-parameter-build.dynamodb.*", deny)
+    by = {r["route"]: r for r in report["fleet"]}
+    assert by["zz-good"]["verdict"] == "not_measured" and "AccessDeniedException" in by["zz-good"]["reason"]
+    assert by["old..name"]["verdict"] == "not_measured" and by["old..name"]["mode"] == "invalid"
+    assert by["aa-good"]["verdict"] == "no_data" and by["aa-good"]["reason"] == "-"

@@ -85,6 +85,7 @@ class Deps:
     registry: RegistryStore | None = None
     leases: LeaseStore | None = None
     executions: ExecutionStatus | None = None  # is a lease's holder still running? (BeginRouteRun)
+    run_owner: Mapping[str, str] | None = None  # a local run's host and pid, on its leases (fleet/lease.py local_owner)
     rollups: RollupStore | None = None
     plans: PlanStore | None = None
     metric_readers: MetricReaders | None = None

@@ -17,7 +17,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from replmon.adapters.tablecalls import table_call
 from replmon.core.errors import StoreUnavailable
-from replmon.core.partitions import LEASE, live_partition, runs_partition, skip_sort_key
+from replmon.core.partitions import LEASE, live_partition, release_sort_key, runs_partition, skip_sort_key
 from replmon.core.ports import Lease
 from replmon.core.record import PARTITION_KEY, SORT_KEY
 
@@ -25,6 +25,8 @@ from replmon.core.record import PARTITION_KEY, SORT_KEY
 SKIP_KEEP_SECONDS = 35 * 86_400
 BATCH_GET_KEYS = 100  # BatchGetItem's limit per call (C19.23)
 LAST_STARTED = "ls_"
+#: The lease's string set of the route-run's probes that ended (their probe ids): the last one releases it.
+DONE = "done"
 
 
 def _num(value: Any) -> float | None:
@@ -35,8 +37,10 @@ def lease_from_item(route: str, item: Mapping[str, Any] | None) -> Lease:
     """A raw (client-level) lease item as a :class:`Lease`; a missing item is a free lease."""
     item = item or {}
     holder = item.get("holder", {}).get("S")
+    owner = {k: v.get("S", "") for k, v in item.get("owner", {}).get("M", {}).items()} if holder else {}
     return Lease(route=route, holder=holder, until=_num(item.get("until")) if holder else None,
-                 last_started={k[len(LAST_STARTED):]: float(v["N"]) for k, v in item.items() if k.startswith(LAST_STARTED)})
+                 last_started={k[len(LAST_STARTED):]: float(v["N"]) for k, v in item.items() if k.startswith(LAST_STARTED)},
+                 owner=owner)
 
 
 class DynamoLeases:
@@ -52,29 +56,78 @@ class DynamoLeases:
     def _call(self, op: str, **kwargs: Any) -> Any:
         return table_call(self.client, self.table, op, **kwargs)
 
-    def acquire(self, route: str, run_id: str, now: float, until: float, started: Mapping[str, float]) -> Lease | None:
-        names = {"#h": "holder", "#u": "until", "#a": "acquired"}
+    def acquire(self, route: str, run_id: str, now: float, until: float, started: Mapping[str, float], *,
+                run: str | None = None, probes: int | None = None, replacing: str | None = None,
+                owner: Mapping[str, str] | None = None) -> Lease | None:
+        names = {"#h": "holder", "#u": "until", "#a": "acquired", "#d": DONE}
         values: dict[str, Any] = {":run": {"S": run_id}, ":until": {"N": repr(until)}, ":now": {"N": repr(now)}}
         sets = ["#h = :run", "#u = :until", "#a = :now"]
+        removes = ["#d"]  # a new route-run counts its ended probes from none
         for i, (cls, at) in enumerate(sorted(started.items())):
             names[f"#ls{i}"], values[f":ls{i}"] = f"{LAST_STARTED}{cls}", {"N": repr(at)}
             sets.append(f"#ls{i} = :ls{i}")
+        for attr, value in (("run", run), ("probes", probes)):
+            names[f"#x{attr}"] = attr
+            if value is None:
+                removes.append(f"#x{attr}")
+            else:
+                values[f":x{attr}"] = {"N": str(value)} if isinstance(value, int) else {"S": value}
+                sets.append(f"#x{attr} = :x{attr}")
+        names["#o"] = "owner"
+        if owner:
+            values[":o"] = {"M": {k: {"S": v} for k, v in owner.items()}}
+            sets.append("#o = :o")
+        else:
+            removes.append("#o")
+        condition = "attribute_not_exists(#h) OR #u < :now OR #h = :run"
+        if replacing is not None:  # its holder is known to have ended: taken although its `until` has not passed
+            values[":dead"] = {"S": replacing}
+            condition += " OR #h = :dead"
         try:
             out = self._call(
-                "update_item", Key=self._key(route), UpdateExpression="SET " + ", ".join(sets),
-                ConditionExpression="attribute_not_exists(#h) OR #u < :now OR #h = :run",
-                ExpressionAttributeNames=names, ExpressionAttributeValues=values, ReturnValues="ALL_NEW")
+                "update_item", Key=self._key(route), UpdateExpression="SET " + ", ".join(sets) + " REMOVE " + ", ".join(removes),
+                ConditionExpression=condition, ExpressionAttributeNames=names, ExpressionAttributeValues=values,
+                ReturnValues="ALL_NEW")
         except ClientError:  # ConditionalCheckFailed: another run's unexpired lease stands
             return None
         return lease_from_item(route, out.get("Attributes"))
 
-    def release(self, route: str, run_id: str, now: float) -> bool:
+    def release(self, route: str, run_id: str, now: float, run: str | None = None) -> bool:
+        names = {"#h": "holder", "#u": "until", "#d": DONE, "#o": "owner"}
+        values: dict[str, Any] = {":run": {"S": run_id}, ":now": {"N": repr(now)}}
+        condition = "#h = :run"
+        if run is not None:  # its route-run's last probe gave it back already: released all the same
+            names["#r"], values[":r"] = "run", {"S": run}
+            condition += " OR (attribute_not_exists(#h) AND #r = :r)"
         try:
-            self._call("update_item", Key=self._key(route), UpdateExpression="REMOVE #h, #u SET finished = :now",
-                       ConditionExpression="#h = :run", ExpressionAttributeNames={"#h": "holder", "#u": "until"},
-                       ExpressionAttributeValues={":run": {"S": run_id}, ":now": {"N": repr(now)}})
+            self._call("update_item", Key=self._key(route), UpdateExpression="REMOVE #h, #u, #d, #o SET finished = :now",
+                       ConditionExpression=condition, ExpressionAttributeNames=names, ExpressionAttributeValues=values)
         except ClientError:  # not this run's lease (released already, or expired and taken)
             return False
+        return True
+
+    def end_probe(self, route: str, run: str, probe_id: str, now: float) -> bool | None:
+        """One probe of route-run ``run`` ended: ``ADD done :probe_id`` (a string set: a retried call
+        adds nothing), and the route's lease is released once every probe of the run has ended.
+        True: released now; False: probes of the run still run; None: the lease is not the run's."""
+        names = {"#h": "holder", "#r": "run", "#d": DONE}
+        try:
+            out = self._call("update_item", Key=self._key(route), UpdateExpression="ADD #d :p",
+                             ConditionExpression="attribute_exists(#h) AND #r = :r", ExpressionAttributeNames=names,
+                             ExpressionAttributeValues={":p": {"SS": [probe_id]}, ":r": {"S": run}}, ReturnValues="ALL_NEW")
+        except ClientError:
+            return None
+        item = out.get("Attributes") or {}
+        expected = _num(item.get("probes"))
+        if expected is None or len(item.get(DONE, {}).get("SS", [])) < expected:
+            return False
+        try:
+            self._call("update_item", Key=self._key(route), UpdateExpression="REMOVE #h, #u, #d, #o SET finished = :now",
+                       ConditionExpression="attribute_exists(#h) AND #r = :r",
+                       ExpressionAttributeNames={**names, "#u": "until", "#o": "owner"},
+                       ExpressionAttributeValues={":r": {"S": run}, ":now": {"N": repr(now)}})
+        except ClientError:  # a concurrent last probe (a retry) released it first
+            return None
         return True
 
     def leases(self, routes: Sequence[str]) -> dict[str, Lease]:
@@ -103,6 +156,14 @@ class DynamoLeases:
         except BotoCoreError as exc:
             raise StoreUnavailable(f"{self.table}: {type(exc).__name__}: {exc}") from exc
 
+    def record_release(self, route: str, holder: str, until: float | None, by: str, at: float) -> None:
+        item: dict[str, Any] = {PARTITION_KEY: {"S": runs_partition(route)}, SORT_KEY: {"S": release_sort_key(at)},
+                                "holder": {"S": holder}, "released_by": {"S": by}, "released_at": {"N": repr(at)},
+                                "expires_at": {"N": str(int(at) + SKIP_KEEP_SECONDS)}}
+        if until is not None:
+            item["until"] = {"N": repr(until)}
+        self._call("put_item", Item=item)
+
     def record_skip(self, route: str, tick: str, holder: str, until: float, classes: Sequence[str]) -> bool:
         item: dict[str, Any] = {PARTITION_KEY: {"S": runs_partition(route)}, SORT_KEY: {"S": skip_sort_key(tick)},
                 "holder": {"S": holder}, "until": {"N": repr(until)},
@@ -126,20 +187,39 @@ class MemoryLeases:
 
         self._lock = threading.Lock()
         self._leases: dict[str, Lease] = {}
+        self._runs: dict[str, tuple[str | None, int | None, set[str]]] = {}  # route -> (run, probes, ended probe ids)
         self.skips: dict[tuple[str, str], tuple[str, float]] = {}
+        self.released: list[tuple[str, str, float | None, str, float]] = []
 
-    def acquire(self, route: str, run_id: str, now: float, until: float, started: Mapping[str, float]) -> Lease | None:
+    def acquire(self, route: str, run_id: str, now: float, until: float, started: Mapping[str, float], *,
+                run: str | None = None, probes: int | None = None, replacing: str | None = None,
+                owner: Mapping[str, str] | None = None) -> Lease | None:
         with self._lock:
             old = self._leases.get(route)
-            if old and old.holder and old.until is not None and old.until >= now and old.holder != run_id:
+            if (old and old.holder and old.until is not None and old.until >= now and old.holder != run_id
+                    and (replacing is None or old.holder != replacing)):
                 return None
-            self._leases[route] = Lease(route, run_id, until, {**(old.last_started if old else {}), **started})
+            self._leases[route] = Lease(route, run_id, until, {**(old.last_started if old else {}), **started}, dict(owner or {}))
+            self._runs[route] = (run, probes, set())
             return self._leases[route]
 
-    def release(self, route: str, run_id: str, now: float) -> bool:
+    def release(self, route: str, run_id: str, now: float, run: str | None = None) -> bool:
         with self._lock:
             old = self._leases.get(route)
-            if not old or old.holder != run_id:
+            if not old or (old.holder != run_id and not (old.holder is None and run is not None
+                                                           and self._runs.get(route, (None,))[0] == run)):
+                return False
+            self._leases[route] = Lease(route, None, None, old.last_started)
+            return True
+
+    def end_probe(self, route: str, run: str, probe_id: str, now: float) -> bool | None:
+        with self._lock:
+            old = self._leases.get(route)
+            mine, expected, done = self._runs.get(route, (None, None, set()))
+            if not old or not old.holder or mine != run:
+                return None
+            done.add(probe_id)
+            if expected is None or len(done) < expected:
                 return False
             self._leases[route] = Lease(route, None, None, old.last_started)
             return True
@@ -147,6 +227,10 @@ class MemoryLeases:
     def leases(self, routes: Sequence[str]) -> dict[str, Lease]:
         with self._lock:
             return {r: self._leases[r] for r in routes if r in self._leases}
+
+    def record_release(self, route: str, holder: str, until: float | None, by: str, at: float) -> None:
+        with self._lock:
+            self.released.append((route, holder, until, by, at))
 
     def record_skip(self, route: str, tick: str, holder: str, until: float, classes: Sequence[str]) -> bool:
         with self._lock:

@@ -20,7 +20,7 @@ from botocore.exceptions import ClientError
 from replmon.adapters.tablecalls import table_call
 from replmon.core.partitions import INVENTORY_ACCOUNTS, INVENTORY_CHECKPOINT, registry_partition
 from replmon.core.record import PARTITION_KEY, SORT_KEY
-from replmon.core.registry import InventoryObservation, Origin, RouteSpec, RouteVerdict
+from replmon.core.registry import GroupRead, InvalidRoute, InventoryObservation, Origin, RouteSpec, RouteVerdict, parse_item
 
 CHECKPOINT = "checkpoint"
 RUN_LEASE = "lease"  # one inventory run at a time: a scheduled run and `replmon fleet inventory` never share a checkpoint
@@ -71,20 +71,40 @@ class DynamoRegistry:
         return {PARTITION_KEY: {"S": pk}, SORT_KEY: {"S": sk}}
 
     # -- routes --------------------------------------------------------------------------------
-    def routes(self, group: str) -> list[RouteSpec]:
-        out: list[RouteSpec] = []
+    def read(self, group: str) -> GroupRead:
+        """The group's valid routes and the items skipped with their reason (one bad item never
+        hides the others: each item is validated on its own)."""
+        out = GroupRead()
         kwargs: dict[str, Any] = {"KeyConditionExpression": "#pk = :pk", "ExpressionAttributeNames": {"#pk": PARTITION_KEY},
                                   "ExpressionAttributeValues": {":pk": {"S": registry_partition(group)}}}
         while True:  # a Query page holds at most 1 MB: follow LastEvaluatedKey to the end (C19.23)
             page = self._call("query", **kwargs)
-            out.extend(RouteSpec.from_item(from_attrs(i)) for i in page.get("Items", []))
+            for raw in page.get("Items", []):
+                parsed = parse_item(group, from_attrs(raw))
+                (out.invalid if isinstance(parsed, InvalidRoute) else out.routes).append(parsed)  # type: ignore[arg-type]
             if not page.get("LastEvaluatedKey"):
                 return out
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
+    def routes(self, group: str) -> list[RouteSpec]:
+        return self.read(group).routes
+
+    def invalid(self, group: str) -> list[InvalidRoute]:
+        return self.read(group).invalid
+
     def get_route(self, group: str, name: str) -> RouteSpec | None:
         item = self._call("get_item", Key=self._key(registry_partition(group), name), ConsistentRead=True).get("Item")
         return RouteSpec.from_item(from_attrs(item)) if item else None
+
+    def item_version(self, group: str, name: str) -> int | None:
+        """The stored ``version`` of an item, valid or not (``fleet put`` replaces an invalid item
+        conditionally on it); None when there is no item."""
+        item = self._call("get_item", Key=self._key(registry_partition(group), name), ConsistentRead=True,
+                          ProjectionExpression="#v, #sk", ExpressionAttributeNames={"#v": "version", "#sk": SORT_KEY}).get("Item")
+        if not item:
+            return None
+        version = from_attrs(item).get("version")
+        return int(version) if isinstance(version, (int, float)) else 0
 
     def put_explicit(self, spec: RouteSpec, expected_version: int | None) -> bool:
         if spec.origin is not Origin.EXPLICIT:
@@ -93,7 +113,9 @@ class DynamoRegistry:
         if expected_version is None:
             return self._conditional("put_item", Item=to_attrs(item), ConditionExpression="attribute_not_exists(#sk)",
                                      ExpressionAttributeNames={"#sk": SORT_KEY})
-        return self._conditional("put_item", Item=to_attrs(item), ConditionExpression="attribute_not_exists(#sk) OR #v = :expected",
+        # version 0: an item written without one (by hand, an older version, an invalid item fleet put replaces)
+        unversioned = " OR attribute_not_exists(#v)" if expected_version == 0 else ""
+        return self._conditional("put_item", Item=to_attrs(item), ConditionExpression="attribute_not_exists(#sk) OR #v = :expected" + unversioned,
                                  ExpressionAttributeNames={"#sk": SORT_KEY, "#v": "version"},
                                  ExpressionAttributeValues={":expected": {"N": str(expected_version)}})
 

@@ -3,6 +3,7 @@
     replmon fleet --stack-name replmon                  # every route: group, origin, mode, reason
     replmon fleet put route.json --stack-name replmon   # an explicit route (wins over discovery)
     replmon fleet inventory --stack-name replmon --member-accounts 444455556666 --dry-run
+    replmon fleet release dr-orders --stack-name replmon  # end a dead or hung run's lease by hand
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from replmon.cli.common import INFRASTRUCTURE, OK, USAGE, aws_region_or_fail, ch
 from replmon.cli.render import FORMAT_HELP, Format, emit, err
 from replmon.core.defaults import DEFAULTS
 from replmon.core.errors import ConfigError
-from replmon.core.registry import MAX_ROUTE_GROUPS, RouteSpec
+from replmon.core.registry import MAX_ROUTE_GROUPS, InvalidRoute, RouteSpec
 
 fleet_app = typer.Typer(rich_markup_mode=None, invoke_without_command=True,
                         help="The route registry: every route the deployment measures, and why a route is not probed.")
@@ -71,12 +72,13 @@ def route_json(spec: RouteSpec) -> dict[str, Any]:
             "checked_at": spec.verdict.checked_at}
 
 
-def _document(specs: list[RouteSpec], accounts: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def _document(specs: list[RouteSpec], accounts: dict[str, dict[str, Any]], invalid: list[InvalidRoute]) -> dict[str, Any]:
     from replmon import __version__
     from replmon.core.keys import iso_ms
 
     return {"schema_version": 1, "replmon_version": __version__, "command": "fleet", "generated_at": iso_ms(time.time()),
             "routes": [route_json(s) for s in specs],
+            "invalid": [bad.to_json() for bad in invalid],
             "accounts": [{"account": a, "status": str(r.get("status", "")), "reason": r.get("reason"),
                           **{k: int(r.get(k, 0)) for k in ("buckets", "replicated", "not_replicated", "routes", "denied")}}
                          for a, r in sorted(accounts.items())]}
@@ -94,28 +96,66 @@ def fleet(
     Routes that are not probed are listed with their reason; explicit routes the inventory sees
     differently say so. Subcommands write explicit routes and run the inventory.
     """
+    ctx.obj = _Where(table, stack_name, region, profile, dynamodb_endpoint)  # the group's options reach the subcommands
     if ctx.invoked_subcommand is not None:
         return
     from replmon.adapters.explain import explain
-    from replmon.fleet.registrar import all_routes
+    from replmon.core.registry import group_names, read_group
 
     registry = _registry(table, stack_name, region, profile, dynamodb_endpoint)
+    specs: list[RouteSpec] = []
+    invalid: list[InvalidRoute] = []
     try:
-        specs = sorted(all_routes(registry), key=lambda s: s.name)
+        for group in group_names(MAX_ROUTE_GROUPS):
+            try:
+                read = read_group(registry, group)
+            except Exception as exc:  # one group unreadable (throttled, denied): named, the others listed
+                invalid.append(InvalidRoute(group, f"#routes/{group}", "ReadFailed", "(query)", explain(exc)))
+                continue
+            specs += read.routes
+            invalid += read.invalid
         accounts = registry.accounts()
     except Exception as exc:
         fail(f"latency store {registry.table!r}: {explain(exc)}", INFRASTRUCTURE)
+    unread = [b for b in invalid if b.reason == "ReadFailed"]
+    if len(unread) == MAX_ROUTE_GROUPS:  # no group answered: the table, not a group
+        fail(f"latency store {registry.table!r}: {unread[0].detail}", INFRASTRUCTURE)
+    specs.sort(key=lambda s: s.name)
     probing = sum(1 for s in specs if s.probing)
-    emit([route_row(s) for s in specs], fmt, f"{len(specs)} routes, {probing} probed", COLUMNS, document=_document(specs, accounts))
+    title = f"{len(specs)} routes, {probing} probed" + (f", {len(invalid)} invalid items skipped" if invalid else "")
+    emit([route_row(s) for s in specs], fmt, title, COLUMNS, document=_document(specs, accounts, invalid))
     if fmt is Format.table:
+        for bad in invalid:  # each skipped item: its name, the field and the fix (fleet put FILE replaces it)
+            err.print(bad.line() + "; fix it with replmon fleet put FILE", highlight=False, soft_wrap=True)
         for account, row in sorted(accounts.items()):
             if row.get("status") not in (None, "OK") or row.get("denied"):
                 err.print(f"account {account}: {row.get('status')}: {row.get('reason') or row.get('denied_reads')}", highlight=False)
     raise typer.Exit(OK)
 
 
+class _Where:
+    """Where the registry is, as the group command was told (``replmon fleet --table T put FILE``)."""
+
+    def __init__(self, table: str | None, stack_name: str | None, region: str | None, profile: str | None,
+                 endpoint: str | None) -> None:
+        self.table, self.stack_name, self.region, self.profile, self.endpoint = table, stack_name, region, profile, endpoint
+
+    def registry(self, table: str | None, stack_name: str | None, region: str | None, profile: str | None,
+                 endpoint: str | None) -> Any:
+        """The subcommand's own options, else the group's."""
+        return _registry(table or self.table, stack_name or self.stack_name, region or self.region, profile or self.profile,
+                         endpoint or self.endpoint)
+
+
+def _subcommand_registry(ctx: typer.Context, table: str | None, stack_name: str | None, region: str | None,
+                         profile: str | None, endpoint: str | None) -> Any:
+    where = ctx.obj if isinstance(ctx.obj, _Where) else _Where(None, None, None, None, None)
+    return where.registry(table, stack_name, region, profile, endpoint)
+
+
 @fleet_app.command("put")
 def put(
+    ctx: typer.Context,
     file: Annotated[str, typer.Argument(metavar="FILE|-", help="A route as JSON (core/registry.py RouteSpec); - reads stdin.")],
     route_groups: Groups = DEFAULTS.route_groups,
     table: Table = None, stack_name: Stack = None, region: Region = None, profile: Profile = None,
@@ -153,11 +193,14 @@ def put(
         spec = load_route_spec({"origin": "explicit", **raw})
     except ConfigError as exc:
         fail(config_message(exc))
-    registry = _registry(table, stack_name, region, profile, dynamodb_endpoint)
+    registry = _subcommand_registry(ctx, table, stack_name, region, profile, dynamodb_endpoint)
     try:
         if expected is None:
-            current = registry.get_route(spec.group, spec.name)
-            expected = current.version if current is not None else None
+            try:
+                current = registry.get_route(spec.group, spec.name)
+                expected = current.version if current is not None else None
+            except ConfigError:  # the stored item is invalid: this put replaces it (on the version it has)
+                expected = registry.item_version(spec.group, spec.name)
         written = registry.put_explicit(spec, expected)
     except Exception as exc:
         from replmon.adapters.explain import explain
@@ -170,8 +213,53 @@ def put(
     return OK
 
 
+@fleet_app.command("release")
+def release(
+    ctx: typer.Context,
+    route: Annotated[str, typer.Argument(metavar="ROUTE", help="The route whose run lease to end.")],
+    table: Table = None, stack_name: Stack = None, region: Region = None, profile: Profile = None,
+    dynamodb_endpoint: DynamoEndpoint = None,
+) -> int:
+    """End a route's run lease by hand (a run that died or hangs holds it until its expiry).
+
+    The next run probes the route. The release is recorded in the route's run items
+    (<route>#runs / <time>#released: the holder, its expiry, who released it). A run that still
+    probes the route is not stopped: stop its execution first.
+    """
+    import getpass
+    import socket
+
+    from replmon.adapters.explain import explain
+    from replmon.adapters.leases import DynamoLeases
+    from replmon.core.names import check_route_name
+    from replmon.fleet.lease import release_by_hand
+
+    try:
+        check_route_name(route)
+    except ValueError as exc:
+        fail(f"ROUTE: {exc}")
+    registry = _subcommand_registry(ctx, table, stack_name, region, profile, dynamodb_endpoint)
+    store = DynamoLeases(registry.table, registry.client)
+    try:
+        by = f"{getpass.getuser()}@{socket.gethostname()}"
+    except Exception:  # no user name in this environment
+        by = f"replmon fleet release@{socket.gethostname()}"
+    try:
+        ended = release_by_hand(store, route, by, time.time())
+    except Exception as exc:
+        fail(f"latency store {registry.table!r}: {explain(exc)}", INFRASTRUCTURE)
+    if ended is None:
+        err.print(f"route {route}: no run holds its lease; nothing to release", highlight=False)
+        return OK
+    until = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ended.until)) if ended.until else "?"
+    err.print(f"route {route}: lease of {ended.holder} (until {until}) released by {by}; recorded in {route}#runs",
+              highlight=False, soft_wrap=True)
+    return OK
+
+
 @fleet_app.command("inventory")
 def inventory(
+    ctx: typer.Context,
     member_accounts: Annotated[str, typer.Option(metavar="IDS", help="Member accounts, comma-separated (MemberAccounts); "
                                                  "the caller's account is always read.")] = "",
     discover_organization: Annotated[bool, typer.Option(help="Add every ACTIVE account of the organization "
@@ -214,7 +302,7 @@ def inventory(
     external_id = os.environ.get(external_id_env) if external_id_env else None
     if external_id_env and not external_id:
         fail(f"--external-id-env: {external_id_env} is not set; export it or drop the flag")
-    registry = _registry(table, stack_name, region, profile, dynamodb_endpoint)
+    registry = _subcommand_registry(ctx, table, stack_name, region, profile, dynamodb_endpoint)
     store: Any = PreviewRegistry(registry) if dry_run else registry
     try:
         hub = clients.client("sts", clients.CONTROL, region=region, profile=profile).get_caller_identity()["Account"]

@@ -145,6 +145,11 @@ def inflight_sort_key(record_key: str) -> str:
     return INFLIGHT_PREFIX + record_key
 
 
+def release_sort_key(at: float) -> str:
+    """A lease ended by hand (``replmon fleet release``) at epoch ``at``: kept beside the skips."""
+    return f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime(at))}.{int(at * 1000) % 1000:03d}Z#released"
+
+
 def skip_sort_key(tick: str) -> str:
     """A skipped route-run of the tick ``tick`` (core/keys.py ``tick_id``)."""
     return f"{tick}#skipped"

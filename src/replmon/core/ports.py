@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from replmon.core.record import ProbeRecord
-from replmon.core.registry import InventoryObservation, RouteSpec, RouteVerdict
+from replmon.core.registry import GroupRead, InvalidRoute, InventoryObservation, RouteSpec, RouteVerdict
 from replmon.core.route import Endpoint
 
 __all__ = [
@@ -249,7 +249,17 @@ class RegistryStore(Protocol):
     (core/partitions.py). Every write is conditional; none is a read-modify-write of the registry."""
 
     def routes(self, group: str) -> list[RouteSpec]:
-        """Every route of a group (a paged Query of ``#routes/<group>``), in name order."""
+        """Every *valid* route of a group (a paged Query of ``#routes/<group>``), in name order. An
+        item that is not a valid :class:`RouteSpec` is left out, never raised: :meth:`read` names it."""
+        ...
+
+    def read(self, group: str) -> GroupRead:
+        """The group's valid routes and its invalid items (:class:`InvalidRoute`: item, field, fix),
+        from one read: what the planner counts (``InvalidRoute{Reason}``) and ``replmon fleet`` prints."""
+        ...
+
+    def invalid(self, group: str) -> list[InvalidRoute]:
+        """The group's items that are not valid routes (``read(group).invalid``)."""
         ...
 
     def get_route(self, group: str, name: str) -> RouteSpec | None: ...
@@ -374,26 +384,44 @@ class Lease:
     holder: str | None  # the run id holding it; None when free
     until: float | None  # epoch seconds after which anyone may take it
     last_started: Mapping[str, float]  # ls_<class>: the tick start each size class last ran at (core/cadence.py)
+    owner: Mapping[str, str] = field(default_factory=dict)  # a local run's host and pid (fleet/lease.py holder_ended)
 
 
 class LeaseStore(Protocol):
     """One run per route at a time (fleet-design.md 3.3). Route-runs are named by their run id."""
 
-    def acquire(self, route: str, run_id: str, now: float, until: float, started: Mapping[str, float]) -> Lease | None:
+    def acquire(self, route: str, run_id: str, now: float, until: float, started: Mapping[str, float], *,
+                run: str | None = None, probes: int | None = None, replacing: str | None = None,
+                owner: Mapping[str, str] | None = None) -> Lease | None:
         """``UpdateItem SET holder = :run, until, acquired = :now, ls_<class> = started[class]`` with
         ``ConditionExpression attribute_not_exists(holder) OR until < :now OR holder = :run``: the lease
         if this run holds it now - a retried acquire by the same run succeeds again (idempotent) -,
-        None if another run's unexpired lease stands."""
+        None if another run's unexpired lease stands.
+
+        ``run`` (the plan's run id) and ``probes`` (the route's probe count in it) let the route's
+        last probe release the lease (:meth:`end_probe`); ``replacing``: a holder known to have ended
+        (``OR holder = :dead``: its unexpired lease is taken); ``owner``: a local run's host and pid."""
         ...
 
-    def release(self, route: str, run_id: str, now: float) -> bool:
+    def release(self, route: str, run_id: str, now: float, run: str | None = None) -> bool:
         """``REMOVE holder, until SET finished = :now`` if ``holder = :run``; False if the lease is not
-        this run's (already released, or expired and taken): never frees another run's lease."""
+        this run's (already released, or expired and taken): never frees another run's lease. With
+        ``run``: True too when the route-run ``run``'s last probe released it already."""
+        ...
+
+    def end_probe(self, route: str, run: str, probe_id: str, now: float) -> bool | None:
+        """Probe ``probe_id`` of route-run ``run`` ended (idempotent: a string set of ended probes);
+        the lease is released when the last one ends. True: released now; False: probes still run;
+        None: the lease is not the run's (released, expired and taken)."""
         ...
 
     def leases(self, routes: Sequence[str]) -> dict[str, Lease]:
         """The lease items of ``routes`` (BatchGetItem, <= 100 keys a call, UnprocessedKeys retried);
         a route that never ran has none."""
+        ...
+
+    def record_release(self, route: str, holder: str, until: float | None, by: str, at: float) -> None:
+        """Put ``<route>#runs`` / ``<time>#released``: a lease ended by hand, who ended it and whose it was."""
         ...
 
     def record_skip(self, route: str, tick: str, holder: str, until: float, classes: Sequence[str]) -> bool:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 import zlib
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -36,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from replmon.core.cadence import ClassSpec, ProbeClasses
 from replmon.core.defaults import DEFAULTS
-from replmon.core.errors import ConfigError, config_error
+from replmon.core.errors import ConfigError, config_error, describe
 from replmon.core.names import (
     KMS_KEY_ARN_RE,
     check_account,
@@ -58,6 +59,8 @@ __all__ = [
     "MEMBER_ROLES",
     "DestinationSpec",
     "EventsWiring",
+    "GroupRead",
+    "InvalidRoute",
     "InventoryObservation",
     "Mode",
     "Origin",
@@ -72,6 +75,8 @@ __all__ = [
     "group_of",
     "load_route_spec",
     "member_role_arn",
+    "parse_item",
+    "read_group",
     "registry_partition",
 ]
 
@@ -399,3 +404,75 @@ def bucket_index(specs: Iterable[RouteSpec]) -> dict[str, list[str]]:
             if spec.name not in names:
                 names.append(spec.name)
     return out
+
+
+# ------------------------------------------------------------------------------ a bad item is isolated
+#: ``InvalidRoute{Reason}``: why a registry item is not a route (the metric's dimension, a bounded set).
+INVALID_REASONS = ("MissingField", "BadName", "BadField", "UnknownField", "ReadFailed")
+
+
+@dataclass(frozen=True)
+class InvalidRoute:
+    """A registry item no reader can use: skipped by every reader, with this finding (planner:
+    ``InvalidRoute{Route, Reason}`` and its ticket; ``replmon fleet``: a line naming the item and field).
+
+    ``name`` is the item's sort key (always present, even when the ``name`` attribute is not);
+    ``field`` the first refused field (dotted path); ``detail`` every refused field with its fix.
+    """
+
+    group: str
+    name: str
+    reason: str  # one of INVALID_REASONS
+    field: str
+    detail: str
+
+    def line(self) -> str:
+        """What ``replmon fleet`` prints: the item, the field, and the fix."""
+        return f"registry item {self.name!r} in {self.group} skipped ({self.reason}): {self.detail}"
+
+    def to_json(self) -> dict[str, str]:
+        return {"name": self.name, "group": self.group, "reason": self.reason, "field": self.field, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class GroupRead:
+    """One group of the registry as read: the valid routes, and the items skipped with their reason."""
+
+    routes: list[RouteSpec] = field(default_factory=list)
+    invalid: list[InvalidRoute] = field(default_factory=list)
+
+
+def _reason(err: Mapping[str, Any]) -> str:
+    loc = tuple(err["loc"])
+    if err["type"] == "missing":
+        return "MissingField"
+    if err["type"] == "extra_forbidden":
+        return "UnknownField"
+    return "BadName" if loc[:1] == ("name",) else "BadField"
+
+
+def parse_item(group: str, item: Mapping[str, Any]) -> RouteSpec | InvalidRoute:
+    """A registry item (plain attributes, keys included) as its :class:`RouteSpec`, or the
+    :class:`InvalidRoute` that says which field is wrong and how to fix it:
+
+    >>> bad = parse_item("g00", {"route": "#routes/g00", "at": "old..name", "name": "old..name", "group": "g00",
+    ...     "origin": "explicit", "source": {"account": "111122223333", "region": "us-east-1", "bucket": "a"}})
+    >>> bad.reason, bad.field
+    ('BadName', 'name')
+    """
+    sk = str(item.get(SORT_KEY) or item.get("name") or "(unnamed)")
+    data = {k: v for k, v in item.items() if k not in (PARTITION_KEY, SORT_KEY)}
+    try:
+        return RouteSpec.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        first = errors[0]
+        return InvalidRoute(group=group, name=sk, reason=_reason(first), field=".".join(str(p) for p in first["loc"]) or "(item)",
+                            detail="; ".join(describe(e).strip() for e in errors))
+
+
+def read_group(store: Any, group: str) -> GroupRead:
+    """``store.read(group)`` where the store has it, else its ``routes(group)`` (a store that cannot
+    name invalid items: a dry-run preview, a test's registry)."""
+    read = getattr(store, "read", None)
+    return read(group) if callable(read) else GroupRead(routes=list(store.routes(group)))

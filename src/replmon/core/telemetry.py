@@ -45,7 +45,7 @@ RULE = "RuleId"
 ROUTE_GROUP = "RouteGroup"  # the fleet's shard: g00..g07 (core/registry.py group_of)
 TARGET = "Target"  # a mount baseline's target (its configured name)
 PRESET = "Preset"  # a mount preset (replmon/mounts/presets.json)
-REASON = "Reason"  # why an S3 event maps to no registry route (signals/event_ingest.py UNMAPPED_REASONS)
+REASON = "Reason"  # why: a registry item is not a route (core/registry.py INVALID_REASONS); an S3 event maps to no route (signals/event_ingest.py UNMAPPED_REASONS)
 JOB = "Job"  # a fio job (or dd test) of a preset, with its direction: "1M-read/read"
 
 
@@ -126,6 +126,7 @@ LATENCY_METRIC = "ReplicationLatencySeconds"
 PER_ROUTE = (ROUTE_GROUP, ROUTE)
 PER_ROUTE_CLASS = (ROUTE_GROUP, ROUTE, SIZE_CLASS)
 PER_ROUTE_EVENT = (ROUTE_GROUP, ROUTE, EVENT)
+PER_ROUTE_REASON = (ROUTE_GROUP, ROUTE, REASON)
 PER_GROUP = (ROUTE_GROUP,)
 FLEET_WIDE: tuple[str, ...] = ()
 
@@ -163,6 +164,8 @@ FLEET_METRICS: dict[str, MetricDef] = {
         _f("EventClockDisagreement", "Count", PER_ROUTE, SPARSE, "replica events contradicting the poll beyond the skew allowance"),
         _f("ReplicationLatencySeconds", "Seconds", PER_ROUTE_CLASS, PER_PROBE, "a COMPLETED probe's latency upper bound (hi)"),
         _f("ReplicationEvents", "Count", PER_ROUTE_EVENT, SPARSE, "S3 replication events counted, by event name"),
+        _f("InvalidRoute", "Count", PER_ROUTE_REASON, PER_RUN, "registry items skipped because they are not valid routes "
+           "(Route = the item's name, Reason = MissingField | BadName | BadField | UnknownField | ReadFailed), every plan"),
         # Per group, every run.
         _f("CollectorHeartbeat", "Count", PER_GROUP, PER_RUN, "one per collector run of the group (missing = not running)"),
         _f("HeartbeatRun", "Count", PER_GROUP, PER_RUN, "one per heartbeat invocation of the group (missing = not running)"),
@@ -213,6 +216,7 @@ SWITCHED: frozenset[str] = frozenset({
     "EventClockDisagreement",
     "ReplicationLatencySeconds",
     "ReplicationEvents",
+    "InvalidRoute",  # the planner, for each registry item it skips (fleet/planner.py)
     # issue 21 (probe/heartbeat.py): the stall series and the Heartbeat's own liveness
     "StallSeconds",
     "HeartbeatRun",

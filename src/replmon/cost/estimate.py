@@ -178,11 +178,11 @@ def estimate(request: ProbeRequest, runs_per_month: float, cross_region: bool, r
         list_class += 2 * (1 + dests)  # Cleanup: versions and uploads on every side
         put_class += dests  # the replication PUT on each destination
         replicated_bytes += size * dests
-        transitions += 1 + 2 * polling.invocations + polling.waits + 2  # Upload; Poll+Choice each; Waits; Record; Cleanup
-        invocations["small"] = invocations.get("small", 0) + polling.invocations + 2
+        transitions += 1 + 2 * polling.invocations + polling.waits + 3  # Upload; Poll+Choice each; Waits; Record; Cleanup; EndProbe
+        invocations["small"] = invocations.get("small", 0) + polling.invocations + 3
         invocations["upload"] = invocations.get("upload", 0) + 1
         gb_seconds += 1.0 * (upload_s + a["other_step_seconds"]) + 0.25 * (polling.lambda_seconds + polling.invocations * a["other_step_seconds"])
-        gb_seconds += 2 * 0.25 * a["other_step_seconds"]  # RecordResult, Cleanup
+        gb_seconds += 3 * 0.25 * a["other_step_seconds"]  # RecordResult, Cleanup, EndProbe (the route's lease: fleet/lease.py)
         # the record and its hour item's counters in one transaction (2 units per KB each); marker put + delete
         write_units += 2 * (math.ceil(a["record_bytes"] / 1024) + math.ceil(a["hour_item_bytes"] / 1024)) + a["in_flight_marker_write_units"]
         if probe.poll_settings.use_history:  # the history Query: up to 50 records, eventually consistent

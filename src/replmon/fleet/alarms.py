@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from replmon.core.registry import MAX_ROUTE_GROUPS, MAX_ROUTES_PER_GROUP, group_names
-from replmon.core.telemetry import EVENT, NAMESPACE, PER_ROUTE, ROUTE, ROUTE_GROUP, SERVICE_DIM
+from replmon.core.telemetry import EVENT, NAMESPACE, PER_ROUTE, PER_ROUTE_REASON, ROUTE, ROUTE_GROUP, SERVICE_DIM
 
 Function = Literal["MAX", "MIN", "SUM", "AVG", "COUNT"]
 Severity = Literal["page", "ticket"]
@@ -184,6 +184,15 @@ FLEET_ALARMS: tuple[FleetAlarm, ...] = (
         "A Cleanup could not remove a route's probe objects or uploads (the sweep retries once they expire).",
         "Cleanup could not remove a probe's objects or multipart uploads (permissions, a bucket policy, object lock)",
         "the probe prefix's lifecycle rule expires them; replmon uninstall --stack-name STACK (a dry run) lists what is left"),
+    FleetAlarm(
+        "InvalidRoute", "InvalidRoute", "SUM", ">=", 1, "ticket",
+        "A registry item is not a valid route (a field missing or wrong, or its group unreadable): the planner skips it, "
+        "the other routes run.",
+        "a registry item was written by hand or by an older version and fails validation (no destinations, a name like "
+        "'old..name', an unknown field), or the registry group's read was throttled or denied (Reason ReadFailed)",
+        "replmon fleet --stack-name STACK names the item, the field and the fix; correct it with replmon fleet put FILE "
+        "(or delete the item); ReadFailed: check the PlanProbes role and the table's throttling",
+        schema=PER_ROUTE_REASON),
 )
 
 

@@ -4,7 +4,10 @@ A run can outlast its schedule (a stalled route holds every probe to its timeout
 defaults), and each overlapping run would add its own PUTs, HEADs and in-flight large probes to
 the route at exactly the wrong moment. So a run takes each route's lease before it probes it
 (:func:`begin_run`, the state machine's BeginRouteRun) and gives it back after its Housekeeping
-(:func:`end_run`, EndRouteRun). The lease expires ``LEASE_MARGIN_SECONDS`` after the run's own
+(:func:`end_run`, EndRouteRun) - or earlier, route by route: each probe's EndProbe (inside the
+state machine's Map, after its Cleanup) adds the probe to the lease's set of ended probes, and the
+route's last one releases the lease (:func:`end_probe`). So a stalled route holds only its own lease:
+the routes that started with it run again at their next tick. The lease expires ``LEASE_MARGIN_SECONDS`` after the run's own
 worst case (probe/plan.py ``worst_case_seconds``), so a run that dies frees its routes by itself.
 
 A run that finds a route's lease held skips that route: the skip is written
@@ -16,15 +19,25 @@ lose its routes to the next tick while it still probes them. So an expired lease
 run is taken only once that run is known not to be running (``deps.executions``, Step Functions'
 DescribeExecution on the holder's execution ARN); while it runs, the route is skipped as if the
 lease stood. Where that cannot be told (no execution ARN, the call denied), expiry decides.
+
+A holder known to have ended does not block the next run even before its lease expires: an
+execution Step Functions reports as ended, or a local run (``replmon probe``, the lab: its lease
+carries its host and pid, :func:`local_owner`) whose process is gone on this host. Its lease is
+taken with a condition on that holder (``replacing``), so a holder that is in fact alive but whose
+lease changed meanwhile is never displaced. ``replmon fleet release ROUTE`` ends a lease by hand
+(:func:`release_by_hand`), recorded in ``<route>#runs``.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from collections.abc import Mapping
 from typing import Any, Protocol
 
 from replmon.core.clock import Clock
+from replmon.core.errors import StoreUnavailable
 from replmon.core.keys import plan_object_key
 from replmon.core.ports import ExecutionStatus, Lease, LeaseStore, MetricsSink, PlanStore
 from replmon.core.telemetry import ROUTE
@@ -70,18 +83,30 @@ def begin_run(event: Mapping[str, Any], deps: LeaseDeps) -> dict[str, Any]:
     started_at = float(plan.get("tick_start") or 0.0)
     store, now = _store(deps), deps.clock.now()
     until = now + float(plan["bound_seconds"]) + LEASE_MARGIN_SECONDS
+    counts = _probe_counts(deps, plan, names)
+    owner = getattr(deps, "run_owner", None)  # a local run: its host and pid, so a later run can tell it ended
     held: list[str] = []
     skipped: list[dict[str, Any]] = []
+    unleased: list[dict[str, Any]] = []
     try:
-        overran = _overrunning(store, deps.executions, names, holder, now)
+        overran, ended = _standing(store, deps.executions, names, holder, now)
         for name in names:
             current = overran.get(name)
             if current is None:
                 started = {c: started_at for c in fleet[name]} if fleet is not None else {}
-                if store.acquire(name, holder, now, until, started) is not None:
-                    held.append(name)
+                if ended.get(name):
+                    log.warning("route's lease taken from a run that no longer runs", extra={"route": name, "held_by": ended[name]})
+                try:
+                    if store.acquire(name, holder, now, until, started, run=str(plan["run_id"]), probes=counts.get(name),
+                                     replacing=ended.get(name), owner=owner) is not None:
+                        held.append(name)
+                        continue
+                    current = store.leases([name]).get(name)
+                except StoreUnavailable as exc:  # this route's item throttled or refused: only this route waits
+                    unleased.append({"route": name, "error": str(exc)[:200]})
+                    deps.metrics.count(RUN_SKIPPED, dimensions={ROUTE: name})
+                    log.error("route skipped: its lease could not be taken", extra={"route": name, "error": str(exc)[:500]})
                     continue
-                current = store.leases([name]).get(name)
             held_by = (current.holder if current else None) or "unknown"
             held_until = (current.until if current else None) or 0.0
             classes = (sorted(fleet[name]) if fleet is not None
@@ -99,12 +124,16 @@ def begin_run(event: Mapping[str, Any], deps: LeaseDeps) -> dict[str, Any]:
             except Exception as exc:
                 log.warning("lease not released after a failed begin", extra={"route": name, "error": f"{type(exc).__name__}: {exc}"})
         raise
+    if unleased and not held and not skipped:  # the table, not a route: retried, then the run fails (ExecutionsFailed)
+        raise StoreUnavailable(f"no route's lease could be taken: {unleased[0]['error']}")
     kept = set(held)
     plan["routes"] = [r for r in plan["routes"] if r["name"] in kept]
     if fleet is not None:
         plan["route_classes"] = {n: c for n, c in fleet.items() if n in kept}
+    if "route_probes" in plan:
+        plan["route_probes"] = {n: c for n, c in plan["route_probes"].items() if n in kept}
     if plan.get("plan"):  # the probes are in the plan bucket: the Map reads only the held routes' probes
-        if skipped:
+        if skipped or unleased:
             plan["plan"] = _held_plan(deps, plan, kept, holder)
         plan["probe_count"] = int(plan["plan"]["items"])
     else:
@@ -113,6 +142,8 @@ def begin_run(event: Mapping[str, Any], deps: LeaseDeps) -> dict[str, Any]:
     plan["lease"] = {"holder": holder, "until": until, "routes": held}
     # Named up to SKIPPED_NAMED (the state stays bounded at any fleet size); each is recorded and counted.
     plan["skipped"] = skipped[:SKIPPED_NAMED]
+    if unleased:  # counted RunSkipped too; named so the run says which routes its store refused
+        plan["unleased"] = unleased[:SKIPPED_NAMED]
     if len(skipped) > SKIPPED_NAMED:
         plan["skipped_count"] = len(skipped)
     return plan
@@ -129,32 +160,109 @@ def _held_plan(deps: LeaseDeps, plan: Mapping[str, Any], kept: set[str], holder:
     return {"bucket": ref.bucket, "key": ref.key, "items": ref.items}
 
 
-def _overrunning(store: LeaseStore, executions: ExecutionStatus | None, names: list[str], holder: str,
-                 now: float) -> dict[str, Lease]:
-    """The routes whose lease expired while another run holding it still runs (one BatchGetItem,
-    then one DescribeExecution per other run holding an expired lease: a run holds many routes)."""
-    if executions is None or not names:
-        return {}
-    asked: dict[str, bool | None] = {}
-    out: dict[str, Lease] = {}
+def _probe_counts(deps: LeaseDeps, plan: Mapping[str, Any], names: list[str]) -> dict[str, int]:
+    """Each route's probe count in the plan: its last probe to end releases its lease (:func:`end_probe`)."""
+    counted: dict[str, int] = dict(plan.get("route_probes") or {})  # a fleet plan carries them (fleet/planner.py)
+    if not counted:
+        probes = plan.get("probes") or []
+        if not probes and plan.get("plan") and deps.plans is not None:  # in the plan bucket
+            probes = deps.plans.get_plan(str(plan["plan"]["key"]))
+        for p in probes:
+            counted[p["route"]["name"]] = counted.get(p["route"]["name"], 0) + 1
+    return {n: int(counted[n]) for n in names if n in counted}
+
+
+def holder_ended(lease: Lease, executions: ExecutionStatus | None) -> bool | None:
+    """Whether ``lease``'s holder has ended: True when known to have ended (a local run, ``owner``
+    host and pid, whose process is gone on this host; an execution Step Functions reports as ended),
+    False when it runs, None when it cannot be told (another machine's local run, no answer)."""
+    host, pid = lease.owner.get("host"), lease.owner.get("pid")
+    if host and pid:
+        if host != socket.gethostname() or not pid.isdigit():
+            return None  # another machine's run: its expiry decides
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:  # another user's live process
+            return False
+        return False
+    if executions is None or not lease.holder:
+        return None
+    running = executions.running(lease.holder)
+    return None if running is None else not running
+
+
+def local_owner() -> dict[str, str]:
+    """A local run's identity on its lease (local/execution.py): this host and process."""
+    return {"host": socket.gethostname(), "pid": str(os.getpid())}
+
+
+def _standing(store: LeaseStore, executions: ExecutionStatus | None, names: list[str], holder: str,
+              now: float) -> tuple[dict[str, Lease], dict[str, str]]:
+    """Other runs' leases on ``names``: those that expired while their run still runs (skipped as
+    held), and those whose holder ended (taken although unexpired: ``replacing``). One BatchGetItem,
+    then at most one DescribeExecution per other holder (a run holds many routes)."""
+    if not names:
+        return {}, {}
+    ended_by: dict[str, bool | None] = {}
+    overran: dict[str, Lease] = {}
+    ended: dict[str, str] = {}
     for name, lease in store.leases(names).items():
-        if lease.holder and lease.holder != holder and lease.until is not None and lease.until < now:
-            if lease.holder not in asked:
-                asked[lease.holder] = executions.running(lease.holder)
-            if asked[lease.holder] is True:
-                out[name] = lease
-    return out
+        if not lease.holder or lease.holder == holder:
+            continue
+        if lease.holder not in ended_by:
+            ended_by[lease.holder] = holder_ended(lease, executions)
+        if ended_by[lease.holder] is True:
+            ended[name] = lease.holder
+        elif ended_by[lease.holder] is False and lease.until is not None and lease.until < now:
+            overran[name] = lease  # expired, and its run still runs: skipped as if held
+    return overran, ended
 
 
 def end_run(event: Mapping[str, Any], deps: LeaseDeps) -> dict[str, Any]:
-    """EndRouteRun: ``{"holder", "routes"}`` in; each lease this run still holds is released.
-    A lease that is no longer this run's (it expired and another run took it) is left alone."""
+    """EndRouteRun: ``{"holder", "routes", "run_id"}`` in; each lease this run still holds is released
+    (a route whose last probe released it already counts as released). A lease that is no longer
+    this run's (it expired and another run took it) is left alone.
+
+    ``{"route": {"name"}, "run_id", "probe_id"}`` in (the Map's EndProbe, after each probe's Cleanup):
+    :func:`end_probe`."""
+    if "probe_id" in event:
+        return end_probe(event, deps)
     store, now = _store(deps), deps.clock.now()
+    run = str(event["run_id"]) if event.get("run_id") else None
     released: list[str] = []
     lost: list[str] = []
     for name in event.get("routes") or []:
-        (released if store.release(name, str(event["holder"]), now) else lost).append(name)
+        (released if store.release(name, str(event["holder"]), now, run=run) else lost).append(name)
     if lost:
-        log.warning("leases no longer held at the end of the run (expired: the run outlasted its bound)",
+        log.warning("leases no longer held at the end of the run (a later run took them: released when their probes "
+                    "ended, or expired because the run outlasted its bound)",
                     extra={"routes": lost, "holder": event["holder"]})
     return {"released": released, "not_held": lost}
+
+
+def end_probe(event: Mapping[str, Any], deps: LeaseDeps) -> dict[str, Any]:
+    """One probe of a route-run ended (its Cleanup ran, or failed): the route's lease is released
+    when its last probe ends, so a stalled route holds only its own lease, not the run's other routes'.
+    Idempotent (a retried call adds the same probe id to the lease's set of ended probes)."""
+    route, run = str(event["route"]["name"]), str(event["run_id"])
+    released = _store(deps).end_probe(route, run, str(event["probe_id"]), deps.clock.now())
+    if released:
+        log.info("route's lease released: its probes ended", extra={"route": route, "run_id": run})
+    return {"route": route, "released": bool(released), "held": released is False}
+
+
+def release_by_hand(store: LeaseStore, route: str, by: str, now: float) -> Lease | None:
+    """``replmon fleet release ROUTE``: end the route's lease whoever holds it, and keep the record
+    (``<route>#runs`` / ``<time>#released``: the holder, its expiry, who released it). The release is
+    conditional on the holder just read, so a run that took the lease meanwhile keeps it. Returns the
+    lease that was ended, None when the route held none."""
+    lease = store.leases([route]).get(route)
+    if lease is None or not lease.holder:
+        return None
+    if not store.release(route, lease.holder, now):
+        return None  # released or taken between the read and the write: nothing ended by hand
+    store.record_release(route, lease.holder, lease.until, by, now)
+    log.warning("route's lease ended by hand", extra={"route": route, "held_by": lease.holder, "until": lease.until, "by": by})
+    return lease

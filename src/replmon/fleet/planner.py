@@ -40,10 +40,11 @@ from replmon.core.cadence import ProbeClass, ProbeClasses, due_classes, start_of
 from replmon.core.errors import ConfigError
 from replmon.core.fleetconfig import FleetSettings
 from replmon.core.keys import new_run_id, plan_object_key, tick_id
-from replmon.core.ports import Lease, LeaseStore, PlanStore, RegistryStore
-from replmon.core.registry import RouteSpec
+from replmon.core.partitions import registry_partition
+from replmon.core.ports import Lease, LeaseStore, MetricsSink, PlanStore, RegistryStore
+from replmon.core.registry import InvalidRoute, RouteSpec, read_group
 from replmon.core.route import Route
-from replmon.core.telemetry import ROUTE
+from replmon.core.telemetry import REASON, ROUTE, ROUTE_GROUP
 from replmon.fleet.caps import admit
 from replmon.fleet.lease import RUN_SKIPPED
 from replmon.probe.plan import CLEANUP_BOUND_SECONDS, HOUSEKEEPING_BOUND_SECONDS, MAX_PLAN_BYTES, RECORD_BOUND_SECONDS
@@ -56,6 +57,8 @@ log = logging.getLogger("replmon")
 
 __all__ = ["DEFERRED_NAMED", "INLINE_PLAN_BYTES", "FleetPlanDeps", "FleetRoute", "fleet_plan", "plan_step"]
 
+#: The metric of a registry item the planner skips (core/telemetry.py; its ticket: fleet/alarms.py).
+INVALID_ROUTE = "InvalidRoute"
 #: Probe items above this many bytes go to the plan bucket: the state keeps room for the route
 #: list, the leases and the skips below the 256 KiB quota (C19.14).
 INLINE_PLAN_BYTES = 96 * 1024
@@ -119,12 +122,27 @@ def plan_step(event: Mapping[str, Any], deps: FleetPlanDeps) -> dict[str, Any]:
 
 
 def registry_routes(deps: FleetPlanDeps) -> list[FleetRoute]:
-    """Every probe-mode route of every route group, with its classes (its own, else the fleet's)."""
+    """Every probe-mode route of every route group, with its classes (its own, else the fleet's).
+
+    One bad item never stops the fleet: an item that is not a valid route (core/registry.py
+    :class:`InvalidRoute`), a route whose probe settings cannot be turned into probes, or a group whose
+    read fails is skipped and counted, ``InvalidRoute{Route, Reason}`` (a ticket alarm per route),
+    with a log line naming the item and the field; every other route is planned."""
     assert deps.registry is not None
     fleet_classes = deps.fleet.classes
     out: list[FleetRoute] = []
+    failed: list[Exception] = []
     for group in deps.fleet.groups:
-        for spec in deps.registry.routes(group):
+        try:
+            read = read_group(deps.registry, group)
+        except Exception as exc:  # throttled or denied: this group's routes wait for the next tick, the others run
+            note_invalid(deps.metrics, InvalidRoute(group, registry_partition(group), "ReadFailed", "(query)",
+                                                    f"{type(exc).__name__}: {exc}"))
+            failed.append(exc)
+            continue
+        for bad in read.invalid:
+            note_invalid(deps.metrics, bad)
+        for spec in read.routes:
             if not spec.probing:
                 continue
             probe = spec.probe
@@ -133,10 +151,18 @@ def registry_routes(deps: FleetPlanDeps) -> list[FleetRoute]:
                     route=spec.to_route(deps.fleet.member_role_prefix), group=spec.group, classes=spec.classes(fleet_classes),
                     timeout_seconds=probe.timeout_seconds if probe else _default_timeout(deps),
                     max_concurrency=probe.max_concurrency if probe else 1, spec=spec))
-            except (ConfigError, ValueError) as exc:  # one bad item must not stop the fleet: logged and counted
-                log.error("registry route not planned", extra={"route": spec.name, "error": f"{type(exc).__name__}: {exc}"})
-                deps.metrics.count(RUN_SKIPPED, dimensions={ROUTE: spec.name})
+            except (ConfigError, ValueError) as exc:
+                note_invalid(deps.metrics, InvalidRoute(group, spec.name, "BadField", "probe", f"{type(exc).__name__}: {exc}"))
+    if failed and len(failed) == len(deps.fleet.groups):  # the table, not a group: the run fails (ExecutionsFailed)
+        raise failed[0]
     return out
+
+
+def note_invalid(metrics: MetricsSink, bad: InvalidRoute) -> None:
+    """Count and log one skipped registry item (``InvalidRoute{RouteGroup, Route, Reason}``)."""
+    log.error("registry item skipped: " + bad.line(), extra={"route": bad.name, "group": bad.group, "reason": bad.reason,
+                                                              "field": bad.field})
+    metrics.count(INVALID_ROUTE, dimensions={ROUTE_GROUP: bad.group, ROUTE: bad.name, REASON: bad.reason})
 
 
 def _default_timeout(deps: ProbeDeps) -> int:
@@ -184,7 +210,8 @@ def fleet_plan(routes: Sequence[FleetRoute], deps: FleetPlanDeps, event: Mapping
     for c in candidates:
         # what the route adds to the state even when its probes are in the plan bucket: its name in
         # route_classes and in the lease's routes, its due classes
-        route_bytes = 2 * len(c.fr.route.name) + sum(len(x.label) + 3 for x in c.due) + 16
+        # and in route_probes (its probe count: its last probe releases its lease)
+        route_bytes = 3 * len(c.fr.route.name) + sum(len(x.label) + 3 for x in c.due) + 16
         if len(chosen) >= fleet.max_route_runs:
             reason = "FleetMaxRouteRuns"
         elif probes_total + c.probes > fleet.max_probes:
@@ -221,6 +248,7 @@ def fleet_plan(routes: Sequence[FleetRoute], deps: FleetPlanDeps, event: Mapping
         # routes' leases expire this long (plus a margin) after BeginRouteRun
         "bound_seconds": float(max_wait + waves * (max_timeout + RECORD_BOUND_SECONDS + CLEANUP_BOUND_SECONDS) + HOUSEKEEPING_BOUND_SECONDS),
         "route_classes": {c.fr.route.name: [x.label for x in c.due] for c in chosen},
+        "route_probes": {c.fr.route.name: c.probes for c in chosen},
         "planned_routes": len(chosen), "probe_count": len(items),
         "deferred": deferred[:DEFERRED_NAMED], "deferred_count": len(deferred),
         "routes": [c.fr.route.model_dump(mode="json", exclude_none=True) for c in chosen],

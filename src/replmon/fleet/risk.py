@@ -36,9 +36,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from replmon.core.keys import iso_ms
+from replmon.core.partitions import registry_partition
 from replmon.core.ports import LatencyTable, RegistryStore
+from replmon.core.registry import MAX_ROUTE_GROUPS, group_names, read_group
 from replmon.core.stats import summarize
-from replmon.fleet.registrar import all_routes
 from replmon.probe.latency_report import records_in
 from replmon.signals.health import health_output, route_health
 from replmon.signals.slo import SloSpec
@@ -74,8 +75,8 @@ def risk_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
         tier = 0.0
     elif row.get("stall_seconds"):
         tier = 0.5
-    elif row["verdict"] == "breach":
-        tier = 1.0
+    elif row["verdict"] == "breach" or row["mode"] == "invalid" or str(row.get("reason", "")).startswith("READ_FAILED"):
+        tier = 1.0  # a route nothing can judge (an invalid item, its reads failing) is looked at with the breaches
     elif row["mode"] == "probe" and row["verdict"] in ("not_measured", "no_data"):
         tier = 2.0
     else:
@@ -119,22 +120,52 @@ def fleet_rows(routes: Sequence[Mapping[str, Any]], health: Mapping[str, Mapping
 
 
 def registry_rows(registry: RegistryStore) -> list[dict[str, Any]]:
-    """Every route of the registry (all groups) as the ``routes`` input of :func:`fleet_rows`."""
-    return [{"route": s.name, "group": s.group, "mode": s.verdict.mode.value, "reason_code": s.verdict.reason_code.value,
-             "reason": s.verdict.reason} for s in all_routes(registry)]
+    """Every route of the registry (all groups) as the ``routes`` input of :func:`fleet_rows`; an item
+    that is not a valid route is a row too (mode ``invalid``, its reason naming the field and the fix),
+    and a group whose read fails is a row naming the group: nothing is missing silently."""
+    rows: list[dict[str, Any]] = []
+    for group in group_names(MAX_ROUTE_GROUPS):
+        try:
+            read = read_group(registry, group)
+        except Exception as exc:
+            rows.append({"route": registry_partition(group), "group": group, "mode": "invalid", "reason_code": "ReadFailed",
+                         "reason": f"{type(exc).__name__}: {exc}"})
+            continue
+        rows += [{"route": s.name, "group": s.group, "mode": s.verdict.mode.value, "reason_code": s.verdict.reason_code.value,
+                  "reason": s.verdict.reason} for s in read.routes]
+        rows += [{"route": b.name, "group": b.group, "mode": "invalid", "reason_code": f"INVALID_{b.reason}", "reason": b.detail}
+                 for b in read.invalid]
+    return rows
 
 
 def fleet_report(store: LatencyTable, registry: RegistryStore, *, slo: SloSpec, rpo_window_seconds: float, now: float,
                  hours: float = 24.0) -> dict[str, Any]:
-    """The Report function's ``{"fleet": true}``: the same rows as ``replmon report --fleet``."""
+    """The Report function's ``{"fleet": true}``: the same rows as ``replmon report --fleet``. A route
+    whose reads fail (throttled, denied) is marked (verdict ``unreadable``, the error as its reason);
+    the others are reported."""
     routes = registry_rows(registry)
-    names = [str(r["route"]) for r in routes]
+    names = [str(r["route"]) for r in routes if r["mode"] != "invalid"]
     start = now - hours * 3600
-    records = records_in(store, names, start, now) if names else []
-    raw = {n: route_health(store, n, now, slo, rpo_window_seconds).to_json(slo) for n in names}
+    records: list[Any] = []
+    raw: dict[str, Any] = {}
+    unreadable: dict[str, str] = {}
+    for n in names:
+        try:
+            mine = records_in(store, [n], start, now)
+            raw[n] = route_health(store, n, now, slo, rpo_window_seconds).to_json(slo)
+        except Exception as exc:  # this route only (throttled, denied): its row says why
+            unreadable[n] = f"{type(exc).__name__}: {exc}"
+            continue
+        records += mine
     health = {n: health_output(h) for n, h in raw.items()}
     verdicts = {n: str(judge_health(raw[n], [r for r in records if r.route == n], target_seconds=slo.threshold_seconds,
-                                    rpo_window_seconds=rpo_window_seconds, now=now).verdict) for n in names}
+                                    rpo_window_seconds=rpo_window_seconds, now=now).verdict) for n in raw}
+    # nothing judged them: not measured, and the reason says why (mode "invalid" or READ_FAILED)
+    verdicts.update({n: "not_measured" for n in unreadable})
+    verdicts.update({str(r["route"]): "not_measured" for r in routes if r["mode"] == "invalid"})
+    for r in routes:
+        if str(r["route"]) in unreadable:
+            r["reason_code"], r["reason"] = "READ_FAILED", unreadable[str(r["route"])]
     summaries = [{"route": s.route, "size_class": s.size_class, "probes": s.probes, "max_seconds": s.max} for s in summarize(records)]
     return {"window": {"start": iso_ms(start), "end": iso_ms(now), "hours": hours}, "generated_at": iso_ms(time.time()),
             "fleet": fleet_rows(routes, health, verdicts, summaries, target_seconds=slo.threshold_seconds)}

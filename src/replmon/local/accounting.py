@@ -59,6 +59,7 @@ class RunAccount:
     store_error: str | None = None  # the store could not be read at the end of the run
     notes: list[str] = field(default_factory=list)  # one line per extra fault (run file, chart, leftover check)
     not_written: list[str] = field(default_factory=list)  # files the run could not write (the run file)
+    leases_kept: list[str] = field(default_factory=list)  # leases the run could not give back: one line each, with expiry
 
     def count(self, recorded: str) -> int:
         return sum(1 for o in self.outcomes.values() if o.recorded == recorded)
@@ -70,7 +71,7 @@ class RunAccount:
     @property
     def could_not_record(self) -> bool:
         """Anything not held by the store: a record spooled or lost, or a run file not written."""
-        return bool(self.lost or self.count("spooled") or self.not_written)
+        return bool(self.lost or self.count("spooled") or self.not_written or self.leases_kept)
 
     def lines(self, spool: str | None = None) -> list[str]:
         """One line per cause, for stderr (and the JSON document's ``faults``)."""
@@ -86,12 +87,13 @@ class RunAccount:
         if self.store_error:
             out.append(f"store unreachable at the end of the run ({self.store_error[:160]}); "
                        "the table is built from the run's own records")
-        return out + self.notes
+        return out + self.leases_kept + self.notes
 
     def to_json(self) -> dict[str, Any]:
         return {"recorded": dict(Counter(o.recorded for o in self.outcomes.values())),
                 "lost": [{"probe_id": o.probe_id, "cause": o.cause} for o in self.lost],
-                "store_error": self.store_error, "not_written": self.not_written, "faults": self.lines()}
+                "store_error": self.store_error, "not_written": self.not_written,
+                "leases_kept": self.leases_kept, "faults": self.lines()}
 
 
 def probe_faults(records: list[ProbeRecord]) -> list[str]:

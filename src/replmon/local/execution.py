@@ -134,7 +134,10 @@ def _cancellable(deps: Deps, function_deps: Mapping[str, Deps] | None, cancel: t
     """Each state machine function's wiring (its own from ``function_deps``, else ``deps``), with
     a clock whose sleeps end when ``cancel`` is set."""
     own = function_deps or {}
-    return {name: dataclasses.replace(d, clock=CancellableClock(d.clock, cancel))
+    from replmon.fleet.lease import local_owner
+
+    owner = local_owner()  # on each lease this run takes: a later run can tell when this process is gone
+    return {name: dataclasses.replace(d, clock=CancellableClock(d.clock, cancel), run_owner=owner)
             for name in FUNCTIONS for d in [own.get(name, deps)]}
 
 
@@ -176,8 +179,9 @@ def run_request(
             salvage_probes(sm.invocations, deps, salvage)
             raise RunInterrupted(salvage) from None
         finally:  # a stopped or timed-out run never reached EndRouteRun: free its routes now, not at `until`
-            release_leases(deps, [r.name for r in request.routes], arn)
+            kept = release_leases(deps, [r.name for r in request.routes], arn, run_id)
     acc = account(execution)
+    acc.leases_kept = kept
     try:
         stored: list[ProbeRecord] | None = collect_records(deps, request.routes, run_id, started)
     except Exception as exc:  # the store died mid-run: the run's own records still make the table
@@ -187,15 +191,28 @@ def run_request(
     return ProbeRun(run_id, execution, records, time.time() - started, acc)
 
 
-def release_leases(deps: Deps, routes: list[str], holder: str) -> None:
-    """Give back ``holder``'s leases (a no-op for leases EndRouteRun already gave back)."""
+def release_leases(deps: Deps, routes: list[str], holder: str, run: str | None = None) -> list[str]:
+    """Give back ``holder``'s leases (a no-op for leases EndRouteRun, or each route's last probe,
+    already gave back). Returns one line per lease still held by this run that could not be given
+    back, with its expiry: the run says so (exit 5) rather than leave the route skipped silently."""
     if deps.leases is None:
-        return
+        return []
+    kept: list[str] = []
     for name in routes:
         try:
-            deps.leases.release(name, holder, time.time())
-        except Exception as exc:  # it expires at its `until` anyway
+            deps.leases.release(name, holder, time.time(), run=run)
+        except Exception as exc:  # it expires at its `until`: say when, and how to end it now
+            until: float | None = None
+            try:
+                lease = deps.leases.leases([name]).get(name)
+                until = lease.until if lease is not None and lease.holder == holder else None
+            except Exception:  # the store is gone: the expiry cannot be read either
+                pass
+            when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(until)) if until else "its expiry (unreadable)"
             logging.getLogger("replmon").warning("lease not released", extra={"route": name, "error": f"{type(exc).__name__}: {exc}"})
+            kept.append(f"lease of route {name} not released ({type(exc).__name__}: {str(exc)[:120]}); it blocks the route's runs "
+                        f"until {when}, or until replmon fleet release {name}")
+    return kept
 
 
 def collect_records(deps: Deps, routes: list[Route], run_id: str, started: float) -> list[ProbeRecord]:
