@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from threading import Lock
 
-from replmon.core.registry import InventoryObservation, Origin, RouteSpec, RouteVerdict
+from replmon.core.registry import GroupRead, InvalidRoute, InventoryObservation, Origin, RouteSpec, RouteVerdict
 
 __all__ = ["MemoryRegistry"]
 
@@ -21,6 +21,13 @@ class MemoryRegistry:
     def routes(self, group: str) -> list[RouteSpec]:
         with self._lock:
             return [s for (g, _), s in sorted(self._items.items()) if g == group]
+
+    def read(self, group: str) -> GroupRead:
+        """Every item here is a valid RouteSpec (it is stored parsed): nothing is skipped."""
+        return GroupRead(routes=self.routes(group))
+
+    def invalid(self, group: str) -> list[InvalidRoute]:
+        return []
 
     def get_route(self, group: str, name: str) -> RouteSpec | None:
         with self._lock:
