@@ -37,7 +37,7 @@ from replmon.core.errors import ConfigError
 from replmon.core.fleetconfig import FleetSettings
 from replmon.core.partitions import roll_partition, unmapped_partition
 from replmon.core.record import ProbeRecord, ProbeStatus
-from replmon.core.registry import Reason, RouteSpec, RouteVerdict, load_route_spec
+from replmon.core.registry import ProbeSpec, Reason, RouteSpec, RouteVerdict, load_route_spec
 from replmon.fleet import alarms as fa
 from replmon.fleet.stack_route import PROPERTIES, delete_stack_route, handle_custom_resource, stack_route_spec, upsert_stack_route
 from replmon.local.aslrun import LambdaContext, load_handler
@@ -135,6 +135,35 @@ def test_a_route_with_data_within_its_class_interval_is_not_no_data(table: Dynam
     assert metrics.of("RpoSeconds") == {} and metrics.of("RouteNoData") == {"r": 0}
     with wiring.injected({"CollectSignals": deps(table, registry, metrics)}), pytest.raises(ConfigError, match="group"):
         load_handler("CollectSignals")({"group": "g05"}, LambdaContext("CollectSignals"))
+
+
+def test_each_route_is_judged_at_the_slo_its_own_classes_support(table: DynamoLatencyStore) -> None:
+    """Through the handler: the fleet's classes (1MiB@1h,1GiB@1d: 750 probes a 30-day period, a budget
+    of 0.75 at 99.9 %) are judged at the highest target leaving 5 bad probes (99.33 %, signals/slo.py
+    slo_for_route, what PlanProbes tickets as SloUnsupported); a route whose own classes support 99.9 %
+    keeps it; one too thin for any target publishes no error budget and no burn rate."""
+    import dataclasses
+
+    def classed(name: str, classes: dict[str, Any]) -> RouteSpec:
+        return spec(name, f"src-{name}", f"dst-{name}").model_copy(update={"probe": ProbeSpec.model_validate({"classes": classes})})
+
+    registry = MemoryRegistry([spec("fleet", "src-f", "dst-f"), classed("rich", {"1KiB": {"every": "5m"}}),
+                               classed("thin", {"1GiB": {"every": "7d"}})])
+    from replmon.signals.rollup import store_record
+
+    for name in ("fleet", "rich", "thin"):  # with its hour item's counters, as RecordResult writes it
+        assert store_record(table, record(name, NOW - 600), NOW - 590, threshold_seconds=900.0)
+    metrics = Capture()
+    d = deps(table, registry, metrics)
+    d.slo = dataclasses.replace(d.slo, target=0.999)
+    with wiring.injected({"CollectSignals": d}):
+        out = load_handler("CollectSignals")({}, LambdaContext("CollectSignals"))
+    slo = {r["route"]: r["slo"] for r in out["routes"]}
+    assert slo["fleet"]["target"] == pytest.approx(0.9933) and slo["fleet"]["judged"] is True
+    assert slo["rich"]["target"] == pytest.approx(0.999) and slo["rich"]["judged"] is True
+    assert slo["thin"]["judged"] is False
+    assert set(metrics.of("ErrorBudgetRemaining")) == {"fleet", "rich"}, "a route no target fits publishes no budget"
+    assert "thin" not in metrics.of("SloBurnPage") and "thin" in metrics.of("RpoSeconds")  # its RPO still counts
 
 
 def test_the_no_data_alarm_tickets_and_the_rpo_alarm_never_sees_a_made_up_zero() -> None:

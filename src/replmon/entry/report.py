@@ -21,7 +21,8 @@ def report(event: Mapping[str, Any] | None, deps: Deps) -> dict[str, Any]:
     hours = float(event.pop("hours", 24.0))
     if event:
         raise ValueError(f"fleet: unexpected {sorted(event)}; {{\"fleet\": true}} takes only \"hours\"")
-    return fleet_report(deps.store, deps.registry, slo=deps.slo, rpo_window_seconds=deps.rpo_window, now=deps.clock.now(), hours=hours)
+    return fleet_report(deps.store, deps.registry, slo=deps.slo, rpo_window_seconds=deps.rpo_window, now=deps.clock.now(), hours=hours,
+                        fleet=deps.fleet)
 
 
 handler = lambda_handler(report)

@@ -35,6 +35,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from replmon.core.fleetconfig import FleetSettings
 from replmon.core.keys import iso_ms
 from replmon.core.partitions import registry_partition
 from replmon.core.ports import LatencyTable, RegistryStore
@@ -42,7 +43,7 @@ from replmon.core.registry import MAX_ROUTE_GROUPS, group_names, read_group
 from replmon.core.stats import summarize
 from replmon.probe.latency_report import records_in
 from replmon.signals.health import health_output, route_health
-from replmon.signals.slo import SloSpec
+from replmon.signals.slo import SloSpec, slo_for_route
 from replmon.signals.verdict import judge_health
 
 #: Columns of a fleet row, in order (table, json and csv alike).
@@ -139,11 +140,17 @@ def registry_rows(registry: RegistryStore) -> list[dict[str, Any]]:
 
 
 def fleet_report(store: LatencyTable, registry: RegistryStore, *, slo: SloSpec, rpo_window_seconds: float, now: float,
-                 hours: float = 24.0) -> dict[str, Any]:
+                 hours: float = 24.0, fleet: FleetSettings | None = None) -> dict[str, Any]:
     """The Report function's ``{"fleet": true}``: the same rows as ``replmon report --fleet``. A route
     whose reads fail (throttled, denied) is marked (verdict ``unreadable``, the error as its reason);
-    the others are reported."""
+    the others are reported. With ``fleet``, each route's SLO is the one CollectSignals judges it
+    with (signals/slo.py ``slo_for_route``), else ``slo`` for all."""
     routes = registry_rows(registry)
+    slos: dict[str, SloSpec | None] = {}
+    if fleet is not None:
+        for group in fleet.groups:
+            for spec in registry.routes(group):
+                slos[spec.name] = slo_for_route(spec, fleet, slo) if spec.probing else None
     names = [str(r["route"]) for r in routes if r["mode"] != "invalid"]
     start = now - hours * 3600
     records: list[Any] = []
@@ -152,7 +159,10 @@ def fleet_report(store: LatencyTable, registry: RegistryStore, *, slo: SloSpec, 
     for n in names:
         try:
             mine = records_in(store, [n], start, now)
-            raw[n] = route_health(store, n, now, slo, rpo_window_seconds).to_json(slo)
+            judged = slos.get(n, slo)
+            h = route_health(store, n, now, judged or slo, rpo_window_seconds)
+            h.slo_judged = judged is not None
+            raw[n] = h.to_json(judged or slo)
         except Exception as exc:  # this route only (throttled, denied): its row says why
             unreadable[n] = f"{type(exc).__name__}: {exc}"
             continue

@@ -11,7 +11,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from replmon.core.clock import Clock
-from replmon.core.defaults import DEFAULTS
 from replmon.core.errors import ConfigError
 from replmon.core.fleetconfig import FleetSettings
 from replmon.core.keys import iso_ms
@@ -23,18 +22,21 @@ from replmon.core.telemetry import ROUTE
 from replmon.fleet.measured import measured_routes, no_data_limit, require_registry
 from replmon.signals.health import RouteHealth, had_data, publish_health, route_health
 from replmon.signals.rtc import collect_rtc_fleet
-from replmon.signals.slo import SloSpec, check_budget
+from replmon.signals.slo import SloSpec, slo_for_route
 
 log = logging.getLogger("replmon")
 
 
 def collect(routes: Sequence[Route], store: LatencyTable, readers: MetricReaders | None, metrics: MetricsSink, now: float,
-            spec: SloSpec, window: float, retention_days: int, no_data_limits: Mapping[str, float] | None = None) -> list[RouteHealth]:
+            spec: SloSpec, window: float, retention_days: int, no_data_limits: Mapping[str, float] | None = None,
+            slos: Mapping[str, SloSpec | None] | None = None) -> list[RouteHealth]:
     """Every route's RTC metrics in batched reads (each metric in the Region S3 publishes it, at most
     500 queries a GetMetricData call; signals/rtc.py), stored; then per route RPO and SLO, emitted. A
     route whose RTC read fails is still evaluated from probes and events (RtcReadFailed, logged).
     ``no_data_limits``: route -> seconds it may go without an RPO input (fleet/measured.py); those
-    routes get RouteNoData every run (0, or 1 past the limit), the rest none."""
+    routes get RouteNoData every run (0, or 1 past the limit), the rest none. ``slos``: route -> the
+    SLO it is judged with (signals/slo.py ``slo_for_route``; None: its probes support no target, so it
+    publishes no error budget or burn rate); a route not named is judged with ``spec``."""
     rtc = collect_rtc_fleet(readers, routes, now) if readers is not None else None
     if rtc is not None:
         log.info("RTC metrics read", extra={"routes": len(routes), "get_metric_data_calls": rtc.calls, "failed_routes": len(rtc.failed)})
@@ -47,7 +49,9 @@ def collect(routes: Sequence[Route], store: LatencyTable, readers: MetricReaders
             for s in rtc.samples.get(route.name, []):  # a store failure is not an RTC failure: it fails the run
                 store.put_item({PARTITION_KEY: signal_partition(route.name, RTC), SORT_KEY: f"{iso_ms(now)}#{s.destination}#{s.rule_id}",
                                 **s.to_item(), TTL_ATTRIBUTE: int(now + retention_days * 86_400)})
-        h = route_health(store, route.name, now, spec, window, save_cache=True)
+        judged = (slos or {}).get(route.name, spec)
+        h = route_health(store, route.name, now, judged or spec, window, save_cache=True)
+        h.slo_judged = judged is not None
         limit = (no_data_limits or {}).get(route.name)
         if limit is not None:
             h.no_data = not h.has_data and not had_data(store, route.name, now, limit)
@@ -68,40 +72,31 @@ class CollectorDeps(Protocol):
     slo: SloSpec
     rpo_window: float
     retention_days: int
-    defaults: dict[str, Any]  # REPLMON_DEFAULTS: sizes and trials make the SLO's sample
-
-
-def probes_per_run(defaults: Mapping[str, Any]) -> int:
-    """Probes one scheduled run makes of each route: sizes x trials (REPLMON_DEFAULTS, else defaults.json)."""
-    sizes = defaults.get("sizes", DEFAULTS.sizes)
-    count = len(sizes) if isinstance(sizes, list) else len([s for s in str(sizes).split(",") if s.strip()])
-    return count * int(defaults.get("trials", DEFAULTS.trials))
 
 
 def collect_step(event: Mapping[str, Any], deps: CollectorDeps) -> dict[str, Any]:
     """Scheduled (``{}``: every RouteGroup; ``{"group": "g00"}``: one): RTC metrics in, RPO / SLO /
-    burn rates out, for every registry route in probe or passive mode.
-    An SLO the probes cannot support is refused here (ConfigError naming SloTargetPercent): the
-    collector fails loudly (CollectorHeartbeat goes missing) instead of paging on one slow probe."""
+    burn rates out, for every registry route in probe or passive mode. Each route is judged at the SLO
+    target its own probe classes support (signals/slo.py ``slo_for_route``, the rule PlanProbes
+    tickets as SloUnsupported); a route whose probes support none publishes no budget or burn rate,
+    so one slow probe of a thin sample never pages."""
     group = event.get("group")
     if group is not None and group not in deps.fleet.groups:
         raise ConfigError(f"group: {group!r} is not a RouteGroup of this deployment ({', '.join(deps.fleet.groups)}); "
                           'omit it for every group, or pass {"group": "g00"}')
-    warning = check_budget(deps.slo, probes_per_run(deps.defaults))
-    if warning:
-        log.warning("SLO budget is thin", extra={"detail": warning})
     registry = require_registry(deps.registry, "CollectSignals")
     specs = measured_routes(registry, [group] if group else deps.fleet.groups)
-    routes, limits = [], {}
+    routes, limits, slos = [], {}, {}
     for spec in specs:
         try:
             routes.append(spec.to_route(deps.fleet.member_role_prefix))
         except (ConfigError, ValueError) as exc:  # one bad item must not stop the fleet's signals
             log.error("registry route not collected", extra={"route": spec.name, "error": f"{type(exc).__name__}: {exc}"})
             continue
+        slos[spec.name] = slo_for_route(spec, deps.fleet, deps.slo) if spec.probing else None
         limit = no_data_limit(spec, deps.fleet.classes, deps.fleet.tick_seconds)
         if limit is not None:
             limits[spec.name] = limit
     health = collect(routes, deps.store, deps.metric_readers, deps.metrics, deps.clock.now(), deps.slo,
-                     deps.rpo_window, deps.retention_days, limits)
-    return {"routes": [h.to_json(deps.slo) for h in health]}
+                     deps.rpo_window, deps.retention_days, limits, slos)
+    return {"routes": [h.to_json(slos.get(h.route) or deps.slo) for h in health]}

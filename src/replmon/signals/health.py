@@ -44,6 +44,8 @@ class RouteHealth:
     # None: not judged (a passive route, a report); True: no RPO input for longer than the route's
     # class interval (CollectSignals publishes RouteNoData = 1)
     no_data: bool | None = None
+    # False: the route's probes support no SLO target (signals/slo.py slo_for_route): no budget, no burn
+    slo_judged: bool = True
 
     @property
     def has_data(self) -> bool:
@@ -54,7 +56,7 @@ class RouteHealth:
     def to_json(self, spec: SloSpec) -> dict[str, Any]:
         return {
             "route": self.route, "rpo": self.rpo.to_json(), "has_data": self.has_data, "no_data": self.no_data,
-            "slo": {"threshold_seconds": spec.threshold_seconds, "target": spec.target, "period_days": spec.period_days,
+            "slo": {"judged": self.slo_judged, "threshold_seconds": spec.threshold_seconds, "target": spec.target, "period_days": spec.period_days,
                     "good": self.slo.good, "total": self.slo.total, "attainment": self.slo.attainment,
                     "budget_left": self.slo.budget_left, "budget_events": self.slo.budget_events(spec.target),
                     "burn_rates": self.slo.burn, "windows": self.slo.windows, "alerts": self.slo.alerts},
@@ -176,10 +178,10 @@ def publish_health(metrics: MetricsSink, h: RouteHealth) -> None:
     if h.no_data is not None:
         metrics.count("RouteNoData", 1 if h.no_data else 0, {ROUTE: h.route})
     metrics.count("RpoUnbounded", 1 if h.rpo.unbounded else 0, {ROUTE: h.route})
-    if h.slo.budget_left is not None:
+    if h.slo.budget_left is not None and h.slo_judged:
         metrics.count("ErrorBudgetRemaining", round(h.slo.budget_left * 100, 4), {ROUTE: h.route})
     for pair, rate in h.slo.pair_burn.items():
-        if rate is not None and pair in BURN_METRICS:  # a window without a judged probe: no data, not zero
+        if rate is not None and pair in BURN_METRICS and h.slo_judged:  # a window without a judged probe: no data, not zero
             metrics.count(BURN_METRICS[pair], rate, {ROUTE: h.route})
     for name, attr in (("RtcBytesPending", "rtc_bytes_pending"), ("RtcOperationsPending", "rtc_operations_pending")):
         value = h.rpo.inputs.get(attr)
