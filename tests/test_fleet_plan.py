@@ -227,6 +227,12 @@ def test_past_max_routes_the_plan_takes_the_first_routes_in_order_and_tickets_th
     assert "b-disc" not in {d["route"] for r in runs for d in r["deferred"]}, "left out by the caps, not deferred"
     [line] = {r.getMessage(): r for r in caplog.records if r.getMessage() == "routes left out by the fleet caps"}.values()
     assert line.routes == "b-disc" and line.left_out[0]["cap"] == "max_routes"  # type: ignore[attr-defined]
+    # an on-demand run of every route (sizes, no routes: events/probe_now.json) is held to the same caps
+    env.counted.clear()
+    with injected(env.deps):
+        adhoc = handler({"sizes": ["1KiB"], "trials": 1}, LambdaContext("PlanProbes"))
+    assert {p["route"]["name"] for p in adhoc["probes"]} == {"a-disc", "e-a", "e-b"}
+    assert [c[1] for c in env.counted if c[0] == caps.OVER_CAP] == [1]
 
 
 def test_past_the_monthly_ceiling_only_what_fits_the_cost_model_is_planned(env: Env, caplog: pytest.LogCaptureFixture) -> None:

@@ -113,7 +113,8 @@ def plan_step(event: Mapping[str, Any], deps: FleetPlanDeps) -> dict[str, Any]:
     registry's probe-mode routes)."""
     if set(event) & REQUEST_KEYS or deps.registry is None:
         if "routes" not in event and deps.registry is not None:
-            event = {**event, "routes": [r.route.model_dump(mode="json", exclude_none=True) for r in registry_routes(deps)]}
+            # every enrolled route, within the same caps as the schedule's plan (fleet/caps.py)
+            event = {**event, "routes": [r.route.model_dump(mode="json", exclude_none=True) for r in admit(registry_routes(deps), deps)]}
         return adhoc_plan_step(event, deps)
     routes = registry_routes(deps)
     if not routes:
