@@ -26,7 +26,7 @@ ALLOWED: Mapping[str, set[str]] = {
     "signals": {"core"},
     "mounts": {"core"},
     "probe": {"core", "signals"},
-    "fleet": {"core", "probe", "signals"},
+    "fleet": {"core", "probe", "signals", "cost"},  # the planner's caps price routes with `replmon cost`'s model
     "cost": {"core", "probe", "fleet"},
     "adapters": {"core"},
     "wiring": {"core", "probe", "signals", "adapters"},

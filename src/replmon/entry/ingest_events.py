@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from replmon import wiring
+from replmon.core.measured import measured_routes, require_registry
 from replmon.core.route import Route
 from replmon.entry.runtime import logger, trace_aws_calls, tracer
-from replmon.fleet.measured import measured_routes, require_registry
 from replmon.signals.event_ingest import IngestDeps, IngestPlan, ingest, plan_ingest
 from replmon.signals.s3events import parse_sqs_message
 
@@ -30,7 +30,7 @@ _routes: weakref.WeakKeyDictionary[Any, tuple[float, list[Route]]] = weakref.Wea
 
 def registry_routes(registry: Any, groups: list[str], now: float) -> list[Route]:
     """The routes an event can belong to: the registry's measured routes (every RouteGroup, modes
-    probe and passive; fleet/measured.py), as buckets and rules (no roles), cached per registry."""
+    probe and passive; core/measured.py), as buckets and rules (no roles), cached per registry."""
     cached = _routes.get(registry)
     if cached is not None and 0 <= now - cached[0] < ROUTES_TTL_SECONDS:
         return cached[1]

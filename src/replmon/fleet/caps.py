@@ -29,18 +29,32 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Generic, Protocol, TypeVar
 
+from replmon.core.cadence import ProbeClasses
 from replmon.core.errors import ConfigError
 from replmon.core.fleetconfig import FleetSettings
 from replmon.core.ports import MetricsSink
-from replmon.core.registry import Origin
+from replmon.core.registry import Origin, RouteSpec
+from replmon.core.route import Route
 from replmon.cost.estimate import pricing
 from replmon.cost.fleet import fixed_monthly_usd, route_monthly_usd
 from replmon.signals.slo import RouteTarget, SloSpec, route_target
 
-if TYPE_CHECKING:  # the planner calls this module: its type only
-    from replmon.fleet.planner import FleetRoute
+
+class CappedRoute(Protocol):
+    """What the caps read of a planner's route (fleet/planner.py ``FleetRoute``; the planner calls
+    this module, so it is named by its shape here, not imported)."""
+
+    @property
+    def route(self) -> Route: ...
+    @property
+    def classes(self) -> ProbeClasses: ...
+    @property
+    def spec(self) -> RouteSpec | None: ...
+
+
+R = TypeVar("R", bound=CappedRoute)
 
 log = logging.getLogger("replmon")
 
@@ -69,8 +83,8 @@ class LeftOut:
 
 
 @dataclass
-class Admission:
-    admitted: list[FleetRoute] = field(default_factory=list)
+class Admission(Generic[R]):
+    admitted: list[R] = field(default_factory=list)
     left_out: list[LeftOut] = field(default_factory=list)
     fixed_usd: float = 0.0
     routes_usd: float = 0.0  # the admitted routes' own cost
@@ -81,7 +95,7 @@ class Admission:
         return self.fixed_usd + self.routes_usd
 
 
-def _rank(fr: FleetRoute) -> tuple[int, str]:
+def _rank(fr: CappedRoute) -> tuple[int, str]:
     spec = fr.spec
     if spec is None or spec.managed_by == "stack":
         return 0, fr.route.name
@@ -93,7 +107,7 @@ def _dearest_region() -> str:
     return str(max((k for k in rates if not k.startswith("_")), key=lambda k: float(rates[k])))
 
 
-def route_cost(fr: FleetRoute, fleet: FleetSettings) -> float:
+def route_cost(fr: CappedRoute, fleet: FleetSettings) -> float:
     """One route's modelled monthly cost (cost/fleet.py); RTC is assumed on when the registry item
     is unknown (the stack's own route: an upper bound)."""
     source = fr.route.source
@@ -109,10 +123,10 @@ def route_cost(fr: FleetRoute, fleet: FleetSettings) -> float:
         return route_monthly_usd(fr.classes, cross_region=cross, rtc=rtc, source_region=_dearest_region(), heartbeat_seconds=beats)
 
 
-def cap_routes(routes: Sequence[FleetRoute], fleet: FleetSettings, base: SloSpec) -> Admission:
+def cap_routes(routes: Sequence[R], fleet: FleetSettings, base: SloSpec) -> Admission[R]:
     """The routes a plan may probe (in the caps' order) and those left out; the admitted routes
     whose SLO their probes cannot support. Pure: :func:`admit` logs and counts."""
-    out = Admission(fixed_usd=fixed_monthly_usd(len(routes), fleet.classes, route_groups=fleet.route_groups,
+    out: Admission[R] = Admission(fixed_usd=fixed_monthly_usd(len(routes), fleet.classes, route_groups=fleet.route_groups,
                                                  heartbeat_seconds=fleet.heartbeat_seconds))
     for fr in sorted(routes, key=_rank):
         usd = route_cost(fr, fleet)
@@ -130,7 +144,7 @@ def cap_routes(routes: Sequence[FleetRoute], fleet: FleetSettings, base: SloSpec
     return out
 
 
-def admit(routes: Sequence[FleetRoute], deps: CapsDeps) -> list[FleetRoute]:
+def admit(routes: Sequence[R], deps: CapsDeps) -> list[R]:
     """:func:`cap_routes`, logged and counted (``RoutesOverCap``, ``SloUnsupported``): the routes to plan."""
     fleet = deps.fleet
     a = cap_routes(routes, fleet, deps.slo)

@@ -461,8 +461,8 @@ def p6_ingest(report: Report, store: Any, deps: Deps, ingest_events: int, hour_e
     from concurrent.futures import ThreadPoolExecutor
 
     from replmon import wiring
+    from replmon.core.measured import measured_routes
     from replmon.entry.runtime import logger
-    from replmon.fleet.measured import measured_routes
     from replmon.local.aslrun import LambdaContext, load_handler
     from replmon.signals.event_ingest import IngestDeps, ingest, plan_ingest
     from replmon.signals.health import event_counts, route_health
@@ -491,7 +491,7 @@ def p6_ingest(report: Report, store: Any, deps: Deps, ingest_events: int, hour_e
         ingest_s = time.perf_counter() - t0
     ingested = sum(len(b) for b in batches)
     rate = ingested / ingest_s
-    # The routes as the handler read them: the registry's (fleet/measured.py)
+    # The routes as the handler read them: the registry's (core/measured.py)
     assert deps.registry is not None
     routes = [spec.to_route(None) for spec in measured_routes(deps.registry, deps.fleet.groups)]
     route = routes[0].name

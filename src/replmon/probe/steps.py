@@ -18,11 +18,11 @@ from replmon.core.clock import Clock
 from replmon.core.errors import StoreUnavailable
 from replmon.core.fleetconfig import FleetSettings
 from replmon.core.keys import new_run_id, record_sort_key
+from replmon.core.measured import measured_routes, require_registry
 from replmon.core.ports import LatencyTable, MetricsSink, ObjectStores, RecordSpool, RegistryStore
 from replmon.core.record import ProbeRecord, ProbeStatus
 from replmon.core.route import Endpoint
 from replmon.core.telemetry import ROUTE
-from replmon.fleet.measured import measured_routes, require_registry
 from replmon.probe.latency_report import ReportRequest, build_report
 from replmon.probe.plan import plan_output
 from replmon.probe.poll import poll_replication, start_polling
@@ -182,7 +182,7 @@ class ReportDeps(ProbeDeps, Protocol):
 
 def report_step(event: Mapping[str, Any] | None, deps: ReportDeps) -> dict[str, Any]:
     """Report: latency statistics per route and size class, then each route's RPO and SLO; without
-    ``routes``, every route the registry measures (fleet/measured.py)."""
+    ``routes``, every route the registry measures (core/measured.py)."""
     req = ReportRequest.model_validate(event or {})
     if not req.routes:
         registry = require_registry(deps.registry, "Report")

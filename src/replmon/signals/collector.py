@@ -1,4 +1,4 @@
-"""CollectSignals (every 5 minutes): per registry route (probe or passive mode, fleet/measured.py),
+"""CollectSignals (every 5 minutes): per registry route (probe or passive mode, core/measured.py),
 read S3's RTC metrics (when the deployment reads them) into the store, evaluate the route's RPO and
 SLO (health.py) and emit them as metrics. A route without an RPO input publishes no RpoSeconds (no
 data is not an RPO of 0); a probe-mode route that has had none for longer than its class interval
@@ -14,12 +14,12 @@ from replmon.core.clock import Clock
 from replmon.core.errors import ConfigError
 from replmon.core.fleetconfig import FleetSettings
 from replmon.core.keys import iso_ms
+from replmon.core.measured import measured_routes, no_data_limit, require_registry
 from replmon.core.partitions import RTC, signal_partition
 from replmon.core.ports import LatencyTable, MetricReaders, MetricsSink, RegistryStore
 from replmon.core.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
 from replmon.core.route import Route
 from replmon.core.telemetry import ROUTE
-from replmon.fleet.measured import measured_routes, no_data_limit, require_registry
 from replmon.signals.health import RouteHealth, had_data, publish_health, route_health
 from replmon.signals.rtc import collect_rtc_fleet
 from replmon.signals.slo import SloSpec, slo_for_route
@@ -33,7 +33,7 @@ def collect(routes: Sequence[Route], store: LatencyTable, readers: MetricReaders
     """Every route's RTC metrics in batched reads (each metric in the Region S3 publishes it, at most
     500 queries a GetMetricData call; signals/rtc.py), stored; then per route RPO and SLO, emitted. A
     route whose RTC read fails is still evaluated from probes and events (RtcReadFailed, logged).
-    ``no_data_limits``: route -> seconds it may go without an RPO input (fleet/measured.py); those
+    ``no_data_limits``: route -> seconds it may go without an RPO input (core/measured.py); those
     routes get RouteNoData every run (0, or 1 past the limit), the rest none. ``slos``: route -> the
     SLO it is judged with (signals/slo.py ``slo_for_route``; None: its probes support no target, so it
     publishes no error budget or burn rate); a route not named is judged with ``spec``."""
