@@ -101,19 +101,35 @@ def check_url(value: str | None, flag: str) -> None:
         fail(f"{flag}: {value!r} is not an http(s) URL with no path; use e.g. http://127.0.0.1:8000")
 
 
+def default_spool_dir() -> Path:
+    """Where local runs spool records by default: ``$XDG_STATE_HOME/replmon/spool``."""
+    return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "replmon" / "spool"
+
+
 def check_output_dir(path: Path | None, flag: str) -> None:
-    """A directory to write into: made if missing, refused if it is a file or not writable."""
+    """A directory to write into: made if missing, refused (exit 2, naming the flag and why) if it is a
+    file, cannot be made, or a file cannot really be written in it (a read-only or virtual file system
+    such as /proc answers os.access as writable for root, so a file is made and removed)."""
     if path is None:
         return
     path = path.expanduser()
     if path.exists() and not path.is_dir():
         fail(f"{flag}: {path} is a file; give a directory (it is made if missing)")
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
     except OSError as exc:
         fail(f"{flag}: cannot make {path}: {exc.strerror}; choose another directory")
-    if not os.access(path, os.W_OK):
-        fail(f"{flag}: directory {path} is not writable")
+    if not os.access(path, os.W_OK | os.X_OK):
+        fail(f"{flag}: directory {path} is not writable; choose another directory")
+    import tempfile
+
+    try:
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".replmon-check-"):
+            pass
+    except OSError as exc:
+        from replmon.core.files import describe_os_error
+
+        fail(f"{flag}: cannot write in {path}: {describe_os_error(exc, path)}; choose another directory")
 
 
 def check_output_file(path: Path | None, flag: str) -> None:

@@ -39,8 +39,9 @@ MEANING: dict[Exit, str] = {
                          "was planned (ERROR, a record missing, STUCK within the target)",
     Exit.NO_DATA: "no data: a route has nothing to judge in the window (a typo in --route, a schedule that is off): "
                   "never reported as RPO 0",
-    Exit.NOT_RECORDED: "could not record: a record is not in the latency store (spooled for replay, or lost) or the run "
-                       "file could not be written; one line per cause on stderr (docs/SEMANTICS.md, 'Could not record')",
+    Exit.NOT_RECORDED: "could not record or run: a record is not in the latency store (spooled for replay, quarantined, or "
+                       "lost) or the run file could not be written, one line per cause on stderr (docs/SEMANTICS.md, 'Could not "
+                       "record'); or an error nothing else named: one line and the path of a log holding the traceback",
     Exit.SIGINT: "interrupted by SIGINT (Ctrl-C): what was recorded and removed is said on stderr",
     Exit.SIGTERM: "interrupted by SIGTERM",
 }
@@ -82,7 +83,12 @@ COMMANDS: dict[str, tuple[Exit, ...]] = {
     "fio targets": _PLAIN,
     "fio report": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE),
     "fio cost": _PLAIN,
+    "spool list": (Exit.OK, Exit.USAGE),
+    "spool retry": (Exit.OK, Exit.USAGE),
+    "spool drop": (Exit.OK, Exit.USAGE),
 }
+#: Any command can meet an error nothing else named: cli/app.main says so in one line and exits 5.
+COMMANDS = {name: tuple(sorted({*codes, Exit.NOT_RECORDED})) for name, codes in COMMANDS.items()}
 
 #: What a code means for one command, where it says more than the table.
 SPECIFIC: dict[tuple[str, Exit], str] = {

@@ -91,7 +91,7 @@ def lab_run(
     latency vs size with the target line; records and chart are kept per run under DIR/runs.
     """
     from replmon.cli.output import SUMMARY_KEYS, envelope, record_json, summary_json, within_counts
-    from replmon.cli.runend import dead_events, leftover_check, write_run_files
+    from replmon.cli.runend import dead_events, leftover_check, spool_faults, write_run_files
     from replmon.core.stats import summarize
     from replmon.lab.lab import Lab, planned_route
     from replmon.lab.servers import LabError
@@ -112,6 +112,7 @@ def lab_run(
     except ConfigError as exc:
         fail(config_message(exc))
     stopped: RunInterrupted | None = None
+    quarantined: list[str] = []
     try:
         with Lab(lab_dir, bandwidth=bandwidth) as lab:
             err.print(f"lab up: source {lab.servers['source'].url}, destination {lab.servers['destination'].url} "
@@ -122,6 +123,8 @@ def lab_run(
                     result = run_request(settings.for_routes([lab.route()]), lab.deps(),
                                          on_progress=lambda n, total: bar.update(task, completed=n, total=total), function_deps=lab.function_deps())
                 records, run_id, seconds, faults = result.records, result.run_id, result.seconds, result.account.lines(str(lab_dir / "spool"))
+                quarantined = spool_faults(result.execution, lab_dir / "spool")
+                faults += quarantined
             except RunInterrupted as exc:  # the started probes are recorded and cleaned: end the run as any other
                 stopped, run_id, seconds = exc, exc.salvage.run_id, 0.0
                 records, faults = interrupted_records(lab, run_id)
@@ -141,7 +144,7 @@ def lab_run(
         code: int = 128 + {"SIGINT": 2, "SIGTERM": 15}.get(stopped.salvage.signame, 0)
     else:
         code = combine(Exit.from_verdict(v.verdict) for v in verdicts)
-        if code is not Exit.BREACH and (result.account.could_not_record or data is None):
+        if code is not Exit.BREACH and (result.account.could_not_record or data is None or quarantined):
             code = Exit.NOT_RECORDED  # after a breach, before "not measured" (docs/SEMANTICS.md "Could not record")
         elif leftover or left is None:
             code = combine([Exit(code), INFRASTRUCTURE])

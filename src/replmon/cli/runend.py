@@ -61,3 +61,23 @@ def dead_events(lab: Any) -> list[str]:
     except Exception:
         return []
     return [f"store unreachable: {n} event notification(s) in the lab's dead-letter queue (not stored)"] if n else []
+
+
+#: Quarantined spool entries named one per line; the rest are counted.
+QUARANTINE_LINES = 10
+
+
+def spool_faults(execution: Any, spool_dir: Path | str | None) -> list[str]:
+    """What this run's Housekeeping quarantined from the spool (adapters/spool.py), one line each:
+    entries it could neither read nor store, set aside so the records behind them were replayed."""
+    found = [i.result for i in getattr(execution, "invocations", []) if i.function == "Housekeeping" and isinstance(i.result, dict)]
+    entries = [str(q) for r in found for q in ((r.get("spool") or {}).get("quarantined") or [])]
+    if not entries:
+        return []
+    where = f" in {Path(spool_dir) / '_quarantine'}" if spool_dir else ""
+    lines = [f"spool: quarantined {e}" for e in entries[:QUARANTINE_LINES]]
+    if len(entries) > QUARANTINE_LINES:
+        lines.append(f"spool: and {len(entries) - QUARANTINE_LINES} more quarantined")
+    lines.append(f"spool: {len(entries)} entr{'y' if len(entries) == 1 else 'ies'} quarantined{where} (RecordQuarantined); "
+                 "the records behind them were replayed; see `replmon spool list`, then `replmon spool retry` or `drop`")
+    return lines
