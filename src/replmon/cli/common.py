@@ -21,7 +21,8 @@ from replmon.signals.verdict import RouteJudgement, judge_run
 OK, MEASURED_FAILURE, USAGE, INFRASTRUCTURE, NO_DATA = Exit.OK, Exit.BREACH, Exit.USAGE, Exit.INFRASTRUCTURE, Exit.NO_DATA
 EXIT_CODES_HELP = ("Exit codes: 0 OK; 1 breach (RPO over target or unbounded, a probe FAILED, STUCK or over target, a page "
                    "alert); 2 usage error; 3 not measured (endpoint, credentials, store, a probe ERROR); 4 no data; "
-                   "5 could not record (a record spooled for replay or lost, or the run file not written); "
+                   "5 could not record or run (a record spooled, quarantined or lost, the run file not written, or an error nothing "
+                   "else named: one line and the log with its traceback); "
                    "130/143 interrupted. Each command's --help says what they mean there.")
 NOT_RECORDED = Exit.NOT_RECORDED
 

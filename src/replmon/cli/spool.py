@@ -14,17 +14,18 @@ from typing import Annotated
 
 import typer
 
+from replmon.adapters.spool import DirectorySpool, Quarantined
 from replmon.cli.common import OK, default_spool_dir, fail
 from replmon.cli.render import FORMAT_HELP, Format, emit, err
 
 spool_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                         help="A local spool: records waiting for the store, and quarantined entries with their reason.")
 
+DEFAULT_SPOOL = default_spool_dir()
 SPOOL_HELP = "The spool directory (probe --spool-dir; the lab's is DIR/spool)."
 
 
-def _spool(spool_dir: Path):  # type: ignore[no-untyped-def]
-    from replmon.adapters.spool import DirectorySpool
+def _spool(spool_dir: Path) -> DirectorySpool:
 
     spool_dir = spool_dir.expanduser()
     if spool_dir.exists() and not spool_dir.is_dir():
@@ -38,7 +39,7 @@ def _age(at: float | None, now: float) -> str | None:
 
 @spool_app.command("list")
 def list_cmd(
-    spool_dir: Annotated[Path, typer.Option(metavar="DIR", help=SPOOL_HELP)] = default_spool_dir(),
+    spool_dir: Annotated[Path, typer.Option(metavar="DIR", help=SPOOL_HELP)] = DEFAULT_SPOOL,
     fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table,
 ) -> int:
     """Records waiting to be replayed, and quarantined entries with their reason."""
@@ -54,7 +55,7 @@ def list_cmd(
     return OK
 
 
-def _chosen(spool_dir: Path, entries: list[str] | None, every: bool, verb: str):  # type: ignore[no-untyped-def]
+def _chosen(spool_dir: Path, entries: list[str] | None, every: bool, verb: str) -> tuple[DirectorySpool, list[Quarantined]]:
     spool = _spool(spool_dir)
     held = spool.quarantine_entries()
     if every == bool(entries):
@@ -72,7 +73,7 @@ def _chosen(spool_dir: Path, entries: list[str] | None, every: bool, verb: str):
 def retry_cmd(
     entries: Annotated[list[str] | None, typer.Argument(metavar="[ENTRY]...", help="Quarantined entries (ROUTE/FILE, as listed).")] = None,
     every: Annotated[bool, typer.Option("--all", help="Every quarantined entry.")] = False,
-    spool_dir: Annotated[Path, typer.Option(metavar="DIR", help=SPOOL_HELP)] = default_spool_dir(),
+    spool_dir: Annotated[Path, typer.Option(metavar="DIR", help=SPOOL_HELP)] = DEFAULT_SPOOL,
 ) -> int:
     """Put quarantined entries back in the spool: the next run replays them (or quarantines them again)."""
     spool, chosen = _chosen(spool_dir, entries, every, "retry")
@@ -89,7 +90,7 @@ def retry_cmd(
 def drop_cmd(
     entries: Annotated[list[str] | None, typer.Argument(metavar="[ENTRY]...", help="Quarantined entries (ROUTE/FILE, as listed).")] = None,
     every: Annotated[bool, typer.Option("--all", help="Every quarantined entry.")] = False,
-    spool_dir: Annotated[Path, typer.Option(metavar="DIR", help=SPOOL_HELP)] = default_spool_dir(),
+    spool_dir: Annotated[Path, typer.Option(metavar="DIR", help=SPOOL_HELP)] = DEFAULT_SPOOL,
 ) -> int:
     """Delete quarantined entries (and their reasons): what they held is given up."""
     spool, chosen = _chosen(spool_dir, entries, every, "drop")
