@@ -163,3 +163,33 @@ def test_every_lab_state_file_takes_any_bytes(tmp_path_factory: pytest.TempPathF
     session.check_directory(root)
     claim_directory(root).close()
     assert not any((root / f).exists() for f in FOLDERS)
+
+
+# ------------------------------------------------------------------ failures named where they are seen
+def test_a_full_disk_is_named_enospc_with_its_path_wherever_it_is_met(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from replmon.cli.runend import failure_faults
+    from replmon.core.files import write_atomic
+    from replmon.lab.lab import Lab
+    from replmon.lab.servers import LabError
+    from replmon.local.aslrun import ExecutionResult, Invocation
+
+    def full(_fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("replmon.core.files.os.fsync", full)
+    with pytest.raises(OSError) as caught:  # a write's ENOSPC names no file by itself: write_atomic names the target
+        write_atomic(tmp_path / "spool.json", b"{}")
+    assert f"No space left on device: '{tmp_path / 'spool.json'}'" in str(caught.value)
+    with pytest.raises(LabError, match=rf"^lab: ENOSPC \(disk full\): {tmp_path / 'lab'}/"):
+        with Lab(tmp_path / "lab"):  # the lab's first file (its marker) on a full disk
+            pass
+    spool = str(tmp_path / "spool" / "r" / "x.json")
+    run = ExecutionResult("FAILED", None, "States.TaskFailed", f"OSError: [Errno 28] No space left on device: '{spool}'", [
+        Invocation("RecordResult", {}, f"OSError: [Errno 28] No space left on device: '{spool}'"),
+        Invocation("UploadProbe", {}, "ClientError: An error occurred (XMinioStorageFull) when calling the PutObject operation")])
+    lines = failure_faults(run)
+    assert lines[0] == f"ENOSPC (disk full): {spool} (met by RecordResult)"
+    assert lines[1].startswith("ENOSPC (disk full): ClientError: An error occurred (XMinioStorageFull)")
+    assert lines[-1].startswith("the run's execution ended FAILED: States.TaskFailed: OSError: [Errno 28]")

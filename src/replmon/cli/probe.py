@@ -103,7 +103,7 @@ def probe(
     from replmon.adapters.memtable import MemoryLatencyTable
     from replmon.adapters.spool import DirectorySpool
     from replmon.cli.output import envelope, record_json, summary_json, within_counts
-    from replmon.cli.runend import spool_faults
+    from replmon.cli.runend import failure_faults, spool_faults
     from replmon.core.keys import iso_ms
     from replmon.core.stats import summarize
     from replmon.local.execution import PreflightError, preflight, run_request
@@ -166,7 +166,7 @@ def probe(
                   f"{iso_ms(skip['until'])} (one run per route at a time)", highlight=False)
     faults = run_end_faults(result, deps.spool, spool_dir)
     quarantined = spool_faults(result.execution, spool_dir)
-    faults += quarantined
+    faults += quarantined + failure_faults(result.execution)
     spooled = deps.spool.pending() if isinstance(deps.spool, DirectorySpool) else 0
     verdicts = run_verdicts(result.records, [route], result.planned,
                             result.execution.status == "SUCCEEDED" and not result.failed_iterations

@@ -121,6 +121,10 @@ def claim_directory(root: Path) -> IO[str]:
             write_atomic(root / MARKER, json.dumps({"made_by": "replmon lab", "note": "replmon may delete this directory's contents"}).encode())
         lock = os.fdopen(os.open(root / ".lock", os.O_RDWR | os.O_CREAT, 0o600), "a+")
     except OSError as exc:
+        from replmon.core.files import describe_os_error, disk_full
+
+        if disk_full(exc):
+            raise LabError(f"lab: {describe_os_error(exc)}") from None
         raise LabError(f"--dir {root} is not writable: {exc.strerror}") from None
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -159,6 +163,11 @@ class Lab:
         self._lock = claim_directory(Path(self.root))
         try:
             self.start()
+        except OSError as exc:  # a full disk, a folder it cannot write: named with its path, as one line
+            self.stop()
+            from replmon.core.files import describe_os_error
+
+            raise LabError(f"lab: {describe_os_error(exc)}") from None
         except BaseException:
             self.stop()
             raise
