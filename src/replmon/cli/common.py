@@ -8,7 +8,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from replmon.adapters.explain import explain
 from replmon.cli.exitcodes import Exit, combine
@@ -166,6 +166,29 @@ def aws_region_or_fail(region: str | None, endpoint: str | None, flag: str, prof
         fail(f"--profile: {exc}")
     if not found:
         fail(f"no AWS region: pass {flag}, or set AWS_REGION (or AWS_DEFAULT_REGION, or a profile's region)")
+
+
+def clock_skew_faults(routes: list[Any], stores: Any) -> list[str]:
+    """The prober's clock against each endpoint's (core/skew.py): a warning line per endpoint past
+    30 s; past S3's 15 minutes the run is refused (exit 3) with the reason, before anything is written."""
+    from replmon.adapters.serverclock import server_skew
+
+    lines: list[str] = []
+    seen: set[str] = set()
+    for route in routes:
+        for role, ep in [("source", route.source), *[("destination", d) for d in route.destinations]]:
+            where = ep.endpoint_url or f"S3 in {ep.region or 'the default Region'}"
+            if where in seen:
+                continue
+            seen.add(where)
+            client = getattr(stores(ep), "control", None)
+            skew = server_skew(client, ep.bucket, f"the {role} {where}") if client is not None else None
+            if skew is None or skew.verdict == "ok":
+                continue
+            if skew.verdict == "refuse":
+                fail(skew.message(), INFRASTRUCTURE)
+            lines.append(skew.message())
+    return lines
 
 
 def stack_outputs(stack: str, region: str | None, profile: str | None) -> dict[str, str]:

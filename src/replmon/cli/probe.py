@@ -14,6 +14,7 @@ from replmon.cli.common import (
     aws_region_or_fail,
     check_output_dir,
     check_url,
+    clock_skew_faults,
     config_message,
     default_spool_dir,
     fail,
@@ -148,9 +149,11 @@ def probe(
     memory = MemoryLatencyTable() if adhoc else None
     deps = wiring.local_deps(table=table, dynamodb_endpoint=dynamodb_endpoint, region=source_region, profile=profile, keys=shared,
                              by_url=by_url, spool_dir=None if adhoc else spool_dir, store=memory)
+    checks = wiring.preflight_deps(table=table, dynamodb_endpoint=dynamodb_endpoint, region=source_region, profile=profile,
+                                   keys=shared, by_url=by_url, store=memory)
+    skewed = clock_skew_faults(list(request.routes), checks.stores)  # past S3's 15 minutes: refused here (exit 3)
     try:
-        preflight(request, wiring.preflight_deps(table=table, dynamodb_endpoint=dynamodb_endpoint, region=source_region, profile=profile,
-                                                 keys=shared, by_url=by_url, store=memory))
+        preflight(request, checks)
     except PreflightError as exc:
         fail(str(exc), INFRASTRUCTURE)
     if adhoc:
@@ -164,7 +167,7 @@ def probe(
     for skip in result.skipped:  # never silent: another run is probing this route
         err.print(f"route {skip['route']} skipped: run {skip['held_by']} holds its lease until "
                   f"{iso_ms(skip['until'])} (one run per route at a time)", highlight=False)
-    faults = run_end_faults(result, deps.spool, spool_dir)
+    faults = skewed + run_end_faults(result, deps.spool, spool_dir)
     quarantined = spool_faults(result.execution, spool_dir)
     faults += quarantined + failure_faults(result.execution)
     spooled = deps.spool.pending() if isinstance(deps.spool, DirectorySpool) else 0
