@@ -49,7 +49,7 @@ class _S3Answer(BaseHTTPRequestHandler):
     server_offset = 0.0
     status = 200
 
-    def do_HEAD(self) -> None:  # noqa: N802 - http.server's name
+    def do_HEAD(self) -> None:
         import time
 
         self.send_response_only(self.status)
@@ -129,9 +129,11 @@ def test_report_warns_of_records_just_outside_its_window() -> None:
         ahead = report("t", "--route", "ahead", "--hours", "1", "--format", "json")
         assert ahead.returncode == 4 and "Traceback" not in ahead.stderr
         [line] = json.loads(ahead.stdout)["faults"]
-        assert re.match(r"route ahead: 3 record\(s\) dated up to 60[0-3] s after now", line) and "clock is ahead" in line
+        m = re.match(r"route ahead: 3 record\(s\) dated up to (\d+) s after now", line)
+        assert m and 540 < int(m.group(1)) < 660 and "clock is ahead" in line
         assert line in " ".join(ahead.stderr.split())
         behind = report("t", "--route", "behind", "--hours", "1")
-        assert behind.returncode == 4 and re.search(r"route behind: no record in the window, but 3 dated 60[0-3] s before it", behind.stderr)
+        m = re.search(r"route behind: no record in the window, but 3 dated (\d+) s before it", behind.stderr)
+        assert behind.returncode == 4 and m and 540 < int(m.group(1)) < 660
         fine = report("t", "--route", "fine", "--hours", "1", "--format", "json")
         assert fine.returncode == 0 and json.loads(fine.stdout)["faults"] == [] and fine.stderr.strip() == ""
