@@ -136,4 +136,4 @@ def test_report_warns_of_records_just_outside_its_window() -> None:
         m = re.search(r"route behind: no record in the window, but 3 dated (\d+) s before it", behind.stderr)
         assert behind.returncode == 4 and m and 540 < int(m.group(1)) < 660
         fine = report("t", "--route", "fine", "--hours", "1", "--format", "json")
-        assert fine.returncode == 0 and json.loads(fine.stdout)["faults"] == [] and fine.stderr.strip() == ""
+        assert fine.returncode == 0 and json.loads(fine.stdout)["faults"] == [] and "outside" not in fine.stderr
