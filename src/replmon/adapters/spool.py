@@ -124,9 +124,9 @@ class DirectorySpool:
 
     >>> import tempfile
     >>> spool = DirectorySpool(Path(tempfile.mkdtemp()))
-    >>> _ = (spool.root / "r").mkdir(), (spool.root / "r" / "x.json").write_text("[]")
+    >>> (spool.root / "r" / "x.json").mkdir(parents=True)  # not a record file
     >>> list(spool.drain(10)), [q.reason for q in spool.quarantine_entries()]
-    ([], ['not a record: a JSON list, not a record object'])
+    ([], ['not a record: a folder, not a record file'])
     """
 
     def __init__(self, root: Path) -> None:
