@@ -183,8 +183,7 @@ def test_a_full_disk_is_named_enospc_with_its_path_wherever_it_is_met(tmp_path: 
         write_atomic(tmp_path / "spool.json", b"{}")
     assert f"No space left on device: '{tmp_path / 'spool.json'}'" in str(caught.value)
     with pytest.raises(LabError, match=rf"^lab: ENOSPC \(disk full\): {tmp_path / 'lab'}/"):
-        with Lab(tmp_path / "lab"):  # the lab's first file (its marker) on a full disk
-            pass
+        Lab(tmp_path / "lab").__enter__()  # the lab's first file (its marker) on a full disk
     spool = str(tmp_path / "spool" / "r" / "x.json")
     run = ExecutionResult("FAILED", None, "States.TaskFailed", f"OSError: [Errno 28] No space left on device: '{spool}'", [
         Invocation("RecordResult", {}, f"OSError: [Errno 28] No space left on device: '{spool}'"),
@@ -193,3 +192,34 @@ def test_a_full_disk_is_named_enospc_with_its_path_wherever_it_is_met(tmp_path: 
     assert lines[0] == f"ENOSPC (disk full): {spool} (met by RecordResult)"
     assert lines[1].startswith("ENOSPC (disk full): ClientError: An error occurred (XMinioStorageFull)")
     assert lines[-1].startswith("the run's execution ended FAILED: States.TaskFailed: OSError: [Errno 28]")
+
+
+def test_handler_logs_go_to_stderr_in_a_local_run(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--format json` prints one JSON document: the handlers' Powertools logs (a record lost, a
+    spool write refused) go to stderr in a local run, never before the document on stdout."""
+    import logging
+    import sys
+
+    from replmon.entry.runtime import logger, quiet_handler_logs
+
+    quiet_handler_logs()
+    assert all(h.stream is sys.stderr for h in logging.getLogger(logger.name).handlers if isinstance(h, logging.StreamHandler))
+    logger.error("record lost: neither stored nor spooled")
+    out, err = capsys.readouterr()
+    assert out == "" and "record lost" in err
+
+
+def test_a_fleet_runs_routes_say_where_their_records_are() -> None:
+    """`lab run --routes N` with the store lost: every route measured OK, its records spooled - said per route."""
+    from replmon.cli.runend import kept_by_route
+    from replmon.core.record import ProbeRecord, ProbeStatus
+    from replmon.local.accounting import Outcome, RunAccount
+
+    def rec(route: str, pid: str) -> ProbeRecord:
+        return ProbeRecord(route=route, probe_id=pid, run_id="20261126T000000Z-abc", planned_at=1.0, size_bytes=1, size_class="1B",
+                           trial=1, status=ProbeStatus.COMPLETED)
+
+    acc = RunAccount({"a1": Outcome("a1", "stored"), "b1": Outcome("b1", "spooled", "the store was unavailable"),
+                      "b2": Outcome("b2", "spooled")})
+    assert kept_by_route([rec("a", "a1"), rec("b", "b1"), rec("b", "b2")], acc) == {"a": {"stored": 1}, "b": {"spooled": 2}}
+    assert acc.could_not_record and acc.lines("/lab/spool")[0].startswith("store unreachable: 2 record(s) spooled for replay in /lab/spool")
