@@ -179,3 +179,37 @@ def test_the_deployed_spool_has_a_quarantine_the_housekeeping_role_can_write() -
     assert got["send"]["result"] == "Allowed"
     env = res["HousekeepingFunction"]["Properties"]["Environment"]["Variables"]
     assert env["REPLMON_SPOOL_QUARANTINE_URL"] == {"Ref": "RecordQuarantineQueue"}
+
+
+def test_spool_list_retry_drop_on_a_deployed_stacks_queues(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`replmon spool --stack-name`: the stack's quarantine queue, each message with its reason."""
+    import os
+
+    import boto3
+    from moto import mock_aws
+
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        spool_url = sqs.create_queue(QueueName="spool")["QueueUrl"]
+        quarantine_url = sqs.create_queue(QueueName="spool-quarantine")["QueueUrl"]
+        monkeypatch.setattr("replmon.cli.spool.stack_outputs", lambda *a: {"RecordSpoolQueueUrl": spool_url,
+                                                                            "RecordQuarantineQueueUrl": quarantine_url})
+        spool = SqsSpool(spool_url, sqs, quarantine_url)
+        for body in ('{"latency_hi": NaN}', "[1, 2]"):
+            sqs.send_message(QueueUrl=spool_url, MessageBody=body)
+        spool.spool(rec("a"))
+        replay_spool(deps(spool, MemoryLatencyTable())[0])
+        env = {**os.environ, "AWS_REGION": "us-east-1"}
+        stack = ["--stack-name", "replmon"]
+        listed = cli("spool", "list", *stack, "--format", "json", env=env)
+        doc = json.loads(listed.stdout)
+        assert listed.returncode == 0 and doc["waiting"] == 0 and len(doc["quarantined"]) == 2
+        assert sorted(q["reason"].split(":")[0] for q in doc["quarantined"]) == ["not a record"] * 2
+        first, second = (q["entry"] for q in doc["quarantined"])
+        assert cli("spool", "retry", first, *stack, env=env).returncode == 0
+        assert sqs.receive_message(QueueUrl=spool_url)["Messages"][0]["MessageId"] != first  # a new message, same body
+        dropped = cli("spool", "drop", second, *stack, env=env)
+        assert dropped.returncode == 0 and "deleted (not a record" in dropped.stderr
+        assert json.loads(cli("spool", "list", *stack, "--format", "json", env=env).stdout)["quarantined"] == []
+        gone = cli("spool", "drop", second, *stack, env=env)
+        assert gone.returncode == 2 and "is not in the quarantine queue" in gone.stderr

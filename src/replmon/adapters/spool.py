@@ -104,6 +104,69 @@ class SqsSpool:
 
 
 @dataclass(frozen=True)
+class QueuedEntry:
+    """A message of a deployed stack's quarantine queue: its id, why it is there, what it holds."""
+
+    message_id: str
+    reason: str
+    body: str
+    sent_at: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"entry": self.message_id, "reason": self.reason, "sent_at": self.sent_at, "body": self.body[:2000]}
+
+
+class SqsQuarantine:
+    """A deployed stack's spool and quarantine queues, for a person (`replmon spool --stack-name`):
+    counts, the quarantined messages with their reasons, retry (back to the spool) and drop."""
+
+    def __init__(self, client: Any, spool_url: str, quarantine_url: str) -> None:
+        self.client, self.spool_url, self.quarantine_url = client, spool_url, quarantine_url
+
+    def waiting(self) -> int:
+        """Messages in the spool queue (visible and being replayed): records the next run replays."""
+        a = self.client.get_queue_attributes(QueueUrl=self.spool_url, AttributeNames=["ApproximateNumberOfMessages",
+                                                                                        "ApproximateNumberOfMessagesNotVisible"])
+        return sum(int(v) for v in a.get("Attributes", {}).values())
+
+    def _read(self, limit: int = 1000) -> list[tuple[QueuedEntry, str]]:
+        """Every quarantined message with a receipt handle (each hidden for 30 s while it is handled)."""
+        out: list[tuple[QueuedEntry, str]] = []
+        while len(out) < limit:
+            r = self.client.receive_message(QueueUrl=self.quarantine_url, MaxNumberOfMessages=10, WaitTimeSeconds=0, VisibilityTimeout=30,
+                                            MessageAttributeNames=["All"], AttributeNames=["SentTimestamp"])
+            messages = r.get("Messages", [])
+            if not messages:
+                break
+            for m in messages:
+                reason = (m.get("MessageAttributes", {}).get("reason") or {}).get("StringValue") or \
+                    "(no reason: moved here by the spool queue's redrive policy after 5 failed receives)"
+                sent = m.get("Attributes", {}).get("SentTimestamp")
+                out.append((QueuedEntry(m["MessageId"], reason, m.get("Body", ""), int(sent) / 1000 if sent else None), m["ReceiptHandle"]))
+        return out
+
+    def entries(self) -> list[QueuedEntry]:
+        """The quarantined messages (read, then made visible again at once)."""
+        read = self._read()
+        for _, handle in read:
+            self.client.change_message_visibility(QueueUrl=self.quarantine_url, ReceiptHandle=handle, VisibilityTimeout=0)
+        return [e for e, _ in read]
+
+    def handle(self, ids: set[str] | None, retry: bool) -> list[QueuedEntry]:
+        """Retry (send back to the spool) or drop the messages with these ids (None: every one)."""
+        done = []
+        for entry, receipt in self._read():
+            if ids is None or entry.message_id in ids:
+                if retry:
+                    self.client.send_message(QueueUrl=self.spool_url, MessageBody=entry.body)
+                self.client.delete_message(QueueUrl=self.quarantine_url, ReceiptHandle=receipt)
+                done.append(entry)
+            else:
+                self.client.change_message_visibility(QueueUrl=self.quarantine_url, ReceiptHandle=receipt, VisibilityTimeout=0)
+        return done
+
+
+@dataclass(frozen=True)
 class Quarantined:
     """One entry of a directory spool's quarantine: ``<route>/<name>`` and why it is there."""
 

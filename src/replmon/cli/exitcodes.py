@@ -83,9 +83,9 @@ COMMANDS: dict[str, tuple[Exit, ...]] = {
     "fio targets": _PLAIN,
     "fio report": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE),
     "fio cost": _PLAIN,
-    "spool list": (Exit.OK, Exit.USAGE),
-    "spool retry": (Exit.OK, Exit.USAGE),
-    "spool drop": (Exit.OK, Exit.USAGE),
+    "spool list": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE),
+    "spool retry": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE),
+    "spool drop": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE),
 }
 #: Any command can meet an error nothing else named: cli/app.main says so in one line and exits 5.
 COMMANDS = {name: tuple(sorted({*codes, Exit.NOT_RECORDED})) for name, codes in COMMANDS.items()}
