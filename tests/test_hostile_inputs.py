@@ -40,7 +40,7 @@ def one_error_line(stderr: str) -> str:
     (DEEP.encode(), 1, "nested too deep"),
     (b"\xff\xfe{\"Records\": []}", 1, "not UTF-8"),
     (b"{not json", 1, "not JSON"),
-])
+], ids=["200k-deep", "not-utf8", "not-json"])
 def test_events_parse_refuses_a_payload_in_one_line(tmp_path: Path, content: bytes, code: int, says: str) -> None:
     """exit 1 for `events parse` is "a record failed to parse (IngestEvents would retry it)" (cli/exitcodes.py)."""
     (tmp_path / "p.json").write_bytes(content)
@@ -54,7 +54,7 @@ def test_events_parse_refuses_a_payload_in_one_line(tmp_path: Path, content: byt
     (DEEP.encode(), "nested too deep"),
     (b"\xff", "not UTF-8"),
     (b'{"routes": [{"name": "r"}]}', "source"),
-])
+], ids=["routes-5", "a-string", "200k-deep", "not-utf8", "no-source"])
 def test_a_routes_file_that_is_not_routes_is_a_usage_error(tmp_path: Path, content: bytes, says: str) -> None:
     (tmp_path / "p.json").write_text(PAYLOAD)
     (tmp_path / "routes.json").write_bytes(content)
@@ -77,7 +77,8 @@ def test_a_lab_folder_that_is_a_file_is_named_before_anything_starts(tmp_path: P
 
 @pytest.mark.parametrize("name", ["servers.json", "lab-up.json"])
 @pytest.mark.parametrize("content", [b"", b"{", b"5", b"[1, 2]", b'[{"pid": "x"}]', b'{"pid": 1, "endpoints": 3}', b"\xff\xfe",
-                                     DEEP.encode(), b'[{"pid": 1, "start_ticks": 1, "name": "init"}]'])
+                                     DEEP.encode(), b'[{"pid": 1, "start_ticks": 1, "name": "init"}]'],
+                         ids=["empty", "cut", "number", "list", "pid-text", "pid-1", "not-utf8", "200k-deep", "init"])
 def test_a_damaged_lab_state_file_is_no_traceback(tmp_path: Path, name: str, content: bytes) -> None:
     root = tmp_path / "lab"
     root.mkdir()
@@ -123,7 +124,7 @@ def test_what_nothing_else_named_is_exit_5_one_line_and_a_log(tmp_path: Path) ->
 
 
 # ------------------------------------------------------------------ properties: arbitrary bytes
-QUICK = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+QUICK = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 BYTES = st.one_of(st.binary(max_size=300), st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
                                                          lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4),
                                                          max_leaves=12).map(lambda v: json.dumps(v).encode()))
