@@ -67,7 +67,8 @@ def resolver(template: dict[str, Any], mode: str = "create-demo") -> Resolver:
                               "TicketTopic": f"arn:aws:sns:{REGION}:{ACCOUNT}:{STACK}-TicketTopic"},
                     attributes={"RecordSpoolQueue.Arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:{SPOOL_QUEUE}",
                                 "RecordSpoolQueue.QueueName": SPOOL_QUEUE,
-                                "RecordQuarantineQueue.Arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:{SPOOL_QUEUE}-quarantine"})
+                                "RecordQuarantineQueue.Arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:{SPOOL_QUEUE}-quarantine",
+                                "RecordQuarantineQueue.QueueName": f"{SPOOL_QUEUE}-quarantine"})
 
 
 def function_role_policies(cfn: dict[str, Any], function: str, r: Resolver) -> list[dict[str, Any]]:
