@@ -213,3 +213,22 @@ def test_spool_list_retry_drop_on_a_deployed_stacks_queues(monkeypatch: pytest.M
         assert json.loads(cli("spool", "list", *stack, "--format", "json", env=env).stdout)["quarantined"] == []
         gone = cli("spool", "drop", second, *stack, env=env)
         assert gone.returncode == 2 and "is not in the quarantine queue" in gone.stderr
+
+
+def test_a_route_folder_that_cannot_be_listed_is_named_and_the_others_replayed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    spool = DirectorySpool(tmp_path / "spool")
+    spool.spool(rec("a", route="locked"))
+    spool.spool(rec("b", route="open"))
+    real = Path.iterdir
+
+    def iterdir(self: Path) -> Any:
+        if self.name == "locked":
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(Path, "iterdir", iterdir)
+    out = replay_spool(deps(spool)[0])
+    assert out["replayed"] == 1 and out["quarantined"] == [f"locked/: cannot be listed (EACCES (Permission denied): "
+                                                             f"{tmp_path / 'spool' / 'locked'}); its records wait there"]

@@ -215,8 +215,19 @@ class DirectorySpool:
         it is (a folder named ``x.json`` too: replay quarantines it rather than stop at it)."""
         if not self.root.is_dir():
             return []
-        return sorted(p for folder in self.root.iterdir() if folder.name != QUARANTINE and folder.is_dir() and not folder.is_symlink()
-                      for p in folder.iterdir() if p.name.endswith(".json") and not p.name.startswith("."))
+        out: list[Path] = []
+        for folder in sorted(self.root.iterdir()):
+            if folder.name == QUARANTINE or not folder.is_dir() or folder.is_symlink():
+                continue
+            try:
+                out += [p for p in folder.iterdir() if p.name.endswith(".json") and not p.name.startswith(".")]
+            except OSError as exc:  # a route folder that cannot be listed: said, and the others still replayed
+                from replmon.core.files import describe_os_error
+
+                line = f"{folder.name}/: cannot be listed ({describe_os_error(exc)}); its records wait there"
+                if line not in self.quarantined:
+                    self.quarantined.append(line)
+        return sorted(out)
 
     def drain(self, limit: int) -> Iterator[tuple[str, ProbeRecord]]:
         for path in self.entries()[:limit]:
