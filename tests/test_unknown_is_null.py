@@ -50,3 +50,14 @@ def test_a_bounded_rpo_is_a_number_and_the_schema_refuses_a_made_up_zero() -> No
     assert ok["rpo_seconds"] == 4.0 and ok["rpo_bound"] == "upper" and route_errors(ok) == []
     assert route_errors({**ok, "rpo_bound": "none", "rpo_seconds": 0.0})  # unknown printed as 0: refused
     assert route_errors({**ok, "rpo_bound": "upper", "rpo_seconds": None})  # a bound without its number: refused
+
+
+def test_a_reports_health_of_a_route_without_data_is_null_not_0() -> None:
+    from replmon.adapters.memtable import MemoryLatencyTable
+    from replmon.signals.health import health_output, route_health
+    from replmon.signals.slo import slo_spec
+
+    spec = slo_spec({})
+    h = health_output(route_health(MemoryLatencyTable(), "r", NOW, spec, 3600).to_json(spec))
+    v = jsonschema.Draft202012Validator({"$ref": "#/$defs/health", "$defs": SCHEMA["$defs"]})
+    assert h["rpo_seconds"] is None and h["slo"]["attainment_percent"] is None and list(v.iter_errors(h)) == []
