@@ -57,6 +57,18 @@ class _S3Answer(BaseHTTPRequestHandler):
         self.send_header("Content-Length", "0")
         self.end_headers()
 
+    def do_GET(self) -> None:  # every other call: 403 RequestTimeTooSkewed past 15 minutes, as S3 answers it
+        import time
+
+        skewed = self.server_offset > S3_MAX_SKEW_SECONDS
+        body = SKEWED_BODY if skewed else b"<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>"
+        self.send_response_only(403 if skewed else 200)
+        self.send_header("Date", formatdate(time.time() - self.server_offset, usegmt=True))
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
     def log_message(self, *args: Any) -> None: ...
 
 
@@ -137,3 +149,21 @@ def test_report_warns_of_records_just_outside_its_window() -> None:
         assert behind.returncode == 4 and m and 540 < int(m.group(1)) < 660
         fine = report("t", "--route", "fine", "--hours", "1", "--format", "json")
         assert fine.returncode == 0 and json.loads(fine.stdout)["faults"] == [] and "outside" not in fine.stderr
+
+
+def test_probe_refuses_a_clock_past_s3s_15_minutes_with_the_reason(s3_like: tuple[Any, type[_S3Answer]], tmp_path: Any) -> None:
+    """S3 answers every signed call RequestTimeTooSkewed: `replmon probe` says why, in one line, exit 3."""
+    import os
+
+    from tests.test_cli import cli
+
+    client, handler = s3_like
+    handler.status, handler.server_offset = 403, 20 * 60.0
+    url = client.meta.endpoint_url
+    r = cli("probe", "--source-bucket", "src-bucket", "--dest-bucket", "dst-bucket", "--source-endpoint", url, "--dest-endpoint", url,
+            "--dynamodb-endpoint", "http://127.0.0.1:9", "--format", "json",
+            env={**os.environ, "XDG_STATE_HOME": str(tmp_path), "REPLMON_ACCESS_KEY_ID": "k", "REPLMON_SECRET_ACCESS_KEY": "s"})
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 3 and r.stdout == "" and len(lines) == 1, r.stderr
+    assert re.match(r"error: clock skew: this machine's clock is 1(19\d|20\d) s ahead of the source", lines[0]), lines[0]
+    assert "RequestTimeTooSkewed" in lines[0]

@@ -151,11 +151,14 @@ def probe(
                              by_url=by_url, spool_dir=None if adhoc else spool_dir, store=memory)
     checks = wiring.preflight_deps(table=table, dynamodb_endpoint=dynamodb_endpoint, region=source_region, profile=profile,
                                    keys=shared, by_url=by_url, store=memory)
-    skewed = clock_skew_faults(list(request.routes), checks.stores)  # past S3's 15 minutes: refused here (exit 3)
     try:
         preflight(request, checks)
     except PreflightError as exc:
+        if "skew" in str(exc).lower():  # S3's RequestTimeTooSkewed: the clocks' difference is the reason (exit 3)
+            clock_skew_faults(list(request.routes), checks.stores)
         fail(str(exc), INFRASTRUCTURE)
+    # Every endpoint answered: the prober's clock against theirs (past S3's 15 minutes: refused, exit 3).
+    skewed = clock_skew_faults(list(request.routes), checks.stores)
     if adhoc:
         err.print("ad hoc: no latency table (--table, --stack-name or --dynamodb-endpoint), so the records are printed, not kept",
                   highlight=False)
