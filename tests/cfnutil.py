@@ -61,11 +61,14 @@ def resolver(template: dict[str, Any], mode: str = "create-demo") -> Resolver:
     return Resolver(template, MODES[mode], region=REGION, account=ACCOUNT, stack=STACK,
                     physical={"DemoSourceBucket": SRC, "DemoDestinationBucket": DST, "LatencyTable": TABLE,
                               "RecordSpoolQueue": f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{SPOOL_QUEUE}",
+                              "RecordQuarantineQueue": f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{SPOOL_QUEUE}-quarantine",
                               # Ref of an SNS topic is its ARN (AWS::SNS::Topic, "Return values")
                               "PageTopic": f"arn:aws:sns:{REGION}:{ACCOUNT}:{STACK}-PageTopic",
                               "TicketTopic": f"arn:aws:sns:{REGION}:{ACCOUNT}:{STACK}-TicketTopic"},
                     attributes={"RecordSpoolQueue.Arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:{SPOOL_QUEUE}",
-                                "RecordSpoolQueue.QueueName": SPOOL_QUEUE})
+                                "RecordSpoolQueue.QueueName": SPOOL_QUEUE,
+                                "RecordQuarantineQueue.Arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:{SPOOL_QUEUE}-quarantine",
+                                "RecordQuarantineQueue.QueueName": f"{SPOOL_QUEUE}-quarantine"})
 
 
 def function_role_policies(cfn: dict[str, Any], function: str, r: Resolver) -> list[dict[str, Any]]:

@@ -134,11 +134,12 @@ def run_contract_scenarios() -> ContractRun:
     ensure_table(ddb, TABLE, TEMPLATE)
     sqs = boto3.client("sqs", region_name=REGION)
     queue_url = sqs.create_queue(QueueName=SPOOL_QUEUE)["QueueUrl"]
+    quarantine_url = sqs.create_queue(QueueName=f"{SPOOL_QUEUE}-quarantine")["QueueUrl"]
     fake = FakeReplication(clock, SRC, DST)
     store = DynamoLatencyStore(TABLE, ddb)
     outage = StoreOutage(ddb)
     deps = Deps(stores=fake.stores(), store=store, metrics=EmfMetrics(), clock=clock, upload=SMALL,
-                spool=SqsSpool(queue_url, sqs), leases=DynamoLeases(TABLE, ddb),
+                spool=SqsSpool(queue_url, sqs, quarantine_url), leases=DynamoLeases(TABLE, ddb),
                 executions=StepFunctionsExecutions(boto3.client("stepfunctions", region_name=REGION)))
 
     lock = threading.Lock()
@@ -185,7 +186,9 @@ def run_contract_scenarios() -> ContractRun:
         fake.lose_replicas = False
         # The store is down when RecordResult writes: the record is spooled, and replayed by
         # this run's Housekeeping (the store is back by then).
+        # A spooled message that is no record stands before it: quarantined with its reason, the rest replayed.
         outage.puts = 1
+        sqs.send_message(QueueUrl=queue_url, MessageBody='{"not": "a record"}')
         play("spooled", {"sizes": "1MiB"})
         # Store and spool both down: the record is lost, and counted.
         outage.puts = 1000

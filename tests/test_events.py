@@ -55,7 +55,7 @@ def test_housekeeping_event_runs_its_handler(env: Env) -> None:
         r["source"]["bucket"], r["destinations"][0]["bucket"] = "probe-source", "probe-replica"
     with injected(env.deps):
         out = load_handler("Housekeeping")(event, LambdaContext("Housekeeping"))
-    assert out == {"spool": {"replayed": 0, "duplicates": 0, "left": 0}, "swept": 0}
+    assert out == {"spool": {"replayed": 0, "duplicates": 0, "left": 0, "quarantined": []}, "swept": 0}
 
 
 def test_every_function_has_an_event() -> None:

@@ -6,6 +6,7 @@ real state machine) and checks what the measurement and the buckets look like af
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -394,3 +395,31 @@ def test_a_directory_the_lab_did_not_make_is_never_touched(tmp_path: Path) -> No
     file.write_text("x")
     r = subprocess.run([*REPLMON, "lab", "run", "--dir", str(file)], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert r.returncode == 2 and f"--dir {file} is a file" in r.stderr
+
+
+def test_a_corrupt_dynamodb_local_file_is_one_line_and_exit_3(tmp_path: Path) -> None:
+    """The issue's traceback (exit 1, read as a breach): DynamoDB Local's database damaged."""
+    from tests.test_hostile_inputs import one_error_line
+
+    root = tmp_path / "lab"
+    (root / "dynamodb").mkdir(parents=True)
+    (root / ".replmon-lab").write_text("{}")
+    (root / "dynamodb" / "shared-local-instance.db").write_bytes(os.urandom(20_000))
+    r = subprocess.run([*REPLMON, "lab", "run", "--dir", str(root), "--sizes", "1MiB", "--format", "json"], capture_output=True,
+                       text=True, timeout=300, env={**os.environ, "REPLMON_PROGRESS": "0"})
+    line = one_error_line(r.stderr)
+    assert r.returncode == 3 and f"DynamoDB Local cannot use its data in {root / 'dynamodb'}" in line and r.stdout == ""
+
+
+@pytest.mark.parametrize("kind", ["new", "empty"])
+def test_lab_up_works_on_a_new_or_empty_directory(tmp_path: Path, kind: str) -> None:
+    root = tmp_path / "lab"
+    if kind == "empty":
+        root.mkdir()
+    up = subprocess.run([*REPLMON, "lab", "up", "--dir", str(root), "--format", "json"], capture_output=True, text=True, timeout=300)
+    try:
+        assert up.returncode == 0, up.stderr
+        assert json.loads(up.stdout)["dir"] == str(root)  # one JSON document on stdout
+    finally:
+        down = subprocess.run([*REPLMON, "lab", "down", "--dir", str(root)], capture_output=True, text=True, timeout=120)
+    assert down.returncode == 0 and "stopped supervisor" in down.stderr

@@ -104,12 +104,13 @@ def test_a_spooled_record_is_replayed_from_where_it_was_written(tmp_path: Path) 
     assert oct(Path(handle).stat().st_mode & 0o777) == "0o600"
 
 
-def test_a_spool_file_that_is_not_a_record_is_set_aside_not_replayed(tmp_path: Path) -> None:
+def test_a_spool_file_that_is_not_a_record_is_quarantined_not_replayed(tmp_path: Path) -> None:
     spool = DirectorySpool(tmp_path / "spool")
     spool.spool(record("r"))
     (tmp_path / "spool" / "r" / "junk.json").write_text("{not json")
     assert [r.route for _, r in spool.drain(10)] == ["r"]
-    assert spool.set_aside and (tmp_path / "spool" / "r" / "junk.json.unreadable").exists()
+    assert spool.quarantined == ["r/junk.json: not JSON (Expecting property name enclosed in double quotes, line 1 column 2)"]
+    assert (tmp_path / "spool" / "_quarantine" / "r" / "junk.json").exists()
 
 
 @pytest.mark.parametrize("name", ["..", "a/b", "-x"])

@@ -129,7 +129,7 @@ def test_a_run_file_on_a_full_disk_is_one_line_not_a_traceback(tmp_path: Path, m
     monkeypatch.setattr(os, "fsync", _fail_fsync)
     data, _chart, faults = write_run_files([record(ProbeStatus.COMPLETED)], tmp_path, "20261122T000000Z-x", "t")
     assert data is None
-    assert faults[0].startswith("disk full: run file ") and faults[0].endswith("not written; the 1 record(s) are in the table above")
+    assert faults[0].startswith("ENOSPC (disk full): run file ") and faults[0].endswith("not written; the 1 record(s) are in the table above")
     assert all(p.stat().st_size > 0 for p in tmp_path.rglob("*") if p.is_file())  # no empty leftovers
     assert not list(tmp_path.rglob("*.tmp"))
 

@@ -240,9 +240,9 @@ def test_spooled_records_are_private_files_replayed_once(tmp_path: Any, ddb: Any
             counted.append(metric)
 
     deps = Deps(stores=lambda e: None, store=DynamoLatencyStore(TABLE, ddb), metrics=Metrics(), spool=spool)  # type: ignore[arg-type,return-value]
-    assert replay_spool(deps) == {"replayed": 1, "duplicates": 0, "left": 0}
+    assert replay_spool(deps) == {"replayed": 1, "duplicates": 0, "left": 0, "quarantined": []}
     spool.spool(rec(1_790_000_000.0, probe="s1"))  # the same probe spooled twice (a retried RecordResult)
-    assert replay_spool(deps) == {"replayed": 0, "duplicates": 1, "left": 0}
+    assert replay_spool(deps) == {"replayed": 0, "duplicates": 1, "left": 0, "quarantined": []}
     items = {(i["route"]["S"], i["at"]["S"]): i for i in ddb.scan(TableName=TABLE)["Items"]}
     records = [k for k in items if "#" not in k[0]]
     hours = [i for k, i in items.items() if k[1].startswith("h#")]

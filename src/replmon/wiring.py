@@ -98,7 +98,7 @@ class Deps:
 def from_env(env: Mapping[str, str] = os.environ) -> Deps:
     """Lambda (and lab) configuration comes from the environment, never from code changes:
     REPLMON_TABLE, REPLMON_DYNAMODB_ENDPOINT, REPLMON_DEFAULTS (JSON), REPLMON_RETENTION_DAYS,
-    REPLMON_SPOOL_QUEUE_URL, REPLMON_POLL_FUNCTION_TIMEOUT, REPLMON_METRICS (emf|none),
+    REPLMON_SPOOL_QUEUE_URL, REPLMON_SPOOL_QUARANTINE_URL, REPLMON_POLL_FUNCTION_TIMEOUT, REPLMON_METRICS (emf|none),
     REPLMON_COMPOSE_THRESHOLD, REPLMON_SLO (JSON: threshold_seconds, target_percent, period_days,
     probe_interval_minutes), REPLMON_EVENT_CLOCK_SKEW, REPLMON_READ_RTC (true: CloudWatch readers, one per (account, Region)),
     REPLMON_FLEET (JSON: core/fleetconfig.py FleetSettings), REPLMON_PAGE_TOPIC_ARN (Heartbeat's stall evidence)."""
@@ -132,7 +132,7 @@ def from_env(env: Mapping[str, str] = os.environ) -> Deps:
         upload=upload,
         retention_days=int(env.get("REPLMON_RETENTION_DAYS", str(DEFAULTS.retention_days))),
         defaults=json.loads(env.get("REPLMON_DEFAULTS") or "{}"),
-        spool=SqsSpool(queue, clients.client("sqs", clients.STORE)) if queue else None,
+        spool=SqsSpool(queue, clients.client("sqs", clients.STORE), env.get("REPLMON_SPOOL_QUARANTINE_URL") or None) if queue else None,
         poll_function_timeout=float(env.get("REPLMON_POLL_FUNCTION_TIMEOUT", DEFAULTS.poll_function_timeout_seconds)),
         event_skew=float(env.get("REPLMON_EVENT_CLOCK_SKEW", DEFAULTS.event_clock_skew_seconds)),
         slo=slo_spec(json.loads(env.get("REPLMON_SLO") or "{}")),

@@ -1,17 +1,24 @@
-"""Where a record goes when the latency store cannot take it, until a later run replays it.
+"""Where a record goes when the latency store cannot take it, until a later run replays it; and
+the quarantine beside it, where an entry that can be neither read nor stored waits for a person.
 
-- :class:`SqsSpool` in AWS: an encrypted queue (14 days' retention) per stack.
-- :class:`DirectorySpool` for local runs: one JSON file per record, mode 0600.
+- :class:`SqsSpool` in AWS: an encrypted queue (14 days' retention) per stack; its quarantine is a
+  second queue (the spool queue's dead-letter queue too), each message with its reason.
+- :class:`DirectorySpool` for local runs: one JSON file per record, mode 0600; its quarantine is
+  ``<spool>/_quarantine/<route>/``, each entry with a ``.reason`` file beside it.
 
 Replay writes with the same conditional put as RecordResult and the same key, so a record that
-reached both the store and the spool is still stored once.
+reached both the store and the spool is still stored once. An entry replay cannot read, or that
+the store refuses as malformed, is quarantined (:meth:`quarantine`) and replay goes on past it:
+one bad entry never strands the records behind it (`replmon spool` lists, retries and drops them).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,23 +26,46 @@ from replmon.core.files import write_atomic
 from replmon.core.names import contained
 from replmon.core.record import ProbeRecord
 
+#: The quarantine folder of a directory spool: a name no route can have (core/names.py NAME_RE).
+QUARANTINE = "_quarantine"
+REASON_SUFFIX = ".reason"
+
 
 def _encode(record: ProbeRecord) -> str:
-    return json.dumps({**record.to_item(), "retention_days": record.retention_days}, default=str)
+    return json.dumps({**record.to_item(), "retention_days": record.retention_days}, default=str, allow_nan=False)
 
 
 def _decode(body: str) -> ProbeRecord:
+    """A spooled record, or ValueError/KeyError/TypeError naming why it is not one."""
     item = json.loads(body)
+    if not isinstance(item, dict):
+        raise ValueError(f"a JSON {type(item).__name__}, not a record object")
     rec = ProbeRecord.from_item(item)
     rec.retention_days = int(item.get("retention_days", rec.retention_days))
     return rec
 
 
-class SqsSpool:
-    """The stack's spool queue; ``client`` is an SQS client from adapters/clients.py."""
+def unreadable(exc: BaseException) -> str:
+    """Why an entry is not a record, in one line: 'not JSON (...)', 'missing field route', ..."""
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 text (byte {exc.start})"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"not JSON ({exc.msg}, line {exc.lineno} column {exc.colno})"
+    if isinstance(exc, KeyError):
+        return f"not a record: missing field {exc.args[0]}"
+    if isinstance(exc, OSError):
+        return f"not readable: {exc.strerror or exc}"
+    return f"not a record: {' '.join(str(exc).split())[:200] or type(exc).__name__}"
 
-    def __init__(self, queue_url: str, client: Any) -> None:
-        self.client, self.queue_url = client, queue_url
+
+class SqsSpool:
+    """The stack's spool queue; ``client`` is an SQS client from adapters/clients.py. Without a
+    ``quarantine_url`` a bad message stays (the queue's redrive policy moves it after its receives)."""
+
+    def __init__(self, queue_url: str, client: Any, quarantine_url: str | None = None) -> None:
+        self.client, self.queue_url, self.quarantine_url = client, queue_url, quarantine_url
+        self._bodies: dict[str, str] = {}
+        self.quarantined: list[str] = []  # "<message id>: <reason>", this process's
 
     def spool(self, record: ProbeRecord) -> None:
         self.client.send_message(QueueUrl=self.queue_url, MessageBody=_encode(record))
@@ -50,21 +80,125 @@ class SqsSpool:
                 return
             for m in messages:
                 taken += 1
-                yield m["ReceiptHandle"], _decode(m["Body"])
+                handle, body = m["ReceiptHandle"], m.get("Body", "")
+                self._bodies[handle] = body
+                try:
+                    record = _decode(body)
+                except (ValueError, KeyError, TypeError) as exc:
+                    self.quarantine(handle, unreadable(exc))
+                    continue
+                yield handle, record
 
     def ack(self, handle: str) -> None:
         self.client.delete_message(QueueUrl=self.queue_url, ReceiptHandle=handle)
+        self._bodies.pop(handle, None)
+
+    def quarantine(self, handle: str, reason: str) -> None:
+        """Move the message to the quarantine queue with its reason (a message attribute)."""
+        self.quarantined.append(f"{handle[:16]}: {reason}")
+        if not self.quarantine_url:
+            return
+        self.client.send_message(QueueUrl=self.quarantine_url, MessageBody=self._bodies.get(handle, "") or "(empty)",
+                                 MessageAttributes={"reason": {"DataType": "String", "StringValue": reason[:1000]}})
+        self.ack(handle)
+
+
+@dataclass(frozen=True)
+class QueuedEntry:
+    """A message of a deployed stack's quarantine queue: its id, why it is there, what it holds."""
+
+    message_id: str
+    reason: str
+    body: str
+    sent_at: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"entry": self.message_id, "reason": self.reason, "sent_at": self.sent_at, "body": self.body[:2000]}
+
+
+class SqsQuarantine:
+    """A deployed stack's spool and quarantine queues, for a person (`replmon spool --stack-name`):
+    counts, the quarantined messages with their reasons, retry (back to the spool) and drop."""
+
+    def __init__(self, client: Any, spool_url: str, quarantine_url: str) -> None:
+        self.client, self.spool_url, self.quarantine_url = client, spool_url, quarantine_url
+
+    def waiting(self) -> int:
+        """Messages in the spool queue (visible and being replayed): records the next run replays."""
+        a = self.client.get_queue_attributes(QueueUrl=self.spool_url, AttributeNames=["ApproximateNumberOfMessages",
+                                                                                        "ApproximateNumberOfMessagesNotVisible"])
+        return sum(int(v) for v in a.get("Attributes", {}).values())
+
+    def _read(self, limit: int = 1000) -> list[tuple[QueuedEntry, str]]:
+        """Every quarantined message with a receipt handle (each hidden for 30 s while it is handled)."""
+        out: list[tuple[QueuedEntry, str]] = []
+        while len(out) < limit:
+            r = self.client.receive_message(QueueUrl=self.quarantine_url, MaxNumberOfMessages=10, WaitTimeSeconds=0, VisibilityTimeout=30,
+                                            MessageAttributeNames=["All"], AttributeNames=["SentTimestamp"])
+            messages = r.get("Messages", [])
+            if not messages:
+                break
+            for m in messages:
+                reason = (m.get("MessageAttributes", {}).get("reason") or {}).get("StringValue") or \
+                    "(no reason: moved here by the spool queue's redrive policy after 5 failed receives)"
+                sent = m.get("Attributes", {}).get("SentTimestamp")
+                out.append((QueuedEntry(m["MessageId"], reason, m.get("Body", ""), int(sent) / 1000 if sent else None), m["ReceiptHandle"]))
+        return out
+
+    def entries(self) -> list[QueuedEntry]:
+        """The quarantined messages (read, then made visible again at once)."""
+        read = self._read()
+        for _, handle in read:
+            self.client.change_message_visibility(QueueUrl=self.quarantine_url, ReceiptHandle=handle, VisibilityTimeout=0)
+        return [e for e, _ in read]
+
+    def handle(self, ids: set[str] | None, retry: bool) -> list[QueuedEntry]:
+        """Retry (send back to the spool) or drop the messages with these ids (None: every one)."""
+        done = []
+        for entry, receipt in self._read():
+            if ids is None or entry.message_id in ids:
+                if retry:
+                    self.client.send_message(QueueUrl=self.spool_url, MessageBody=entry.body)
+                self.client.delete_message(QueueUrl=self.quarantine_url, ReceiptHandle=receipt)
+                done.append(entry)
+            else:
+                self.client.change_message_visibility(QueueUrl=self.quarantine_url, ReceiptHandle=receipt, VisibilityTimeout=0)
+        return done
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    """One entry of a directory spool's quarantine: ``<route>/<name>`` and why it is there."""
+
+    entry: str
+    path: Path
+    reason: str
+    quarantined_at: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"entry": self.entry, "path": str(self.path), "reason": self.reason, "quarantined_at": self.quarantined_at}
 
 
 class DirectorySpool:
     """``<dir>/<route>/<record key>.json``, mode 0600 in 0700 folders; written atomically (a
     temporary file in the same folder, fsynced, then renamed: a full disk leaves no partial or
     empty record, and the temporary file is removed). A route name that would leave the spool
-    (checked at the edge already) is refused here too (:class:`PathEscape`)."""
+    (checked at the edge already) is refused here too (:class:`PathEscape`).
+
+    >>> import tempfile
+    >>> spool = DirectorySpool(Path(tempfile.mkdtemp()))
+    >>> (spool.root / "r" / "x.json").mkdir(parents=True)  # not a record file
+    >>> list(spool.drain(10)), [q.reason for q in spool.quarantine_entries()]
+    ([], ['not a record: a folder, not a record file'])
+    """
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
-        self.set_aside: list[str] = []  # files in the spool that were not records (renamed *.unreadable)
+        self.quarantined: list[str] = []  # "<route>/<name>: <reason>", what this process quarantined
+
+    @property
+    def quarantine_dir(self) -> Path:
+        return self.root / QUARANTINE
 
     def _path(self, record: ProbeRecord) -> Path:
         name = re.sub(r"[^A-Za-z0-9._-]", "_", record.sort_key)
@@ -76,20 +210,100 @@ class DirectorySpool:
         path.parent.mkdir(exist_ok=True, mode=0o700)
         write_atomic(path, _encode(record).encode())
 
-    def drain(self, limit: int) -> Iterator[tuple[str, ProbeRecord]]:
+    def entries(self) -> list[Path]:
+        """What waits to be replayed, oldest key first: every ``*.json`` in a route folder, whatever
+        it is (a folder named ``x.json`` too: replay quarantines it rather than stop at it)."""
         if not self.root.is_dir():
-            return
-        for path in sorted(self.root.glob("*/*.json"))[:limit]:
+            return []
+        out: list[Path] = []
+        for folder in sorted(self.root.iterdir()):
+            if folder.name == QUARANTINE or not folder.is_dir() or folder.is_symlink():
+                continue
             try:
-                record = _decode(path.read_text())
-            except (ValueError, KeyError, TypeError) as exc:  # not a record: set aside for a person, never replayed
-                path.replace(path.with_name(path.name + ".unreadable"))
-                self.set_aside.append(f"{path.name}: {type(exc).__name__}")
+                out += [p for p in folder.iterdir() if p.name.endswith(".json") and not p.name.startswith(".")]
+            except OSError as exc:  # a route folder that cannot be listed: said, and the others still replayed
+                from replmon.core.files import describe_os_error
+
+                line = f"{folder.name}/: cannot be listed ({describe_os_error(exc)}); its records wait there"
+                if line not in self.quarantined:
+                    self.quarantined.append(line)
+        return sorted(out)
+
+    def drain(self, limit: int) -> Iterator[tuple[str, ProbeRecord]]:
+        for path in self.entries()[:limit]:
+            try:
+                if path.is_symlink() or not path.is_file():
+                    raise ValueError("a " + ("symbolic link" if path.is_symlink() else "folder" if path.is_dir() else "special file")
+                                     + ", not a record file")
+                record = _decode(path.read_bytes().decode("utf-8"))
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                self.quarantine(str(path), unreadable(exc))
                 continue
             yield str(path), record
 
     def ack(self, handle: str) -> None:
         Path(handle).unlink(missing_ok=True)
 
+    def quarantine(self, handle: str, reason: str) -> None:
+        """Move the entry to ``_quarantine/<route>/`` with a ``.reason`` file beside it. An entry that
+        cannot be moved (a full disk, a read-only folder) stays where it is and the reason says so;
+        replay goes on past it either way."""
+        path = Path(handle)
+        entry = f"{path.parent.name}/{path.name}"
+        try:
+            folder = self.quarantine_dir / path.parent.name
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            dest = folder / path.name
+            n = 1
+            while dest.exists() or dest.is_symlink():
+                dest, n = folder / f"{path.stem}.{n}{path.suffix}", n + 1
+            path.replace(dest)
+            write_atomic(dest.with_name(dest.name + REASON_SUFFIX),
+                         json.dumps({"reason": reason, "quarantined_at": time.time(), "from": str(path)}).encode())
+        except OSError as exc:
+            from replmon.core.files import describe_os_error
+
+            reason = f"{reason}; NOT moved to quarantine ({describe_os_error(exc)})"
+        self.quarantined.append(f"{entry}: {reason}")
+
+    def quarantine_entries(self) -> list[Quarantined]:
+        """What the quarantine holds, each with its reason (a missing or unreadable ``.reason``: said so)."""
+        q = self.quarantine_dir
+        if not q.is_dir():
+            return []
+        out = []
+        for folder in sorted(p for p in q.iterdir() if p.is_dir()):
+            for path in sorted(p for p in folder.iterdir() if not p.name.endswith(REASON_SUFFIX) and not p.name.startswith(".")):
+                reason, at = "(no reason file)", None
+                try:
+                    raw = json.loads(path.with_name(path.name + REASON_SUFFIX).read_text())
+                    reason, at = str(raw.get("reason", reason)), raw.get("quarantined_at")
+                except (OSError, ValueError, AttributeError):
+                    pass
+                out.append(Quarantined(f"{folder.name}/{path.name}", path, reason, at if isinstance(at, (int, float)) else None))
+        return out
+
+    def retry(self, q: Quarantined) -> Path:
+        """Put a quarantined entry back in the spool: the next run replays it (or quarantines it again)."""
+        route = q.path.parent.name
+        name = q.path.name if q.path.name.endswith(".json") else q.path.name + ".json"
+        dest = contained(self.root, route, name)
+        dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if dest.exists():
+            raise FileExistsError(f"{dest} is already in the spool")
+        q.path.replace(dest)
+        q.path.with_name(q.path.name + REASON_SUFFIX).unlink(missing_ok=True)
+        return dest
+
+    def drop(self, q: Quarantined) -> None:
+        """Delete a quarantined entry (a folder entry too) and its reason."""
+        import shutil
+
+        if q.path.is_dir() and not q.path.is_symlink():
+            shutil.rmtree(q.path)
+        else:
+            q.path.unlink(missing_ok=True)
+        q.path.with_name(q.path.name + REASON_SUFFIX).unlink(missing_ok=True)
+
     def pending(self) -> int:
-        return len(list(self.root.glob("*/*.json"))) if self.root.is_dir() else 0
+        return len(self.entries())

@@ -11,16 +11,19 @@ cli/render.py, none importing another command or this module) and runs them (:fu
 
 from __future__ import annotations
 
+import os
 import re
 import sys
+from pathlib import Path
 
 import typer
 
 from replmon import __version__
-from replmon.cli import cost, events, fio, fleet, labcmd, preflight, probe, report, routes, uninstall
+from replmon.cli import cost, events, fio, fleet, labcmd, preflight, probe, report, routes, spool, uninstall
 from replmon.cli.common import EXIT_CODES_HELP, OK, USAGE, CliError, plain, report_error
-from replmon.cli.exitcodes import COMMANDS, help_for
+from replmon.cli.exitcodes import COMMANDS, Exit, help_for
 from replmon.cli.render import err
+from replmon.core.files import write_atomic
 
 
 def _help_keeps_flags_whole() -> None:
@@ -74,6 +77,7 @@ app.command("routes", epilog=help_for("routes"))(routes.routes_cmd)
 app.add_typer(fleet.fleet_app, name="fleet", epilog=help_for("fleet"))
 app.command(epilog=help_for("preflight"))(preflight.preflight)
 app.command(epilog=help_for("uninstall"))(uninstall.uninstall)
+app.add_typer(spool.spool_app, name="spool")
 
 
 def _exit_codes_in_every_help(typer_app: typer.Typer, prefix: str = "") -> None:
@@ -98,6 +102,37 @@ def _click_exceptions() -> tuple[type[Exception], ...]:
     except ImportError:  # pragma: no cover - older typer on click
         from click import ClickException as Vendored  # type: ignore[assignment]
     return (Vendored,)
+
+
+def crash_log_dir() -> Path:
+    """Where :func:`unexpected` keeps tracebacks: beside the default spool (``$XDG_STATE_HOME/replmon``)."""
+    return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "replmon" / "logs"
+
+
+def unexpected(exc: BaseException) -> int:
+    """An error no command named: one line on stderr with the path of a log holding the traceback;
+    exit 5 ("could not record or run"), never 1, which a gate script reads as late replication."""
+    import tempfile
+    import time
+    import traceback
+
+    from rich.markup import escape
+
+    text = "".join(traceback.format_exception(exc))
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    where: Path | None = None
+    for folder in (crash_log_dir(), Path(tempfile.gettempdir())):
+        try:
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            where = write_atomic(folder / f"replmon-error-{stamp}-{os.getpid()}.log", text.encode())
+            break
+        except OSError:
+            continue
+    what = " ".join(str(exc).split())[:300] or "(no message)"
+    tail = f"the traceback is in {where}" if where else "the traceback could not be written to a log"
+    err.print(f"[bold red]error:[/] could not record or run: {type(exc).__name__}: {escape(what)}; {escape(tail)}",
+              highlight=False, soft_wrap=True)
+    return int(Exit.NOT_RECORDED)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -125,4 +160,6 @@ def main(argv: list[str] | None = None) -> None:
         message = re.sub(r"^Invalid value for '(--[\w-]+)'(?: / '[^']*')?: ", r"\1: ", message)
         err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
         code = USAGE
+    except Exception as exc:  # what nothing else named: one line, the traceback in a log, exit 5 (never 1, "breach")
+        code = unexpected(exc)
     sys.exit(code if isinstance(code, int) else OK)

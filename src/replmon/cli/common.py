@@ -8,7 +8,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from replmon.adapters.explain import explain
 from replmon.cli.exitcodes import Exit, combine
@@ -21,7 +21,8 @@ from replmon.signals.verdict import RouteJudgement, judge_run
 OK, MEASURED_FAILURE, USAGE, INFRASTRUCTURE, NO_DATA = Exit.OK, Exit.BREACH, Exit.USAGE, Exit.INFRASTRUCTURE, Exit.NO_DATA
 EXIT_CODES_HELP = ("Exit codes: 0 OK; 1 breach (RPO over target or unbounded, a probe FAILED, STUCK or over target, a page "
                    "alert); 2 usage error; 3 not measured (endpoint, credentials, store, a probe ERROR); 4 no data; "
-                   "5 could not record (a record spooled for replay or lost, or the run file not written); "
+                   "5 could not record or run (a record spooled, quarantined or lost, the run file not written, or an error nothing "
+                   "else named: one line and the log with its traceback); "
                    "130/143 interrupted. Each command's --help says what they mean there.")
 NOT_RECORDED = Exit.NOT_RECORDED
 
@@ -101,19 +102,35 @@ def check_url(value: str | None, flag: str) -> None:
         fail(f"{flag}: {value!r} is not an http(s) URL with no path; use e.g. http://127.0.0.1:8000")
 
 
+def default_spool_dir() -> Path:
+    """Where local runs spool records by default: ``$XDG_STATE_HOME/replmon/spool``."""
+    return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "replmon" / "spool"
+
+
 def check_output_dir(path: Path | None, flag: str) -> None:
-    """A directory to write into: made if missing, refused if it is a file or not writable."""
+    """A directory to write into: made if missing, refused (exit 2, naming the flag and why) if it is a
+    file, cannot be made, or a file cannot really be written in it (a read-only or virtual file system
+    such as /proc answers os.access as writable for root, so a file is made and removed)."""
     if path is None:
         return
     path = path.expanduser()
     if path.exists() and not path.is_dir():
         fail(f"{flag}: {path} is a file; give a directory (it is made if missing)")
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
     except OSError as exc:
         fail(f"{flag}: cannot make {path}: {exc.strerror}; choose another directory")
-    if not os.access(path, os.W_OK):
-        fail(f"{flag}: directory {path} is not writable")
+    if not os.access(path, os.W_OK | os.X_OK):
+        fail(f"{flag}: directory {path} is not writable; choose another directory")
+    import tempfile
+
+    try:
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".replmon-check-"):
+            pass
+    except OSError as exc:
+        from replmon.core.files import describe_os_error
+
+        fail(f"{flag}: cannot write in {path}: {describe_os_error(exc, path)}; choose another directory")
 
 
 def check_output_file(path: Path | None, flag: str) -> None:
@@ -149,6 +166,29 @@ def aws_region_or_fail(region: str | None, endpoint: str | None, flag: str, prof
         fail(f"--profile: {exc}")
     if not found:
         fail(f"no AWS region: pass {flag}, or set AWS_REGION (or AWS_DEFAULT_REGION, or a profile's region)")
+
+
+def clock_skew_faults(routes: list[Any], stores: Any) -> list[str]:
+    """The prober's clock against each endpoint's (core/skew.py): a warning line per endpoint past
+    30 s; past S3's 15 minutes the run is refused (exit 3) with the reason, before anything is written."""
+    from replmon.adapters.serverclock import server_skew
+
+    lines: list[str] = []
+    seen: set[str] = set()
+    for route in routes:
+        for role, ep in [("source", route.source), *[("destination", d) for d in route.destinations]]:
+            where = ep.endpoint_url or f"S3 in {ep.region or 'the default Region'}"
+            if where in seen:
+                continue
+            seen.add(where)
+            client = getattr(stores(ep), "control", None)
+            skew = server_skew(client, ep.bucket, f"the {role} {where}") if client is not None else None
+            if skew is None or skew.verdict == "ok":
+                continue
+            if skew.verdict == "refuse":
+                fail(skew.message(), INFRASTRUCTURE)
+            lines.append(skew.message())
+    return lines
 
 
 def stack_outputs(stack: str, region: str | None, profile: str | None) -> dict[str, str]:

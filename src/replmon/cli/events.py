@@ -3,16 +3,29 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from replmon.cli.common import MEASURED_FAILURE, OK, fail
+from replmon.cli.common import MEASURED_FAILURE, OK, USAGE, fail
 from replmon.cli.render import FORMAT_HELP, Format, emit
 from replmon.core.route import Route
 
 events_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="S3 event notifications: what IngestEvents would store.")
+
+
+def json_text(raw: bytes, what: str, code: int) -> object:
+    """``raw`` as JSON, or one line naming ``what`` and why not (not UTF-8, not JSON, nested too deep)."""
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        fail(f"{what}: not UTF-8 text (byte {exc.start}); save it as UTF-8 JSON", code)
+    except json.JSONDecodeError as exc:
+        fail(f"{what}: not JSON ({exc.msg}, line {exc.lineno} column {exc.colno})", code)
+    except RecursionError:
+        fail(f"{what}: JSON nested too deep to read (over {sys.getrecursionlimit()} levels)", code)
 
 
 def _routes_from(path: Path | None) -> list[Route]:
@@ -21,14 +34,19 @@ def _routes_from(path: Path | None) -> list[Route]:
     if path is None:
         return []
     try:
-        raw = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        fail(f"--routes-file {path}: {exc}")
+        raw = json_text(path.read_bytes(), f"--routes-file {path}", USAGE)
+    except OSError as exc:
+        fail(f"--routes-file {path}: {exc.strerror or exc}")
     items = raw.get("routes", raw) if isinstance(raw, dict) else raw
+    if not isinstance(items, list):
+        fail(f"--routes-file {path}: \"routes\" is a JSON {type(items).__name__}; give a list of routes "
+             '(a probe request, or its routes list: [{"name": ..., "source": ..., "destinations": [...]}])')
     try:
         return [Route.model_validate(r) for r in items]
     except ValidationError as exc:
         fail(f"--routes-file {path}: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
+    except RecursionError:
+        fail(f"--routes-file {path}: a route nested too deep to read")
 
 
 @events_app.command("parse")
@@ -39,21 +57,19 @@ def parse(
     fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table,
 ) -> int:
     """Print what would be stored for each record, and which records fail and why (exit 1 if any)."""
-    import sys
-
     from replmon.signals.event_ingest import plan_ingest, probe_prefixes
     from replmon.signals.s3events import parse_payload
 
     try:
-        text = sys.stdin.read() if str(file) == "-" else file.read_text()
+        raw = sys.stdin.buffer.read() if str(file) == "-" else file.read_bytes()
     except OSError as exc:
-        fail(f"{file}: {exc.strerror}")
-    try:
-        payload = json.loads(text)
-    except json.JSONDecodeError as exc:
-        fail(f"{file}: not JSON ({exc.msg}, line {exc.lineno} column {exc.colno})", MEASURED_FAILURE)
+        fail(f"{file}: {exc.strerror or exc}")
+    payload = json_text(raw, str(file), MEASURED_FAILURE)  # what IngestEvents could not parse either
     rs = _routes_from(routes)
-    plans = [plan_ingest(p, rs, probe_prefixes(rs)) for p in parse_payload(payload)]
+    try:
+        plans = [plan_ingest(p, rs, probe_prefixes(rs)) for p in parse_payload(payload)]
+    except RecursionError:
+        fail(f"{file}: a record nested too deep to read", MEASURED_FAILURE)
     docs = [p.to_json() for p in plans]
     failed = [d for d in docs if d.get("error")]
     rows = []

@@ -39,8 +39,9 @@ MEANING: dict[Exit, str] = {
                          "was planned (ERROR, a record missing, STUCK within the target)",
     Exit.NO_DATA: "no data: a route has nothing to judge in the window (a typo in --route, a schedule that is off): "
                   "never reported as RPO 0",
-    Exit.NOT_RECORDED: "could not record: a record is not in the latency store (spooled for replay, or lost) or the run "
-                       "file could not be written; one line per cause on stderr (docs/SEMANTICS.md, 'Could not record')",
+    Exit.NOT_RECORDED: "could not record or run: a record is not in the latency store (spooled for replay, quarantined, or "
+                       "lost) or the run file could not be written, one line per cause on stderr (docs/SEMANTICS.md, 'Could not "
+                       "record'); or an error nothing else named: one line and the path of a log holding the traceback",
     Exit.SIGINT: "interrupted by SIGINT (Ctrl-C): what was recorded and removed is said on stderr",
     Exit.SIGTERM: "interrupted by SIGTERM",
 }
@@ -74,6 +75,7 @@ COMMANDS: dict[str, tuple[Exit, ...]] = {
     "fleet": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE),
     "fleet put": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE),
     "fleet inventory": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE),
+    "fleet release": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE),
     "events parse": (Exit.OK, Exit.BREACH, Exit.USAGE),
     "fio parse": _PLAIN,
     "fio presets": _PLAIN,
@@ -82,7 +84,12 @@ COMMANDS: dict[str, tuple[Exit, ...]] = {
     "fio targets": _PLAIN,
     "fio report": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE),
     "fio cost": _PLAIN,
+    "spool list": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE),
+    "spool retry": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE),
+    "spool drop": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE),
 }
+#: Any command can meet an error nothing else named: cli/app.main says so in one line and exits 5.
+COMMANDS = {name: tuple(sorted({*codes, Exit.NOT_RECORDED})) for name, codes in COMMANDS.items()}
 
 #: What a code means for one command, where it says more than the table.
 SPECIFIC: dict[tuple[str, Exit], str] = {
@@ -96,6 +103,7 @@ SPECIFIC: dict[tuple[str, Exit], str] = {
     ("preflight", Exit.BREACH): "a check failed: the route is not ready to probe (each failure prints its fix)",
     ("preflight", Exit.INFRASTRUCTURE): "a configuration could not be read (the check says which permission to grant)",
     ("events parse", Exit.BREACH): "a record failed to parse (IngestEvents would retry it)",
+    ("fleet release", Exit.OK): "the lease was ended and the release recorded, or no run held it",
     ("fleet put", Exit.USAGE): "the route is invalid (the field and its fix are named) or changed since the version given",
 }
 

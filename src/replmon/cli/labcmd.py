@@ -91,7 +91,7 @@ def lab_run(
     latency vs size with the target line; records and chart are kept per run under DIR/runs.
     """
     from replmon.cli.output import SUMMARY_KEYS, envelope, record_json, summary_json, within_counts
-    from replmon.cli.runend import dead_events, leftover_check, write_run_files
+    from replmon.cli.runend import dead_events, failure_faults, leftover_check, spool_faults, write_run_files
     from replmon.core.stats import summarize
     from replmon.lab.lab import Lab, planned_route
     from replmon.lab.servers import LabError
@@ -112,6 +112,7 @@ def lab_run(
     except ConfigError as exc:
         fail(config_message(exc))
     stopped: RunInterrupted | None = None
+    quarantined: list[str] = []
     try:
         with Lab(lab_dir, bandwidth=bandwidth) as lab:
             err.print(f"lab up: source {lab.servers['source'].url}, destination {lab.servers['destination'].url} "
@@ -122,6 +123,8 @@ def lab_run(
                     result = run_request(settings.for_routes([lab.route()]), lab.deps(),
                                          on_progress=lambda n, total: bar.update(task, completed=n, total=total), function_deps=lab.function_deps())
                 records, run_id, seconds, faults = result.records, result.run_id, result.seconds, result.account.lines(str(lab_dir / "spool"))
+                quarantined = spool_faults(result.execution, lab_dir / "spool")
+                faults += quarantined + failure_faults(result.execution)
             except RunInterrupted as exc:  # the started probes are recorded and cleaned: end the run as any other
                 stopped, run_id, seconds = exc, exc.salvage.run_id, 0.0
                 records, faults = interrupted_records(lab, run_id)
@@ -141,7 +144,7 @@ def lab_run(
         code: int = 128 + {"SIGINT": 2, "SIGTERM": 15}.get(stopped.salvage.signame, 0)
     else:
         code = combine(Exit.from_verdict(v.verdict) for v in verdicts)
-        if code is not Exit.BREACH and (result.account.could_not_record or data is None):
+        if code is not Exit.BREACH and (result.account.could_not_record or data is None or quarantined):
             code = Exit.NOT_RECORDED  # after a breach, before "not measured" (docs/SEMANTICS.md "Could not record")
         elif leftover or left is None:
             code = combine([Exit(code), INFRASTRUCTURE])
@@ -177,7 +180,7 @@ def _run_fleet(n: int, sizes: str, trials: int | None, target: float, bandwidth:
     the real state machine (the routes in its input: the registry planner is not exercised here), every
     function as the member account's prober (lab/fleetlab.py)."""
     from replmon.cli.output import envelope, record_json, summary_json, within_counts
-    from replmon.cli.runend import write_run_files
+    from replmon.cli.runend import failure_faults, kept_by_route, spool_faults, write_run_files
     from replmon.core.stats import summarize
     from replmon.lab.fleetlab import fleet_leftovers, setup_fleet
     from replmon.lab.lab import Lab
@@ -217,7 +220,8 @@ def _run_fleet(n: int, sizes: str, trials: int | None, target: float, bandwidth:
     verdicts = run_verdicts(records, names, result.planned, execution_ok, target)
     leftover = sum(len(v) for v in left.values())
     code = combine(Exit.from_verdict(v.verdict) for v in verdicts)
-    if result.account.could_not_record:
+    quarantined = spool_faults(result.execution, lab_dir / "spool")
+    if result.account.could_not_record or quarantined:
         code = combine([Exit(code), Exit.NOT_RECORDED])
     if leftover:
         code = combine([Exit(code), INFRASTRUCTURE])
@@ -228,26 +232,33 @@ def _run_fleet(n: int, sizes: str, trials: int | None, target: float, bandwidth:
         code = combine([Exit(code), Exit.NOT_RECORDED])
     counts = within_counts(records, target)
     summaries = summarize(records)
+    faults = result.account.lines(str(lab_dir / "spool")) + quarantined + failure_faults(result.execution) + file_faults
+    kept = kept_by_route(records, result.account)
     doc = envelope("lab run", verdicts, code, target, run_id=result.run_id, duration_seconds=round(result.seconds, 3),
                    planned_probes=result.planned, summaries=[summary_json(x, counts) for x in summaries],
                    records=[record_json(r, target) for r in records], survey=fleet.survey, left_behind=left,
                    chart_files=[str(chart)] if chart else [], records_file=str(data) if data else None,
-                   faults=result.account.lines(str(lab_dir / "spool")) + file_faults)
+                   faults=faults, accounting=result.account.to_json())
+    for v in doc["routes"]:  # where each route's records are: a route measured OK whose records were spooled says so
+        v["recorded"] = kept.get(v["route"], {})
     print_headline(verdicts, fmt)
     rows = []
     for v in verdicts:
         s = [x for x in summaries if x.route == v.route]
         p50, top = [max((val for val in vals if val is not None), default=None) for vals in ([x.p50 for x in s], [x.max for x in s])]
         rows.append({"route": v.route, "verdict": str(v.verdict), "probes": v.probes, "within target": v.within_target,
-                     "p50 s": None if p50 is None else round(p50, 3), "max s": None if top is None else round(top, 3)})
+                     "p50 s": None if p50 is None else round(p50, 3), "max s": None if top is None else round(top, 3),
+                     "recorded": ", ".join(f"{n} {how}" for how, n in sorted(kept.get(v.route, {}).items())) or "-"})
     if fmt is Format.json:
         emit([], fmt, document=doc)
     else:
         if fmt is Format.table:
             emit(unprobed, fmt, "buckets the inventory did not make routes of (and why)", columns=["bucket", "mode", "reason", "detail"])
         emit(rows, fmt, f"run {result.run_id}: {len(records)} probes on {len(names)} routes in {result.seconds:.0f} s "
-             f"(sizes {sizes}, at most 4 at once)", columns=["route", "verdict", "probes", "within target", "p50 s", "max s"])
+             f"(sizes {sizes}, at most 4 at once)", columns=["route", "verdict", "probes", "within target", "p50 s", "max s", "recorded"])
         (out if fmt is Format.table else err).print(f"left behind: {leftover} probe objects/versions/uploads", highlight=False)
+    for line in faults:  # one line per cause on stderr, whatever the format (docs/SEMANTICS.md "Could not record")
+        err.print(line, highlight=False, soft_wrap=True)
     return code
 
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -13,8 +12,11 @@ import typer
 from replmon.cli.common import (
     INFRASTRUCTURE,
     aws_region_or_fail,
+    check_output_dir,
     check_url,
+    clock_skew_faults,
     config_message,
+    default_spool_dir,
     fail,
     keys_from_env,
     run_verdicts,
@@ -29,10 +31,6 @@ from replmon.core.names import check_bucket, check_endpoint_url, check_prefix, c
 
 if TYPE_CHECKING:
     from replmon.local.execution import ProbeRun
-
-
-def default_spool_dir() -> Path:
-    return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "replmon" / "spool"
 
 
 DEFAULT_SPOOL = default_spool_dir()
@@ -106,6 +104,7 @@ def probe(
     from replmon.adapters.memtable import MemoryLatencyTable
     from replmon.adapters.spool import DirectorySpool
     from replmon.cli.output import envelope, record_json, summary_json, within_counts
+    from replmon.cli.runend import failure_faults, spool_faults
     from replmon.core.keys import iso_ms
     from replmon.core.stats import summarize
     from replmon.local.execution import PreflightError, preflight, run_request
@@ -126,6 +125,8 @@ def probe(
         problems.append(config_message(exc))
     if problems:
         fail("; ".join(problems))
+    if table or dynamodb_endpoint or stack_name:  # records are kept: the spool must take one if the store cannot
+        check_output_dir(spool_dir, "--spool-dir")
     aws_region_or_fail(source_region, source_endpoint, "--source-region", profile)
     if stack_name:
         outputs = stack_outputs(stack_name, source_region, profile)
@@ -148,11 +149,16 @@ def probe(
     memory = MemoryLatencyTable() if adhoc else None
     deps = wiring.local_deps(table=table, dynamodb_endpoint=dynamodb_endpoint, region=source_region, profile=profile, keys=shared,
                              by_url=by_url, spool_dir=None if adhoc else spool_dir, store=memory)
+    checks = wiring.preflight_deps(table=table, dynamodb_endpoint=dynamodb_endpoint, region=source_region, profile=profile,
+                                   keys=shared, by_url=by_url, store=memory)
     try:
-        preflight(request, wiring.preflight_deps(table=table, dynamodb_endpoint=dynamodb_endpoint, region=source_region, profile=profile,
-                                                 keys=shared, by_url=by_url, store=memory))
+        preflight(request, checks)
     except PreflightError as exc:
+        if "skew" in str(exc).lower():  # S3's RequestTimeTooSkewed: the clocks' difference is the reason (exit 3)
+            clock_skew_faults(list(request.routes), checks.stores)
         fail(str(exc), INFRASTRUCTURE)
+    # Every endpoint answered: the prober's clock against theirs (past S3's 15 minutes: refused, exit 3).
+    skewed = clock_skew_faults(list(request.routes), checks.stores)
     if adhoc:
         err.print("ad hoc: no latency table (--table, --stack-name or --dynamodb-endpoint), so the records are printed, not kept",
                   highlight=False)
@@ -164,13 +170,15 @@ def probe(
     for skip in result.skipped:  # never silent: another run is probing this route
         err.print(f"route {skip['route']} skipped: run {skip['held_by']} holds its lease until "
                   f"{iso_ms(skip['until'])} (one run per route at a time)", highlight=False)
-    faults = run_end_faults(result, deps.spool, spool_dir)
+    faults = skewed + run_end_faults(result, deps.spool, spool_dir)
+    quarantined = spool_faults(result.execution, spool_dir)
+    faults += quarantined + failure_faults(result.execution)
     spooled = deps.spool.pending() if isinstance(deps.spool, DirectorySpool) else 0
     verdicts = run_verdicts(result.records, [route], result.planned,
                             result.execution.status == "SUCCEEDED" and not result.failed_iterations
                             and not result.skipped, target)
     code = combine(Exit.from_verdict(v.verdict) for v in verdicts)
-    if code is not Exit.BREACH and result.account.could_not_record:
+    if code is not Exit.BREACH and (result.account.could_not_record or quarantined):
         code = Exit.NOT_RECORDED  # after a breach, before "not measured" (docs/SEMANTICS.md "Could not record")
     summaries = summarize(result.records)
     counts = within_counts(result.records, target)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -110,6 +110,7 @@ def report(
     try:
         records = records_in(store, route, start, now)
         health = [route_health(store, r, now, spec, rpo_window).to_json(spec) for r in route]
+        outside = outside_window(store, route, records, start, now)
     except Exception as exc:
         fail(f"latency store {table!r}: {explain(exc)}", INFRASTRUCTURE)
     verdicts = [judge_health(h, [x for x in records if x.route == h["route"]], target_seconds=target, rpo_window_seconds=rpo_window, now=now)
@@ -129,7 +130,8 @@ def report(
         vs = latency_chart(records, charts / f"report-{names}-{stamp}-latency-vs-size.png",
                            f"replmon report: {', '.join(route)}, last {hours:g} h", target_seconds=target)
         chart_files = [str(over), str(vs)]
-    doc = envelope("report", verdicts, code, target, window={"start_at": iso_ms(start), "end_at": iso_ms(now), "hours": hours},
+    doc = envelope("report", verdicts, code, target, faults=outside,
+                   window={"start_at": iso_ms(start), "end_at": iso_ms(now), "hours": hours},
                    probes=len(records), summaries=[summary_json(s, counts) for s in summaries],
                    health=[health_output(h) for h in health], chart_files=chart_files)
     if fleet:
@@ -166,7 +168,37 @@ def report(
                     f"{target:g} s over {spec.period_days} days)")
     for f in chart_files:
         err.print(f"chart: {f}", highlight=False)
+    for line in outside:  # records a skewed prober stamped just outside the window: said, never silently NO DATA
+        err.print(line, highlight=False, soft_wrap=True)
     return code
+
+
+#: How far past each edge of its window `report` looks for records a skewed prober's clock stamped.
+OUTSIDE_SECONDS = 3600.0
+
+
+def outside_window(store: Any, routes: list[str], inside: list[Any], start: float, now: float) -> list[str]:
+    """One warning line per route with records just outside the window: dated after now (past the
+    30 s core/skew.py allows: the prober's clock is ahead), or, for a route with none inside it,
+    dated in the hour before it (behind, or a schedule that stopped just before)."""
+    from replmon.core.skew import WARN_SECONDS
+    from replmon.probe.latency_report import records_in
+    from replmon.signals.verdict import duration
+
+    lines = []
+    for route in routes:
+        ahead = [r for r in records_in(store, [route], now, now + OUTSIDE_SECONDS) if r.planned_at > now + WARN_SECONDS]
+        if ahead:
+            most = max(r.planned_at for r in ahead) - now
+            lines.append(f"route {route}: {len(ahead)} record(s) dated up to {duration(most)} after now, outside this report's "
+                         "window: the prober's clock is ahead of this machine's (clock skew; `replmon probe` names it past 30 s)")
+        if not any(r.route == route for r in inside):
+            before = records_in(store, [route], start - OUTSIDE_SECONDS, start)
+            if before:
+                gap = start - max(r.planned_at for r in before)
+                lines.append(f"route {route}: no record in the window, but {len(before)} dated {duration(gap)} before it: a prober "
+                             "clock behind this machine's, or probes that stopped just before (a wider --hours includes them)")
+    return lines
 
 
 def health_row(h: dict[str, object], wide: bool) -> dict[str, object]:

@@ -4,6 +4,7 @@ be written named with its cause (a full disk says "disk full"), never a tracebac
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,12 @@ from replmon.core.record import ProbeRecord
 
 
 def _why(exc: BaseException) -> str:
-    return "disk full" if disk_full(exc) else f"{type(exc).__name__}: {exc}"
+    """The cause before the path the line names: 'ENOSPC (disk full)' for a full disk."""
+    import errno
+
+    if disk_full(exc):
+        return f"{errno.errorcode.get(getattr(exc, 'errno', 0) or 0, 'ENOSPC')} (disk full)"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def write_run_files(records: list[ProbeRecord], lab_dir: Path, run_id: str, title: str,
@@ -61,3 +67,61 @@ def dead_events(lab: Any) -> list[str]:
     except Exception:
         return []
     return [f"store unreachable: {n} event notification(s) in the lab's dead-letter queue (not stored)"] if n else []
+
+
+#: Quarantined spool entries named one per line; the rest are counted.
+QUARANTINE_LINES = 10
+
+
+def spool_faults(execution: Any, spool_dir: Path | str | None) -> list[str]:
+    """What this run's Housekeeping quarantined from the spool (adapters/spool.py), one line each:
+    entries it could neither read nor store, set aside so the records behind them were replayed."""
+    found = [i.result for i in getattr(execution, "invocations", []) if i.function == "Housekeeping" and isinstance(i.result, dict)]
+    entries = [str(q) for r in found for q in ((r.get("spool") or {}).get("quarantined") or [])]
+    if not entries:
+        return []
+    where = f" in {Path(spool_dir) / '_quarantine'}" if spool_dir else ""
+    lines = [f"spool: quarantined {e}" for e in entries[:QUARANTINE_LINES]]
+    if len(entries) > QUARANTINE_LINES:
+        lines.append(f"spool: and {len(entries) - QUARANTINE_LINES} more quarantined")
+    lines.append(f"spool: {len(entries)} entr{'y' if len(entries) == 1 else 'ies'} quarantined{where} (RecordQuarantined); "
+                 "the records behind them were replayed; see `replmon spool list`, then `replmon spool retry` or `drop`")
+    return lines
+
+
+_NO_SPACE = re.compile(r"(?:No space left on device|Disk quota exceeded)(?:: '([^']+)')?")
+
+
+def failure_faults(execution: Any) -> list[str]:
+    """Where the run failed, named: each full disk as ``ENOSPC (disk full): <path>`` with the step
+    that met it (a step's error, or the execution's own), then the execution's end when it did not
+    succeed, with its error and cause (never just "did not succeed")."""
+    from replmon.local.accounting import cause_of
+
+    seen: dict[str, str] = {}
+    texts = [(i.function, i.error) for i in getattr(execution, "invocations", []) if i.error]
+    texts += [("the run", f"{execution.error}: {execution.cause}")] if getattr(execution, "error", None) else []
+    for function, text in texts:
+        if cause_of(str(text)) != "disk full":
+            continue
+        m = _NO_SPACE.search(str(text))
+        where = m.group(1) if m and m.group(1) else " ".join(str(text).split())[:160]
+        seen.setdefault(where, function)
+    lines = [f"ENOSPC (disk full): {where} (met by {function})" for where, function in seen.items()]
+    status = getattr(execution, "status", "SUCCEEDED")
+    if status != "SUCCEEDED":
+        why = " ".join(f"{execution.error or ''}: {execution.cause or ''}".split()).strip(": ")
+        lines.append(f"the run's execution ended {status}" + (f": {why[:300]}" if why else ""))
+    return lines
+
+
+def kept_by_route(records: list[ProbeRecord], account: Any) -> dict[str, dict[str, int]]:
+    """Route -> {stored|duplicate|spooled|lost: count} for its records (local/accounting.py
+    outcomes): a route whose probes were measured but whose records the store did not take says so."""
+    out: dict[str, dict[str, int]] = {}
+    for r in records:
+        outcome = account.outcomes.get(r.probe_id)
+        how = outcome.recorded if outcome is not None else "stored"
+        out.setdefault(r.route, {})
+        out[r.route][how] = out[r.route].get(how, 0) + 1
+    return out

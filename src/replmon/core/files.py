@@ -28,20 +28,41 @@ def disk_full(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in DISK_FULL
 
 
+def describe_os_error(exc: BaseException, path: Path | str | None = None) -> str:
+    """An OS error in one line with its errno name and path: a full disk reads
+    'ENOSPC (disk full): /lab/spool/r/x.json', wherever it happened.
+
+    >>> describe_os_error(OSError(errno.ENOSPC, "No space left on device"), "/lab/spool")
+    'ENOSPC (disk full): /lab/spool'
+    """
+    if not isinstance(exc, OSError):
+        return f"{type(exc).__name__}: {exc}"
+    name = errno.errorcode.get(exc.errno or 0, type(exc).__name__)
+    what = "disk full" if disk_full(exc) else (exc.strerror or str(exc))
+    where = exc.filename if exc.filename is not None else path
+    return f"{name} ({what})" + (f": {where}" if where is not None else "")
+
+
 def write_atomic(path: Path, data: bytes, mode: int = 0o600) -> Path:
     """Write ``data`` to ``path`` atomically (see the module's docstring); returns ``path``."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    except OSError as exc:
+        exc.filename = str(path)  # the target, not the temporary name
+        raise
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.filename is None:  # a write's ENOSPC names no file: name the target
+            exc.filename = str(path)
         raise
     with contextlib.suppress(OSError):  # the rename itself survives a crash once the folder is synced
         dfd = os.open(path.parent, os.O_RDONLY)

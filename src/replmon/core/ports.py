@@ -178,6 +178,10 @@ class RecordSpool(Protocol):
         ...
 
     def ack(self, handle: str) -> None: ...
+    def quarantine(self, handle: str, reason: str) -> None:
+        """Set the entry aside with ``reason`` (it can be neither read nor stored): never replayed
+        again until a person retries it, and never in the way of the entries behind it."""
+        ...
 
 
 # ------------------------------------------------------------------------------ notifications

@@ -7,6 +7,7 @@ lands on the same key and a conditional put keeps exactly one record per probe.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -42,6 +43,8 @@ class ProbeStatus(StrEnum):
 
 
 JUDGED = frozenset({ProbeStatus.COMPLETED, ProbeStatus.FAILED, ProbeStatus.STUCK})
+#: The record's numbers that must be finite (NaN and infinities are refused when a record is made).
+FINITE_FIELDS = ("planned_at", "put_end", "latency_lo", "latency_hi", "put_seconds", "target_seconds", "bound_seconds")
 
 
 @dataclass
@@ -65,6 +68,15 @@ class ProbeRecord:
     destinations: list[dict[str, Any]] = field(default_factory=list)
     failure_reason: str | None = None
     retention_days: int = 90
+
+    def __post_init__(self) -> None:
+        """A record holds finite numbers only: NaN or an infinity is refused here, where the record is
+        made, naming the field (never later, when the store or a replay of the spool meets it)."""
+        for name in FINITE_FIELDS:
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value)):
+                raise ValueError(f"{name}: {value!r} is not a finite number; a probe record holds finite seconds "
+                                 f"(probe {self.probe_id}, route {self.route})")
 
     @property
     def interval(self) -> LatencyInterval | None:

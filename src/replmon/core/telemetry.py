@@ -81,6 +81,7 @@ _TODAY: dict[str, MetricDef] = {
         _m("RecordSpooled", "Count", "records that went to the spool because the store was unavailable", (ROUTE,)),
         _m("RecordLost", "Count", "records neither stored nor spooled (the probe's measurement is lost)", (ROUTE,)),
         _m("SpoolReplayed", "Count", "spooled records written to the store by a later run", ()),
+        _m("RecordQuarantined", "Count", "spool entries replay could neither read nor store: set aside with their reason", ()),
         _m("CleanupFailed", "Count", "probe objects or uploads a Cleanup could not remove", (ROUTE,)),
         # One run per route at a time (BeginRouteRun, fleet/lease.py).
         _m("RunSkipped", "Count", "runs of the route skipped because its previous run still held the route's lease", (ROUTE,)),
@@ -175,6 +176,7 @@ FLEET_METRICS: dict[str, MetricDef] = {
         _f("RollupRecomputed", "Count", PER_GROUP, SPARSE, "period caches recomputed because a late write landed in a folded hour"),
         # Fleet-wide.
         _f("SpoolReplayed", "Count", FLEET_WIDE, SPARSE, "spooled records written to the store by a later run"),
+        _f("RecordQuarantined", "Count", FLEET_WIDE, SPARSE, "spool entries replay could neither read nor store (quarantined)"),
         _f("ProbeObjectsSwept", "Count", FLEET_WIDE, SPARSE, "expired probe objects removed by a sweep"),
         _f("EventsRejected", "Count", FLEET_WIDE, SPARSE, "malformed or unknown event records (batch item failures)"),
         _f("UnmappedEvent", "Count", (REASON,), SPARSE, "S3 replication events that map to no registry route (kept under "

@@ -30,11 +30,16 @@ logger = Logger(service=SERVICE)
 
 def quiet_handler_logs() -> None:
     """Local runs (`replmon probe`, the lab): the handlers' JSON logs only at ERROR, unless
-    POWERTOOLS_LOG_LEVEL asks for them."""
+    POWERTOOLS_LOG_LEVEL asks for them, and on stderr: stdout holds the command's output alone
+    (with --format json, one JSON document and nothing else)."""
     import logging
+    import sys
 
     if not os.environ.get("POWERTOOLS_LOG_LEVEL"):
         logger.setLevel(logging.ERROR)
+    for handler in logging.getLogger(logger.name).handlers:
+        if isinstance(handler, logging.StreamHandler) and handler.stream is not sys.stderr:
+            handler.setStream(sys.stderr)
 
 THROTTLE_CODES = frozenset(
     {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException",

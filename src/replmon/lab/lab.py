@@ -83,13 +83,37 @@ def s3_statements(statements: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def claim_directory(root: Path) -> IO[str]:
-    """Make ``root`` the lab's (or check it is), and lock it; returns the held lock file."""
+#: The folders the lab keeps in its directory (a file in one's place is named at the edge, never met as a traceback).
+FOLDERS = ("logs", "tmp", "dynamodb", "minio-source", "minio-destination", "spool", "runs")
+#: The files the lab keeps there (lab/servers.py Pidfile, lab/session.py): read back, so checked too.
+STATE_FILES = (MARKER, ".lock", "servers.json", "lab-up.json", "lab.env", "lab.secret")
+
+
+def check_layout(root: Path) -> None:
+    """``root`` is a directory, new, empty or the lab's, and none of the lab's folders is a file."""
     if root.exists() and not root.is_dir():
         raise LabError(f"--dir {root} is a file; give a directory (new or made by an earlier `replmon lab`)")
-    if root.exists() and any(root.iterdir()) and not (root / MARKER).exists():
+    try:
+        foreign = root.exists() and any(root.iterdir()) and not (root / MARKER).exists()
+    except OSError as exc:
+        raise LabError(f"--dir {root} cannot be read: {exc.strerror}") from None
+    if foreign:
         raise LabError(f"--dir {root} is not empty and was not made by `replmon lab` (no {MARKER} marker); "
                        "choose a new or empty directory - the lab never deletes what it did not create")
+    for name in FOLDERS:
+        path = root / name
+        if path.is_symlink() or (path.exists() and not path.is_dir()):
+            raise LabError(f"--dir {root}: {path} is a file where the lab keeps its {name} folder; move it away (the lab makes "
+                           "the folder) or choose another --dir")
+    for name in STATE_FILES:
+        path = root / name
+        if path.is_dir() and not path.is_symlink():
+            raise LabError(f"--dir {root}: {path} is a folder where the lab keeps a file; move it away or choose another --dir")
+
+
+def claim_directory(root: Path) -> IO[str]:
+    """Make ``root`` the lab's (or check it is), and lock it; returns the held lock file."""
+    check_layout(root)
     try:
         root.mkdir(parents=True, exist_ok=True, mode=0o700)
         root.chmod(0o700)  # servers' data, logs and credentials: the owner's alone
@@ -97,6 +121,10 @@ def claim_directory(root: Path) -> IO[str]:
             write_atomic(root / MARKER, json.dumps({"made_by": "replmon lab", "note": "replmon may delete this directory's contents"}).encode())
         lock = os.fdopen(os.open(root / ".lock", os.O_RDWR | os.O_CREAT, 0o600), "a+")
     except OSError as exc:
+        from replmon.core.files import describe_os_error, disk_full
+
+        if disk_full(exc):
+            raise LabError(f"lab: {describe_os_error(exc)}") from None
         raise LabError(f"--dir {root} is not writable: {exc.strerror}") from None
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -136,6 +164,11 @@ class Lab:
         self._lock = claim_directory(Path(self.root))
         try:
             self.start()
+        except OSError as exc:  # a full disk, a folder it cannot write: named with its path, as one line
+            self.stop()
+            from replmon.core.files import describe_os_error
+
+            raise LabError(f"lab: {describe_os_error(exc)}") from None
         except BaseException:
             self.stop()
             raise
@@ -201,7 +234,14 @@ class Lab:
                 self.create_function_users()
         except (ClientError, BotoCoreError, MinioAdminException) as exc:  # one line, as mc's failures were
             raise LabError(f"lab: configuring MinIO failed: {str(exc).splitlines()[0]}") from None
-        ensure_table(self.dynamodb_client(), TABLE, TEMPLATE)
+        try:
+            ensure_table(self.dynamodb_client(), TABLE, TEMPLATE)
+        except (ClientError, BotoCoreError) as exc:  # e.g. a corrupt database file: name it and the way out
+            from replmon.adapters.explain import explain
+
+            data = root / "dynamodb"
+            raise LabError(f"lab: DynamoDB Local cannot use its data in {data} ({explain(exc)}; its log: {logs / 'dynamodb-local.log'}); "
+                           f"if a file there is damaged, move {data} away and the lab starts an empty latency history") from None
         # the lab's route in its registry, as the stack writes its own (fleet/stack_route.py)
         self.register(Route.model_validate(self.route()))
         self.release_dead_runs_leases(["lab", "bench"])

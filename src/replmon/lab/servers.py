@@ -220,15 +220,19 @@ class Pidfile:
             return []
         stopped = []
         try:
-            entries = json.loads(self.path.read_text())
-        except (OSError, ValueError):
+            entries = json.loads(self.path.read_bytes().decode("utf-8"))
+        except (OSError, ValueError, RecursionError):  # damaged: it names no process to stop
             entries = []
-        for e in entries:
-            pid, ticks = int(e["pid"]), e.get("start_ticks")
-            if ticks is not None and _start_ticks(pid) == ticks:
+        for e in entries if isinstance(entries, list) else []:
+            if not isinstance(e, dict):
+                continue
+            pid, ticks = e.get("pid"), e.get("start_ticks")
+            if not (isinstance(pid, int) and pid > 1 and isinstance(ticks, int)):
+                continue  # only a pid with the start time it had can be signalled (never a reused one)
+            if _start_ticks(pid) == ticks:
                 try:
                     os.killpg(pid, signal.SIGKILL)
-                    stopped.append(f"{e['name']} (pid {pid})")
+                    stopped.append(f"{e.get('name', '?')} (pid {pid})")
                 except ProcessLookupError:
                     pass
         self.path.unlink(missing_ok=True)

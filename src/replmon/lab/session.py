@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from replmon.core.files import write_atomic
-from replmon.lab.lab import DEST_BUCKET, MARKER, SOURCE_BUCKET, TABLE, Lab
+from replmon.lab.lab import DEST_BUCKET, MARKER, SOURCE_BUCKET, TABLE, Lab, check_layout
 from replmon.lab.servers import LabError, Pidfile, _start_ticks
 
 STATE, ENV, SECRET, LOG = "lab-up.json", "lab.env", "lab.secret", "logs/lab-up.log"
@@ -64,21 +64,39 @@ def _private(path: Path, text: str) -> None:
 
 
 def read(root: Path) -> Session | None:
+    """The session ``lab-up.json`` names; None when there is none or it is not one (a damaged file
+    names no process to signal: the next ``up`` starts afresh)."""
     try:
-        raw = json.loads((root / STATE).read_text())
-    except (OSError, ValueError):
+        raw = json.loads((root / STATE).read_bytes().decode("utf-8"))
+        endpoints = raw["endpoints"]
+        pid, ticks, bandwidth = raw["pid"], raw.get("start_ticks"), raw.get("bandwidth", "100MiB")
+        if not (isinstance(pid, int) and pid > 1 and (ticks is None or isinstance(ticks, int)) and isinstance(bandwidth, str)
+                and isinstance(endpoints, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in endpoints.items())
+                and {"source", "destination", "dynamodb", "access_key_id"} <= set(endpoints)):
+            return None
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
-    return Session(root, int(raw["pid"]), raw.get("start_ticks"), dict(raw["endpoints"]), raw.get("bandwidth", "100MiB"))
+    return Session(root, pid, ticks, dict(endpoints), bandwidth)
 
 
 def check_directory(root: Path) -> None:
     """The checks Lab makes when it claims the directory, before a supervisor is started (a
     usage error is reported here, at once)."""
-    if root.exists() and not root.is_dir():
-        raise LabError(f"--dir {root} is a file; give a directory (new or made by an earlier `replmon lab`)")
-    if root.exists() and any(root.iterdir()) and not (root / MARKER).exists():
-        raise LabError(f"--dir {root} is not empty and was not made by `replmon lab` (no {MARKER} marker); "
-                       "choose a new or empty directory - the lab never deletes what it did not create")
+    check_layout(root)
+
+
+def claim(root: Path) -> None:
+    """Make a new or empty ``root`` the lab's (its marker) before anything is written in it: the
+    supervisor's Lab then finds its own directory, not a foreign one holding only ``logs/``."""
+    try:
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not (root / MARKER).exists():
+            write_atomic(root / MARKER, json.dumps({"made_by": "replmon lab", "note": "replmon may delete this directory's contents"}).encode())
+        (root / "logs").mkdir(exist_ok=True, mode=0o700)
+    except OSError as exc:
+        from replmon.core.files import describe_os_error
+
+        raise LabError(f"--dir {root} is not writable: {describe_os_error(exc)}") from None
 
 
 def up(root: Path, bandwidth: str, wait: float = 300.0) -> Session:
@@ -87,7 +105,7 @@ def up(root: Path, bandwidth: str, wait: float = 300.0) -> Session:
     if running is not None and running.alive:
         return running
     check_directory(root)
-    (root / "logs").mkdir(parents=True, exist_ok=True)
+    claim(root)
     for name in (STATE, ENV, SECRET):
         (root / name).unlink(missing_ok=True)
     log = root / LOG

@@ -9,7 +9,7 @@ from typing import Any
 
 from replmon.core.errors import StoreUnavailable
 from replmon.core.route import Route
-from replmon.probe.steps import ProbeDeps, after_record
+from replmon.probe.steps import ProbeDeps, after_record, log
 from replmon.probe.upload import run_started
 from replmon.signals.rollup import store_record
 
@@ -20,23 +20,48 @@ REPLAY_LIMIT = 200
 SWEEP_AGE_SECONDS = 86_400 + 3600
 
 
-def replay_spool(deps: ProbeDeps, limit: int = REPLAY_LIMIT) -> dict[str, int]:
-    """Write spooled records to the store (same key, conditional put); ack each that is held."""
-    out = {"replayed": 0, "duplicates": 0, "left": 0}
+#: DynamoDB's answers that refuse the record itself, not the store being down: retrying cannot help.
+REFUSED_CODES = frozenset({"ValidationException", "SerializationException", "ItemCollectionSizeLimitExceededException"})
+
+
+def refused_record(exc: BaseException) -> bool:
+    """Did the store refuse this record for what it holds (StoreUnavailable caused by a validation error)?"""
+    cause = exc.__cause__
+    code = getattr(cause, "response", {}).get("Error", {}).get("Code") if cause is not None else None
+    return code in REFUSED_CODES
+
+
+def replay_spool(deps: ProbeDeps, limit: int = REPLAY_LIMIT) -> dict[str, Any]:
+    """Write spooled records to the store (same key, conditional put); ack each that is held. An
+    entry that cannot be read (the spool quarantines it as it drains) or that the store refuses as
+    malformed is quarantined with its reason, and replay goes on past it (``quarantined``: one
+    line each, counted as RecordQuarantined); a store that is down leaves the record spooled."""
+    out: dict[str, Any] = {"replayed": 0, "duplicates": 0, "left": 0, "quarantined": []}
     if deps.spool is None:
         return out
+    seen = len(getattr(deps.spool, "quarantined", []))
     for handle, record in deps.spool.drain(limit):
         try:
             wrote = store_record(deps.store, record, deps.clock.now(), threshold_seconds=deps.slo.threshold_seconds,
                                  period_days=deps.slo.period_days)
-        except StoreUnavailable:
-            out["left"] += 1  # still down: it stays spooled for the next run
+        except StoreUnavailable as exc:
+            if refused_record(exc):
+                deps.spool.quarantine(handle, f"the store refused it: {' '.join(str(exc).split())[:300]}")
+            else:
+                out["left"] += 1  # still down: it stays spooled for the next run
+            continue
+        except (ValueError, TypeError, ArithmeticError) as exc:  # e.g. a value the store cannot hold
+            deps.spool.quarantine(handle, f"not storable: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
             continue
         out["replayed" if wrote else "duplicates"] += 1
         deps.spool.ack(handle)
         after_record(record, deps)  # as RecordResult would have: replica events, the in-flight marker
+    out["quarantined"] = list(getattr(deps.spool, "quarantined", []))[seen:]
     if out["replayed"]:
         deps.metrics.count("SpoolReplayed", out["replayed"])
+    if out["quarantined"]:
+        log.warning("spool entries quarantined", extra={"quarantined": out["quarantined"]})
+        deps.metrics.count("RecordQuarantined", len(out["quarantined"]))
     return out
 
 

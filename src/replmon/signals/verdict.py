@@ -239,9 +239,10 @@ def judge_run(route: str, records: Sequence[ProbeRecord], *, target_seconds: flo
         findings.append(finding("records_missing", planned - len(mine), f"{planned - len(mine)} of {planned} planned probes have no record"))
     if not execution_ok:
         findings.append(finding("run_failed", 1, "the run's execution did not succeed"))
-    has_rpo = r.unbounded or r.inputs.get("recent_probe_latency") is not None
+    bounded = r.inputs.get("recent_probe_latency") is not None  # unknown is null: FAILED probes alone bound nothing
+    has_rpo = r.unbounded or bounded
     return RouteJudgement(route=route, verdict=_decide(findings, bool(judged)), target_seconds=target_seconds,
-                        rpo_seconds=r.seconds if has_rpo else None, rpo_bound=_rpo_bound(mine, r.seconds, r.unbounded) if has_rpo else "none",
+                        rpo_seconds=r.seconds if bounded else None, rpo_bound=_rpo_bound(mine, r.seconds, r.unbounded) if has_rpo else "none",
                         probes=len(mine), judged=len(judged), within_target=sum(within(x, target_seconds) for x in judged),
                         findings=tuple(findings))
 

@@ -1,0 +1,234 @@
+"""The spool is a queue that cannot jam: an entry replay can neither read nor store is quarantined
+beside the spool with its reason, replay goes on past it, the run counts it (RecordQuarantined),
+and `replmon spool list|retry|drop` shows and handles what waits. NaN is refused when a record is made."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from replmon.adapters.memtable import MemoryLatencyTable
+from replmon.adapters.spool import DirectorySpool, SqsSpool
+from replmon.core.errors import StoreUnavailable
+from replmon.core.record import ProbeRecord, ProbeStatus
+from replmon.probe.housekeeping import replay_spool
+from replmon.wiring import Deps
+from tests.test_cli import cli
+
+
+def rec(probe: str, route: str = "r", **kw: Any) -> ProbeRecord:
+    return ProbeRecord(route=route, probe_id=probe, run_id="20261126T000000Z-abc", planned_at=1_795_000_000.0, size_bytes=1,
+                       size_class="1B", trial=1, status=ProbeStatus.COMPLETED, put_end=1_795_000_001.0, latency_lo=1.0,
+                       latency_hi=2.0, **kw)
+
+
+class Counted:
+    def __init__(self) -> None:
+        self.counts: list[tuple[str, float]] = []
+
+    def publish(self, record: ProbeRecord) -> None: ...
+
+    def count(self, metric: str, value: float = 1, dimensions: Any = None) -> None:
+        self.counts.append((metric, value))
+
+
+def deps(spool: Any, store: Any = None) -> tuple[Deps, Counted]:
+    metrics = Counted()
+    return Deps(stores=lambda e: None, store=store or MemoryLatencyTable(), metrics=metrics, spool=spool), metrics  # type: ignore[arg-type,return-value]
+
+
+def plant_bad_entries(folder: Path) -> None:
+    """Four entries sorted before every real record ('0...' < '20261126...'): the issue's jams."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "00-dir.json").mkdir()  # a directory named *.json
+    nan = {"route": "r", "probe_id": "n", "run_id": "x", "planned_at": 1, "size_bytes": 1, "size_class": "1B", "trial": 1,
+           "status": "COMPLETED", "latency_hi": float("nan")}
+    (folder / "01-nan.json").write_text(json.dumps(nan))  # json writes NaN, which json reads back
+    (folder / "02-list.json").write_text("[1, 2]")  # JSON, not a record
+    (folder / "03-bytes.json").write_bytes(b"\xff\xfe{")  # not UTF-8
+
+
+def test_bad_entries_are_quarantined_and_every_record_behind_them_is_replayed(tmp_path: Path) -> None:
+    spool = DirectorySpool(tmp_path / "spool")
+    for p in ("a", "b", "c"):
+        spool.spool(rec(p))
+    plant_bad_entries(tmp_path / "spool" / "r")
+    d, metrics = deps(spool)
+    out = replay_spool(d)
+    assert (out["replayed"], out["left"], len(out["quarantined"])) == (3, 0, 4)
+    assert ("RecordQuarantined", 4) in metrics.counts and ("SpoolReplayed", 3) in metrics.counts
+    assert spool.pending() == 0
+    reasons = {q.entry: q.reason for q in spool.quarantine_entries()}
+    assert set(reasons) == {"r/00-dir.json", "r/01-nan.json", "r/02-list.json", "r/03-bytes.json"}
+    assert "folder" in reasons["r/00-dir.json"] and "latency_hi" in reasons["r/01-nan.json"]
+    assert "list" in reasons["r/02-list.json"] and "UTF-8" in reasons["r/03-bytes.json"]
+    assert replay_spool(d)["quarantined"] == []  # the next run meets none of them again
+
+
+def test_a_record_the_store_refuses_is_quarantined_one_it_cannot_reach_stays(tmp_path: Path) -> None:
+    class Refusing(MemoryLatencyTable):
+        def __init__(self, code: str | None) -> None:
+            super().__init__()
+            self.code = code
+
+        def transact(self, writes: Any, token: str | None = None) -> Any:
+            if self.code is None:
+                raise StoreUnavailable("replmon-latency: EndpointConnectionError")
+            err = ClientError({"Error": {"Code": self.code, "Message": "Item size has exceeded the maximum allowed size"}},
+                              "TransactWriteItems")
+            raise StoreUnavailable(f"replmon-latency: {self.code}: {err}") from err
+
+    spool = DirectorySpool(tmp_path / "spool")
+    spool.spool(rec("a"))
+    out = replay_spool(deps(spool, Refusing(None))[0])
+    assert (out["left"], out["quarantined"], spool.pending()) == (1, [], 1)  # down: it waits
+    out = replay_spool(deps(spool, Refusing("ValidationException"))[0])
+    assert out["left"] == 0 and len(out["quarantined"]) == 1 and "the store refused it" in out["quarantined"][0]
+    assert spool.pending() == 0 and len(spool.quarantine_entries()) == 1
+
+
+@pytest.mark.parametrize("field", ["latency_hi", "latency_lo", "put_end", "bound_seconds", "planned_at"])
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+def test_a_record_with_nan_or_an_infinity_is_refused_when_it_is_made(field: str, value: float) -> None:
+    with pytest.raises(ValueError, match=rf"^{field}: .* is not a finite number"):
+        rec("p", **{field: value}) if field not in ("latency_hi", "latency_lo", "put_end", "planned_at") else \
+            ProbeRecord(**{**rec("p").__dict__, field: value})
+
+
+def test_the_spool_never_writes_nan(tmp_path: Path) -> None:
+    r = rec("p")
+    r.latency_hi = math.nan  # set after creation, bypassing the check: the spool still refuses to write it
+    with pytest.raises(ValueError):
+        DirectorySpool(tmp_path).spool(r)
+
+
+def test_spool_list_retry_drop(tmp_path: Path) -> None:
+    spool = DirectorySpool(tmp_path / "spool")
+    spool.spool(rec("a"))
+    plant_bad_entries(tmp_path / "spool" / "r")
+    list(spool.drain(100))  # the good record is yielded (not acked: it waits); the four bad ones are quarantined
+    flag = ["--spool-dir", str(tmp_path / "spool")]
+    listed = cli("spool", "list", *flag, "--format", "json")
+    doc = json.loads(listed.stdout)
+    assert listed.returncode == 0 and len(doc["waiting"]) == 1 and len(doc["quarantined"]) == 4
+    assert {q["entry"] for q in doc["quarantined"]} >= {"r/02-list.json"} and all(q["reason"] for q in doc["quarantined"])
+    retried = cli("spool", "retry", "r/02-list.json", *flag)
+    assert retried.returncode == 0 and "back in the spool" in retried.stderr
+    assert (tmp_path / "spool" / "r" / "02-list.json").read_text() == "[1, 2]" and spool.pending() == 2
+    unknown = cli("spool", "drop", "r/nope.json", *flag)
+    assert unknown.returncode == 2 and "not in the quarantine" in unknown.stderr
+    neither = cli("spool", "drop", *flag)
+    assert neither.returncode == 2 and "ENTRY or --all" in neither.stderr
+    dropped = cli("spool", "drop", "--all", *flag)
+    assert dropped.returncode == 0 and spool.quarantine_entries() == []
+    assert not any(p.name.endswith(".reason") for p in (tmp_path / "spool").rglob("*"))
+
+
+def test_the_sqs_spool_quarantines_a_bad_message_with_its_reason_and_goes_on() -> None:
+    import boto3
+    from moto import mock_aws
+
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        spool_url = sqs.create_queue(QueueName="spool")["QueueUrl"]
+        quarantine_url = sqs.create_queue(QueueName="spool-quarantine")["QueueUrl"]
+        spool = SqsSpool(spool_url, sqs, quarantine_url)
+        sqs.send_message(QueueUrl=spool_url, MessageBody='{"latency_hi": NaN}')
+        spool.spool(rec("a"))
+        d, metrics = deps(spool)
+        out = replay_spool(d)
+        assert out["replayed"] == 1 and len(out["quarantined"]) == 1 and ("RecordQuarantined", 1) in metrics.counts
+        [held] = sqs.receive_message(QueueUrl=quarantine_url, MessageAttributeNames=["All"])["Messages"]
+        assert held["Body"] == '{"latency_hi": NaN}' and "missing field route" in held["MessageAttributes"]["reason"]["StringValue"]
+        assert "Messages" not in sqs.receive_message(QueueUrl=spool_url)
+
+
+def r_arn(getatt: dict[str, Any]) -> str:
+    """The resource a ``Fn::GetAtt ... Arn`` names, in either of its forms."""
+    v = getatt["Fn::GetAtt"]
+    return str(v[0] if isinstance(v, list) else v.split(".")[0])
+
+
+def test_the_deployed_spool_has_a_quarantine_the_housekeeping_role_can_write() -> None:
+    """A message the Housekeeping function cannot handle is set aside: by the code (SendMessage to the
+    quarantine queue) and, should the function itself fail on it, by SQS's redrive policy after
+    maxReceiveCount receives. The quarantine keeps 14 days, the most SQS allows, as the spool does: SQS
+    counts a dead-lettered message's retention from its original enqueue time, so the dead-letter
+    queue should keep at least as long as its source
+    (https://docs.amazonaws.cn/en_us/AWSSimpleQueueService/latest/SQSDeveloperGuide/setting-up-dead-letter-queue-retention.html,
+    https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-dead-letter-queues)."""
+    from tests.cfnutil import ACCOUNT, default_transformed, function_role_policies, resolver
+    from tests.iam import simulate
+
+    t = default_transformed()
+    res = t["Resources"]
+    spool, quarantine = res["RecordSpoolQueue"]["Properties"], res["RecordQuarantineQueue"]["Properties"]
+    assert r_arn(spool["RedrivePolicy"]["deadLetterTargetArn"]) == "RecordQuarantineQueue"
+    assert 1 <= spool["RedrivePolicy"]["maxReceiveCount"] <= 10
+    assert quarantine["SqsManagedSseEnabled"] is True and quarantine["MessageRetentionPeriod"] >= spool["MessageRetentionPeriod"]
+    r = resolver(t)
+    policies = function_role_policies(t, "Housekeeping", r)
+    queue = r.resolve({"Fn::GetAtt": ["RecordQuarantineQueue", "Arn"]})
+    got = simulate([{"id": "send", "principal": f"arn:aws:iam::{ACCOUNT}:role/HousekeepingRole", "action": "sqs:SendMessage",
+                     "resource": queue, "accountId": ACCOUNT, "context": {}, "identityPolicies": policies}])
+    assert got["send"]["result"] == "Allowed"
+    env = res["HousekeepingFunction"]["Properties"]["Environment"]["Variables"]
+    assert env["REPLMON_SPOOL_QUARANTINE_URL"] == {"Ref": "RecordQuarantineQueue"}
+
+
+def test_spool_list_retry_drop_on_a_deployed_stacks_queues(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`replmon spool --stack-name`: the stack's quarantine queue, each message with its reason."""
+    import os
+
+    import boto3
+    from moto import mock_aws
+
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        spool_url = sqs.create_queue(QueueName="spool")["QueueUrl"]
+        quarantine_url = sqs.create_queue(QueueName="spool-quarantine")["QueueUrl"]
+        monkeypatch.setattr("replmon.cli.spool.stack_outputs", lambda *a: {"RecordSpoolQueueUrl": spool_url,
+                                                                            "RecordQuarantineQueueUrl": quarantine_url})
+        spool = SqsSpool(spool_url, sqs, quarantine_url)
+        for body in ('{"latency_hi": NaN}', "[1, 2]"):
+            sqs.send_message(QueueUrl=spool_url, MessageBody=body)
+        spool.spool(rec("a"))
+        replay_spool(deps(spool, MemoryLatencyTable())[0])
+        env = {**os.environ, "AWS_REGION": "us-east-1"}
+        stack = ["--stack-name", "replmon"]
+        listed = cli("spool", "list", *stack, "--format", "json", env=env)
+        doc = json.loads(listed.stdout)
+        assert listed.returncode == 0 and doc["waiting"] == 0 and len(doc["quarantined"]) == 2
+        assert sorted(q["reason"].split(":")[0] for q in doc["quarantined"]) == ["not a record"] * 2
+        first, second = (q["entry"] for q in doc["quarantined"])
+        assert cli("spool", "retry", first, *stack, env=env).returncode == 0
+        assert sqs.receive_message(QueueUrl=spool_url)["Messages"][0]["MessageId"] != first  # a new message, same body
+        dropped = cli("spool", "drop", second, *stack, env=env)
+        assert dropped.returncode == 0 and "deleted (not a record" in dropped.stderr
+        assert json.loads(cli("spool", "list", *stack, "--format", "json", env=env).stdout)["quarantined"] == []
+        gone = cli("spool", "drop", second, *stack, env=env)
+        assert gone.returncode == 2 and "is not in the quarantine queue" in gone.stderr
+
+
+def test_a_route_folder_that_cannot_be_listed_is_named_and_the_others_replayed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    spool = DirectorySpool(tmp_path / "spool")
+    spool.spool(rec("a", route="locked"))
+    spool.spool(rec("b", route="open"))
+    real = Path.iterdir
+
+    def iterdir(self: Path) -> Any:
+        if self.name == "locked":
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(Path, "iterdir", iterdir)
+    out = replay_spool(deps(spool)[0])
+    assert out["replayed"] == 1 and out["quarantined"] == [f"locked/: cannot be listed (EACCES (Permission denied): "
+                                                             f"{tmp_path / 'spool' / 'locked'}); its records wait there"]
