@@ -332,7 +332,10 @@ def test_the_template_writes_the_stack_route_from_its_parameters_and_a_fleet_onl
     assert res["Type"] == "Custom::StackRoute" and res["Condition"] == "HasStackRoute"
     props = res["Properties"]
     assert props["ServiceToken"] in ({"Fn::GetAtt": ["InventoryFunction", "Arn"]}, {"Fn::GetAtt": "InventoryFunction.Arn"})
-    assert set(props) - {"ServiceToken"} == set(PROPERTIES)
+    assert set(props) - {"ServiceToken", "ServiceTimeout"} == set(PROPERTIES)
+    # CloudFormation's own wait for an answer (AWS::CloudFormation::CustomResource ServiceTimeout: 1-3600 s,
+    # default 3600; https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-resource-cloudformation-customresource.html)
+    assert 1 <= props["ServiceTimeout"] <= 300
     defaults = json.dumps(t["Globals"]["Function"]["Environment"]["Variables"]["REPLMON_DEFAULTS"])
     assert "routes" not in defaults, "REPLMON_DEFAULTS holds request defaults, never routes"
     r = resolver(default_transformed())
@@ -364,3 +367,24 @@ def test_an_ad_hoc_run_naming_sizes_probes_the_registry_routes_and_an_empty_regi
     d.registry = MemoryRegistry()
     empty = plan_step({}, d)
     assert empty["probes"] == [] and empty["planned_routes"] == 0
+
+
+def test_a_stack_route_request_is_answered_failed_when_the_functions_own_wiring_fails() -> None:
+    """CloudFormation waits for an answer up to the resource's ServiceTimeout: a function whose
+    configuration fails before the request is handled still answers FAILED with the reason; a
+    reason of any length and script fits the response's 4096 bytes (measured encoded)."""
+    answers = Responses()
+
+    def broken(name: str) -> Deps:
+        raise ValueError("REPLMON_FLEET: not JSON")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("replmon.fleet.stack_route._put_response", answers)
+        mp.setattr(wiring, "for_function", broken)
+        body = load_handler("Inventory")(request("Create", PROPS), LambdaContext("Inventory"))
+    assert [b["Status"] for _, b in answers.sent] == ["FAILED"] and "REPLMON_FLEET: not JSON" in body["Reason"]
+    assert body["PhysicalResourceId"] == "primary" and body["RequestId"] == "req-Create"
+    from replmon.fleet.stack_route import MAX_RESPONSE_BYTES, response
+
+    long = response(request("Update", PROPS), "FAILED", "é" * 5000, "primary")
+    assert 0 < len(long["Reason"]) and len(json.dumps(long).encode()) <= MAX_RESPONSE_BYTES

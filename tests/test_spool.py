@@ -92,6 +92,23 @@ def test_a_record_the_store_refuses_is_quarantined_one_it_cannot_reach_stays(tmp
     assert spool.pending() == 0 and len(spool.quarantine_entries()) == 1
 
 
+def test_a_store_outage_ends_the_replay_with_every_record_left_spooled(tmp_path: Path) -> None:
+    """The store down: the first record's write fails and the replay stops there, so the others are
+    not even read (on SQS, each receive would count toward the redrive to quarantine)."""
+    class Down(MemoryLatencyTable):
+        writes = 0
+
+        def transact(self, writes: Any, token: str | None = None) -> Any:
+            Down.writes += 1
+            raise StoreUnavailable("replmon-latency: EndpointConnectionError")
+
+    spool = DirectorySpool(tmp_path / "spool")
+    for name in ("a", "b", "c"):
+        spool.spool(rec(name))
+    out = replay_spool(deps(spool, Down())[0])
+    assert (out["left"], out["replayed"], out["quarantined"], spool.pending(), Down.writes) == (1, 0, [], 3, 1)
+
+
 @pytest.mark.parametrize("field", ["latency_hi", "latency_lo", "put_end", "bound_seconds", "planned_at"])
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
 def test_a_record_with_nan_or_an_infinity_is_refused_when_it_is_made(field: str, value: float) -> None:
@@ -157,9 +174,11 @@ def r_arn(getatt: dict[str, Any]) -> str:
 def test_the_deployed_spool_has_a_quarantine_the_housekeeping_role_can_write() -> None:
     """A message the Housekeeping function cannot handle is set aside: by the code (SendMessage to the
     quarantine queue) and, should the function itself fail on it, by SQS's redrive policy after
-    maxReceiveCount receives. The quarantine keeps 14 days, the most SQS allows, as the spool does: SQS
-    counts a dead-lettered message's retention from its original enqueue time, so the dead-letter
-    queue should keep at least as long as its source
+    maxReceiveCount receives. The quarantine keeps 14 days, the most SQS allows, longer than the spool's
+    10: SQS counts a dead-lettered message's retention from its original enqueue time, so the
+    dead-letter queue should keep longer than its source. A store outage is not a poison message:
+    replay stops at the first (test_a_store_outage_ends_the_replay_with_every_record_left_spooled), and even a
+    message received at every default 15-minute run reaches maxReceiveCount only after the spool's retention
     (https://docs.amazonaws.cn/en_us/AWSSimpleQueueService/latest/SQSDeveloperGuide/setting-up-dead-letter-queue-retention.html,
     https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-dead-letter-queues)."""
     from tests.cfnutil import ACCOUNT, default_transformed, function_role_policies, resolver
@@ -169,8 +188,10 @@ def test_the_deployed_spool_has_a_quarantine_the_housekeeping_role_can_write() -
     res = t["Resources"]
     spool, quarantine = res["RecordSpoolQueue"]["Properties"], res["RecordQuarantineQueue"]["Properties"]
     assert r_arn(spool["RedrivePolicy"]["deadLetterTargetArn"]) == "RecordQuarantineQueue"
-    assert 1 <= spool["RedrivePolicy"]["maxReceiveCount"] <= 10
-    assert quarantine["SqsManagedSseEnabled"] is True and quarantine["MessageRetentionPeriod"] >= spool["MessageRetentionPeriod"]
+    from replmon.core.defaults import DEFAULTS
+
+    assert spool["RedrivePolicy"]["maxReceiveCount"] * DEFAULTS.schedule_rate_minutes * 60 >= spool["MessageRetentionPeriod"]
+    assert quarantine["SqsManagedSseEnabled"] is True and quarantine["MessageRetentionPeriod"] > spool["MessageRetentionPeriod"]
     r = resolver(t)
     policies = function_role_policies(t, "Housekeeping", r)
     queue = r.resolve({"Fn::GetAtt": ["RecordQuarantineQueue", "Arn"]})

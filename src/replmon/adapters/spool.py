@@ -133,14 +133,16 @@ class SqsQuarantine:
         """Every quarantined message with a receipt handle (each hidden for 30 s while it is handled)."""
         out: list[tuple[QueuedEntry, str]] = []
         while len(out) < limit:
-            r = self.client.receive_message(QueueUrl=self.quarantine_url, MaxNumberOfMessages=10, WaitTimeSeconds=0, VisibilityTimeout=30,
+            # long polling (>= 1 s) asks every SQS server: a short poll samples some and can answer empty
+            # while messages wait (ReceiveMessage, "short and long polling")
+            r = self.client.receive_message(QueueUrl=self.quarantine_url, MaxNumberOfMessages=10, WaitTimeSeconds=1, VisibilityTimeout=30,
                                             MessageAttributeNames=["All"], AttributeNames=["SentTimestamp"])
             messages = r.get("Messages", [])
             if not messages:
                 break
             for m in messages:
                 reason = (m.get("MessageAttributes", {}).get("reason") or {}).get("StringValue") or \
-                    "(no reason: moved here by the spool queue's redrive policy after 5 failed receives)"
+                    "(no reason: moved here by the spool queue's redrive policy after its maxReceiveCount failed receives)"
                 sent = m.get("Attributes", {}).get("SentTimestamp")
                 out.append((QueuedEntry(m["MessageId"], reason, m.get("Body", ""), int(sent) / 1000 if sent else None), m["ReceiptHandle"]))
         return out

@@ -328,7 +328,8 @@ def lab_down(
     if lab_dir.exists() and not lab_dir.is_dir():
         fail(f"--dir {lab_dir} is a file; give the directory `replmon lab up` used")
     stopped = session.down(lab_dir)
-    err.print(f"lab down in {lab_dir}: stopped {', '.join(stopped)}" if stopped else f"no lab was up in {lab_dir}", highlight=False)
+    err.print(f"lab down in {lab_dir}: stopped {', '.join(stopped)}" if stopped else f"no lab was up in {lab_dir}", highlight=False,
+              soft_wrap=True)  # one line, whatever the path's length (scripts grep it)
     sys.stdout.write("".join(f"unset {name}\n" for name in session.EXPORTED))
     return OK
 

@@ -192,7 +192,9 @@ FLEET_ALARMS: tuple[FleetAlarm, ...] = (
         "'old..name', an unknown field), or the registry group's read was throttled or denied (Reason ReadFailed)",
         "replmon fleet --stack-name STACK names the item, the field and the fix; correct it with replmon fleet put FILE "
         "(or delete the item); ReadFailed: check the PlanProbes role and the table's throttling",
-        schema=PER_ROUTE_REASON),
+        # emitted once a plan (every ScheduleRateMinutes, 15 by default): an hour's period keeps a bad item
+        # in ALARM between plans, where 5 minutes would send OK and ALARM again every tick
+        schema=PER_ROUTE_REASON, period=3600),
 )
 
 

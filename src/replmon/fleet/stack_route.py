@@ -166,10 +166,34 @@ def handle_custom_resource(event: Mapping[str, Any], registry: RegistryStore, *,
         else:
             raise ValueError(f"RequestType {kind!r} is not Create, Update or Delete")
     except Exception as exc:
-        status, reason = "FAILED", f"{type(exc).__name__}: {exc}"[:1000]
+        status, reason = "FAILED", f"{type(exc).__name__}: {exc}"
         log.error("stack route not written", extra={"request": kind, "error": reason})
+    body = response(event, status, reason, physical, data)
+    (respond or _put_response)(str(event["ResponseURL"]), body)
+    return body
+
+
+#: CloudFormation refuses a custom resource response body over 4096 bytes ("Custom resource response objects").
+MAX_RESPONSE_BYTES = 4096
+
+
+def response(event: Mapping[str, Any], status: str, reason: str, physical: str, data: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The answer CloudFormation reads, its Reason cut so the encoded body stays within 4096 bytes
+    (measured as sent: json.dumps escapes non-ASCII, so characters are not bytes)."""
     body = {"Status": status, "Reason": reason or f"see CloudWatch Logs stream of {event.get('LogicalResourceId', 'StackRoute')}",
             "PhysicalResourceId": physical, "StackId": event.get("StackId"), "RequestId": event.get("RequestId"),
-            "LogicalResourceId": event.get("LogicalResourceId"), "Data": data}
+            "LogicalResourceId": event.get("LogicalResourceId"), "Data": dict(data or {})}
+    while len(json.dumps(body).encode()) > MAX_RESPONSE_BYTES and body["Reason"]:
+        body["Reason"] = str(body["Reason"])[: max(0, len(str(body["Reason"])) - 256)]
+    return body
+
+
+def answer_failed(event: Mapping[str, Any], reason: str, respond: Callable[[str, dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """FAILED, for a request that failed before :func:`handle_custom_resource` could run (the
+    function's own configuration): CloudFormation rolls back now instead of waiting out its
+    ServiceTimeout."""
+    props = dict(event.get("ResourceProperties") or {})
+    physical = str(event.get("PhysicalResourceId") or props.get("RouteName") or "stack-route")
+    body = response(event, "FAILED", reason, physical)
     (respond or _put_response)(str(event["ResponseURL"]), body)
     return body

@@ -35,7 +35,8 @@ def replay_spool(deps: ProbeDeps, limit: int = REPLAY_LIMIT) -> dict[str, Any]:
     """Write spooled records to the store (same key, conditional put); ack each that is held. An
     entry that cannot be read (the spool quarantines it as it drains) or that the store refuses as
     malformed is quarantined with its reason, and replay goes on past it (``quarantined``: one
-    line each, counted as RecordQuarantined); a store that is down leaves the record spooled."""
+    line each, counted as RecordQuarantined); a store that is down ends the replay, every record left
+    spooled for the next run."""
     out: dict[str, Any] = {"replayed": 0, "duplicates": 0, "left": 0, "quarantined": []}
     if deps.spool is None:
         return out
@@ -47,8 +48,9 @@ def replay_spool(deps: ProbeDeps, limit: int = REPLAY_LIMIT) -> dict[str, Any]:
         except StoreUnavailable as exc:
             if refused_record(exc):
                 deps.spool.quarantine(handle, f"the store refused it: {' '.join(str(exc).split())[:300]}")
-            else:
-                out["left"] += 1  # still down: it stays spooled for the next run
+            else:  # still down: this and the rest stay spooled for the next run; receiving them now would
+                out["left"] += 1  # only count their receives toward the queue's redrive to quarantine
+                break
             continue
         except (ValueError, TypeError, ArithmeticError) as exc:  # e.g. a value the store cannot hold
             deps.spool.quarantine(handle, f"not storable: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
