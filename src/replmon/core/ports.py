@@ -15,7 +15,7 @@
 | :class:`RollupStore` | hourly rollups, the period cache, exactly-once transactions | package C |
 | :class:`PlanStore` | the fleet plan file the state machine's ItemReader reads (S3) | package B |
 
-The fleet's ports (issues 18/19/21; fleet-design.md; names in /work/notes/fleet-contracts.md) are
+The fleet's ports (docs/design/fleet.md) are
 declared here with their semantics; their adapters come with the packages named above.
 
 The table ports are one DynamoDB table (template.yaml's LatencyTable): :class:`LatencyTable`
@@ -388,7 +388,7 @@ class Lease:
 
 
 class LeaseStore(Protocol):
-    """One run per route at a time (fleet-design.md 3.3). Route-runs are named by their run id."""
+    """One run per route at a time (docs/design/fleet.md 5). Route-runs are named by their run id."""
 
     def acquire(self, route: str, run_id: str, now: float, until: float, started: Mapping[str, float], *,
                 run: str | None = None, probes: int | None = None, replacing: str | None = None,
@@ -458,7 +458,7 @@ class TransactAdd:
 
 
 TransactItem = TransactPut | TransactAdd
-#: TransactWriteItems' limit: "groups up to 100 write actions in a single all-or-nothing operation" (C19.22).
+#: TransactWriteItems' limit: "groups up to 100 write actions in a single all-or-nothing operation".
 MAX_TRANSACT_ACTIONS = 100
 
 
@@ -489,7 +489,7 @@ class PlanRef:
 
 
 class RollupStore(Protocol):
-    """Rollups written exactly once with their record (fleet-design.md 5.2-5.4)."""
+    """Rollups written exactly once with their record (docs/design/fleet.md 8)."""
 
     def transact(self, writes: Sequence[TransactItem], token: str | None = None) -> TransactOutcome:
         """One ``TransactWriteItems`` (<= 100 actions; ``token`` = ClientRequestToken). Cancelled only
