@@ -74,7 +74,7 @@ def readme_block_is_rendered(readme: str, report: str, name: str) -> bool:
 
 @pytest.mark.parametrize(("report", "page", "name"), BENCH_REPORTS)
 def test_each_bench_page_and_readme_block_is_rendered_from_its_json(report: str, page: str, name: str) -> None:
-    """Issue 22.8: docs/bench/<report>.json is the single source. The page (header, every table, every
+    """docs/bench/<report>.json is the single source. The page (header, every table, every
     sentence with a figure) and the README's block are byte for byte what lab/benchreport.py renders
     from it (`python -m replmon.lab.benchreport` re-renders them)."""
     from replmon.lab import benchreport
@@ -87,7 +87,7 @@ def test_each_bench_page_and_readme_block_is_rendered_from_its_json(report: str,
 
 @pytest.mark.parametrize(("report", "page", "name"), BENCH_REPORTS)
 def test_a_one_digit_edit_anywhere_in_a_readme_bench_block_fails(report: str, page: str, name: str) -> None:
-    """The mutation test of issue 22.8 (the number-anywhere check let 26 of 84 one-digit changes pass):
+    """The mutation test of the README bench blocks (a number-anywhere check let 26 of 84 one-digit changes pass):
     every digit in the README block (so every digit of every number), changed alone, fails the check
     the test above makes - and the unchanged README passes it."""
     readme = (ROOT / "README.md").read_text()
@@ -121,19 +121,19 @@ def test_each_bench_json_records_what_it_measured_and_repeats_the_swinging_figur
         assert len(doc["P3"]["compose_s"]) >= 3 and len(doc["P3"]["upload_file_s"]) >= 3
         assert all(len(t[k]) >= 3 for t in doc["P5"]["imports_ms"].values() for k in ("false", "true"))
         assert doc["P5"]["architecture"] and doc["P5"]["python"]
-    elif report == "bench-stall":  # issue 21: >= 5 faults, >= 60 healthy periods, the defaults simulated
+    elif report == "bench-stall":  # >= 5 faults, >= 60 healthy periods, the defaults simulated
         st = doc["stall"]
         assert len(st["repetitions"]) >= 5 and all(r["stalled_s"] is not None for r in st["repetitions"])
         assert st["healthy"]["periods"] >= 60 and len(st["simulated"]["defaults"]["stalled_s"]) >= 100
         assert {"minio", "toxiproxy-server", "dynamodb-local"} <= set(f["versions"])
-    elif report == "bench-fleet":  # issue 18: a lab fleet of >= 20 routes, >= 3 faults, each run's facts
+    elif report == "bench-fleet":  # a lab fleet of >= 20 routes, >= 3 faults, each run's facts
         from replmon.lab.fleetlab import named_only
 
         fl = doc["fleet"]
         assert fl["routes"] >= 20 and len(fl["repetitions"]) >= 3
         assert all(r["contributors"] == fl["routes"] and isinstance(named_only(r), bool) for r in fl["repetitions"])
         assert {"minio", "toxiproxy-server", "dynamodb-local"} <= set(f["versions"])
-    elif report == "bench-collector":  # issue 18: the collector at N = 1, 10, 100 (at least), each with >= 3 runs
+    elif report == "bench-collector":  # the collector at N = 1, 10, 100 (at least), each with >= 3 runs
         sizes = doc["collector"]["sizes"]
         assert {1, 10, 100} <= {r["routes"] for r in sizes} and all(len(r["wall_s"]) == 3 for r in sizes)
         assert all(r["largest_call_queries"] <= 500 for r in sizes) and "dynamodb-local" in f["versions"]
