@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -185,3 +186,52 @@ def test_the_readme_gives_one_test_fast_figure_and_says_how_it_was_measured() ->
         assert ancestor.returncode == 0, (m.group(1), ancestor.stderr)
     assert not m.group(2), "measure a commit, not a working tree"
     assert int(m.group(3)) == 2 and int(m.group(5)) <= 60, "make test-fast's goal: under a minute on 2 cores"
+
+
+#: What a reader of this repository cannot follow: design notes kept outside it and numbered
+#: tracker items (an issue's number, a contract's "C" number). Patterns and examples are split so
+#: that this file does not match itself. CHANGELOG.md is a history and may name issues.
+OUTSIDE_NOTES = ("fleet-" + "design", "fleet-" + "contracts", "design-" + "changes", "aws-" + "contracts", "/work/" + "notes")
+CITATION = re.compile("|".join([*map(re.escape, OUTSIDE_NOTES), r"\b[Ii]ssues? ?#?[0-9]", r"\bC[0-9]{2}\.[0-9]+"]))
+CITING_TREES = ("src", "tests", "templates", "statemachines", "docs", "functions", "tools", "scripts")
+CITING_FILES = ("template.yaml", "README.md", "Makefile")
+TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".json", ".toml", ".sh", ".mjs", ".txt", ".cfg", ".ini", ""}
+
+
+def cited_outside(root: Path) -> list[str]:
+    """Every line under ``root`` that cites an outside note or an issue number, as ``path:line: text``."""
+    paths = [root / f for f in CITING_FILES]
+    for tree in CITING_TREES:
+        paths += sorted(p for p in (root / tree).rglob("*") if p.is_file() and p.suffix in TEXT_SUFFIXES
+                        and not any(part.endswith(".egg-info") or part == "__pycache__" for part in p.parts))
+    found = []
+    for path in paths:
+        if not path.is_file() or path.name == "CHANGELOG.md":
+            continue
+        for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if CITATION.search(line):
+                found.append(f"{path.relative_to(root)}:{n}: {line.strip()[:120]}")
+    return found
+
+
+@pytest.mark.parametrize("line, cites", [
+    ("# a heartbeat (issue" + " 21.2) is late", True), ("(issues" + " 18/19/21; see the notes)", True),
+    ("(Issue" + " #7)", True), ("TTL deletes within two days (C19" + ".23)", True), ("see fleet-" + "design.md 4.5", True),
+    ("/work/" + "notes/design-" + "changes.md", True), ("(aws-" + "contracts.md M.6)", True),
+    ("https://github.com/awslabs/mountpoint-s3/issues/450", False), ("every issue the route has", False),
+    ("(docs/design/fleet.md 7)", False), ("CRC64NVME, ClassSpec", False),
+])
+def test_the_citation_pattern_tells_an_outside_citation(line: str, cites: bool) -> None:
+    assert bool(CITATION.search(line)) is cites
+
+
+def test_comments_and_docs_cite_only_what_is_in_the_repository(tmp_path: Path) -> None:
+    """A newcomer can follow every reference: a reason is said where it is needed, or points at a file
+    of this repository (docs/design/fleet.md holds the fleet's design). The scan itself is checked on a
+    planted file, so an empty result means the tree is clean, not that nothing was read."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "m.py").write_text("x = 1  # why: see issue" + " 7\n")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "CHANGELOG.md").write_text("- issue" + " 7 fixed\n")  # a history may name issues
+    assert cited_outside(tmp_path) == ["src/m.py:1: x = 1  # why: see issue" + " 7"]
+    assert cited_outside(ROOT) == []
