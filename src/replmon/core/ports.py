@@ -9,14 +9,14 @@
 | :class:`RecordSpool` | where a record waits while the store is down | ``spool.SqsSpool``, ``spool.DirectorySpool`` |
 | :class:`MetricsSink` | the metrics replmon emits (EMF) | ``metrics.EmfMetrics``, ``metrics.NullMetrics`` |
 | :class:`MetricReader` | metrics S3 publishes (GetMetricData) | ``cloudwatch.CloudWatchReader`` |
-| :class:`MetricReaders` | a :class:`MetricReader` per (account, Region) | package C (``cloudwatch.CloudWatchReaders``) |
-| :class:`RegistryStore` | the route registry (``#routes/<group>`` items) | package A |
-| :class:`LeaseStore` | per-route run leases and skip records | package B |
-| :class:`RollupStore` | hourly rollups, the period cache, exactly-once transactions | package C |
-| :class:`PlanStore` | the fleet plan file the state machine's ItemReader reads (S3) | package B |
+| :class:`MetricReaders` | a :class:`MetricReader` per (account, Region) | ``cloudwatch.CloudWatchReaders`` |
+| :class:`RegistryStore` | the route registry (``#routes/<group>`` items) | ``registry_table.DynamoRegistry`` |
+| :class:`LeaseStore` | per-route run leases and skip records | ``leases.DynamoLeases`` |
+| :class:`RollupStore` | hourly rollups, the period cache, exactly-once transactions | ``dynamodb.DynamoLatencyStore`` |
+| :class:`PlanStore` | the fleet plan file the state machine's ItemReader reads (S3) | ``plans.S3Plans`` |
 
 The fleet's ports (docs/design/fleet.md) are
-declared here with their semantics; their adapters come with the packages named above.
+declared here with their semantics; their adapters are named above.
 
 The table ports are one DynamoDB table (template.yaml's LatencyTable): :class:`LatencyTable`
 is all three, what the composition root (:mod:`replmon.wiring`) hands out; domain code asks for

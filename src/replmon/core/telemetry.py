@@ -197,7 +197,7 @@ RETIRING = frozenset({"RtcBytesPending", "RtcOperationsPending"})
 #: Fleet metrics the code already emits with their fleet dimension sets. A package that moves a
 #: metric's emitter adds its name here (one per line), in the same commit as the emitter and alarm.
 SWITCHED: frozenset[str] = frozenset({
-    # package D (fleet alarms, fleet/alarms.py): what the Metrics Insights alarms read, and the rest of
+    # The fleet alarms (fleet/alarms.py): what the Metrics Insights alarms read, and the rest of
     # the per-route series; EmfMetrics adds RouteGroup = group_of(Route, RouteGroups) to each.
     "RpoSeconds",
     "RpoUnbounded",
