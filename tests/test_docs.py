@@ -189,10 +189,11 @@ def test_the_readme_gives_one_test_fast_figure_and_says_how_it_was_measured() ->
 
 
 #: What a reader of this repository cannot follow: design notes kept outside it and numbered
-#: tracker items (an issue's number, a contract's "C" number). Patterns and examples are split so
-#: that this file does not match itself. CHANGELOG.md is a history and may name issues.
+#: tracker items (an issue's number, a contract's "C" number, a work package's letter). Patterns
+#: and examples are split so that this file does not match itself. CHANGELOG.md is a history and
+#: may name issues.
 OUTSIDE_NOTES = ("fleet-" + "design", "fleet-" + "contracts", "design-" + "changes", "aws-" + "contracts", "/work/" + "notes")
-CITATION = re.compile("|".join([*map(re.escape, OUTSIDE_NOTES), r"\b[Ii]ssues? ?#?[0-9]", r"\bC[0-9]{2}\.[0-9]+"]))
+CITATION = re.compile("|".join([*map(re.escape, OUTSIDE_NOTES), r"\b[Ii]ssues? ?#?[0-9]", r"\bC[0-9]{2}\.[0-9]+", r"\b[Pp]ackages? [A-D]\b"]))
 CITING_TREES = ("src", "tests", "templates", "statemachines", "docs", "functions", "tools", "scripts")
 CITING_FILES = ("template.yaml", "README.md", "Makefile")
 TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".json", ".toml", ".sh", ".mjs", ".txt", ".cfg", ".ini", ""}
@@ -219,7 +220,8 @@ def cited_outside(root: Path) -> list[str]:
     ("(Issue" + " #7)", True), ("TTL deletes within two days (C19" + ".23)", True), ("see fleet-" + "design.md 4.5", True),
     ("/work/" + "notes/design-" + "changes.md", True), ("(aws-" + "contracts.md M.6)", True),
     ("https://github.com/awslabs/mountpoint-s3/issues/450", False), ("every issue the route has", False),
-    ("(docs/design/fleet.md 7)", False), ("CRC64NVME, ClassSpec", False),
+    ("(packages" + " A, B, C)", True), ("(docs/design/fleet.md 7)", False), ("CRC64NVME, ClassSpec", False),
+    ("a Python package: a wheel", False),
 ])
 def test_the_citation_pattern_tells_an_outside_citation(line: str, cites: bool) -> None:
     assert bool(CITATION.search(line)) is cites

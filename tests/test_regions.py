@@ -75,7 +75,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Any:
         yield
 
 
-# ------------------------------------------------------------------------------ 19.1: metrics where S3 publishes them
+# ------------------------------------------------------------------------------ metrics where S3 publishes them
 def publish_as_s3_does(now: float) -> None:
     """The Tokyo -> Singapore pair's four metrics, each in the Region S3 publishes it in."""
     dims = {"SourceBucket": "src-tokyo", "DestinationBucket": "dst-singapore", "RuleId": "rule-1"}
@@ -292,7 +292,7 @@ def test_the_stacks_pending_bytes_metric_gets_the_destination_regions_value(aws:
     assert h.rpo.inputs.get("rtc_replication_latency") == 42.0, h.rpo.inputs
 
 
-# ------------------------------------------------------------------------------ 19.1: alarms where S3 publishes the metrics
+# ------------------------------------------------------------------------------ alarms where S3 publishes the metrics
 MI = re.compile(r'^SELECT (MAX|SUM)\((\w+)\) FROM SCHEMA\("AWS/S3", ([\w, ]+)\) GROUP BY ([\w, ]+) ORDER BY (MAX|SUM)\(\) DESC LIMIT (\d+)$')
 
 
@@ -344,7 +344,7 @@ def test_the_member_region_template_is_plain_cloudformation_and_hub_stack_alarms
             assert res.get("Condition") == "CreateDemo", name
 
 
-# ------------------------------------------------------------------------------ 19.2: events from other Regions and accounts
+# ------------------------------------------------------------------------------ events from other Regions and accounts
 def member_resolver(account: str = MEMBER, hub: str = ACCOUNT, region: str = SINGAPORE) -> Resolver:
     return Resolver(load_template(MEMBER_REGION), {"HubAccountId": hub, "HubQueueArn": f"arn:aws:sqs:{REGION}:{hub}:replmon-EventsQueue"},
                     region=region, account=account, stack="replmon-member",

@@ -431,7 +431,7 @@ class LeaseStore(Protocol):
 
 
 class ExecutionStatus(Protocol):
-    """Whether the run holding a lease still runs (19.3: a run may outlast its lease's ``until``)."""
+    """Whether the run holding a lease still runs (a run may outlast its lease's ``until``)."""
 
     def running(self, holder: str) -> bool | None:
         """True while the execution ``holder`` (an execution ARN) is RUNNING, False once it ended or
