@@ -55,6 +55,15 @@ def test_the_architecture_page_names_files_that_exist() -> None:
     assert missing == []
 
 
+def test_the_fleet_design_page_names_files_that_exist() -> None:
+    """docs/design/fleet.md holds the fleet's design facts with the file that implements each: every
+    file it names is there (under src/replmon/ or the checkout)."""
+    text = (ROOT / "docs" / "design" / "fleet.md").read_text()
+    named = set(re.findall(r"`((?:[\w-]+/)*[\w-]+\.(?:py|yaml|md))`", text))
+    assert len(named) > 20
+    assert sorted(n for n in named if not ((ROOT / n).exists() or (ROOT / "src" / "replmon" / n).exists())) == []
+
+
 #: (the JSON's report name, its page under docs/, its README block)
 BENCH_REPORTS = [("bench", "BENCH.md", "bench"), ("bench-mounts", "BENCH-MOUNTS.md", "benchmounts"),
                  ("bench-stall", "BENCH-STALL.md", "benchstall"), ("bench-fleet", "BENCH-FLEET.md", "benchfleet"),
