@@ -2,7 +2,7 @@
 # Installs the lab's tools once and caches them: MinIO and Toxiproxy (built from the Go module
 # proxy at pinned versions), DynamoDB Local (Maven Central), fio + s3fs (apt) and the lab's
 # Mountpoint (cargo). Idempotent; prints the cache directory. No mc: the lab configures MinIO
-# through its S3 and admin APIs from Python (src/replmon/lab/minio_admin.py, issue 22.6).
+# through its S3 and admin APIs from Python (src/replmon/lab/minio_admin.py).
 set -euo pipefail
 CACHE="${REPLMON_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/replmon}"
 MINIO_VERSION="v0.0.0-20260212201848-7aac2a2c5b7c"   # minio master of 2026-02-12
@@ -92,7 +92,7 @@ case "${1:-all}" in
   apt) apt_deps ;;
   mounts) apt_deps; build_mountpoint ;;
   ddb) fetch_ddb_local; build_ddb_launcher ;;
-  # What `make demo` runs (the replication lab): no fio, s3fs or Mountpoint build (issue 22.6).
+  # What `make demo` runs (the replication lab): no fio, s3fs or Mountpoint build.
   servers) lab_servers ;;
   all) lab_servers; apt_deps; build_mountpoint ;;
   *) echo "usage: $0 [servers|mounts|all|minio|toxiproxy|ddb|apt]" >&2; exit 2 ;;

@@ -1,7 +1,7 @@
 """An in-memory table with the fleet ports' write semantics (core/ports.py), for unit tests that
 need no DynamoDB: conditional puts, ADD counters, if_not_exists, all-or-nothing transactions.
 
-The DynamoDB adapters (packages A, B, C) must pass the same tests against DynamoDB Local; this is
+The DynamoDB adapters (registry_table, leases, dynamodb) must pass the same tests against DynamoDB Local; this is
 the reference the domain is tested against, not a replacement for those tests.
 """
 

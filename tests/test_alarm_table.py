@@ -1,10 +1,10 @@
-"""Alarms an on-call rotation can live with (issue 23.3): two severities on two topics, existing
+"""Alarms an on-call rotation can live with: two severities on two topics, existing
 topics accepted, one notification per cause, and one complete alarm table generated from the
 template (docs/ALARMS.md).
 
 AWS contracts encoded here:
-- "Composite alarms" (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/alarm-combining.html,
-  aws-contracts C18.16 / C23.2): a composite alarm's rule combines other alarms' states
+- "Composite alarms" (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/alarm-combining.html):
+  a composite alarm's rule combines other alarms' states
   (``ALARM()``, AND/OR, composites of composites) and it takes its own SNS actions; the
   underlying alarms need none, so children without actions and actions on the composite give one
   notification for one cause.

@@ -1,4 +1,4 @@
-"""Writes are whole or not at all (issue 22.3): the lab's session files, the mount charts and the
+"""Writes are whole or not at all: the lab's session files, the mount charts and the
 bench / lab-fio reports go through ``core.files.write_atomic`` (a temporary file in the same
 folder, fsync, rename, owner-only unless said), so a full disk leaves the old file or none -
 never a zero-byte or half-written one, never a stray temporary file."""
@@ -100,7 +100,7 @@ WRITE = re.compile(r"write_text\(|write_bytes\(|savefig\((?!buf)|\.open\(\"[wa]|
 
 def test_replmon_writes_its_files_through_write_atomic() -> None:
     """A source scan: every in-place write in replmon is one of IN_PLACE (the bench reports, the
-    mount charts and the session files used to be written in place: issue 22.3)."""
+    mount charts and the session files used to be written in place)."""
     src = ROOT / "src" / "replmon"
     found = []
     for path in sorted(src.rglob("*.py")):

@@ -1,4 +1,4 @@
-"""`replmon cost --routes N` (issue 18.7): the fleet's monthly cost, per route and in total, from
+"""`replmon cost --routes N`: the fleet's monthly cost, per route and in total, from
 the same single-route model and the metric and alarm definitions the code uses (cost/fleet.py).
 Modelled; the figures are the command's, never typed here."""
 

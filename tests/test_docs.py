@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -54,6 +55,15 @@ def test_the_architecture_page_names_files_that_exist() -> None:
     assert missing == []
 
 
+def test_the_fleet_design_page_names_files_that_exist() -> None:
+    """docs/design/fleet.md holds the fleet's design facts with the file that implements each: every
+    file it names is there (under src/replmon/ or the checkout)."""
+    text = (ROOT / "docs" / "design" / "fleet.md").read_text()
+    named = set(re.findall(r"`((?:[\w-]+/)*[\w-]+\.(?:py|yaml|md))`", text))
+    assert len(named) > 20
+    assert sorted(n for n in named if not ((ROOT / n).exists() or (ROOT / "src" / "replmon" / n).exists())) == []
+
+
 #: (the JSON's report name, its page under docs/, its README block)
 BENCH_REPORTS = [("bench", "BENCH.md", "bench"), ("bench-mounts", "BENCH-MOUNTS.md", "benchmounts"),
                  ("bench-stall", "BENCH-STALL.md", "benchstall"), ("bench-fleet", "BENCH-FLEET.md", "benchfleet"),
@@ -74,7 +84,7 @@ def readme_block_is_rendered(readme: str, report: str, name: str) -> bool:
 
 @pytest.mark.parametrize(("report", "page", "name"), BENCH_REPORTS)
 def test_each_bench_page_and_readme_block_is_rendered_from_its_json(report: str, page: str, name: str) -> None:
-    """Issue 22.8: docs/bench/<report>.json is the single source. The page (header, every table, every
+    """docs/bench/<report>.json is the single source. The page (header, every table, every
     sentence with a figure) and the README's block are byte for byte what lab/benchreport.py renders
     from it (`python -m replmon.lab.benchreport` re-renders them)."""
     from replmon.lab import benchreport
@@ -87,7 +97,7 @@ def test_each_bench_page_and_readme_block_is_rendered_from_its_json(report: str,
 
 @pytest.mark.parametrize(("report", "page", "name"), BENCH_REPORTS)
 def test_a_one_digit_edit_anywhere_in_a_readme_bench_block_fails(report: str, page: str, name: str) -> None:
-    """The mutation test of issue 22.8 (the number-anywhere check let 26 of 84 one-digit changes pass):
+    """The mutation test of the README bench blocks (a number-anywhere check let 26 of 84 one-digit changes pass):
     every digit in the README block (so every digit of every number), changed alone, fails the check
     the test above makes - and the unchanged README passes it."""
     readme = (ROOT / "README.md").read_text()
@@ -121,19 +131,19 @@ def test_each_bench_json_records_what_it_measured_and_repeats_the_swinging_figur
         assert len(doc["P3"]["compose_s"]) >= 3 and len(doc["P3"]["upload_file_s"]) >= 3
         assert all(len(t[k]) >= 3 for t in doc["P5"]["imports_ms"].values() for k in ("false", "true"))
         assert doc["P5"]["architecture"] and doc["P5"]["python"]
-    elif report == "bench-stall":  # issue 21: >= 5 faults, >= 60 healthy periods, the defaults simulated
+    elif report == "bench-stall":  # >= 5 faults, >= 60 healthy periods, the defaults simulated
         st = doc["stall"]
         assert len(st["repetitions"]) >= 5 and all(r["stalled_s"] is not None for r in st["repetitions"])
         assert st["healthy"]["periods"] >= 60 and len(st["simulated"]["defaults"]["stalled_s"]) >= 100
         assert {"minio", "toxiproxy-server", "dynamodb-local"} <= set(f["versions"])
-    elif report == "bench-fleet":  # issue 18: a lab fleet of >= 20 routes, >= 3 faults, each run's facts
+    elif report == "bench-fleet":  # a lab fleet of >= 20 routes, >= 3 faults, each run's facts
         from replmon.lab.fleetlab import named_only
 
         fl = doc["fleet"]
         assert fl["routes"] >= 20 and len(fl["repetitions"]) >= 3
         assert all(r["contributors"] == fl["routes"] and isinstance(named_only(r), bool) for r in fl["repetitions"])
         assert {"minio", "toxiproxy-server", "dynamodb-local"} <= set(f["versions"])
-    elif report == "bench-collector":  # issue 18: the collector at N = 1, 10, 100 (at least), each with >= 3 runs
+    elif report == "bench-collector":  # the collector at N = 1, 10, 100 (at least), each with >= 3 runs
         sizes = doc["collector"]["sizes"]
         assert {1, 10, 100} <= {r["routes"] for r in sizes} and all(len(r["wall_s"]) == 3 for r in sizes)
         assert all(r["largest_call_queries"] <= 500 for r in sizes) and "dynamodb-local" in f["versions"]
@@ -185,3 +195,54 @@ def test_the_readme_gives_one_test_fast_figure_and_says_how_it_was_measured() ->
         assert ancestor.returncode == 0, (m.group(1), ancestor.stderr)
     assert not m.group(2), "measure a commit, not a working tree"
     assert int(m.group(3)) == 2 and int(m.group(5)) <= 60, "make test-fast's goal: under a minute on 2 cores"
+
+
+#: What a reader of this repository cannot follow: design notes kept outside it and numbered
+#: tracker items (an issue's number, a contract's "C" number, a work package's letter). Patterns
+#: and examples are split so that this file does not match itself. CHANGELOG.md is a history and
+#: may name issues.
+OUTSIDE_NOTES = ("fleet-" + "design", "fleet-" + "contracts", "design-" + "changes", "aws-" + "contracts", "/work/" + "notes")
+CITATION = re.compile("|".join([*map(re.escape, OUTSIDE_NOTES), r"\b[Ii]ssues? ?#?[0-9]", r"\bC[0-9]{2}\.[0-9]+", r"\b[Pp]ackages? [A-D]\b"]))
+CITING_TREES = ("src", "tests", "templates", "statemachines", "docs", "functions", "tools", "scripts")
+CITING_FILES = ("template.yaml", "README.md", "Makefile")
+TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".json", ".toml", ".sh", ".mjs", ".txt", ".cfg", ".ini", ""}
+
+
+def cited_outside(root: Path) -> list[str]:
+    """Every line under ``root`` that cites an outside note or an issue number, as ``path:line: text``."""
+    paths = [root / f for f in CITING_FILES]
+    for tree in CITING_TREES:
+        paths += sorted(p for p in (root / tree).rglob("*") if p.is_file() and p.suffix in TEXT_SUFFIXES
+                        and not any(part.endswith(".egg-info") or part == "__pycache__" for part in p.parts))
+    found = []
+    for path in paths:
+        if not path.is_file() or path.name == "CHANGELOG.md":
+            continue
+        for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if CITATION.search(line):
+                found.append(f"{path.relative_to(root)}:{n}: {line.strip()[:120]}")
+    return found
+
+
+@pytest.mark.parametrize("line, cites", [
+    ("# a heartbeat (issue" + " 21.2) is late", True), ("(issues" + " 18/19/21; see the notes)", True),
+    ("(Issue" + " #7)", True), ("TTL deletes within two days (C19" + ".23)", True), ("see fleet-" + "design.md 4.5", True),
+    ("/work/" + "notes/design-" + "changes.md", True), ("(aws-" + "contracts.md M.6)", True),
+    ("https://github.com/awslabs/mountpoint-s3/issues/450", False), ("every issue the route has", False),
+    ("(packages" + " A, B, C)", True), ("(docs/design/fleet.md 7)", False), ("CRC64NVME, ClassSpec", False),
+    ("a Python package: a wheel", False),
+])
+def test_the_citation_pattern_tells_an_outside_citation(line: str, cites: bool) -> None:
+    assert bool(CITATION.search(line)) is cites
+
+
+def test_comments_and_docs_cite_only_what_is_in_the_repository(tmp_path: Path) -> None:
+    """A newcomer can follow every reference: a reason is said where it is needed, or points at a file
+    of this repository (docs/design/fleet.md holds the fleet's design). The scan itself is checked on a
+    planted file, so an empty result means the tree is clean, not that nothing was read."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "m.py").write_text("x = 1  # why: see issue" + " 7\n")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "CHANGELOG.md").write_text("- issue" + " 7 fixed\n")  # a history may name issues
+    assert cited_outside(tmp_path) == ["src/m.py:1: x = 1  # why: see issue" + " 7"]
+    assert cited_outside(ROOT) == []

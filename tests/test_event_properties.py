@@ -1,10 +1,10 @@
-"""Property-based tests of the S3 event parser (issue 22.1): mutations of AWS's documented shapes.
+"""Property-based tests of the S3 event parser: mutations of AWS's documented shapes.
 
 Seeds, each as AWS documents it (events/s3/*.json; docs/REFERENCES.md R9-R11):
 - the S3 notification records, eventVersion 2.1 (ObjectCreated) and 2.2 (replication events with
   ``replicationEventData``): "Event message structure",
   https://docs.aws.amazon.com/AmazonS3/latest/userguide/notification-content-structure.html
-  (C22.1: "The minor version is incremented if Amazon S3 adds new fields"; no documented format for
+  ("The minor version is incremented if Amazon S3 adds new fields"; no documented format for
   ``replicationTime``; AWS's OperationFailedReplication example has none), and "Receiving replication
   failure events with Amazon S3 Event Notifications",
   https://docs.aws.amazon.com/AmazonS3/latest/userguide/replication-metrics-events.html;
@@ -12,7 +12,7 @@ Seeds, each as AWS documents it (events/s3/*.json; docs/REFERENCES.md R9-R11):
 - the EventBridge "Object Created" event, https://docs.aws.amazon.com/AmazonS3/latest/userguide/ev-events.html;
 - an SNS notification wrapping a notification (``Type: Notification``, ``Message`` = the JSON text):
   "HTTP/HTTPS notification JSON format", https://docs.aws.amazon.com/sns/latest/dg/http-notification-json.html
-  (what an SQS queue subscribed without raw message delivery receives, C19.32);
+  (what an SQS queue subscribed without raw message delivery receives);
 - Lambda's SQS event (``Records[].body``, ``messageId``), as in events/s3/sqs_batch_mixed.json.
 
 Properties: the parser never raises anything but its own error type; a record whose required fields

@@ -76,7 +76,7 @@ def test_lambdas_poller_may_read_the_queue_and_honours_partial_failures() -> Non
     t = load_template(TEMPLATE)["Resources"]
     mapping = t["IngestEventsMapping"]["Properties"]
     assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
-    # C19.24: "when you set BatchSize to a value greater than 10, you must set MaximumBatchingWindowInSeconds to at least 1"
+    # "when you set BatchSize to a value greater than 10, you must set MaximumBatchingWindowInSeconds to at least 1"
     assert mapping["BatchSize"] <= 10 or mapping["MaximumBatchingWindowInSeconds"] >= 1
     assert r.resolve(mapping["EventSourceArn"]) == queue
     timeout = t["IngestEventsFunction"]["Properties"].get("Timeout", load_template(TEMPLATE)["Globals"]["Function"]["Timeout"])

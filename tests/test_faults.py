@@ -1,6 +1,6 @@
 """Nothing lost, nothing doubled, nothing left behind, nothing hangs: faults injected on real servers.
 
-Each test injects one fault of issue 7 into the lab (real MinIO replication, DynamoDB Local, the
+Each test injects one fault into the lab (real MinIO replication, DynamoDB Local, the
 real state machine) and checks what the measurement and the buckets look like afterwards.
 """
 
@@ -69,7 +69,7 @@ def test_a_store_outage_mid_run_loses_nothing_doubles_nothing_leaves_nothing(lab
     keys = [r.sort_key for r in res.records]
     assert len(keys) == len(set(keys)) == 6  # every probe once
     assert {r.status for r in res.records} == {ProbeStatus.COMPLETED}
-    # Issue 22.3: every planned probe accounted for - stored, or spooled with the store's failure as its cause.
+    # Every planned probe accounted for - stored, or spooled with the store's failure as its cause.
     outcomes = res.account.outcomes
     assert len(outcomes) == 6 and {o.recorded for o in outcomes.values()} <= {"stored", "spooled", "duplicate"}, res.account.to_json()
     assert res.account.lost == [] and res.account.count("spooled") == report["replayed"], res.account.to_json()
@@ -259,7 +259,7 @@ def test_no_secret_in_any_process_arguments(lab: Lab) -> None:
 
 
 def test_the_lab_directory_and_its_secrets_are_the_owners_alone(lab: Lab) -> None:
-    """Issue 22.3: the lab dir holds MinIO's root password (the servers' data): 0700, and
+    """The lab dir holds MinIO's root password (the servers' data): 0700, and
     no file in it readable or writable by group or others."""
     root = Path(lab.root)
     assert os.stat(root).st_mode & 0o777 == 0o700
@@ -270,7 +270,7 @@ def test_the_lab_directory_and_its_secrets_are_the_owners_alone(lab: Lab) -> Non
 
 
 def test_no_lab_server_inherits_the_shells_secrets(lab: Lab) -> None:
-    """Issue 22.10: a server's environment is the few harmless variables and its own settings
+    """A server's environment is the few harmless variables and its own settings
     (servers.INHERITED): no AWS_* or REPLMON_* of the shell that started the lab; its TMPDIR is
     inside the lab directory."""
     from replmon.lab.servers import INHERITED

@@ -106,7 +106,7 @@ def test_put_errors_name_the_field(aws: Any, route: dict[str, Any], words: str) 
 
 
 def test_inventory_dry_run_writes_nothing_and_routes_account_reads_one_account(aws: Any) -> None:
-    # Its own explicit route (the test passes alone or after the others, issue 22.7).
+    # Its own explicit route (the test passes alone or after the others).
     if "dr-orders" not in [x["name"] for x in json.loads(run("fleet", *ARGS, "--format", "json").stdout)["routes"]]:
         assert run("fleet", "put", "-", *ARGS, stdin=json.dumps(ROUTE)).exit_code == 0
     r = run("fleet", "inventory", *ARGS, "--dry-run", "--format", "json")

@@ -1,18 +1,18 @@
-"""The fleet's shared contracts (issues 18/19/21; /work/notes/fleet-contracts.md): the registry item,
+"""The fleet's shared contracts (docs/design/fleet.md): the registry item,
 the cadence grammar and due rule, the table's key formats, the aligned windows, the rollup
 transaction, the fleet's metrics and the defaults they rest on.
 
-AWS facts encoded here (pages as cited in /work/notes/aws-contracts.md):
+AWS facts encoded here:
 - Metrics Insights multi-time-series alarms evaluate at most 500 series and 200 such alarms per
   account and Region (CloudWatch User Guide, "Create an alarm based on a Metrics Insights query",
-  https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/multi-time-series-alarms.html; C18.10):
+  https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/multi-time-series-alarms.html):
   RouteGroups <= 8 groups of <= 500 routes, 15 alarms each.
 - TransactWriteItems takes at most 100 actions and cancels the whole transaction when one
   condition fails, naming each action's reason (DynamoDB API Reference, "TransactWriteItems",
-  https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html; C19.22).
+  https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html).
 - S3 and KMS policies match a key by its ARN; aliases or key ids are not accepted where the ARN is
   required (S3 User Guide, "Specifying server-side encryption with AWS KMS (SSE-KMS)",
-  https://docs.aws.amazon.com/AmazonS3/latest/userguide/specifying-kms-encryption.html; C19.25).
+  https://docs.aws.amazon.com/AmazonS3/latest/userguide/specifying-kms-encryption.html).
 """
 
 from __future__ import annotations
@@ -222,7 +222,7 @@ def test_to_route_gives_each_endpoint_its_accounts_prober_role() -> None:
 
 
 def test_to_route_carries_the_source_kms_key() -> None:
-    """SSE-KMS probes (issue 19.7): the source's key reaches the probes' Endpoint (adapters/s3.py writes with it)."""
+    """SSE-KMS probes: the source's key reaches the probes' Endpoint (adapters/s3.py writes with it)."""
     kms = "arn:aws:kms:ap-northeast-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
     s = load_route_spec(spec(source={"account": "111122223333", "region": "ap-northeast-1", "bucket": "orders", "kms_key_arn": kms}))
     assert s.to_route().source.kms_key_arn == kms
@@ -395,7 +395,7 @@ def test_a_histogram_bucket_holds_its_latencies() -> None:
 
 
 # ------------------------------------------------------------------------------ telemetry
-#: fleet-design.md 6.2: the Metrics Insights alarms' metrics, each read FROM SCHEMA("Replmon", RouteGroup, Route, service).
+#: docs/design/fleet.md 9: the Metrics Insights alarms' metrics, each read FROM SCHEMA("Replmon", RouteGroup, Route, service).
 MI_ALARM_METRICS = ("RpoSeconds", "RpoUnbounded", "StallSeconds", "SloBurnPage", "SloBurnTicket", "ProbeFailed", "ProbeStuck",
                     "ProbeError", "RunSkipped", "RecordLost", "CleanupFailed")
 

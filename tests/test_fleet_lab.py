@@ -1,4 +1,4 @@
-"""The lab fleet (issue 18.8) on real servers: N replicated bucket pairs found by the inventory (and
+"""The lab fleet on real servers: N replicated bucket pairs found by the inventory (and
 the buckets it must refuse, with their reasons), probed through the real state machine as the
 member prober (an ad-hoc run over the routes found, not the registry planner); one route's replication hung while the real Heartbeat serves the whole group - the
 fleet alarm RouteStalledG00Alarm (the template's query, evaluated by local/insights.py) names that route's

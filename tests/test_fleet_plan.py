@@ -1,11 +1,11 @@
-"""Issue 18.2: the scheduled run plans every probe-mode route of the registry - the real ASL under
+"""The scheduled run plans every probe-mode route of the registry - the real ASL under
 moto's interpreter (ManualClock), the registry, leases and plan bucket in moto's DynamoDB and S3.
 
 AWS contracts encoded here:
 - "Maximum input or output size for a task, state, or execution: 262,144 bytes of data as a UTF-8
   encoded string" ("Step Functions service quotas",
-  https://docs.aws.amazon.com/step-functions/latest/dg/limits-overview.html; aws-contracts.md
-  C19.14). moto enforces it (States.DataLimitExceeded): the 1,000-route run below would fail if any
+  https://docs.aws.amazon.com/step-functions/latest/dg/limits-overview.html).
+  moto enforces it (States.DataLimitExceeded): the 1,000-route run below would fail if any
   state's input or output crossed it; its sizes are also measured on the real outputs.
 - ItemReader reads the items from an S3 object: ``"Resource": "arn:aws:states:::s3:getObject"``,
   ``Parameters`` ``Bucket``/``Key`` (JSONPath workflows), ``ReaderConfig.InputType`` one of CSV, JSON,
@@ -14,7 +14,7 @@ AWS contracts encoded here:
   ``InputType JSON`` the object holds one JSON array, each element an item ("S3JsonItemReader: Item
   Reader configuration for iterating over items in a JSON array stored in a S3 file", AWS CDK API
   reference, https://docs.aws.amazon.com/cdk/api/v2/docs/aws-cdk-lib.aws_stepfunctions.S3JsonItemReader.html).
-  The state machine's role needs S3 read for ItemReader (aws-contracts.md C19.16, "Using Map state in
+  The state machine's role needs S3 read for ItemReader ("Using Map state in
   Distributed mode", https://docs.aws.amazon.com/step-functions/latest/dg/state-map-distributed.html).
   Checked against the definition and template.yaml (the IAM evaluator), and run by moto's interpreter
   (which reads JSON and CSV only: the plan is a JSON array, never JSONL).
@@ -45,7 +45,7 @@ from replmon.local.template import DEFINITION
 from replmon.wiring import injected
 from tests.conftest import DST, SRC, TABLE, Env
 
-QUOTA = 262_144  # bytes (C19.14)
+QUOTA = 262_144  # bytes
 PLAN_BUCKET = "replmon-plans-test"
 CLASSES = "1KiB@15m,2KiB@1h,3KiB@6h"
 TICK = 900
@@ -374,7 +374,7 @@ def test_the_fleet_calls_are_allowed_by_the_deployed_roles_and_by_nothing_wider(
     role template.yaml gives the function (the iam-simulate evaluator, tests/iam.py); the state
     machine's role may GetObject a plan (the ItemReader's need, "IAM policies for using Distributed
     Map states", https://docs.aws.amazon.com/step-functions/latest/dg/iam-policies-eg-dist-map.html)
-    and nothing else of the bucket; PlanProbes may not read it (C19.16, page above)."""
+    and nothing else of the bucket; PlanProbes may not read it (page above)."""
     from tests.cfnutil import ACCOUNT, default_transformed, function_role_policies, resolver
     from tests.iam import CallRecorder, IamRequest, evaluate
 

@@ -1,7 +1,7 @@
-"""Heartbeats and stall detection (issue 21): the real Heartbeat handler against moto's S3 (replication
+"""Heartbeats and stall detection: the real Heartbeat handler against moto's S3 (replication
 emulated by tests/fakes.py's botocore hooks: moto never replicates) and DynamoDB, on a manual clock.
 
-S3 facts relied on (/work/notes/aws-contracts.md C21.1, C21.3): HeadObject's ReplicationStatus is
+S3 facts relied on: HeadObject's ReplicationStatus is
 PENDING until the object replicated, then COMPLETED (source) / REPLICA (destination) - "Getting
 replication status information",
 https://docs.aws.amazon.com/AmazonS3/latest/userguide/replication-status.html; a DELETE that names a
@@ -290,7 +290,7 @@ def test_one_stalled_route_of_many_pages_alone_and_a_regional_outage_stalls_ever
 
 def test_a_late_probe_in_flight_counts_as_a_beat(env: Env) -> None:
     """A probe in flight past its own expectation (E + size / 50 MiB/s) and the next heartbeat late:
-    STALLED E after that heartbeat's PUT, not 2E (issue 21.2: a probe or a heartbeat)."""
+    STALLED E after that heartbeat's PUT, not 2E (the two late beats: the probe, then the heartbeat)."""
     from replmon.core.keys import record_sort_key
     from replmon.signals.inflight import mark_in_flight
 

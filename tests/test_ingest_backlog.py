@@ -1,14 +1,14 @@
-"""Issue 19.6: event ingestion survives a backlog - the consumer's concurrency is capped, so a
+"""Event ingestion survives a backlog - the consumer's concurrency is capped, so a
 backlog waits in SQS instead of throttling the table and filling the DLQ.
 
-AWS contracts encoded here (aws-contracts.md):
-- C19.24: ScalingConfig "(Amazon SQS only) ... MaximumConcurrency Limits the number of concurrent
+AWS contracts encoded here:
+- ScalingConfig "(Amazon SQS only) ... MaximumConcurrency Limits the number of concurrent
   instances that the Amazon SQS event source can invoke ... Minimum: 2 Maximum: 1000"
   ("AWS::Lambda::EventSourceMapping ScalingConfig",
   https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-properties-lambda-eventsourcemapping-scalingconfig.html);
   "include the value ReportBatchItemFailures in the FunctionResponseTypes list" and maxReceiveCount
   at least 5 ("Using Lambda with Amazon SQS", https://docs.aws.amazon.com/lambda/latest/dg/with-sqs.html).
-- C19.21: "Every partition in a DynamoDB table is designed to deliver a maximum capacity of ...
+- "Every partition in a DynamoDB table is designed to deliver a maximum capacity of ...
   1,000 write units per second" ("Best practices for designing and using partition keys effectively",
   https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-partition-key-design.html):
   the cap keeps the writers of one route's partition key a small, known number.

@@ -1,15 +1,15 @@
-"""Issue 19.6: events are counted per (route, hour, 5-minute slot, kind) behind dedupe markers, in
+"""Events are counted per (route, hour, 5-minute slot, kind) behind dedupe markers, in
 transactions of at most 100 actions, exactly once; the collector reads the counters and reports
 the numbers the one-item-per-event layout gave; no partition key exceeds DynamoDB's write ceiling.
 
-AWS contracts encoded here (aws-contracts.md):
-- C19.21: "With an atomic counter, the updates are not idempotent" and "Every partition in a
+AWS contracts encoded here:
+- "With an atomic counter, the updates are not idempotent" and "Every partition in a
   DynamoDB table is designed to deliver a maximum capacity of ... 1,000 write units per second"
   ("Working with items and attributes", https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/WorkingWithItems.html;
   "Best practices for designing and using partition keys effectively",
   https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-partition-key-design.html;
   "Burst and adaptive capacity", https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/burst-adaptive-capacity.html).
-- C19.22: TransactWriteItems "groups up to 100 write actions in a single all-or-nothing operation";
+- TransactWriteItems "groups up to 100 write actions in a single all-or-nothing operation";
   "DynamoDB performs two underlying reads or writes of every item in the transaction"
   ("Amazon DynamoDB Transactions: How it works", https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis.html);
   a cancelled transaction names each action's reason (``CancellationReasons``, ``ConditionalCheckFailed``).

@@ -208,7 +208,7 @@ def test_with_two_groups_each_route_is_a_contributor_of_its_own_groups_alarm(cap
 
 @pytest.mark.usefixtures("lambda_env")
 def test_one_cause_pages_once_per_route(capsys: pytest.CaptureFixture[str]) -> None:
-    """Issue 23.3 with the fleet alarms: every page alarm's state is kept, but one cause notifies
+    """One page per cause with the fleet alarms: every page alarm's state is kept, but one cause notifies
     once for its route. A failing route (a FAILED probe, a failed replication event, the budget
     burning at 20x, the RPO unbounded) pages through RpoUnbounded alone; a late route (RPO 40 min,
     burning at 20x) through RpoAboveTarget alone. The template's notifying alarms, evaluated over

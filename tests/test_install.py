@@ -1,4 +1,4 @@
-"""Issue 22.4: `pip install replmon` (no extras) gives a working `replmon` for probe, report, cost,
+"""`pip install replmon` (no extras) gives a working `replmon` for probe, report, cost,
 routes, events and fio parse; the `lab` extra adds only the lab (its charts, the SQS server, knees).
 
 Two tests: one in `make test-fast` runs the commands with the lab extra's modules made unimportable
@@ -106,7 +106,7 @@ def test_the_cli_needs_nothing_from_the_lab_extra(tmp_path: Path) -> None:
 
 
 def test_report_charts_without_the_lab_extra_is_one_line_naming_the_extra(tmp_path: Path) -> None:
-    """Issue 22.4: a plain install's `report --charts` (matplotlib comes with the lab extra only)
+    """A plain install's `report --charts` (matplotlib comes with the lab extra only)
     ends in one line naming the extra and exit 2 (a usage error), never a traceback, and before
     reaching the store (nothing listens on port 9)."""
     code = ("from replmon.cli import main\n"

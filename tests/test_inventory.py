@@ -2,7 +2,7 @@
 
 AWS contracts, with botocore's Stubber returning AWS's documented response shapes (moto returns
 neither BucketRegion nor a ContinuationToken from ListBuckets, and no empty ListAccounts page with a
-token: aws-contracts.md M.6, M.7):
+token):
 
 - "ListBuckets" — https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListBuckets.html: BucketRegion
   only when the request has a parameter; ContinuationToken pages.
@@ -22,7 +22,7 @@ token: aws-contracts.md M.6, M.7):
 - "ReplicationRule" — https://docs.aws.amazon.com/AmazonS3/latest/API/API_ReplicationRule.html and
   "Replicating encrypted objects" —
   https://docs.aws.amazon.com/AmazonS3/latest/userguide/replication-config-for-kms-objects.html
-  (filters, priority, SseKmsEncryptedObjects): the verdict fixtures (aws-contracts.md C18.4).
+  (filters, priority, SseKmsEncryptedObjects): the verdict fixtures.
 """
 
 from __future__ import annotations

@@ -159,10 +159,10 @@ def test_probe_and_report_commands_against_the_lab(lab: Lab, tmp_path: Path) -> 
     table = cli("report", "--route", "cli", "--hours", "1", *common)
     assert table.returncode == 0 and "16MiB" in table.stdout and "p50" in table.stdout
     assert table.stdout.startswith("OK route cli: RPO now ≤ ")  # the answer first
-    # A typo in --route: no data, its own exit code, never "RPO 0" (issue 22.2)
+    # A typo in --route: no data, its own exit code, never "RPO 0"
     typo = cli("report", "--route", "cli-typo", "--hours", "1", *common)
     assert typo.returncode == 4 and "NO DATA route cli-typo: RPO now unknown" in typo.stdout
-    # preflight on the lab's route (issue 23.6): every check runs against MinIO for real; the
+    # preflight on the lab's route: every check runs against MinIO for real; the
     # replication role is not applicable there (no IAM), never "unknown", and does not fail the exit code
     pre = cli("preflight", "--source-bucket", "probe-source", "--events-target", EVENTS_TARGET, "--source-endpoint",
               lab.servers["source"].url, "--dest-endpoint", lab.servers["destination"].url, "--format", "json", env=lab_env(lab))

@@ -1,4 +1,4 @@
-"""The lab's set-up (issues 22.6, 22.10): servers start with a minimal environment; the mount lab's
+"""The lab's set-up: servers start with a minimal environment; the mount lab's
 parts are installed on its first use, not by `make demo`."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 
 def test_a_lab_server_gets_a_minimal_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Issue 22.10: the shell's AWS and replmon secrets never reach a lab server (MinIO, DynamoDB
+    """The shell's AWS and replmon secrets never reach a lab server (MinIO, DynamoDB
     Local, Toxiproxy)."""
     from replmon.lab.servers import server_env
 
@@ -24,7 +24,7 @@ def test_a_lab_server_gets_a_minimal_environment(monkeypatch: pytest.MonkeyPatch
 
 
 def test_the_mount_lab_installs_its_parts_on_first_use(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Issue 22.6: `make demo` no longer builds the mount lab; its first use does (the checkout's
+    """`make demo` no longer builds the mount lab; its first use does (the checkout's
     scripts/lab-deps.sh mounts), and a machine without the checkout gets the one-line fix."""
     from replmon.lab import mounts
     from replmon.lab.servers import LabError
@@ -43,7 +43,7 @@ def test_the_mount_lab_installs_its_parts_on_first_use(monkeypatch: pytest.Monke
 
 
 def test_the_remote_target_request_is_what_mc_replicate_add_sends(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 22.6: the lab sets the source's replication target without mc, with one signed
+    """The lab sets the source's replication target without mc, with one signed
     ``PUT /minio/admin/v3/set-remote-target?bucket=B`` whose body is madmin-go's BucketTarget JSON
     encrypted with the caller's secret key (madmin-go EncryptData; minio.crypto decrypts it back),
     and takes the ARN MinIO answers as a JSON string. The lab tests check the rule it feeds on a

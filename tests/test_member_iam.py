@@ -125,7 +125,7 @@ def test_the_prober_reaches_probe_keys_of_its_own_account_only() -> None:
     got = check([put("probe", "replmon-probes/r/1"), put("delete", "replmon-probes/r/1", action="s3:DeleteObjectVersion"),
                  put("data", "data/x"), put("other-account", "replmon-probes/r/1", OTHER),
                  put("tagging", "replmon-probes/r/1", action="s3:PutObjectTagging"),
-                 # IAM's * spans '/': a key with the probe prefix deeper down matches too (fleet-design.md 7.2, documented)
+                 # IAM's * spans '/': a key with the probe prefix deeper down matches too (docs/design/fleet.md 3, documented)
                  put("nested", "x/replmon-probes/r/1")])
     assert got == {"probe": "Allowed", "delete": "Allowed", "data": "ImplicitlyDenied", "other-account": "ImplicitlyDenied",
                    "tagging": "ImplicitlyDenied", "nested": "Allowed"}

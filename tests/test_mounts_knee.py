@@ -1,6 +1,6 @@
 """The knee detector on series with known answers: step drops, linear ramps, exponential decays,
 flat noise, rising series, and fio logs written every 500 ms. Seeded noise; every trial must pass
-(issue 20, item 4: the old detector was wrong in 20/20 ramp and 10/10 decay trials)."""
+(the old detector was wrong in 20/20 ramp and 10/10 decay trials)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 22.2: names are validated once, at the edge, with one pattern; every path built from a name
+"""Names are validated once, at the edge, with one pattern; every path built from a name
 stays under its root (defence in depth behind the edge check)."""
 
 from __future__ import annotations

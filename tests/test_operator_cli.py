@@ -1,6 +1,6 @@
-"""An operator's CLI (issue 23): the answer first, exit codes a script can gate on, one output
+"""An operator's CLI: the answer first, exit codes a script can gate on, one output
 schema (docs/output.schema.json), tables that never cut a number at 80 or 100 columns, help
-that reads at 80 columns with no secret-valued flag (issue 22.5), an ad-hoc probe without a
+that reads at 80 columns with no secret-valued flag, an ad-hoc probe without a
 table. `replmon report` runs here against DynamoDB served by moto on loopback, seeded with
 records, and `replmon probe` against S3 served the same way."""
 
@@ -91,7 +91,7 @@ def test_every_commands_help_reads_at_80_columns_lists_its_exit_codes_and_takes_
     """Help is plain text at 80 columns: no line longer, no flag split at its hyphen, nothing
     truncated, brackets kept (Rich markup once ate "[lo, hi]"), every command's exit codes
     listed from the one table (cli/exitcodes.py), and no option whose value is a secret:
-    credentials come from the environment, a profile or a file only (issue 22.5)."""
+    credentials come from the environment, a profile or a file only."""
     from typer.testing import CliRunner
 
     runner = CliRunner()
@@ -120,7 +120,7 @@ def test_every_commands_help_reads_at_80_columns_lists_its_exit_codes_and_takes_
     assert "[lo, hi]" in " ".join(bench.split())
 
 
-#: Flag names that name the same concept a different way (issue 23.8): never both in the CLI.
+#: Flag names that name the same concept a different way: never both in the CLI.
 SYNONYMS = [("--endpoint-url", "--source-endpoint"), ("--slo-threshold", "--target"), ("--chart", "--charts"),
             ("--target-seconds", "--target"), ("--mount", "--mount-target")]
 
@@ -283,7 +283,7 @@ def report(table: str, *args: str, columns: int | None = None) -> Ran:
 ])
 def test_report_is_a_gate_a_script_can_trust(table: str, route: str, code: int, headline: str) -> None:
     """Exit 1 when the RPO is over target or unbounded, 4 for a route with no data (a typo:
-    never "RPO 0" with exit 0, issue 22.2), 0 otherwise; the headline comes before the table."""
+    never "RPO 0" with exit 0), 0 otherwise; the headline comes before the table."""
     r = report(table, "--route", route, columns=100)
     assert r.returncode == code, r.stdout + r.stderr
     assert " ".join(r.stdout.split()).startswith(headline), r.stdout[:400]
@@ -297,7 +297,7 @@ def test_report_is_a_gate_a_script_can_trust(table: str, route: str, code: int, 
 
 
 def test_report_fleet_lists_every_registry_route_riskiest_first(table: str) -> None:
-    """Issue 18.7: `report --fleet` reads the registry, not a list of names: every route, probed or
+    """`report --fleet` reads the registry, not a list of names: every route, probed or
     not, in risk order (unbounded, breach, a probed route with no data, the rest by RPO share),
     the exit code the worst route's; a passive route keeps its reason."""
     from replmon.adapters import clients

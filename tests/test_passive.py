@@ -113,7 +113,7 @@ def test_a_record_missing_what_storing_needs_says_which_field_and_why(mutate: An
     (lambda r: r["s3"]["object"].update(size="big"), "s3.object.size"),
 ])
 def test_a_field_storing_does_not_need_is_kept_as_sent_and_flagged_never_rejected(mutate: Any, flag: str) -> None:
-    """AWS documents no format for replicationEventData.replicationTime (C22.1, "Event message
+    """AWS documents no format for replicationEventData.replicationTime ("Event message
     structure", https://docs.aws.amazon.com/AmazonS3/latest/userguide/notification-content-structure.html):
     a real OperationMissedThreshold must not wait in the DLQ because of a field replmon only displays."""
     rec = load("replication_failed.json")["Records"][0]

@@ -1,12 +1,12 @@
-"""Issue 19.4: the run's state stays bounded - the largest plan PlanProbes allows, every probe's
+"""The run's state stays bounded - the largest plan PlanProbes allows, every probe's
 Cleanup failing with a ~30 KiB Cause, through the real ASL under moto's interpreter (which enforces
 the 256 KiB quota as States.DataLimitExceeded); sizes are measured on the real outputs.
 
-AWS contracts encoded here (aws-contracts.md):
-- C19.14: "Maximum input or output size for a task, state, or execution - 262,144 bytes of data as a
+AWS contracts encoded here:
+- "Maximum input or output size for a task, state, or execution - 262,144 bytes of data as a
   UTF-8 encoded string" ("Step Functions service quotas",
   https://docs.aws.amazon.com/step-functions/latest/dg/limits-overview.html).
-- C19.15: "If you don't export the Map state results, it returns an array of all the child workflow
+- "If you don't export the Map state results, it returns an array of all the child workflow
   execution results" ("Using Map state in Distributed mode",
   https://docs.aws.amazon.com/step-functions/latest/dg/state-map-distributed.html; "ResultWriter
   (Map)", https://docs.aws.amazon.com/step-functions/latest/dg/input-output-resultwriter.html).
@@ -35,7 +35,7 @@ from replmon.wiring import injected
 from tests.conftest import Env, route
 from tests.fakes import Scenario
 
-QUOTA = 262_144  # bytes, C19.14
+QUOTA = 262_144  # bytes
 RAW_TRIALS = 6  # probes of the variant without ResultSelector (one child's summary is what it measures)
 CAUSE = "cleanup could not reach the destination: " + "x" * (30 * 1024)
 
@@ -121,7 +121,7 @@ def test_the_map_array_itself_is_bounded_without_the_result_selector(runs: dict[
     assert max(200, runs["trials"]) * (per_child + 1) + wrapper < QUOTA // 4, (per_child, wrapper)
     # A fleet tick's Map (ProbesFromPlan reads its items from the plan bucket) holds at most
     # FleetMaxProbes children: their array stays under the quota too, whether or not it is counted
-    # before the ResultSelector (undocumented, C19.15).
+    # before the ResultSelector (undocumented).
     from replmon.local.template import load_template
 
     most = load_template()["Parameters"]["FleetMaxProbes"]["MaxValue"]

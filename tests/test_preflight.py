@@ -1,4 +1,4 @@
-"""`replmon preflight` (issue 23.6): an existing route checked read-only, a verdict per check and a
+"""`replmon preflight`: an existing route checked read-only, a verdict per check and a
 fix for each failure, on moto's S3 and IAM.
 
 AWS contracts encoded here (each cited where the test relies on it):

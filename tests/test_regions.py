@@ -1,30 +1,30 @@
-"""Routes across Regions and accounts (issue 19.1, 19.2): every replication metric is read, and
+"""Routes across Regions and accounts: every replication metric is read, and
 alarmed, in the Region S3 publishes it in; events from buckets in other Regions and accounts reach
 the stack over the only path S3 supports.
 
-AWS's contracts encoded here (/work/notes/aws-contracts.md):
+AWS's contracts encoded here:
 
-- C19.1 "Using S3 Replication metrics" (https://docs.aws.amazon.com/AmazonS3/latest/userguide/repl-metrics.html):
+- "Using S3 Replication metrics" (https://docs.aws.amazon.com/AmazonS3/latest/userguide/repl-metrics.html):
   ReplicationLatency, BytesPendingReplication and OperationsPendingReplication are "published in
   the Region of the destination bucket"; OperationsFailedReplication "in the Region of the source
   bucket".
-- C19.2 "Metrics and dimensions" (https://docs.aws.amazon.com/AmazonS3/latest/userguide/metrics-dimensions.html):
+- "Metrics and dimensions" (https://docs.aws.amazon.com/AmazonS3/latest/userguide/metrics-dimensions.html):
   namespace AWS/S3, dimensions SourceBucket, DestinationBucket, RuleId; ReplicationLatency,
   BytesPending, OperationsPending valid statistic Max; OperationsFailedReplication Sum; alarms
   should treat missing data as ignore.
-- C19.12 "CloudWatch cross-account observability" (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch-Unified-Cross-Account.html):
+- "CloudWatch cross-account observability" (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch-Unified-Cross-Account.html):
   CloudWatch data is regional; a GetMetricData call reads its endpoint's Region.
-- C18.10 Metrics Insights alarms need GROUP BY and ORDER BY to evaluate many series.
-- C18.15 GetMetricData (CloudWatch API reference): "A single GetMetricData call can include as many
+- Metrics Insights alarms need GROUP BY and ORDER BY to evaluate many series.
+- GetMetricData (CloudWatch API reference): "A single GetMetricData call can include as many
   as 500 MetricDataQuery structures"; each Id unique within the call, a lowercase letter first.
-- C19.7 "Event notification types and destinations" (https://docs.aws.amazon.com/AmazonS3/latest/userguide/notification-how-to-event-types-and-destinations.html):
+- "Event notification types and destinations" (https://docs.aws.amazon.com/AmazonS3/latest/userguide/notification-how-to-event-types-and-destinations.html):
   "The Amazon SQS queue must be in the same AWS Region as your Amazon S3 bucket", the same for topics.
-- C19.9 "Using EventBridge" (https://docs.aws.amazon.com/AmazonS3/latest/userguide/EventBridge.html):
+- "Using EventBridge" (https://docs.aws.amazon.com/AmazonS3/latest/userguide/EventBridge.html):
   no replication event type is sent to EventBridge.
-- C19.10 "Granting permissions to publish event notification messages to a destination"
+- "Granting permissions to publish event notification messages to a destination"
   (https://docs.aws.amazon.com/AmazonS3/latest/userguide/grant-destinations-permissions-to-s3.html):
   the topic policy admits s3.amazonaws.com with aws:SourceAccount / aws:SourceArn.
-- C19.32 "Sending Amazon SNS messages to an Amazon SQS queue or AWS Lambda function in a different
+- "Sending Amazon SNS messages to an Amazon SQS queue or AWS Lambda function in a different
   Region" (https://docs.aws.amazon.com/sns/latest/dg/sns-cross-region-delivery.html): SNS delivers
   to SQS across Regions and accounts; the queue policy admits sns.amazonaws.com by aws:SourceArn.
 """
@@ -75,9 +75,9 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Any:
         yield
 
 
-# ------------------------------------------------------------------------------ 19.1: metrics where S3 publishes them
+# ------------------------------------------------------------------------------ metrics where S3 publishes them
 def publish_as_s3_does(now: float) -> None:
-    """The Tokyo -> Singapore pair's four metrics, each in the Region S3 publishes it in (C19.1)."""
+    """The Tokyo -> Singapore pair's four metrics, each in the Region S3 publishes it in."""
     dims = {"SourceBucket": "src-tokyo", "DestinationBucket": "dst-singapore", "RuleId": "rule-1"}
     for metric, region, value in (("ReplicationLatency", SINGAPORE, 42.0), ("BytesPendingReplication", SINGAPORE, 1024.0),
                                   ("OperationsPendingReplication", SINGAPORE, 3.0), ("OperationsFailedReplication", TOKYO, 2.0)):
@@ -127,8 +127,8 @@ def test_a_cross_region_route_reads_each_metric_with_a_client_in_its_region(aws:
 
 def test_a_fleets_metrics_are_read_in_calls_of_at_most_500_queries_with_the_same_values(aws: None) -> None:
     """152 routes (151 Tokyo -> Singapore, each with a second, same-Region destination) are read in as
-    few GetMetricData calls as the API allows - at most 500 queries each (C18.15), per Region - and every
-    route's samples are what its own read gives (moto keeps the Regions apart, C19.12); routes with data
+    few GetMetricData calls as the API allows - at most 500 queries each, per Region - and every
+    route's samples are what its own read gives (moto keeps the Regions apart); routes with data
     sit in every call, and one of them (fleet-98) has its queries split across two calls."""
     from replmon.signals.rtc import MAX_QUERIES_PER_CALL, collect_rtc_fleet
 
@@ -234,7 +234,7 @@ class _Table:
     def get_item(self, *_: Any) -> None:  # no heartbeat state
         return None
 
-    def roll_items(self, *_: Any) -> list[Any]:  # the hour items' event counters (issue 19.6)
+    def roll_items(self, *_: Any) -> list[Any]:  # the hour items' event counters
         return []
 
     def put_item(self, item: dict[str, Any]) -> None:
@@ -292,7 +292,7 @@ def test_the_stacks_pending_bytes_metric_gets_the_destination_regions_value(aws:
     assert h.rpo.inputs.get("rtc_replication_latency") == 42.0, h.rpo.inputs
 
 
-# ------------------------------------------------------------------------------ 19.1: alarms where S3 publishes the metrics
+# ------------------------------------------------------------------------------ alarms where S3 publishes the metrics
 MI = re.compile(r'^SELECT (MAX|SUM)\((\w+)\) FROM SCHEMA\("AWS/S3", ([\w, ]+)\) GROUP BY ([\w, ]+) ORDER BY (MAX|SUM)\(\) DESC LIMIT (\d+)$')
 
 
@@ -334,7 +334,7 @@ def test_the_member_region_pending_bytes_alarm_clears_a_probe_in_transfer() -> N
 
 
 def test_the_member_region_template_is_plain_cloudformation_and_hub_stack_alarms_stay_in_their_region() -> None:
-    """StackSets refuse the SAM transform (C18.7); an AWS/S3 alarm in the hub stack exists only for the
+    """StackSets refuse the SAM transform; an AWS/S3 alarm in the hub stack exists only for the
     demo pair, which is same-Region by construction."""
     t = load_template(MEMBER_REGION)
     assert "Transform" not in t and all(not v["Type"].startswith("AWS::Serverless") for v in t["Resources"].values())
@@ -344,7 +344,7 @@ def test_the_member_region_template_is_plain_cloudformation_and_hub_stack_alarms
             assert res.get("Condition") == "CreateDemo", name
 
 
-# ------------------------------------------------------------------------------ 19.2: events from other Regions and accounts
+# ------------------------------------------------------------------------------ events from other Regions and accounts
 def member_resolver(account: str = MEMBER, hub: str = ACCOUNT, region: str = SINGAPORE) -> Resolver:
     return Resolver(load_template(MEMBER_REGION), {"HubAccountId": hub, "HubQueueArn": f"arn:aws:sqs:{REGION}:{hub}:replmon-EventsQueue"},
                     region=region, account=account, stack="replmon-member",
@@ -379,7 +379,7 @@ def test_s3_may_publish_to_the_member_topic_only_from_its_own_account() -> None:
 
 
 def queue_checks(accounts: list[str], topics: dict[str, str], opt_in: list[str] | None = None) -> dict[str, str]:
-    """Each topic delivering to the hub queue, as SNS's principal for the topic's Region (C19.32:
+    """Each topic delivering to the hub queue, as SNS's principal for the topic's Region (SNS cross-Region delivery, page above:
     ``sns.<region>.amazonaws.com`` for an opt-in Region)."""
     cfn = transformed()
     r = resolver(cfn, "existing")

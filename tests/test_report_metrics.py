@@ -91,7 +91,7 @@ def test_emf_output_carries_latency_and_status(capsys: pytest.CaptureFixture[str
 
 
 def test_the_report_function_answers_fleet_with_every_registry_route() -> None:
-    """`{"fleet": true}` (issue 18.7): every registry route, riskiest first, from the same table,
+    """`{"fleet": true}`: every registry route, riskiest first, from the same table,
     through the deployed entry point; other keys are refused by name."""
     from replmon.adapters.registry_table import DynamoRegistry
     from replmon.core.registry import group_of, load_route_spec

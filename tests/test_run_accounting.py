@@ -1,4 +1,4 @@
-"""Issue 22.3: every planned probe is stored, spooled, or reported lost with its cause; files are
+"""Every planned probe is stored, spooled, or reported lost with its cause; files are
 written whole or not at all (no zero-byte or .tmp files after a full disk); a run that could not
 record ends with its own exit code (5) and one line per cause - never a traceback."""
 

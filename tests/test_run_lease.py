@@ -1,14 +1,14 @@
-"""Issue 19.3: one run per route at a time - the real ASL's BeginRouteRun/EndRouteRun under moto's
+"""One run per route at a time - the real ASL's BeginRouteRun/EndRouteRun under moto's
 interpreter, the lease in (moto's) DynamoDB through adapters/leases.py.
 
-AWS contracts encoded here (aws-contracts.md):
-- C19.18: an execution name or ListExecutions(RUNNING) is no lease - StartExecution with a used name
+AWS contracts encoded here:
+- an execution name or ListExecutions(RUNNING) is no lease - StartExecution with a used name
   fails for 90 days, and ListExecutions "is eventually consistent. The results are best effort"
   (StartExecution / ListExecutions API reference,
   https://docs.aws.amazon.com/step-functions/latest/apireference/API_StartExecution.html,
   https://docs.aws.amazon.com/step-functions/latest/apireference/API_ListExecutions.html).
   So the lease is a DynamoDB conditional write, and two concurrent runs get exactly one lease.
-- C19.21: conditional writes fail with ConditionalCheckFailedException and are evaluated atomically
+- conditional writes fail with ConditionalCheckFailedException and are evaluated atomically
   with the write ("Working with items and attributes", condition expressions,
   https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/WorkingWithItems.html).
 """

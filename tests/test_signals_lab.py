@@ -99,7 +99,7 @@ def test_a_hung_replication_path_leaves_probes_stuck_then_recovers(lab: Lab) -> 
 
 
 def test_a_hung_route_stalls_pages_with_evidence_and_recovers_through_the_real_heartbeat(lab: Lab) -> None:
-    """Issue 21 in the lab: the real Heartbeat function (its own least-privilege MinIO user, lab cadence
+    """Stall detection in the lab: the real Heartbeat function (its own least-privilege MinIO user, lab cadence
     T = 10 s, floor 2 s) on a healthy route; Toxiproxy hangs replication: STALLED within 2E + T and the
     template's RouteStalled alarm (evaluated on the emitted StallSeconds) in ALARM; one message with the
     evidence; healed: HEALTHY and the alarm OK, one recovery message; nothing before the fault."""
@@ -143,7 +143,7 @@ def test_replmon_report_shows_rpo_slo_and_budget_per_route(lab: Lab) -> None:
     import subprocess
     import sys
 
-    # Its own probes on both routes: the test passes alone or in any order (issue 22.7), not on
+    # Its own probes on both routes: the test passes alone or in any order, not on
     # data an earlier test happened to leave.
     for name in ("events", "events2"):
         own = run_request(load_request({"routes": [lab.route(name)], "sizes": "1MiB", "trials": 1, "max_concurrency": 1,

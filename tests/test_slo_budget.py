@@ -1,8 +1,8 @@
-"""Issue 19.5: an SLO its sample can support - the budget in bad samples, refused or warned when
+"""An SLO its sample can support - the budget in bad samples, refused or warned when
 thin, and window labels that say the window really used (signals/slo.py, docs/SEMANTICS.md).
 
 The target's default and meaning follow "Meeting compliance requirements with S3 Replication Time
-Control" (aws-contracts.md C19.5: the S3 User Guide says 99.9 % in places and 99.99 % in others,
+Control" (the S3 User Guide says 99.9 % in places and 99.99 % in others,
 https://docs.aws.amazon.com/AmazonS3/latest/userguide/replication-time-control.html): replmon's
 default is 99.9 %, and a target the probe count cannot support is refused, whatever RTC promises.
 """

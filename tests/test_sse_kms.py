@@ -1,6 +1,6 @@
-"""SSE-KMS probes and multipart checksums (issue 19.7), against what AWS documents.
+"""SSE-KMS probes and multipart checksums, against what AWS documents.
 
-- C19.25 "PutObject" (https://docs.aws.amazon.com/AmazonS3/latest/API/API_PutObject.html),
+- "PutObject" (https://docs.aws.amazon.com/AmazonS3/latest/API/API_PutObject.html),
   "CreateMultipartUpload" (https://docs.aws.amazon.com/AmazonS3/latest/API/API_CreateMultipartUpload.html),
   "Using server-side encryption with AWS KMS keys (SSE-KMS)"
   (https://docs.aws.amazon.com/AmazonS3/latest/userguide/UsingKMSEncryption.html): with
@@ -9,7 +9,7 @@
   and a key-pinning policy compares it to a key ARN; PutObject needs ``kms:GenerateDataKey``, a
   multipart upload ``kms:GenerateDataKey`` (CreateMultipartUpload) and ``kms:Decrypt``
   (UploadPart, UploadPartCopy).
-- C19.26 "Checking object integrity for data uploads in Amazon S3"
+- "Checking object integrity for data uploads in Amazon S3"
   (https://docs.aws.amazon.com/AmazonS3/latest/userguide/checking-object-integrity-upload.html):
   CRC64NVME is S3's default and full-object only; a multipart upload chooses its algorithm and
   type at CreateMultipartUpload; a composite checksum and a full-object one are different values.
@@ -143,7 +143,7 @@ def test_the_verifier_compares_algorithm_and_type() -> None:
 
 # ------------------------------------------------------------------------------ IAM: the prober's role and the bucket's policy
 def kms_requests(calls: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, str]]:
-    """The KMS permission each write needs (C19.25): GenerateDataKey to create, Decrypt for parts."""
+    """The KMS permission each write needs: GenerateDataKey to create, Decrypt for parts."""
     need = {"PutObject": "kms:GenerateDataKey", "CreateMultipartUpload": "kms:GenerateDataKey",
             "UploadPart": "kms:Decrypt", "UploadPartCopy": "kms:Decrypt"}
     return sorted({(need[op], KEY) for op, _ in calls if op in need})

@@ -1,23 +1,23 @@
-"""Issue 19.8: the stack's smaller operational defects, each against the AWS page it depends on.
+"""The stack's smaller operational defects, each against the AWS page it depends on.
 
-- Log retention, C19.29: "AWS::Logs::LogGroup" (RetentionInDays "Possible values are: 1, 3, 5, 7,
+- Log retention: "AWS::Logs::LogGroup" (RetentionInDays "Possible values are: 1, 3, 5, 7,
   14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, and 3653")
   https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-logs-loggroup.html,
   and "AWS::Lambda::Function LoggingConfig" ("By default, Lambda functions send logs to a default
   log group named /aws/lambda/<function name>")
   https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-properties-lambda-function-loggingconfig.html.
-- Two retry layers, C19.19: "Invoke a Lambda function on a schedule" ("EventBridge Scheduler
+- Two retry layers: "Invoke a Lambda function on a schedule" ("EventBridge Scheduler
   invokes your Lambda function asynchronously") https://docs.aws.amazon.com/lambda/latest/dg/with-eventbridge-scheduler.html;
   "Asynchronous invocation" (function errors retried "two more times")
   https://docs.aws.amazon.com/lambda/latest/dg/invocation-async.html; "AWS::Lambda::EventInvokeConfig"
   (MaximumRetryAttempts 0-2) https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-lambda-eventinvokeconfig.html.
-- The fault drill's reason, C19.28: "Amazon S3 replication failure reasons" (DstPutObjectNotPermitted:
+- The fault drill's reason: "Amazon S3 replication failure reasons" (DstPutObjectNotPermitted:
   "required permissions (s3:ReplicateObject ...) are missing for the destination bucket")
   https://docs.aws.amazon.com/AmazonS3/latest/userguide/replication-metrics-events.html.
-- Transfer priced by the source Region, C19.30: "AWS Global Network FAQs" ("For DTO and DTIR, we
+- Transfer priced by the source Region: "AWS Global Network FAQs" ("For DTO and DTIR, we
   charge for data transfer only based on the source Region")
   https://aws.amazon.com/about-aws/global-infrastructure/global-network/faqs.
-- BytesPendingReplication, C19.1/C19.2: "Using S3 Replication metrics" (Maximum; published in the
+- BytesPendingReplication: "Using S3 Replication metrics" (Maximum; published in the
   destination Region) https://docs.aws.amazon.com/AmazonS3/latest/userguide/repl-metrics.html.
 """
 

@@ -1,4 +1,4 @@
-"""Safe removal (issue 23.6): the latency table outlives the stack, and `replmon uninstall` leaves no
+"""Safe removal: the latency table outlives the stack, and `replmon uninstall` leaves no
 probe or seed object, notification entry or lifecycle rule of replmon's behind while keeping
 every other entry of each configuration exactly as it was.
 

@@ -1,4 +1,4 @@
-"""The answer first (issue 23.1, 23.2): a route's verdict, its RPO now and what is failing, from a
+"""The answer first: a route's verdict, its RPO now and what is failing, from a
 run's records or from the route's health; one exit code for a set of routes; the in-memory table
 an ad-hoc probe runs with behaves as the DynamoDB adapter does."""
 
@@ -61,7 +61,7 @@ def health(records: list[ProbeRecord], *, window: float = 3600.0, spec: SloSpec 
 
 
 def test_a_route_with_nothing_in_the_window_is_no_data_never_rpo_0() -> None:
-    """Issue 22.2: `replmon report --route <typo>` showed RPO 0.0 s and exit 0."""
+    """`replmon report --route <typo>` once showed RPO 0.0 s and exit 0."""
     v = judge_health(health([]), [], target_seconds=900, rpo_window_seconds=3600, now=NOW)
     assert (v.verdict, v.rpo_seconds, v.rpo_bound) == (RpoVerdict.NO_DATA, None, "none")
     old = [rec(ProbeStatus.COMPLETED, 5.0, ago=5 * 3600)]  # a probe 5 h ago: the history exists, "now" does not
@@ -125,7 +125,7 @@ def test_the_memory_table_keeps_the_stores_contract() -> None:
 
 
 def test_every_findings_severity_is_its_alarms_severity_tag() -> None:
-    """One severity per cause (issue 23.3): the CLI's headline pages exactly where the deployed
+    """One severity per cause: the CLI's headline pages exactly where the deployed
     stack's alarm for the same cause pages (its ``Severity`` tag in template.yaml). A STUCK probe
     is a ticket in both; the RPO it raises pages through RpoAboveTargetG00Alarm / rpo_over_target."""
     from replmon.local.template import load_template

@@ -78,8 +78,8 @@ class Deps:
     slo: SloSpec = field(default_factory=SloSpec)
     rpo_window: float = DEFAULTS.rpo_window_seconds
     results: ObjectStores = field(default_factory=_results_stores)  # IngestFioResults reads result files here
-    # The fleet (issues 18/19/21): settings from REPLMON_FLEET; each port is built in from_env by the
-    # package that brings its adapter (A: registry, B: leases and plans, C: rollups). metric_readers:
+    # The fleet (docs/design/fleet.md): settings from REPLMON_FLEET; each port is built in from_env from its
+    # adapter (registry, leases and plans; rollups are the latency store's). metric_readers:
     # the collector's GetMetricData per (account, Region) (None: RTC metrics not read).
     fleet: FleetSettings = field(default_factory=FleetSettings)
     registry: RegistryStore | None = None

@@ -2,7 +2,7 @@
 S3's replication metrics. Every page is read; a query's points split over pages are merged;
 timestamps become epoch seconds. (Writing metrics is adapters/metrics.py: EMF, no API call.)
 
-CloudWatch is regional and S3 publishes a route's metrics in two Regions (C19.1, C19.12):
+CloudWatch is regional and S3 publishes a route's metrics in two Regions ("Using S3 Replication metrics"):
 :class:`CloudWatchReaders` gives one reader per (account, Region), its client built once by
 adapters/clients.py in that Region, as that account's ``<MemberRolePrefix>-reader`` role (assumed
 with the deployment's ExternalId, the one AssumeRole path of adapters/clients.py). A member

@@ -248,7 +248,7 @@ class DynamoLatencyStore:
         return {"Update": update}
 
     def transact(self, writes: Sequence[TransactItem], token: str | None = None) -> TransactOutcome:
-        """One ``TransactWriteItems`` (C19.22). Cancelled with ``ConditionalCheckFailed`` reasons only
+        """One ``TransactWriteItems``. Cancelled with ``ConditionalCheckFailed`` reasons only
         -> the indices of those TransactPuts (nothing applied); anything else -> StoreUnavailable."""
         if not 1 <= len(writes) <= MAX_TRANSACT_ACTIONS:
             raise ValueError(f"a transaction holds 1..{MAX_TRANSACT_ACTIONS} actions, not {len(writes)}")

@@ -3,7 +3,7 @@
 A lease is the item ``<route>#live`` / ``lease``, taken and given back with conditional writes
 (DynamoDB evaluates the condition and the update atomically, so two runs racing for a route get
 exactly one lease). Neither execution names nor ListExecutions can do this: a STANDARD execution
-name blocks reuse for 90 days and ListExecutions is "best effort" (aws-contracts.md C19.18).
+name blocks reuse for 90 days and ListExecutions is "best effort" (Step Functions' StartExecution and ListExecutions).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from replmon.core.record import PARTITION_KEY, SORT_KEY
 
 #: A skip record outlives the lease it reports by this long (then TTL removes it).
 SKIP_KEEP_SECONDS = 35 * 86_400
-BATCH_GET_KEYS = 100  # BatchGetItem's limit per call (C19.23)
+BATCH_GET_KEYS = 100  # BatchGetItem's limit per call
 LAST_STARTED = "ls_"
 #: The lease's string set of the route-run's probes that ended (their probe ids): the last one releases it.
 DONE = "done"

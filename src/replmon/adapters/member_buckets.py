@@ -1,12 +1,12 @@
 """The inventory's AWS reads of member accounts (core/ports.py :class:`MemberAccounts`, :class:`BucketReader`).
 
 - Accounts: Organizations ``ListAccounts`` (management account or delegated administrator only),
-  ``MaxResults`` 20, paged until ``NextToken`` is absent even after an empty page; ACTIVE only (C18.5).
+  ``MaxResults`` 20, paged until ``NextToken`` is absent even after an empty page; ACTIVE only (Organizations' ListAccounts).
 - Credentials: ``sts:AssumeRole`` of ``<MemberRolePrefix>-inventory`` in each account, with the
-  ExternalId when one is configured (C18.6); a refusal is :class:`AccessDenied` (``sts:AssumeRole``).
+  ExternalId when one is configured; a refusal is :class:`AccessDenied` (``sts:AssumeRole``).
 - Buckets: ``ListBuckets`` always with ``MaxBuckets`` (so S3 returns each ``BucketRegion``), paged
-  on ``ContinuationToken`` (C18.1); a Region S3 did not give comes from HeadBucket's
-  ``x-amz-bucket-region`` header, present on a 403 too (C18.2). Per-bucket reads go to a client in
+  on ``ContinuationToken`` (S3's ListBuckets); a Region S3 did not give comes from HeadBucket's
+  ``x-amz-bucket-region`` header, present on a 403 too (S3's HeadBucket). Per-bucket reads go to a client in
   the bucket's Region.
 """
 
@@ -159,7 +159,7 @@ class AwsMembers:
             # an account whose state is absent from both is not assumed active.
             accounts += [a["Id"] for a in page.get("Accounts", []) if (a.get("State") or a.get("Status")) == "ACTIVE"]
             token = page.get("NextToken")
-            if not token:  # an empty page may still carry a token: only its absence ends the list (C18.5)
+            if not token:  # an empty page may still carry a token: only its absence ends the list
                 return accounts
             kwargs["NextToken"] = token
 

@@ -4,7 +4,7 @@ Items: ``#routes/<group>`` / route name (:meth:`RouteSpec.to_item`), ``#inventor
 id, ``#inventory/checkpoint`` / ``checkpoint`` and ``lease`` (core/partitions.py). Every registry write is one
 conditional PutItem, UpdateItem or DeleteItem: DynamoDB evaluates the condition and the write
 atomically, so an explicit route is never overwritten by the inventory, and two edits of one
-explicit route cannot both win (fleet-design.md 1.3).
+explicit route cannot both win (docs/design/fleet.md 1).
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class DynamoRegistry:
         out = GroupRead()
         kwargs: dict[str, Any] = {"KeyConditionExpression": "#pk = :pk", "ExpressionAttributeNames": {"#pk": PARTITION_KEY},
                                   "ExpressionAttributeValues": {":pk": {"S": registry_partition(group)}}}
-        while True:  # a Query page holds at most 1 MB: follow LastEvaluatedKey to the end (C19.23)
+        while True:  # a Query page holds at most 1 MB: follow LastEvaluatedKey to the end (DynamoDB's Query)
             page = self._call("query", **kwargs)
             for raw in page.get("Items", []):
                 parsed = parse_item(group, from_attrs(raw))

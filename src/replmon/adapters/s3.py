@@ -11,11 +11,11 @@ Two S3 behaviours shape this adapter (tests/test_iam_contract.py encodes both):
 
 What every probe write declares (tests/test_sse_kms.py encodes both):
 
-- **SSE-KMS** (C19.25): with the endpoint's ``kms_key_arn``, PutObject and CreateMultipartUpload
+- **SSE-KMS** ("PutObject"): with the endpoint's ``kms_key_arn``, PutObject and CreateMultipartUpload
   send ``ServerSideEncryption=aws:kms`` and ``SSEKMSKeyId=<the key ARN>`` (a bucket policy that
   denies PUTs without the key header is common; without the header S3 would use ``aws/s3``).
   UploadPart and UploadPartCopy send no SSE headers: the upload's key applies to its parts.
-- **A defined checksum** (C19.26): PutObject and CreateMultipartUpload declare CRC64NVME, and a
+- **A defined checksum** ("Checking object integrity for data uploads in Amazon S3"): PutObject and CreateMultipartUpload declare CRC64NVME, and a
   multipart upload also ``ChecksumType=FULL_OBJECT``, so a composed probe has one full-object
   CRC64NVME checksum (S3's default for a single PUT) that the replica's HEAD can be compared with;
   each part carries its CRC64NVME (botocore computes it with awscrt). A probe composed from a seed

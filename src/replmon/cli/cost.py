@@ -59,7 +59,7 @@ def cost(
     # Mount baselines are their own stack (templates/mount-baselines.yaml): not priced here.
     resources = load_template(TEMPLATE)["Resources"].values()
     # Standard alarms, plus the fleet's Metrics Insights alarms of one RouteGroup (RouteGroups=1): AWS
-    # prices those per metric analyzed (aws-contracts C18.13, rate unconfirmed), one per route here, at
+    # prices those per metric analyzed (CloudWatch pricing; rate unconfirmed), one per route here, at
     # the standard alarm's rate. Group g01.. alarms exist only with RouteGroups > 1.
     def one_group(condition: str) -> bool:  # exists with RouteGroups = 1 (HeartbeatsG01.. need a second group)
         return not condition.startswith("HasGroup") and not (condition.startswith("HeartbeatsG") and condition != "HeartbeatsG00")
@@ -151,7 +151,7 @@ def _fleet_cost(routes: str, probe_classes: str, route_groups: int, cross_region
             own = sum(x.dollars for x in beats)
             shares = stall_metric_and_alarm(last)
             err.print(f"heartbeats (every {heartbeat_seconds} s): ${own:.2f} per route a month in S3, DynamoDB and logs, "
-                      f"${own + shares:.2f} with the StallSeconds metric and RouteStalled's share (issue 21 goal: under $1); "
+                      f"${own + shares:.2f} with the StallSeconds metric and RouteStalled's share (goal: under $1); "
                       f"the probe schedule ({classes}) ${last.per_route - own - shares:.2f}; the Heartbeat function "
                       f"${next(x.dollars for x in last.fixed_lines if x.item.startswith('Heartbeat')):.2f} per RouteGroup", highlight=False)
         err.print("modelled: " + "; ".join(f"{k}={v}" for k, v in last.assumptions.items() if k != "metric_months_per_route"),

@@ -1,4 +1,4 @@
-"""`replmon fleet`: the route registry (fleet-design.md 1, 2, 9.2).
+"""`replmon fleet`: the route registry (docs/design/fleet.md 1-3).
 
     replmon fleet --stack-name replmon                  # every route: group, origin, mode, reason
     replmon fleet put route.json --stack-name replmon   # an explicit route (wins over discovery)

@@ -423,7 +423,7 @@ def lab_bench_ingest(
     lab_dir: Annotated[Path, typer.Option("--dir", help="The bench's directory (DynamoDB Local's data).")] = Path("lab-data/bench-ingest"),
     output: Annotated[Path, typer.Option(help="Where the generated report goes.")] = Path("docs/BENCH-INGEST.md"),
 ) -> int:
-    """P6 event ingestion (issue 19.6): events/s into DynamoDB Local through the real handler, the
+    """P6 event ingestion: events/s into DynamoDB Local through the real handler, the
     modelled first throttle per partition key, the collector's time with a large hour."""
     from replmon.lab.bench import run_ingest_bench
     from replmon.lab.servers import LabError
@@ -447,7 +447,7 @@ def lab_bench_stall(
     lab_dir: Annotated[Path, typer.Option("--dir", metavar="DIR", help=LAB_DIR_HELP)] = Path("lab-data/bench-stall"),
     output: Annotated[Path, typer.Option(help="Where the generated report goes.")] = Path("docs/BENCH-STALL.md"),
 ) -> int:
-    """Stall detection (issue 21): time from a fault on the replication path to the route STALLED and
+    """Stall detection: time from a fault on the replication path to the route STALLED and
     to the RouteStalled alarm, from healing to HEALTHY and OK, through the real Heartbeat function;
     false alarms over a healthy run and 30 simulated days; the defaults' figure by simulation."""
     import time as _time
@@ -492,7 +492,7 @@ def lab_bench_fleet(
     lab_dir: Annotated[Path, typer.Option("--dir", metavar="DIR", help=LAB_DIR_HELP)] = Path("lab-data/bench-fleet"),
     output: Annotated[Path, typer.Option(help="Where the generated report goes.")] = Path("docs/BENCH-FLEET.md"),
 ) -> int:
-    """Detection in the lab fleet (issue 18): per fault on one route, the time to its contributor of
+    """Detection in the lab fleet: per fault on one route, the time to its contributor of
     the fleet alarm in ALARM, and every other contributor that went into ALARM (none expected)."""
     from replmon.lab.faults import FAULTS
     from replmon.lab.fleetlab import run_fleet_bench
@@ -536,7 +536,7 @@ def lab_bench_collector(
     lab_dir: Annotated[Path, typer.Option("--dir", metavar="DIR", help=LAB_DIR_HELP)] = Path("lab-data/bench-collector"),
     output: Annotated[Path, typer.Option(help="Where the generated report goes.")] = Path("docs/BENCH-COLLECTOR.md"),
 ) -> int:
-    """The collector against a fleet's history (issue 18): wall time, DynamoDB calls and items read,
+    """The collector against a fleet's history: wall time, DynamoDB calls and items read,
     GetMetricData calls per run for N routes with 30 days of records in DynamoDB Local."""
     from replmon.lab.collectorbench import run_collector_bench
     from replmon.lab.lab import TABLE, Lab
@@ -597,7 +597,7 @@ def lab_chaos(
     Baseline, fault, healed: probes through the real state machine while Toxiproxy breaks the
     replication path; each phase's RPO, SLO burn and alert state with the alarms' thresholds.
     The headline judges the healed route as `replmon report` would. With --stall: stall detection
-    (issue 21) at the lab's cadence (heartbeats every 10 s), docs/SEMANTICS.md "Stalls".
+    at the lab's cadence (heartbeats every 10 s), docs/SEMANTICS.md "Stalls".
     """
     if (routes is not None or route is not None) and not stall:
         fail("--routes/--route: the lab fleet's fault runs with --stall (heartbeats on every route, the fleet alarm)")

@@ -1,4 +1,4 @@
-"""How a lab run ends, whatever happened (issue 22.3): the table, the run file, the chart, the
+"""How a lab run ends, whatever happened: the table, the run file, the chart, the
 leftover check and one line per fault; each file written whole or not at all, a file that could not
 be written named with its cause (a full disk says "disk full"), never a traceback."""
 

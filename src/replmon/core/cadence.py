@@ -1,4 +1,4 @@
-"""Probe size classes on their own clocks, and when each is due (fleet-design.md 3.2).
+"""Probe size classes on their own clocks, and when each is due (docs/design/fleet.md 4).
 
 One schedule fires every *tick* (``ScheduleRateMinutes``, default 15 min). Each size class has a
 cadence that is a whole number of ticks, written in the ``ProbeClasses`` grammar
@@ -52,7 +52,7 @@ __all__ = [
 ]
 
 FORM = "<size>@<n><m|h|d>[x<trials>], e.g. '1MiB@1h,64MiB@6h,1GiB@1d'"
-#: A route-run carries its probes inline in the state machine (fleet-design.md 3.5): at most 200.
+#: A route-run carries its probes inline in the state machine: at most 200.
 MAX_PROBES_PER_ROUTE_RUN = 200
 _UNIT_SECONDS = {"m": 60, "h": 3600, "d": 86400}
 _EVERY_RE = re.compile(r"^(\d+)([mhd])$")

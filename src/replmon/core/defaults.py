@@ -44,7 +44,7 @@ class Defaults:
     event_clock_skew_seconds: float  # allowance between S3's event clock and Lambda's (signals/arrivals.py)
     collector_rate_minutes: int  # CollectSignals' schedule
     pending_bytes_alarm: int  # the RTC BytesPendingReplication alarm's threshold
-    # The fleet (issues 18/19/21; /work/notes/fleet-contracts.md names each one's template parameter).
+    # The fleet (FLEET_PARAMETERS below names each one's template parameter).
     probe_classes: str  # ProbeClasses: size classes on their own cadence, multiples of the schedule's tick (core/cadence.py)
     heartbeat_seconds: int  # HeartbeatSeconds: one 1 KiB heartbeat per probed route this often
     stall_floor_seconds: float  # StallFloorSeconds: the least a heartbeat is expected to take (signals/expectation.py)
@@ -76,7 +76,7 @@ def _load() -> Defaults:
 
 DEFAULTS = _load()
 
-#: The fleet's template parameters (agreed names; /work/notes/fleet-contracts.md) -> their default
+#: The fleet's template parameters (template.yaml's Parameters) -> their default
 #: here. The packages add the parameters; tests/test_defaults.py holds each one to its default.
 FLEET_PARAMETERS: dict[str, str] = {
     "ScheduleRateMinutes": "schedule_rate_minutes",  # the tick

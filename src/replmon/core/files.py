@@ -3,7 +3,7 @@
 :func:`write_atomic` writes a temporary file beside the target (exclusive create, owner-only mode),
 fsyncs it, renames it over the target and fsyncs the folder. A reader sees the old file or the
 whole new one; a full disk (ENOSPC) or any other error removes the temporary file and raises, so
-no empty or partial file is ever left behind (issue 22.3).
+no empty or partial file is ever left behind.
 
 >>> import tempfile, pathlib
 >>> d = pathlib.Path(tempfile.mkdtemp())

@@ -11,7 +11,7 @@ ProbeKey(run_id='20261122T101221Z-f2a1c6', route='primary', probe_id='20261122T1
 >>> record_sort_key("20261122T101221Z-f2a1c6", "20261122T101221Z-f2a1c6-primary-1MiB-t1")
 '2026-11-22T10:12:21.000Z#20261122T101221Z-f2a1c6-primary-1MiB-t1'
 
-A heartbeat (issue 21) is a 1 KiB probe with the same key scheme, its run id the heartbeat's own
+A heartbeat (probe/heartbeat.py) is a 1 KiB probe with the same key scheme, its run id the heartbeat's own
 second + ``-hb`` (shared by every route's heartbeat of that second; the key names the route), so
 replica events narrow heartbeats exactly as they narrow probes:
 
@@ -89,7 +89,7 @@ def record_sort_key(run_id: str, probe_id: str) -> str:
     return f"{iso_ms(t)}#{probe_id}"
 
 
-# ------------------------------------------------------------------------------ heartbeats (issue 21)
+# ------------------------------------------------------------------------------ heartbeats
 HEARTBEAT_RUN_SUFFIX = "hb"
 HEARTBEAT_SIZE_CLASS = "1KiB"
 HEARTBEAT_SIZE_BYTES = 1024

@@ -10,12 +10,12 @@ Today's partitions (single-route product):
 | partition | sort key | item | writer |
 | --- | --- | --- | --- |
 | ``<route>`` | record key | a probe's record (core/record.py) | RecordResult |
-| ``<route>#events`` | ``<event time>#<event id>`` | one S3 replication event (layout before counters: read, no longer written) | IngestEvents (before issue 19.6) |
+| ``<route>#events`` | ``<event time>#<event id>`` | one S3 replication event (layout before counters: read, no longer written) | IngestEvents (before event counters) |
 | ``<route>#arrivals`` | record key | replica creation times, one attribute per destination | IngestEvents |
 | ``<route>#rtc`` | ``<collection time>#<destination>#<rule>`` | one collection of S3's replication metrics | CollectSignals |
 | ``<route>#inflight`` | record key | a probe uploaded and not yet recorded | UploadProbe (to move to ``#live``) |
 
-The fleet's (issues 18/19/21; /work/notes/fleet-design.md sections 1, 3.3, 4.5, 5, 8):
+The fleet's (docs/design/fleet.md):
 
 | partition | sort key | item | writer |
 | --- | --- | --- | --- |
@@ -88,7 +88,7 @@ INVENTORY_CHECKPOINT = "#inventory/checkpoint"
 UNMAPPED_PREFIX = "#unmapped/"
 
 #: Shards of the hot per-route partitions: writes per key stay under DynamoDB's 1,000 WCU per
-#: partition key at the benchmark's peak event rate (fleet-design.md 4.5).
+#: partition key at the benchmark's peak event rate (docs/design/fleet.md 7).
 SEEN_SHARDS = 16
 EVENT_SHARDS = 8
 

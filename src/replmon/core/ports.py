@@ -9,14 +9,14 @@
 | :class:`RecordSpool` | where a record waits while the store is down | ``spool.SqsSpool``, ``spool.DirectorySpool`` |
 | :class:`MetricsSink` | the metrics replmon emits (EMF) | ``metrics.EmfMetrics``, ``metrics.NullMetrics`` |
 | :class:`MetricReader` | metrics S3 publishes (GetMetricData) | ``cloudwatch.CloudWatchReader`` |
-| :class:`MetricReaders` | a :class:`MetricReader` per (account, Region) | package C (``cloudwatch.CloudWatchReaders``) |
-| :class:`RegistryStore` | the route registry (``#routes/<group>`` items) | package A |
-| :class:`LeaseStore` | per-route run leases and skip records | package B |
-| :class:`RollupStore` | hourly rollups, the period cache, exactly-once transactions | package C |
-| :class:`PlanStore` | the fleet plan file the state machine's ItemReader reads (S3) | package B |
+| :class:`MetricReaders` | a :class:`MetricReader` per (account, Region) | ``cloudwatch.CloudWatchReaders`` |
+| :class:`RegistryStore` | the route registry (``#routes/<group>`` items) | ``registry_table.DynamoRegistry`` |
+| :class:`LeaseStore` | per-route run leases and skip records | ``leases.DynamoLeases`` |
+| :class:`RollupStore` | hourly rollups, the period cache, exactly-once transactions | ``dynamodb.DynamoLatencyStore`` |
+| :class:`PlanStore` | the fleet plan file the state machine's ItemReader reads (S3) | ``plans.S3Plans`` |
 
-The fleet's ports (issues 18/19/21; fleet-design.md; names in /work/notes/fleet-contracts.md) are
-declared here with their semantics; their adapters come with the packages named above.
+The fleet's ports (docs/design/fleet.md) are
+declared here with their semantics; their adapters are named above.
 
 The table ports are one DynamoDB table (template.yaml's LatencyTable): :class:`LatencyTable`
 is all three, what the composition root (:mod:`replmon.wiring`) hands out; domain code asks for
@@ -392,7 +392,7 @@ class Lease:
 
 
 class LeaseStore(Protocol):
-    """One run per route at a time (fleet-design.md 3.3). Route-runs are named by their run id."""
+    """One run per route at a time (docs/design/fleet.md 5). Route-runs are named by their run id."""
 
     def acquire(self, route: str, run_id: str, now: float, until: float, started: Mapping[str, float], *,
                 run: str | None = None, probes: int | None = None, replacing: str | None = None,
@@ -435,7 +435,7 @@ class LeaseStore(Protocol):
 
 
 class ExecutionStatus(Protocol):
-    """Whether the run holding a lease still runs (19.3: a run may outlast its lease's ``until``)."""
+    """Whether the run holding a lease still runs (a run may outlast its lease's ``until``)."""
 
     def running(self, holder: str) -> bool | None:
         """True while the execution ``holder`` (an execution ARN) is RUNNING, False once it ended or
@@ -462,7 +462,7 @@ class TransactAdd:
 
 
 TransactItem = TransactPut | TransactAdd
-#: TransactWriteItems' limit: "groups up to 100 write actions in a single all-or-nothing operation" (C19.22).
+#: TransactWriteItems' limit: "groups up to 100 write actions in a single all-or-nothing operation".
 MAX_TRANSACT_ACTIONS = 100
 
 
@@ -493,7 +493,7 @@ class PlanRef:
 
 
 class RollupStore(Protocol):
-    """Rollups written exactly once with their record (fleet-design.md 5.2-5.4)."""
+    """Rollups written exactly once with their record (docs/design/fleet.md 8)."""
 
     def transact(self, writes: Sequence[TransactItem], token: str | None = None) -> TransactOutcome:
         """One ``TransactWriteItems`` (<= 100 actions; ``token`` = ClientRequestToken). Cancelled only

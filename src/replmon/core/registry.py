@@ -1,4 +1,4 @@
-"""The route registry's item: one route the fleet measures, how, and why (fleet-design.md 1-2).
+"""The route registry's item: one route the fleet measures, how, and why (docs/design/fleet.md 1-2).
 
 Registry items live in the one table, one partition per RouteGroup (``#routes/g00``, sort key =
 the route name; core/partitions.py). A route's group is a hash of its name, so a lookup by name
@@ -291,7 +291,7 @@ class InventoryObservation(_Strict):
 
 
 class RouteSpec(_Strict):
-    """A registry item (fleet-design.md 1.2). Storage keys (``route``, ``at``) are added by :meth:`to_item`."""
+    """A registry item (docs/design/fleet.md 1). Storage keys (``route``, ``at``) are added by :meth:`to_item`."""
 
     name: str
     group: str = Field(pattern=GROUP_RE)

@@ -12,7 +12,7 @@ environment and fails if an alarm watches a (namespace, metric, dimensions) nobo
 >>> METRICS["ProbeFailed"].dimension_sets  # switched: the fleet alarms' schema
 (('service', 'RouteGroup', 'Route'),)
 
-**The fleet's metrics** (issues 18/19/21, fleet-design.md 6.1) are :data:`FLEET_METRICS`: every
+**The fleet's metrics** (docs/design/fleet.md 9) are :data:`FLEET_METRICS`: every
 per-route series carries ``RouteGroup`` (the Metrics Insights alarms' shard), fleet totals carry
 ``RouteGroup`` or nothing. While the packages move the code over, :data:`METRICS` stays what the
 code emits *today* (the alarm contract test holds it to that): a package that switches a metric
@@ -122,7 +122,7 @@ STATUS_METRICS: dict[ProbeStatus, str] = {
 LATENCY_METRIC = "ReplicationLatencySeconds"
 
 
-# ------------------------------------------------------------------------------ the fleet (fleet-design.md 6.1)
+# ------------------------------------------------------------------------------ the fleet (docs/design/fleet.md 9)
 #: Dimension sets of the fleet, without ``service`` (Powertools adds it; every set below starts with it).
 PER_ROUTE = (ROUTE_GROUP, ROUTE)
 PER_ROUTE_CLASS = (ROUTE_GROUP, ROUTE, SIZE_CLASS)
@@ -199,7 +199,7 @@ RETIRING = frozenset({"RtcBytesPending", "RtcOperationsPending"})
 #: Fleet metrics the code already emits with their fleet dimension sets. A package that moves a
 #: metric's emitter adds its name here (one per line), in the same commit as the emitter and alarm.
 SWITCHED: frozenset[str] = frozenset({
-    # package D (fleet alarms, fleet/alarms.py): what the Metrics Insights alarms read, and the rest of
+    # The fleet alarms (fleet/alarms.py): what the Metrics Insights alarms read, and the rest of
     # the per-route series; EmfMetrics adds RouteGroup = group_of(Route, RouteGroups) to each.
     "RpoSeconds",
     "RpoUnbounded",
@@ -219,7 +219,7 @@ SWITCHED: frozenset[str] = frozenset({
     "ReplicationLatencySeconds",
     "ReplicationEvents",
     "InvalidRoute",  # the planner, for each registry item it skips (fleet/planner.py)
-    # issue 21 (probe/heartbeat.py): the stall series and the Heartbeat's own liveness
+    # Heartbeats (probe/heartbeat.py): the stall series and the Heartbeat's own liveness
     "StallSeconds",
     "HeartbeatRun",
     # the planner's admission (fleet/caps.py): routes over the caps, routes whose SLO their probes cannot support

@@ -120,7 +120,7 @@ def model_polling(probe: ProbeState, latency: float, head_seconds: float) -> Pol
 
 def transfer_rate(source_region: str) -> float:
     """$/GB of inter-Region transfer for replication **from** ``source_region``: AWS bills it by the
-    source Region (C19.30). A Region without a dated rate in pricing.json is an error, never a
+    source Region ("AWS Global Network FAQs"). A Region without a dated rate in pricing.json is an error, never a
     silent us-east-1 price.
 
     >>> transfer_rate("ap-northeast-1") > transfer_rate("us-east-1")

@@ -14,7 +14,7 @@ counted once per route. The rest is counted from what the code defines:
   S3's own replication metrics (4 per rule with RTC, billed as custom metrics);
 - **Metrics Insights alarms** (fleet/alarms.py, per RouteGroup): priced per metric analyzed at the
   standard alarm's rate, one metric per route per alarm (AWS's per-metric-analyzed rate is not
-  confirmed here: aws-contracts C18.13); the stack's other alarms at the standard rate;
+  confirmed here); the stack's other alarms at the standard rate;
 - **the collector**: per route, the S3 replication metrics it reads (GetMetricData) and the SLO's
   rollups (the period cache and 7 hour items: estimate.py ``slo_read_units``), every run.
 

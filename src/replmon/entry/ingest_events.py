@@ -4,7 +4,7 @@ Each event is filed under its registry route (signals/event_ingest.py ``route_fo
 maps to none is kept and counted as UnmappedEvent. The whole batch is ingested at once (signals/event_ingest.py ``ingest``): its events are counted
 with one ``ADD`` per (route, hour) and transaction behind their dedupe markers, which a per-message
 processor could not group. The answer names the messages to retry (``ReportBatchItemFailures``,
-C19.24): a malformed message (one log line saying why), or one whose write failed; after the
+"Using Lambda with Amazon SQS"): a malformed message (one log line saying why), or one whose write failed; after the
 queue's maxReceiveCount it waits in the DLQ. The rest of the batch is acknowledged.
 """
 

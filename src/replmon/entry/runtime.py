@@ -60,7 +60,7 @@ def tracer() -> Any:
 
 
 #: Lambda reports an unhandled error's message as the Cause Step Functions hands on; one long
-#: message per probe would fill the execution's 256 KiB state (issue 19.4): cut it here.
+#: message per probe would fill the execution's 256 KiB state: cut it here.
 MAX_ERROR_CHARS = 1024
 
 

@@ -1,5 +1,5 @@
 """The fleet's per-route alarms, defined once: one CloudWatch Metrics Insights alarm per signal and
-RouteGroup, each route a contributor (issue 18.4, fleet-design.md 6.2-6.3).
+RouteGroup, each route a contributor (docs/design/fleet.md 9).
 
 A per-route signal is one :class:`FleetAlarm`; :func:`query` is its Metrics Insights query for a
 group, e.g.::
@@ -72,7 +72,7 @@ class FleetAlarm:
     datapoints: int = 1
     schema: tuple[str, ...] = PER_ROUTE  # without service (added: Powertools puts it on every set)
     where: tuple[tuple[str, str], ...] = ()  # extra fixed dimensions (Event = '...')
-    # One page per cause (issue 23.3): an alarm whose cause always raises another page alarm too
+    # One page per cause (docs/ALARMS.md): an alarm whose cause always raises another page alarm too
     # keeps its state (alarm history, dashboard, `replmon report`) but notifies nobody; the named
     # alarms page, naming the route. (A composite could de-duplicate them, but a composite sees only
     # alarm-level state: its notification could not name the route.)

@@ -1,4 +1,4 @@
-"""The fleet dashboard (issue 18.5): one dashboard whatever the number of routes, rendered into
+"""The fleet dashboard (docs/design/fleet.md 9): one dashboard whatever the number of routes, rendered into
 template.yaml by tools/render_fleet.py (edit this file, never the generated block).
 
 - **Worst routes first**: Metrics Insights queries over every RouteGroup, ``GROUP BY Route ORDER BY

@@ -1,4 +1,4 @@
-"""The inventory: every replicated bucket of every account, as registry routes (fleet-design.md 2).
+"""The inventory: every replicated bucket of every account, as registry routes (docs/design/fleet.md 3).
 
 One run: move routes whose group changed (``RouteGroups``), index the explicit routes by source
 bucket, then per account (fleet/accounts.py) assume its inventory role, list its buckets page by

@@ -1,4 +1,4 @@
-"""One run per route at a time (issue 19.3, fleet-design.md 3.3).
+"""One run per route at a time (docs/design/fleet.md 5).
 
 A run can outlast its schedule (a stalled route holds every probe to its timeout: hours at the
 defaults), and each overlapping run would add its own PUTs, HEADs and in-flight large probes to

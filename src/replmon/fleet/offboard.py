@@ -2,7 +2,7 @@
 configurations, everything else kept exactly as it was.
 
 S3's PutBucketNotificationConfiguration and PutBucketLifecycleConfiguration *replace* the whole
-configuration (docs/REFERENCES.md; aws-contracts C18.3), so removing our entries means writing
+configuration (docs/REFERENCES.md), so removing our entries means writing
 back the rest. replmon's entries are the ones whose ``Id``/``ID`` starts with ``replmon`` (the
 names docs/DEPLOY.md gives them) or, for notifications, whose target is one of the stack's own
 queues or topics.

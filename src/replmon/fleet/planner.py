@@ -1,5 +1,5 @@
-"""PlanProbes for the fleet: the scheduled run plans every probe-mode route of the registry (issue
-18.2, fleet-design.md 3.2-3.6).
+"""PlanProbes for the fleet: the scheduled run plans every probe-mode route of the registry
+(docs/design/fleet.md 4).
 
 An input that names routes (``sam remote invoke``, ``replmon probe``, the lab) is planned as
 before (probe/steps.py ``plan_step``); one that names sizes but no routes (events/probe_now.json)
@@ -21,7 +21,7 @@ Spread: every probe item carries ``wait_seconds``, its route's start offset
 (core/cadence.py ``start_offset``, within SpreadSeconds) less the time already gone since the
 tick's start; the child workflow waits that long before UploadProbe. Items are sorted by it.
 
-Size: Step Functions passes at most 256 KiB between states (aws-contracts.md C19.14). A plan whose
+Size: Step Functions passes at most 256 KiB between states (Step Functions' service quotas). A plan whose
 probes would not fit inline (:data:`INLINE_PLAN_BYTES`) is written to the plan bucket (core/keys.py
 ``plan_object_key``) as one JSON array, and the state machine's Map reads it with ``ItemReader``
 (``s3:getObject``, ``InputType JSON``); the state then carries only the route names and classes.
@@ -60,7 +60,7 @@ __all__ = ["DEFERRED_NAMED", "INLINE_PLAN_BYTES", "FleetPlanDeps", "FleetRoute",
 #: The metric of a registry item the planner skips (core/telemetry.py; its ticket: fleet/alarms.py).
 INVALID_ROUTE = "InvalidRoute"
 #: Probe items above this many bytes go to the plan bucket: the state keeps room for the route
-#: list, the leases and the skips below the 256 KiB quota (C19.14).
+#: list, the leases and the skips below the 256 KiB quota.
 INLINE_PLAN_BYTES = 96 * 1024
 #: The route names and classes one run's state carries at most (the probes themselves may be in the
 #: plan bucket; names are not): ~2,000 routes of ~20 characters per tick, well below the quota.

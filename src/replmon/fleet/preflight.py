@@ -7,7 +7,7 @@ check runs on plain dictionaries as S3's API returns them. The facts each check 
 - Both buckets need versioning for replication ("Use PutBucketReplication": "The destination
   bucket must have versioning enabled"; failure reason ``DstBucketUnversioned``).
 - A rule covers a probe key when its prefix filter matches and it has no tag condition
-  (fleet/discovery.py; aws-contracts C18.4).
+  (fleet/discovery.py; S3's replication configuration reference).
 - The replication role must trust ``s3.amazonaws.com`` and needs ``s3:GetReplicationConfiguration``
   and ``s3:ListBucket`` on the source bucket, ``s3:GetObjectVersionForReplication`` and
   ``s3:GetObjectVersionAcl`` on its objects and ``s3:ReplicateObject`` on the destination's
@@ -18,7 +18,7 @@ check runs on plain dictionaries as S3's API returns them. The facts each check 
   ``s3:ReplicateTags``), or not delete markers. Probes carry no tags and replmon's rule turns
   delete-marker replication off, so missing ones are a warning, not a failure.
 - SSE-KMS objects replicate only with ``SourceSelectionCriteria.SseKmsEncryptedObjects`` enabled
-  and a ``ReplicaKmsKeyID`` (aws-contracts C18.4).
+  and a ``ReplicaKmsKeyID`` ("Replicating objects created with server-side encryption").
 - Notification filters of one event type may not overlap ("FilterRule": "Overlapping prefixes and
   suffixes are not supported"), and PutBucketNotificationConfiguration replaces the whole
   configuration, so the fix is the merged document.

@@ -1,4 +1,4 @@
-"""The registry's write rules (fleet-design.md 1.3), over any :class:`~replmon.core.ports.RegistryStore`.
+"""The registry's write rules (docs/design/fleet.md 1), over any :class:`~replmon.core.ports.RegistryStore`.
 
 - **Explicit wins**: a discovered route never replaces an explicit one of the same name (the store's
   condition); the inventory then records only what it saw (``observe``: drift is shown, not applied).

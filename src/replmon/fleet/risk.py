@@ -1,4 +1,4 @@
-"""`replmon report --fleet`: every registry route in one table, riskiest first (issue 18 item 7).
+"""`replmon report --fleet`: every registry route in one table, riskiest first.
 
 One row per route of the registry (every group, every mode): its verdict, RPO now, SLO attainment,
 error budget left, the 1 h and 6 h burn rates and its worst size class over the window. The inputs

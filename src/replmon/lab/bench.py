@@ -1,6 +1,6 @@
 """`make bench`: what the measurement costs and how exact it is, against ground truth, in the lab.
 It writes the raw figures and the run's facts to docs/bench/bench.json; lab/benchreport.py renders
-docs/BENCH.md and the README's bench block from that JSON (issue 22.8). Timings are repeated
+docs/BENCH.md and the README's bench block from that JSON. Timings are repeated
 (P3 three times, P5 in five cold interpreters, P4 over every probe) and shown as min / median / max.
 
 P1  HEADs per probe, compared at equal error bound. Measured: the adaptive poller and two fixed
@@ -316,7 +316,7 @@ def measure_p3(lab: Lab, compose_size: str, lab_dir: Path, reps: int = 3) -> dic
     upload_probe(state.model_copy(update={"probe_id": "p3-seed-warmup", "size_bytes": 300 * 2**20}), store, WallClock())
     compose_s, plain_s, parts = [], [], 0
     plain_file = lab_dir / "p3-upload-file.bin"
-    try:  # the file is the probe's size (GiBs): gone whether the upload worked or not (issue 22.10)
+    try:  # the file is the probe's size (GiBs): gone whether the upload worked or not
         with plain_file.open("wb") as fh:
             for _ in range(size // (64 * 2**20)):
                 fh.write(os.urandom(64 * 2**20))
@@ -390,7 +390,7 @@ def header(report: Report, title: str, subcommand: str, versions_line: str, comm
 
 
 def measured_commit() -> str:
-    """The commit the figures measured, asked of git (issue 22.8), and whether the checkout differed from it."""
+    """The commit the figures measured, asked of git, and whether the checkout differed from it."""
     def git(*args: str) -> str:
         return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=30, check=True).stdout.strip()
 
@@ -428,7 +428,7 @@ def run_bench(console: Console, trials: int, sizes: str, compose_size: str, lab_
     console.print(f"wrote {json_path}" + (f" and {output}" if output is not None else ""))
 
 
-# ------------------------------------------------------------------------------ P6 event ingestion (issue 19.6)
+# ------------------------------------------------------------------------------ P6 event ingestion
 EVENT_KINDS = ("replication_missed_threshold.json", "replication_after_threshold.json", "replication_failed.json")
 
 
@@ -524,8 +524,8 @@ def p6_ingest(report: Report, store: Any, deps: Deps, ingest_events: int, hour_e
         [[f"{ingested:,}", f"{ingest_s:.1f}", f"{rate:,.0f}", str(failures)]])
     report.text("DynamoDB Local never throttles, so the first throttle on AWS is modelled (signals/ingest_budget.py): one second "
                 "of a backlog on one route replayed through the real batch builder and sharding functions, each transactional "
-                f"action costing 2 x ceil(item KB) write units (C19.22), the hour item at its fullest; limit {PARTITION_WCU:,} "
-                "write units/s per partition key (C19.21). Before this layout every event was one ~1 KB write to the route's "
+                f"action costing 2 x ceil(item KB) write units (TransactWriteItems), the hour item at its fullest; limit {PARTITION_WCU:,} "
+                "write units/s per partition key (DynamoDB's partition key best practices). Before this layout every event was one ~1 KB write to the route's "
                 f"one key `<route>#events`: a throttle at ~{PARTITION_WCU:,} events/s.")
     report.text()
     report.table(

@@ -1,4 +1,4 @@
-"""Bench results as one JSON document each, and everything rendered from it (issue 22.8).
+"""Bench results as one JSON document each, and everything rendered from it.
 
 `replmon lab bench` and `replmon lab bench-mounts` measure and write only raw figures: every
 probe's interval and HEAD counts, every repetition's seconds and MiB/s, the modelled HEAD counts,
@@ -443,7 +443,7 @@ def readme_mounts(doc: Doc) -> str:
           "every job)."])
 
 
-# ------------------------------------------------------------------------------------------ stall detection (issue 21)
+# ------------------------------------------------------------------------------------------ stall detection
 def _mmm_periods(xs: list[float], period: float) -> list[str]:
     return [f"{x:.1f} s ({x / period:.1f} T)" for x in (min(xs), median(xs), max(xs))] if xs else ["-", "-", "-"]
 
@@ -452,7 +452,7 @@ def render_stall(doc: Doc) -> str:
     st = doc["stall"]
     T = st["lab_period_s"]
     reps = st["repetitions"]
-    lines = header(doc, " - stall detection (issue 21)", " Lab figures are measured; the defaults' figures are simulated through "
+    lines = header(doc, " - stall detection", " Lab figures are measured; the defaults' figures are simulated through "
                    "signals/stall.py and say so; cost is modelled.")
     lines += ["", f"The real Heartbeat function against the lab's MinIO pair (its own least-privilege user) and DynamoDB Local; "
               f"`HeartbeatSeconds` = {T} s and `StallFloorSeconds` = {st['lab_floor_s']} s in the lab (T = one heartbeat period); "
@@ -525,7 +525,7 @@ def readme_stall(doc: Doc) -> str:
     return "\n".join(out) + "\n"
 
 
-# ------------------------------------------------------------------------------------------ the lab fleet (issue 18)
+# ------------------------------------------------------------------------------------------ the lab fleet
 def render_fleet(doc: Doc) -> str:
     from replmon.lab.fleetlab import named_only
     from replmon.lab.stallbench import ALARM
@@ -533,7 +533,7 @@ def render_fleet(doc: Doc) -> str:
     fl = doc["fleet"]
     reps = fl["repetitions"]
     T = fl["period_s"]
-    lines = header(doc, " - detection in the lab fleet (issue 18)", " Measured in the lab (time-scaled: see below).")
+    lines = header(doc, " - detection in the lab fleet", " Measured in the lab (time-scaled: see below).")
     not_in = [x for x in fl["survey"] if x["reason"] != "OK" or not x["bucket"].startswith("app-")]
     lines += ["", f"{fl['routes']} replicated bucket pairs on the lab's MinIO pair, found by the inventory's `survey_account` (lab/fleetlab.py), "
               "each replicating through its own Toxiproxy listener; the real Heartbeat function puts and polls a heartbeat on every route "
@@ -571,11 +571,11 @@ def readme_fleet(doc: Doc) -> str:
             f"and ALARM {col('alarm_s')} s after the fault, OK {col('alarm_ok_s')} s after healing (min / median / max).\n")
 
 
-# ------------------------------------------------------------------------------------------ the collector (issue 18)
+# ------------------------------------------------------------------------------------------ the collector
 def render_collector(doc: Doc) -> str:
     c = doc["collector"]
     g = c["goal"]
-    lines = header(doc, " - the collector vs N routes (issue 18)", " Measured; CloudWatch is a stand-in that counts calls (see below).")
+    lines = header(doc, " - the collector vs N routes", " Measured; CloudWatch is a stand-in that counts calls (see below).")
     lines += ["", "CollectSignals' `collect` (signals/collector.py) over N routes, each with what the default schedule leaves in the "
               "latency table (DynamoDB Local): 30 days and a day of `ProbeClasses` records, their hour items (the SLO's rollups) and "
               f"the last two hours of heartbeats ({c['sizes'][0]['history_items_per_route']} items a route). A route's first run builds "

@@ -1,4 +1,4 @@
-"""The collector against a fleet's history (issue 18's collector benchmark): CollectSignals' ``collect``
+"""The collector against a fleet's history (docs/BENCH-COLLECTOR.md): CollectSignals' ``collect``
 (signals/collector.py) over N routes whose 30 days of probe records sit in DynamoDB Local, with the
 wall time, the DynamoDB calls and items read (the service's own ``ScannedCount`` of every Query,
 one per GetItem) and the GetMetricData calls, per run and per route.

@@ -1,4 +1,4 @@
-"""A fleet on the lab's MinIO pair (issue 18.8): N replicated bucket pairs the inventory finds, each
+"""A fleet on the lab's MinIO pair: N replicated bucket pairs the inventory finds, each
 replicating through its own Toxiproxy listener, so a fault on one route's listener breaks that route
 only; and buckets the inventory must refuse, each with its reason.
 
@@ -301,7 +301,7 @@ def fleet_leftovers(fleet: FleetLab) -> dict[str, list[str]]:
 
 def run_fleet_bench(lab: Lab, *, routes: int, reps: int, fault: str = "hang", progress: Callable[[str], None] = print,
                     seed: int | None = None) -> dict[str, Any]:
-    """Detection in the lab fleet (issue 18's benchmark): ``reps`` faults, each on a route drawn at
+    """Detection in the lab fleet (docs/BENCH-FLEET.md): ``reps`` faults, each on a route drawn at
     random, every route heartbeating through one Heartbeat invocation per period; per fault, the time
     to the faulted contributor's ALARM and every other contributor that went into ALARM (none expected)."""
     from replmon.local.aslrun import load_handler

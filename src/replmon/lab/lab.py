@@ -190,7 +190,7 @@ class Lab:
 
             print(f"lab: stopped servers left by an earlier run: {', '.join(stale)}", file=sys.stderr)
         if self.fresh_buckets:  # object data is per run; the latency history (DynamoDB) is kept
-            for d in ("minio-source", "minio-destination", "mc"):  # mc: what a lab before issue 22.6 left
+            for d in ("minio-source", "minio-destination", "mc"):  # mc: what a lab that still built mc left
                 shutil.rmtree(root / d, ignore_errors=True)
         # The servers' temporary files (TMPDIR, java.io.tmpdir): what a killed lab left is removed.
         shutil.rmtree(root / "tmp", ignore_errors=True)
@@ -269,7 +269,7 @@ class Lab:
         self.servers[name].wait_ready()
 
     # ------------------------------------------------------------------ setup
-    # Boto3 against the S3 API and MinIO's admin API (lab/minio_admin.py): no mc binary (issue 22.6).
+    # Boto3 against the S3 API and MinIO's admin API (lab/minio_admin.py): no mc binary (building it took minutes).
     def configure_replication(self) -> None:
         """Both buckets versioned, and the source's rule ``replmon-probes`` exactly as
         ``mc replicate add src/probe-source/replmon-probes/ --priority 1 --id replmon-probes

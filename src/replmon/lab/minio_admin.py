@@ -1,4 +1,4 @@
-"""MinIO's admin API for the lab's set-up, without the mc binary (issue 22.6: building mc cost a
+"""MinIO's admin API for the lab's set-up, without the mc binary (building mc cost a
 fresh machine's `make demo` minutes of CPU).
 
 - Users and policies: the ``minio`` package's ``MinioAdmin`` (user_add, policy_add, attach_policy).

@@ -60,7 +60,7 @@ LAB_DEPS = Path(__file__).resolve().parents[3] / "scripts" / "lab-deps.sh"
 
 
 def install_mount_lab() -> bool:
-    """fio, s3fs and the lab's Mountpoint build, installed on the mount lab's first use (issue 22.6:
+    """fio, s3fs and the lab's Mountpoint build, installed on the mount lab's first use (so that
     `make demo` does not build them); False when there is no checkout to install from."""
     import subprocess
     import sys

@@ -58,7 +58,7 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
     os.umask(0o077)  # what a server writes (data, logs, its temporary files) is the owner's alone
 
 
-#: The only variables a lab server inherits from the lab's environment (issue 22.10): no AWS_*,
+#: The only variables a lab server inherits from the lab's environment: no AWS_*,
 #: REPLMON_* or other secrets of the shell that started the lab reach a server.
 INHERITED = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "JAVA_HOME")
 

@@ -1,4 +1,4 @@
-"""Stall detection measured in the lab (issue 21.4 and its benchmarks): the real Heartbeat function
+"""Stall detection measured in the lab (docs/BENCH-STALL.md): the real Heartbeat function
 (probe/heartbeat.py, loaded by its FUNCTIONS name, as its own least-privilege MinIO user) against the
 lab's MinIO pair and DynamoDB Local, a Toxiproxy fault on the replication path, and the template's
 ``RouteStalledG00Alarm`` evaluated by local/insights.py over the StallSeconds the function emitted.

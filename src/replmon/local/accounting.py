@@ -1,5 +1,5 @@
 """Where every planned probe of a local run went: stored, spooled for replay, or lost (with its
-cause), and the run's records even when the store is gone (issue 22.3, docs/SEMANTICS.md "Could
+cause), and the run's records even when the store is gone (docs/SEMANTICS.md "Could
 not record").
 
 A local run reads its records back from the latency store. When the store is unreachable at the

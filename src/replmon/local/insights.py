@@ -1,7 +1,7 @@
 """A local CloudWatch Metrics Insights evaluator: the subset of the query language template.yaml's
 fleet alarms use, over the EMF replmon prints, and a multi-time-series alarm's per-contributor state.
 No AWS account needed: the lab and the tests show exactly which route's contributor an alarm puts in
-ALARM (issue 18.8). Not in the Lambda layer (nothing in entry/ imports it).
+ALARM. Not in the Lambda layer (nothing in entry/ imports it).
 
 The subset (AWS, "Query components and syntax in CloudWatch Metrics Insights")::
 

@@ -95,4 +95,4 @@ def chart(preset: str, results: list[TargetResult], path: Path, bw_logs: dict[st
     fig.savefig(buf, format="png", dpi=90)
     plt.close(fig)
     path.parent.mkdir(parents=True, exist_ok=True)
-    return write_atomic(path, buf.getvalue(), mode=0o644)  # whole or not at all (issue 22.3)
+    return write_atomic(path, buf.getvalue(), mode=0o644)  # whole or not at all (core/files.py)

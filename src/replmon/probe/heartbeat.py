@@ -1,4 +1,4 @@
-"""Heartbeat (issue 21; fleet-design.md 8): a heartbeat is a 1 KiB probe put every minute. One scheduled invocation per RouteGroup puts a 1 KiB
+"""Heartbeat (docs/design/fleet.md 10): a heartbeat is a 1 KiB probe put every minute. One scheduled invocation per RouteGroup puts a 1 KiB
 heartbeat on every heartbeat route of the group each ``HeartbeatSeconds`` and polls the pending
 ones, with the probe's interval semantics (probe/poll.py ``head_once``: ``lo`` = the last PENDING
 HEAD, ``hi`` = the first final one, replicas verified), into the same table (``<route>#hb`` records,
@@ -6,7 +6,7 @@ kept 7 days). It keeps each route's stall state (signals/stall.py) against the r
 expectation (signals/expectation.py) and emits ``StallSeconds{RouteGroup, Route}`` every period.
 
 Why one function and not the state machine: a heartbeat a minute per route through Step
-Functions would cost more in state transitions than everything else together (issue 21.1).
+Functions would cost more in state transitions than everything else together.
 
 Contract (the template, the lab and the tests rely on it):
 - event ``{"group": "g00"}`` (a RouteGroup of the deployment; ``"periods": N`` overrides how many
@@ -435,7 +435,7 @@ class RouteHeartbeat:
     def s3_pending(self, now: float) -> dict[str, Any] | None:
         """S3's latest OperationsPendingReplication / BytesPendingReplication the collector stored, and
         ``passive_stall``: pending operations rose over the last 3 points while no heartbeat completed
-        since the first of them. Evidence, not a trigger: S3's metrics lag minutes (C21.1)."""
+        since the first of them. Evidence, not a trigger: S3's metrics lag minutes ("Using S3 Replication metrics")."""
         try:
             items = self.deps.store.items(signal_partition(self.name, RTC), now - 1800, now)
         except Exception:

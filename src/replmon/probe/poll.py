@@ -24,7 +24,7 @@ def same_content(source: HeadResult, replica: HeadResult | None, upload_etag: st
     on the replica), by ETag only where no checksum exists. Two checksums are compared only when
     they are of the same algorithm **and** type: a COMPOSITE checksum (of the parts' checksums) and
     a FULL_OBJECT one of the same bytes differ, so such a pair is refused, never judged equal
-    (C19.26, "Checking object integrity for data uploads in Amazon S3").
+    ("Checking object integrity for data uploads in Amazon S3").
 
     >>> src = HeadResult("COMPLETED", 3, '"a"', "v", "CRC64NVME/FULL_OBJECT:AAA=")
     >>> same_content(src, HeadResult("REPLICA", 3, '"b"', "v", "CRC64NVME/FULL_OBJECT:AAA="), '"a"')

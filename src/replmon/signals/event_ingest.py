@@ -2,8 +2,8 @@
 it (:func:`ingest`): a replication event counted per route, a replica's arrival, an event no
 registry route owns (kept and counted apart, :class:`Unmapped`), or nothing (and why).
 
-A backlog must not throttle one partition key (issue 19.6; fleet-design.md 4.5; DynamoDB: 1,000
-write units per second per partition, C19.21). So a batch's events are *counted*, not stored one
+A backlog must not throttle one partition key (docs/design/fleet.md 7; DynamoDB: 1,000
+write units per second per partition). So a batch's events are *counted*, not stored one
 by one: each writes a dedupe marker under one of 16 keys per route, and the markers of a (route,
 hour) go in one ``TransactWriteItems`` with one ``ADD`` on the route's hour item (signals/rollup.py
 ``e*_MM``). Only failures, missed thresholds and undocumented kinds are kept as items, under 8 keys
@@ -95,7 +95,7 @@ def route_for_event(event: ReplicationEvent, routes: Sequence[Route]) -> str | U
 KEPT_KINDS = frozenset({"OperationFailedReplication", "OperationMissedThreshold"})
 #: How long a dedupe marker stops a redelivered event from counting twice: as long as the events
 #: DLQ keeps a message (14 days, template.yaml EventsDeadLetterQueue) plus a day, so a redrive of the
-#: DLQ never counts a record twice. TTL deletes "typically within two days" after expiry (C19.23):
+#: DLQ never counts a record twice. TTL deletes "typically within two days" after expiry (DynamoDB's TTL page):
 #: not a bound, but only the upper side (a marker living longer) varies. ~100 B a marker.
 MARKER_TTL_SECONDS = 15 * 86_400
 
@@ -105,7 +105,7 @@ class EventItem:
     """One S3 replication event of a route: counted once behind its dedupe marker
     (``<route>#seen/<crc32(object key) % 16>`` / event id) on the hour item's ``e*_MM`` counter,
     and - for failures, missed thresholds and undocumented kinds - kept as an item under
-    ``<route>#events/<crc32(event id) % 8>`` (fleet-design.md 4.5)."""
+    ``<route>#events/<crc32(event id) % 8>`` (docs/design/fleet.md 7)."""
 
     route: str
     event: ReplicationEvent
@@ -246,7 +246,7 @@ def transaction(events: Sequence[EventItem], now: float, retention_days: int) ->
 
 def transactions(events: Sequence[EventItem], now: float, retention_days: int) -> list[Transaction]:
     """A batch's events grouped per (route, hour item), each group cut into transactions of at most
-    ``MAX_TRANSACT_ACTIONS`` (C19.22: 100) actions: one ADD per (route, hour) and transaction.
+    ``MAX_TRANSACT_ACTIONS`` (100, TransactWriteItems' limit) actions: one ADD per (route, hour) and transaction.
     Events are distinct (one marker key once: a transaction may not touch an item twice)."""
     groups: dict[tuple[str, float], list[EventItem]] = {}
     for e in events:
@@ -269,7 +269,7 @@ def transactions(events: Sequence[EventItem], now: float, retention_days: int) -
 
 def count_events(events: Sequence[EventItem], store: RollupStore, now: float, retention_days: int) -> dict[int, str | Exception]:
     """Count each event once: per transaction, markers and the ADD commit together or not at all.
-    A transaction cancelled because markers existed (duplicates, C19.21: an ADD alone is not
+    A transaction cancelled because markers existed (duplicates: an ADD alone is not
     idempotent) is retried without the events those markers belong to. Returns, per index of
     ``events``: "counted", "duplicate", or the exception of a transaction that failed otherwise
     (the message is retried by SQS; nothing of that transaction was applied)."""

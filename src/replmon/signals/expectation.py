@@ -1,5 +1,5 @@
-"""How long should a heartbeat take on this route? Learned from the route's own history (issue 21.2;
-fleet-design.md 8.2).
+"""How long should a heartbeat take on this route? Learned from the route's own history
+(docs/design/fleet.md 10).
 
 ``E = clamp(q0.999(latencies), floor, cap)``: the 99.9th percentile (nearest rank: a latency that
 was actually seen) of the route's completed heartbeats in the 72 hours that **ended 6 hours ago** - so a

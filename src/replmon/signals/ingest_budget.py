@@ -1,10 +1,10 @@
-"""The write budget of event ingestion per partition key (issue 19.6; fleet-design.md 4.5), modelled
+"""The write budget of event ingestion per partition key (docs/design/fleet.md 7), modelled
 from the real batch builder (signals/event_ingest.py ``transactions``) and sharding functions
 (core/partitions.py), because DynamoDB Local never throttles.
 
-DynamoDB gives one partition key at most 1,000 write units a second (C19.21, "Best practices for
+DynamoDB gives one partition key at most 1,000 write units a second ("Best practices for
 designing and using partition keys effectively"). A write unit is one write of up to 1 KB, and a
-transaction "performs two underlying reads or writes of every item in the transaction" (C19.22), so
+transaction "performs two underlying reads or writes of every item in the transaction" (TransactWriteItems), so
 each action of a ``TransactWriteItems`` costs 2 x ceil(size / 1 KB) units. An ``ADD`` costs by the
 *larger* of the item before and after, i.e. the hour item's full size, modelled here at its fullest.
 
@@ -30,7 +30,7 @@ from replmon.signals.windows import HOUR_SECONDS, SUB_SLOT_SECONDS
 
 __all__ = ["BATCH_SIZE", "PARTITION_WCU", "KeyRates", "first_throttle", "full_hour_item", "item_bytes", "key_rates", "write_units"]
 
-#: DynamoDB's ceiling per partition key (C19.21): "1,000 write units per second".
+#: DynamoDB's ceiling per partition key: "1,000 write units per second".
 PARTITION_WCU = 1000
 #: The IngestEvents mapping's BatchSize (template.yaml): the events one invocation groups.
 BATCH_SIZE = 100

@@ -22,7 +22,7 @@ replica event that narrows a record's interval moves its counters in the same tr
 (``<route>#roll`` / ``period``) counts ``gen`` up when a record lands in an hour older than
 ``LATE_AFTER_HOURS`` (the collector may have folded that hour: it recomputes).
 
-This is the contracts' naive version (package C hardens it: event batches, the fold):
+One record's operations (signals/event_ingest.py batches events; signals/slo_rollup.py folds the hours):
 
 >>> from replmon.core.record import ProbeRecord, ProbeStatus
 >>> r = ProbeRecord(route="dr-orders", probe_id="20261123T101500Z-a1b2c3-dr-orders-1MiB-t1", run_id="20261123T101500Z-a1b2c3",

@@ -5,10 +5,10 @@ DestinationBucket and RuleId, only while the rule has replication metrics (or RT
 **only when there is something to report**: an idle route has no data points (R6, R13). A
 series without points is stored as missing, never as zero.
 
-**Each metric is read where S3 publishes it** ("Using S3 Replication metrics", C19.1):
+**Each metric is read where S3 publishes it** ("Using S3 Replication metrics"):
 ReplicationLatency, BytesPendingReplication and OperationsPendingReplication in the
 *destination* bucket's Region, OperationsFailedReplication in the *source* bucket's Region
-(:data:`METRIC_REGION`). CloudWatch is regional (C19.12), so a route's queries are grouped by
+(:data:`METRIC_REGION`). CloudWatch is regional ("CloudWatch cross-account observability"), so a route's queries are grouped by
 :class:`~replmon.core.ports.ReaderKey` (account, Region), each group read by that key's reader.
 
 >>> [q.stat for q in queries("src", "dst", "rule-1", 60)]
@@ -33,7 +33,7 @@ RTC_METRICS = {
     "OperationsPendingReplication": ("Maximum", "Count"),
     "OperationsFailedReplication": ("Sum", "Count"),
 }
-#: metric -> the bucket whose Region S3 publishes it in (C19.1).
+#: metric -> the bucket whose Region S3 publishes it in ("Using S3 Replication metrics").
 METRIC_REGION = {
     "ReplicationLatency": "destination",
     "BytesPendingReplication": "destination",
@@ -101,7 +101,7 @@ def parse_results(series: Sequence[MetricSeries], destination: str, rule_id: str
 def reader_key(route: Route, destination: Destination, metric: str) -> ReaderKey:
     """Where ``metric`` of the (source, ``destination``) pair is read: the Region S3 publishes it
     in (:data:`METRIC_REGION`; a destination without a Region is in the source's), in the source
-    account (whose reader role reads it; None = the stack's own credentials, fleet-design 4.1).
+    account (whose reader role reads it; None = the stack's own credentials, docs/design/fleet.md 3).
 
     >>> r = Route.model_validate({"name": "t", "source": {"bucket": "src-tokyo", "region": "ap-northeast-1"},
     ...                           "destinations": [{"bucket": "dst-singapore", "region": "ap-southeast-1", "rule_id": "r"}]})

@@ -119,11 +119,11 @@ class SloStatus:
         return round((1.0 - target) * self.total, 3)
 
 
-# ------------------------------------------------------------------------------ what a sample supports (19.5)
+# ------------------------------------------------------------------------------ what a sample supports
 #: A period whose expected budget is under this many bad samples is refused: one slow probe would
 #: burn more than a fifth of it, and a burn rate over a short window would be 0 or a huge multiple.
-#: (The brief asked for 10; the stack's own default - 3 sizes every 15 min, 99.9 % - is 8.64 until
-#: heartbeats, issue 21, are judged too; then raise this to 10.)
+#: (10 would keep one slow probe under a tenth of the budget; the stack's own default - 3 sizes every 15 min, 99.9 % - is 8.64 until
+#: heartbeats are judged too; then raise this to 10.)
 REFUSE_BELOW_EVENTS = 5.0
 #: Under this many, the configuration is accepted with a warning (its attainment's relative error
 #: is above ~18 %, 1/sqrt(30)).

@@ -1,5 +1,5 @@
 """A route's SLO attainment, error budget and burn rates from its rollups: a bounded number of
-items per route whatever the period (issue 18, item 6), the same numbers as ``slo.slo_status``
+items per route whatever the period (docs/design/fleet.md 8), the same numbers as ``slo.slo_status``
 over the records themselves (tests/test_slo_rollup.py compares them on random histories).
 
 Each run reads (with ``H = floor_hour(now)``):

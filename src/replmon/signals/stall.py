@@ -1,5 +1,5 @@
-"""Is a route stalled? The heartbeat's state machine (issue 21; fleet-design.md 8.3, as changed in
-/work/notes/design-changes.md: confirmation heartbeats).
+"""Is a route stalled? The heartbeat's state machine, with confirmation heartbeats
+(docs/design/fleet.md 10).
 
 A heartbeat is *late* when it has been pending for the route's expectation ``E`` (signals/
 expectation.py; a FAILED one is late at once); a probe in flight is a beat too, late past ``E`` plus
@@ -67,7 +67,7 @@ PROBE_BYTES_PER_SECOND = 50 * 2**20
 
 
 def probe_expectation(size_bytes: int, heartbeat_expect: float) -> float:
-    """A probe in flight is a beat too (issue 21.2): late after ``E + size / 50 MiB/s``.
+    """A probe in flight is a beat too: late after ``E + size / 50 MiB/s``.
 
     >>> probe_expectation(2**30, 20.0)
     40.48
