@@ -387,4 +387,4 @@ def test_a_stack_route_request_is_answered_failed_when_the_functions_own_wiring_
     from replmon.fleet.stack_route import MAX_RESPONSE_BYTES, response
 
     long = response(request("Update", PROPS), "FAILED", "é" * 5000, "primary")
-    assert 0 < len(long["Reason"]) and len(json.dumps(long).encode()) <= MAX_RESPONSE_BYTES
+    assert len(long["Reason"]) > 0 and len(json.dumps(long).encode()) <= MAX_RESPONSE_BYTES
