@@ -85,8 +85,9 @@ FLEET: list[tuple[str, str, list[Any]]] = [
     ("Least error budget left (%): lowest 10", "Minimum", [(top("ErrorBudgetRemaining", "MIN", "ASC"), "")]),
     ("Fleet: RpoSeconds data points per 5 min (routes with an RPO input; no data: none, not 0)", "SampleCount",
      [(total("RpoSeconds", "COUNT"), "RpoSeconds data points")]),
-    ("Fleet: routes unbounded (RpoUnbounded, summed)", "Maximum", [(total("RpoUnbounded"), "RpoUnbounded")]),
-    ("Fleet: routes without data past their class interval (RouteNoData, summed)", "Maximum",
+    # summed per 5 min: routes x collector runs in it (one run at the default CollectorRateMinutes 5)
+    ("Fleet: unbounded routes x collector runs per 5 min (RpoUnbounded)", "Maximum", [(total("RpoUnbounded"), "RpoUnbounded")]),
+    ("Fleet: no-data routes x collector runs per 5 min (RouteNoData)", "Maximum",
      [(total("RouteNoData"), "RouteNoData")]),
     ("Fleet: StallSeconds data points per 5 min (heartbeat routes x 5)", "SampleCount",
      [(total("StallSeconds", "COUNT"), "StallSeconds data points")]),
