@@ -99,22 +99,37 @@ def emf_points(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[st
 
 
 def test_transcript_late_then_unbounded_then_healthy(emf_points: Callable[..., list[Point]]) -> None:
-    """A route late for 15 minutes (its oldest probe in flight past the target), then a probe of it
-    FAILED after 40 minutes PENDING (unbounded: RpoSeconds stays, the FAILED probe's 2,400 s without
-    a replica its lower bound), then healthy. RpoAboveTarget pages once and sends OK only when the
-    route is healthy; RpoUnbounded pages for the new cause: no OK in the middle. (Collector runs
-    every 5 minutes, the fleet alarms' period.)"""
+    """A route late for 15 minutes (its probe in flight 20 minutes and more, past the 15-minute
+    target), then that probe FAILED after 35 minutes PENDING (unbounded: RpoSeconds stays, the
+    FAILED probe's time PENDING its lower bound), then healthy. RpoAboveTarget pages once and sends
+    OK only when the route is healthy; RpoUnbounded pages for the new cause: no OK in the middle.
+    Each phase's RPO is signals/slo.py rpo over what its window holds; the collector runs every 5
+    minutes, the fleet alarms' period."""
+    from replmon.core.record import ProbeRecord, ProbeStatus
+    from replmon.signals.slo import rpo
+
+    put_end = T0 - 1200.0
+    probe = {"route": "orders-to-dr", "probe_id": "p", "run_id": "x", "planned_at": put_end - 1, "size_bytes": 1,
+             "size_class": "1B", "trial": 1, "put_end": put_end}
+    failed = ProbeRecord(**probe, status=ProbeStatus.FAILED, latency_lo=T0 + 15 * 60 - put_end)
     slo = SloStatus(9, 10, 0.9, 0.5, {}, {}, {}, {})
-    late = Rpo(1800.0, False, {"oldest_unfinished_probe": 1800.0})
-    unbounded = Rpo(2400.0, True, {"recent_probe_latency": 2400.0}, reasons=["1 FAILED probe(s)"])
-    healthy = Rpo(40.0, False, {"recent_probe_latency": 40.0})
+
+    def health(minute: int) -> Rpo:
+        now = T0 + minute * 60 + 5
+        if minute < 15:
+            return rpo(now, 3600, [], [put_end], None, 0)
+        if minute < 30:
+            return rpo(now, 3600, [failed], [], None, 0)
+        done = ProbeRecord(**{**probe, "probe_id": "q", "put_end": now - 100}, status=ProbeStatus.COMPLETED, latency_lo=30, latency_hi=40)
+        return rpo(now, 3600, [done], [], None, 0)
 
     def series(minute: int) -> list[Point]:
         if minute % 5:
             return []
-        r = late if minute < 15 else unbounded if minute < 30 else healthy
-        return emf_points(lambda m: publish_health(m, RouteHealth("orders-to-dr", r, slo, no_data=False)), minute)
+        h = RouteHealth("orders-to-dr", health(minute), slo, no_data=False)
+        return emf_points(lambda m: publish_health(m, h), minute)
 
+    assert (health(0).seconds, health(15).unbounded, health(15).seconds, health(30).seconds) == (1205.0, True, 2100.0, 40.0)
     alarms = {n: alarm(n) for n in ("RpoAboveTarget", "RpoUnbounded")}
     assert transcript(alarms, 45, series) == [
         (4, "RpoAboveTarget", "orders-to-dr", "ALARM"),  # evaluated once its 5-minute period has ended
