@@ -90,6 +90,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                 with injected(env.deps), LocalStateMachine(handlers, clock=env.clock, definition=definition) as sm:
                     out[name] = sm.run({**payload, "trials": n, "run_id": run_id}, timeout=600)
             out["records"] = len(env.store.query("primary", 0, 4e9))
+            # The real Cleanup, every side's delete failing: it returns (with its failures), so its
+            # own result is the child's entry in the Map's array.
+            env.fake.fail_deletes = 10**6
+            with injected(env.deps), LocalStateMachine(state_machine_handlers(), clock=env.clock, definition=variant) as sm:
+                out["raw_failing"] = sm.run({**payload, "trials": RAW_TRIALS, "run_id": "20261123T120000Z-bound"}, timeout=600)
     return out
 
 
@@ -143,3 +148,22 @@ def test_a_handlers_long_error_message_is_cut_before_step_functions_sees_it(env:
     assert type(info.value).__name__ == "ValueError"
     assert len(str(info.value)) <= MAX_ERROR_CHARS and str(info.value).endswith("chars cut]")
     assert Path(DEFINITION).exists()
+
+
+def test_every_cleanup_returning_failures_keeps_each_child_small(runs: dict[str, Any]) -> None:
+    """A Cleanup that returns with failures (a broken destination role, a destination outage) puts
+    counts in its result, never the failures' text (that goes to the log and CleanupFailed): the
+    array of the largest fleet Map stays under the quota."""
+    from replmon.local.template import load_template
+
+    raw = runs["raw_failing"]
+    assert raw.status == "SUCCEEDED", (raw.error, raw.cause and raw.cause[:300])
+    results = raw.output["results"]
+    cleanups = [i.result for i in raw.invocations if i.function == "Cleanup"]
+    assert len(results) == RAW_TRIALS and all(c["cleanup_failed"] == 2 and c["cleaned"] == {} for c in cleanups), cleanups[:2]
+    assert all(r["cleanup_failed"] == 2 for r in results) and "emulated outage" not in json.dumps(results)
+    per_child = max(size(r) for r in results)
+    assert per_child < 256, per_child
+    wrapper = size(raw.output) - size(results)
+    most = load_template()["Parameters"]["FleetMaxProbes"]["MaxValue"]
+    assert most * (per_child + 1) + wrapper < QUOTA, (most, per_child)

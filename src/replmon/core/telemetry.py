@@ -143,8 +143,8 @@ FLEET_METRICS: dict[str, MetricDef] = {
     for m in (
         # Per route, continuous: a probe-mode route never goes a period without RpoSeconds and StallSeconds
         # (a vanished series turns its Metrics Insights contributor OK).
-        _f("RpoSeconds", "Seconds", PER_ROUTE, CONTINUOUS, "the route's RPO (signals/slo.py), every collector run while it is "
-           "bounded (unbounded: RpoUnbounded alone, so one cause pages once)"),
+        _f("RpoSeconds", "Seconds", PER_ROUTE, CONTINUOUS, "the route's RPO (signals/slo.py), every collector run with an RPO "
+           "input; unbounded, the measured inputs' lower bound (a late route stays late; RpoUnbounded pages the failure)"),
         _f("StallSeconds", "Seconds", PER_ROUTE, CONTINUOUS, "0 when the route is healthy, else seconds since it stalled (heartbeat, every minute)"),
         _f("SloBurnPage", "None", PER_ROUTE, CONTINUOUS, "min(burn 1h, burn 5m); 0 below SloMinBadEvents bad samples in 1 h"),
         _f("SloBurnTicket", "None", PER_ROUTE, CONTINUOUS, "min(burn 6h, burn 30m); 0 below SloMinBadEvents bad samples in 6 h"),

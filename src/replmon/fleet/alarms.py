@@ -23,7 +23,9 @@ Why this shape (AWS's pages, cited by tests/test_fleet_alarms.py):
 - A series that stops coming back turns its contributor OK whatever TreatMissingData says: the
   continuous metrics (the burn pair, RouteNoData) are emitted for every probe-mode route on every
   collector run. RpoSeconds is not, on purpose: a route without an RPO input has none (no data is
-  not an RPO of 0), and RouteNoData = 1 tickets once that outlasts its class interval.
+  not an RPO of 0), and RouteNoData = 1 tickets once that outlasts its class interval. An unbounded
+  route keeps its RpoSeconds (the measured lower bound, signals/health.py publish_health), so a late
+  route turning unbounded sends no OK on RpoAboveTarget while RpoUnbounded pages.
 
 :func:`resources` renders each alarm for each group as template.yaml resources (one Condition per
 group beyond g00); ``tools/render_fleet.py`` writes them between markers and
@@ -99,8 +101,14 @@ FLEET_ALARMS: tuple[FleetAlarm, ...] = (
         "S3 is degraded in a Region, or a bucket policy now denies the replica",
         "the Heartbeat's message on the page topic names the evidence (oldest pending heartbeat, expectation, S3's pending "
         "operations); replmon report --route ROUTE; replmon preflight --source-bucket SRC names a broken precondition. "
-        "OK = recovered. RpoAboveTarget pages too if the stall outlasts the latency target",
-        period=60),
+        "OK = recovered (3 healthy minutes). RpoAboveTarget pages too if the stall outlasts the latency target",
+        # 1 of 3 minutes, missing data notBreaching (AWS, "Alarm evaluation" and "Configuring how CloudWatch
+        # alarms treat missing data"): a contributor whose series the query stops returning goes OK whatever
+        # TreatMissingData says, so over 1 period a single missed Heartbeat minute sent OK and the next minute
+        # paged again. Over 3 periods the series is still returned, the missing minute counts as not breaching,
+        # and 1 breaching datapoint of the 3 keeps ALARM: the first stalled minute pages, OK needs 3 healthy
+        # minutes, and a series gone 3 minutes is HeartbeatRunGNNAlarm's (3 minutes without a Heartbeat run).
+        period=60, evaluation_periods=3, datapoints=1),
     FleetAlarm(
         "RpoUnbounded", "RpoUnbounded", "MAX", ">=", 1, "page",
         "An object is known not to be on a route's destination (a failed probe or a failed replication event): the RPO is unbounded.",

@@ -7,7 +7,11 @@ template.yaml by tools/render_fleet.py (edit this file, never the generated bloc
   per group; collector and heartbeat runs.
 - **Drill-down**: the route widgets below follow the dashboard's ``Route`` variable (a *pattern*
   variable: it replaces the stack's own ``RouteName`` everywhere in the body - a property variable
-  would not reach the SEARCH expressions), whose choices are every route with an ``RpoSeconds``.
+  would not reach the SEARCH expressions), whose choices are every route CollectSignals judged
+  (``RpoUnbounded``, emitted for each of them every run).
+- **One Metrics Insights query per widget** (AWS, "Metrics Insights quotas": each GetMetricData
+  request runs one query, and a dashboard may hold many widgets, each with its own); unbounded and
+  no-data routes have their own top-10 widgets, since RpoSeconds leaves them out.
 
 A Metrics Insights query in a widget reads at most 10,000 metrics and returns at most 500 series
 (AWS, "Metrics Insights quotas"); ``LIMIT 10`` after ``ORDER BY`` sorts all the series it read, so
@@ -20,6 +24,9 @@ route and metric). Every metric and dimension set here is one replmon emits
 ['Worst RPO now (s): top 10 routes', 'Stalled routes (StallSeconds): top 10']
 >>> body["variables"][0]["pattern"], body["variables"][0]["populateFrom"]
 ('${RouteName}', 'Route')
+>>> max(sum(1 for row in w["properties"]["metrics"] if isinstance(row[0], dict) and row[0]["expression"].startswith("SELECT"))
+...     for w in body["widgets"])
+1
 """
 
 from __future__ import annotations
@@ -38,6 +45,10 @@ GROUP_SCHEMA = 'SCHEMA("${Ns}", RouteGroup, service)'
 PERIOD = 300
 ROUTE = "${RouteName}"  # the stack's own route: the drill-down's default, replaced by the Route variable
 WIDTH, HEIGHT = 12, 6
+#: The Route variable's choices: a metric every collected route (probe or passive mode, bounded,
+#: unbounded or without data) carries on every CollectSignals run (signals/health.py publish_health
+#: emits RpoUnbounded 0 or 1 for each); RpoSeconds would leave out the unbounded and no-data routes.
+ROUTE_PICKER_METRIC = "RpoUnbounded"
 
 
 def top(metric: str, fn: str = "MAX", order: str = "DESC", limit: int = 10) -> str:
@@ -62,25 +73,30 @@ def _plain(metric: str, stat: str, *dims: str) -> list[Any]:
 
 
 #: (title, stat, rows): each row an expression (``str``, with its label) or a plain metric (``list``).
+#: A widget holds at most one Metrics Insights query (``SELECT``): CloudWatch runs one per
+#: GetMetricData request, one request per widget; SEARCH expressions and plain metrics may share one.
 FLEET: list[tuple[str, str, list[Any]]] = [
     ("Worst RPO now (s): top 10 routes", "Maximum", [(top("RpoSeconds"), "")]),
     ("Stalled routes (StallSeconds): top 10", "Maximum", [(top("StallSeconds"), "")]),
+    # RpoSeconds is only a lower bound (or absent) for these: they are named here, not hidden
+    ("Unbounded routes (RpoUnbounded = 1 first): top 10", "Maximum", [(top("RpoUnbounded"), "")]),
+    ("Routes without data (RouteNoData = 1 first): top 10", "Maximum", [(top("RouteNoData"), "")]),
     ("Fastest page burn (SloBurnPage, min of 1h/5m): top 10", "Maximum", [(top("SloBurnPage"), "")]),
     ("Least error budget left (%): lowest 10", "Minimum", [(top("ErrorBudgetRemaining", "MIN", "ASC"), "")]),
-    ("Fleet: routes reporting, without data, unbounded, stalled", "Maximum", [
-        (total("RpoSeconds", "COUNT"), "RpoSeconds data points per 5 min (= routes with an RPO; no data: none, not 0)"),
-        (total("RouteNoData"), "routes without data past their class interval (RouteNoData)"),
-        (total("RpoUnbounded"), "routes with an unbounded RPO"),
-        (total("StallSeconds", "COUNT"), "StallSeconds data points per 5 min (heartbeat routes x 5)"),
-    ]),
-    ("Fleet: failures by route (top 10)", "Sum", [
-        (top("ProbeFailed", "SUM"), ""), (top("ProbeStuck", "SUM"), ""),
-    ]),
-    ("Fleet: probes completed, heartbeat runs per RouteGroup, collector runs", "Sum", [
-        (total("ProbeCompleted", schema='SCHEMA("${Ns}", Route, service)'), "ProbeCompleted (all routes)"),
-        (total("HeartbeatRun", schema=GROUP_SCHEMA, group_by="RouteGroup"), ""),
-        (total("CollectorHeartbeat", schema='SCHEMA("${Ns}", service)'), "CollectorHeartbeat"),
-    ]),
+    ("Fleet: RpoSeconds data points per 5 min (routes with an RPO input; no data: none, not 0)", "SampleCount",
+     [(total("RpoSeconds", "COUNT"), "RpoSeconds data points")]),
+    # summed per 5 min: routes x collector runs in it (one run at the default CollectorRateMinutes 5)
+    ("Fleet: unbounded routes x collector runs per 5 min (RpoUnbounded)", "Maximum", [(total("RpoUnbounded"), "RpoUnbounded")]),
+    ("Fleet: no-data routes x collector runs per 5 min (RouteNoData)", "Maximum",
+     [(total("RouteNoData"), "RouteNoData")]),
+    ("Fleet: StallSeconds data points per 5 min (heartbeat routes x 5)", "SampleCount",
+     [(total("StallSeconds", "COUNT"), "StallSeconds data points")]),
+    ("Fleet: failed probes by route (top 10)", "Sum", [(top("ProbeFailed", "SUM"), "")]),
+    ("Fleet: stuck probes by route (top 10)", "Sum", [(top("ProbeStuck", "SUM"), "")]),
+    ("Fleet: probes completed (all routes)", "Sum",
+     [(total("ProbeCompleted", schema='SCHEMA("${Ns}", Route, service)'), "ProbeCompleted")]),
+    ("Fleet: heartbeat runs per RouteGroup", "Sum", [(total("HeartbeatRun", schema=GROUP_SCHEMA, group_by="RouteGroup"), "")]),
+    ("Fleet: collector runs", "Sum", [(total("CollectorHeartbeat", schema='SCHEMA("${Ns}", service)'), "CollectorHeartbeat")]),
 ]
 
 ROUTE_WIDGETS: list[tuple[str, str, list[Any]]] = [
@@ -124,7 +140,7 @@ def dashboard_body() -> dict[str, Any]:
     counter = [0]
     widgets = [_widget(n, t, s, rows, counter) for n, (t, s, rows) in enumerate(FLEET + ROUTE_WIDGETS)]
     variable = {"type": "pattern", "pattern": ROUTE, "inputType": "select", "id": "route", "label": "Route",
-                "visible": True, "search": '{${Ns},service,RouteGroup,Route} MetricName="RpoSeconds"', "populateFrom": "Route"}
+                "visible": True, "search": f'{{${{Ns}},service,RouteGroup,Route}} MetricName="{ROUTE_PICKER_METRIC}"', "populateFrom": "Route"}
     return {"start": "-PT6H", "widgets": widgets, "variables": [variable]}
 
 

@@ -30,7 +30,7 @@ from replmon.local.accounting import RunAccount, account, probe_faults, run_reco
 from replmon.local.aslrun import FUNCTIONS, ExecutionResult, Invocation, local_state_machine
 from replmon.probe.request import ProbeRequest
 from replmon.probe.state import ProbeState
-from replmon.probe.steps import cleanup_step, record_step
+from replmon.probe.steps import clean_probe, record_step
 from replmon.wiring import Deps
 
 #: Seconds an interrupted run waits for handlers in flight to stop (each checks the cancel event
@@ -254,10 +254,10 @@ def salvage_probes(invocations: list[Invocation], deps: Deps, salvage: Salvage) 
             salvage.recorded[pid] = str(record_step(state, deps, interrupted=salvage.signame)["recorded"])
         except Exception as exc:  # the store and the spool both failed: say so
             salvage.recorded[pid] = f"not recorded ({type(exc).__name__}: {exc})"
-        out = cleanup_step(state, deps)
-        salvage.cleaned[pid] = out["cleaned"]
-        if out["cleanup_failures"]:
-            salvage.cleanup_failures[pid] = out["cleanup_failures"]
+        cleaned, failures = clean_probe(ProbeState.model_validate(state), deps)
+        salvage.cleaned[pid] = cleaned
+        if failures:
+            salvage.cleanup_failures[pid] = failures
 
 
 class PreflightError(RuntimeError):

@@ -145,12 +145,11 @@ def after_record(record: ProbeRecord, deps: ProbeDeps) -> None:
         log.warning("replica events not applied", extra={"error": f"{type(exc).__name__}: {exc}", "probe_id": record.probe_id})
 
 
-def cleanup_step(event: Mapping[str, Any], deps: ProbeDeps) -> dict[str, Any]:
-    """Delete every version of the probe and abort its incomplete multipart uploads on the
-    source and on each replica. A side that fails is counted (CleanupFailed), never silent;
-    the housekeeping sweep removes what is left once the probe has expired."""
-    deps.clock.check()
-    state = ProbeState.model_validate(event)
+def clean_probe(state: ProbeState, deps: ProbeDeps) -> tuple[dict[str, int], list[str]]:
+    """Delete every version of the probe and abort its incomplete multipart uploads on the source
+    and on each replica: what each side removed, and each side that failed (counted as
+    CleanupFailed and logged with the probe, never silent; the housekeeping sweep removes what is
+    left once the probe has expired)."""
     key = probe_key(state)
     cleaned: dict[str, int] = {}
     failures: list[str] = []
@@ -166,13 +165,23 @@ def cleanup_step(event: Mapping[str, Any], deps: ProbeDeps) -> dict[str, Any]:
             failures.append(f"{name}: {type(exc).__name__}: {str(exc)[:200]}")
     if failures:
         deps.metrics.count("CleanupFailed", len(failures), dimensions={ROUTE: state.route.name})
-        log.warning("cleanup incomplete", extra={"failures": failures, "probe_id": state.probe_id})
+        log.warning("cleanup incomplete", extra={"failures": failures, "probe_id": state.probe_id, "route": state.route.name,
+                                                 "run_id": state.run_id})
+    return cleaned, failures
+
+
+def cleanup_step(event: Mapping[str, Any], deps: ProbeDeps) -> dict[str, Any]:
+    """Cleanup (:func:`clean_probe`); its result is one child's entry in the Map's result array, so
+    it stays small whatever failed: counts per side (bounded by the route's destinations) and how
+    many sides failed; the failures' text goes to the log, never into the execution's state."""
+    deps.clock.check()
+    state = ProbeState.model_validate(event)
+    cleaned, failures = clean_probe(state, deps)
     if state.record_error:
         deps.metrics.count("RecordLost", dimensions={ROUTE: state.route.name})
         log.error("record lost: neither stored nor spooled", extra={"error": state.record_error, "probe_id": state.probe_id})
-    # The Map's result per probe stays small: the record holds the details.
     return {"probe_id": state.probe_id, "status": state.poll.status if state.poll else ProbeStatus.ERROR,
-            "recorded": state.recorded or "lost", "cleaned": cleaned, "cleanup_failures": failures}
+            "recorded": state.recorded or "lost", "cleaned": cleaned, "cleanup_failed": len(failures)}
 
 
 class ReportDeps(ProbeDeps, Protocol):

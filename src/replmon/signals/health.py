@@ -170,10 +170,13 @@ BURN_METRICS = {"page": "SloBurnPage", "ticket": "SloBurnTicket"}
 
 
 def publish_health(metrics: MetricsSink, h: RouteHealth) -> None:
-    # Unbounded, its value is only a lower bound: RpoUnbounded pages alone (one page per cause). With
-    # no input at all there is no RPO: the series is absent (the dashboard shows no data) and
-    # RouteNoData says so once that outlasts the route's class interval.
-    if not h.rpo.unbounded and h.has_data:
+    # Unbounded, RpoSeconds stays: its value (the largest measured input) is a lower bound of the RPO.
+    # A late route that turns unbounded keeps its RpoAboveTarget contributor in ALARM (a series that
+    # stopped would send OK mid-incident) while RpoUnbounded pages for the new cause; a route that
+    # fails without being late stays under the target, so the failure pages once. With no input at
+    # all there is no RPO: the series is absent (no data is not 0) and RouteNoData says so once that
+    # outlasts the route's class interval.
+    if any(h.rpo.inputs.get(k) is not None for k in RPO_INPUTS):
         metrics.count("RpoSeconds", h.rpo.seconds, {ROUTE: h.route})
     if h.no_data is not None:
         metrics.count("RouteNoData", 1 if h.no_data else 0, {ROUTE: h.route})

@@ -335,6 +335,9 @@ class Rpo:
                 "by_size_class": self.by_size_class, "reasons": self.reasons, "missing": self.missing}
 
 
+_LOWER_BOUNDED = frozenset({ProbeStatus.STUCK, ProbeStatus.FAILED})
+
+
 def rpo(now: float, window: float, records: Iterable[ProbeRecord], in_flight_put_ends: Iterable[float],
         rtc: RtcLatest | None, failure_events: int, rolled: tuple[str, float | None, int] | None = None) -> Rpo:
     """``rolled``: samples read as counters, not records (signals/heartbeat_rpo.py): their size
@@ -343,8 +346,10 @@ def rpo(now: float, window: float, records: Iterable[ProbeRecord], in_flight_put
     by_class: dict[str, float] = {}
     reasons: list[str] = []
     for r in recent:
-        value = r.latency_hi if r.status is ProbeStatus.COMPLETED else r.latency_lo if r.status is ProbeStatus.STUCK else None
-        if value is not None:
+        # STUCK and FAILED: at least latency_lo without a replica (FAILED: a lower bound of the unbounded
+        # RPO, kept so a late route turning unbounded stays late; a FAILED seen before any PENDING bounds nothing)
+        value = r.latency_hi if r.status is ProbeStatus.COMPLETED else r.latency_lo if r.status in _LOWER_BOUNDED else None
+        if value is not None and (value > 0 or r.status is not ProbeStatus.FAILED):
             by_class[r.size_class] = max(by_class.get(r.size_class, 0.0), value)
     failed = sum(r.status is ProbeStatus.FAILED for r in recent)
     if rolled is not None:
