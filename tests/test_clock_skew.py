@@ -135,7 +135,7 @@ def test_report_warns_of_records_just_outside_its_window() -> None:
         client = clients.dynamodb(clients.STORE, region="us-east-1", keys=("testing", "testing"))
         ensure_table(client, "t")
         store = DynamoLatencyStore("t", client)
-        t0 = time.time()  # the records' "now": each report's own now is later by however long this takes
+        from tests.test_operator_cli import NOW as t0  # the records' "now" (that module's import): each report's is later
         for i in range(3):
             store.put_once(probe("ahead", i, ProbeStatus.COMPLETED, 5.0, ago=-600 - i))  # dated 10 min after now
             store.put_once(probe("behind", 10 + i, ProbeStatus.COMPLETED, 5.0, ago=3600 + 600 + i))  # 10 min before a 1 h window
