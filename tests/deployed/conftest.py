@@ -22,12 +22,6 @@ class TestsAuthorizer:
         return simulate(batch)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if "tests/deployed/" in str(item.fspath).replace("\\", "/"):
-            item.add_marker(pytest.mark.deployed)
-
-
 @pytest.fixture
 def stack_factory() -> Iterator[Any]:
     """``stack_factory(**kwargs)`` -> an entered DeployedStack (closed after the test)."""

@@ -55,7 +55,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -85,6 +85,11 @@ PARAMETERS: dict[str, Any] = {
     "ScheduleRateMinutes": 5, "CollectorRateMinutes": 5, "ProbeSizes": "1KiB", "ProbeClasses": "1KiB@5m",
     "SpreadSeconds": 0, "ProbeTimeoutSeconds": 900, "MemberAccounts": [MEMBER_A, MEMBER_B], "InventoryRateMinutes": 60,
 }
+#: Real seconds an execution must show no change before the driver takes it as waiting (between two
+#: states it is visible to no counter: moto's interpreter is running it).
+QUIET_SECONDS = 0.15
+#: The alarms' evaluation, stepped as a schedule.
+ALARMS = "CloudWatch alarms"
 _EMF = re.compile(r'^\{.*"_aws".*\}$')
 
 
@@ -176,6 +181,27 @@ class Schedule:
     next: float = 0.0
 
 
+class SteppedClock(ManualClock):
+    """The deployment's one clock: it moves only when something sleeps (a handler's poll, a Wait
+    state, a retry's backoff) or the driver steps it, and whatever schedule falls due on the way
+    fires then, in the sleeping thread: a heartbeat and the collector run on their minute while a
+    probe polls a stalled route for a quarter of an hour. (``advance`` is ``sleep``.)"""
+
+    def __init__(self, start: float, on_time: Callable[[float], None]) -> None:
+        super().__init__(start=start, tick=0.001)
+        self._on_time = on_time
+
+    def sleep(self, seconds: float) -> None:
+        self._on_time(self.now() + max(0.0, seconds))
+
+    advance = sleep
+
+    def set(self, at: float) -> None:
+        """Move to ``at`` (never back) without firing anything: the schedules' own stepping."""
+        with self._lock:
+            self._t = max(self._t, at)
+
+
 def _rate(expression: str) -> float:
     m = re.fullmatch(r"rate\((\d+) (minute|minutes|hour|hours|day|days)\)", expression.strip())
     if not m:
@@ -198,7 +224,7 @@ class DeployedStack:
         self.parameters = {**PARAMETERS, "MemberExternalId": member_external_id, **(parameters or {})}
         self.member_external_id = member_external_id
         # Two days ahead: probe keys and moto's own object times (wall clock) compare sensibly.
-        self.clock = ManualClock(start=start or (time.time() // 3600 + 48) * 3600, tick=0.001)
+        self.clock = SteppedClock(start or (time.time() // 3600 + 48) * 3600, self._sleep_until)
         self.template = load_template(TEMPLATE)
         self.calls: list[Call] = []
         self.notifications: list[Notification] = []
@@ -209,18 +235,30 @@ class DeployedStack:
         self.owners: dict[str, str] = {}  # bucket -> account
         self.regions: dict[str, str] = {}  # bucket -> Region
         self.schedules: list[Schedule] = []
+        self.fired: list[tuple[float, str]] = []  # (time, schedule) of everything that fired
         self.alarm_states: dict[str, dict[tuple[str, ...], str]] = {}
         self._principals: dict[str, str] = {}  # access key id -> role ARN
         self._policies: dict[str, list[dict[str, Any]]] = {}  # role ARN -> identity policies
         self._trust: dict[str, dict[str, Any]] = {}  # role ARN -> trust policy
         self._verdicts: dict[Any, str] = {}
-        self._current: str | None = None
-        self._lock = threading.RLock()
+        self._ctx = threading.local()  # per thread (and handed to a handler's pool threads): function, environment, stdout
+        self._driver = threading.current_thread()  # the one thread that moves the clock forward (the test's, the bench's)
+        self._horizon = float("-inf")  # other threads' sleeps park here until the driver moves it
+        self._time = threading.Condition()
+        self._parked = 0  # threads parked at the horizon
+        self._parked_handlers = 0  # ... of which handlers (a Wait state is not)
+        self._active = 0  # handlers running (hung ones not counted)
+        self._closing = False
+        self._lock = threading.Lock()  # the invocation log
+        self._schedule_lock = threading.Lock()
+        self._running: set[str] = set()  # schedules whose invocation has not ended (not fired again meanwhile)
+        self._iam_lock = threading.Lock()
         self._hangs: dict[str, threading.Event] = {}
         self._hung = 0
         self._replicas: dict[tuple[str, str, str], str] = {}  # (destination, key, source version) -> replica version
         self._put_end: dict[tuple[str, str, str], float] = {}  # (source, key, version) -> when its PUT ended
-        self._executions: list[str] = []
+        self._executions: list[str] = []  # started and not seen ended
+        self._ended = 0
         self._stack = contextlib.ExitStack()
         self._deps: dict[str, wiring.Deps] = {}
         self._client_cache: dict[tuple[Any, ...], Any] = {}
@@ -232,6 +270,7 @@ class DeployedStack:
         self._stack.enter_context(mock.patch.dict(os.environ, {"AWS_ACCESS_KEY_ID": "harness", "AWS_SECRET_ACCESS_KEY": "harness",
                                                               "AWS_DEFAULT_REGION": HOME}))
         os.environ.pop("MOTO_ACCOUNT_ID", None)
+        self._stack.enter_context(_thread_context(self._ctx))
         self._stack.enter_context(mock_aws(config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}))
         self._stack.enter_context(self._gate())
         from replmon.adapters import clients
@@ -253,10 +292,12 @@ class DeployedStack:
     def __exit__(self, *exc: object) -> None:
         for event in self._hangs.values():
             event.set()
+        with self._time:
+            self._closing, self._horizon = True, float("inf")
+            self._time.notify_all()
         try:
-            for arn in self._executions:
-                with contextlib.suppress(Exception):
-                    self._wait_execution(arn, until_end=True, timeout=30)
+            with contextlib.suppress(Exception):
+                self.settle(timeout=30, until_end=True)
         finally:
             self._stack.close()
 
@@ -442,7 +483,8 @@ class DeployedStack:
             if key not in self._verdicts and key not in pending:
                 pending[key] = {**entry, "id": str(len(pending))}
         if pending:
-            answers = self.authorizer.simulate(list(pending.values()))
+            with self._iam_lock:  # one evaluator process: handlers' threads (the inventory's, the Heartbeat's) take turns
+                answers = self.authorizer.simulate(list(pending.values()))
             for key, entry in pending.items():
                 self._verdicts[key] = answers[entry["id"]]["result"]
         denied += [f"{req.action} on {req.resource} ({self._verdicts[key]})" for req, key in checks if self._verdicts[key] != "Allowed"]
@@ -602,8 +644,8 @@ class DeployedStack:
         """The function's wiring as Lambda builds it (``wiring.from_env`` on its environment, at its
         first invocation: a cold start), on the harness's clock."""
         if function not in self._deps:
-            with mock.patch.dict(os.environ, self.environment(function), clear=True):
-                self._deps[function] = dataclasses.replace(wiring.from_env(), clock=self.clock)
+            with self._context(function, self.environment(function)):
+                self._deps[function] = dataclasses.replace(wiring.from_env(os.environ), clock=self.clock)
         return self._deps[function]
 
     def _cached_per_function(self, service: str, call: Any, region: str | None = None, endpoint_url: str | None = None,
@@ -612,7 +654,7 @@ class DeployedStack:
         execution environment, with its own role's credentials)."""
         from replmon.adapters import clients
 
-        key = (self._current, service, call, region, endpoint_url, keys, profile, role_arn)
+        key = (self._current, os.environ.get("AWS_ACCESS_KEY_ID"), service, call, region, endpoint_url, keys, profile, role_arn)
         if key not in self._client_cache:
             self._client_cache[key] = clients.client(service, call, region=region, endpoint_url=endpoint_url, keys=keys,
                                                      profile=profile, role_arn=role_arn)
@@ -629,6 +671,22 @@ class DeployedStack:
         key = f"{function}:{route}"
         return key if key in self._hangs else None
 
+    @property
+    def _current(self) -> str | None:
+        return getattr(self._ctx, "function", None)
+
+    @contextlib.contextmanager
+    def _context(self, function: str | None, env: Mapping[str, str], out: Any = None) -> Iterator[None]:
+        """This thread runs as ``function``: its environment (os.environ reads it), its stdout."""
+        saved = dict(self._ctx.__dict__)
+        driven = self._driven()
+        self._ctx.function, self._ctx.env, self._ctx.out, self._ctx.driven = function, dict(env), out, driven
+        try:
+            yield
+        finally:
+            self._ctx.__dict__.clear()
+            self._ctx.__dict__.update(saved)
+
     def invoke(self, function: str, event: Any) -> Any:
         """Run the function's handler on ``event`` as Lambda would: its environment, its role's
         credentials, its wiring; its EMF and logs kept. Raises what the handler raises."""
@@ -639,30 +697,32 @@ class DeployedStack:
                 self._hangs[hang].wait()
             finally:
                 self._hung -= 1
-        with self._lock:
-            self.deps(function)
-            out = io.StringIO()
-            inv = Invocation(function, event, self.clock.now())
-            previous, self._current = self._current, function
-            try:
-                with mock.patch.dict(os.environ, self.environment(function), clear=True), contextlib.redirect_stdout(out):
-                    inv.result = load_handler(function)(event, LambdaContext(function))
-                return inv.result
-            except Exception as exc:
-                inv.error = f"{type(exc).__name__}: {exc}"
-                raise
-            finally:
-                self._current = previous
+        self.deps(function)
+        out = _Stamped(self.clock)
+        inv = Invocation(function, event, self.clock.now())
+        counted = not self._driven()  # the driver's own invocations are not what it waits for
+        with self._time:
+            self._active += counted
+        try:
+            with self._context(function, self.environment(function), out):
+                inv.result = load_handler(function)(event, LambdaContext(function))
+            return inv.result
+        except Exception as exc:
+            inv.error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            with self._time:
+                self._active -= counted
+                self._time.notify_all()
+            with self._lock:
                 self.invocations.append(inv)
-                self._keep_output(function, out.getvalue())
+                self._keep_output(function, out.lines())
 
-    def _keep_output(self, function: str, text: str) -> None:
-        stamp = int(self.clock.now() * 1000)  # Powertools stamps EMF with the wall clock: the harness's time is the run's
-        for line in text.splitlines():
-            line = line.strip()
+    def _keep_output(self, function: str, lines: list[tuple[float, str]]) -> None:
+        for at, line in lines:
             if _EMF.match(line):
                 blob = json.loads(line)
-                blob["_aws"]["Timestamp"] = stamp
+                blob["_aws"]["Timestamp"] = int(at * 1000)  # Powertools stamps EMF with the wall clock: the run's is this one
                 self.emf.append((function, blob))
             elif line:
                 self.logs.append((function, line))
@@ -705,7 +765,8 @@ class DeployedStack:
                 raw = props.get("Input", "{}")
                 out.append(Schedule(f"{logical}.{name}", target, _rate(props["ScheduleExpression"]), json.loads(raw) if raw else {},
                                     props.get("State", "ENABLED") == "ENABLED"))
-        order = {"Inventory": 0, "ProbeStateMachine": 1, "Heartbeat": 2, "CollectSignals": 3}
+        out.append(Schedule("CloudWatch.Alarms", ALARMS, 60, None, True))  # CloudWatch evaluates each alarm every minute
+        order = {"Inventory": 0, "ProbeStateMachine": 1, "Heartbeat": 2, "CollectSignals": 3, ALARMS: 4}
         out.sort(key=lambda s: (order.get(s.target, 9), s.name))
         now = self.clock.now()
         for s in out:
@@ -716,59 +777,116 @@ class DeployedStack:
         return next(s for s in self.schedules if s.target == target and s.enabled)
 
     def advance(self, seconds: float = 0.0, *, minutes: float = 0.0, hours: float = 0.0) -> list[tuple[float, str]]:
-        """Step the clock, firing every enabled schedule when due (in time order; ties: inventory,
-        probe runs, heartbeats, collector); returns (time, schedule) of what fired."""
-        end = self.clock.now() + seconds + 60 * minutes + 3600 * hours
-        fired = []
-        while True:
-            due = [s for s in self.schedules if s.enabled and s.next <= end]
-            if not due:
-                break
-            at = min(s.next for s in due)
-            self._set_clock(at)
-            for s in [s for s in due if s.next == at]:
-                s.next += s.every
-                fired.append((at, s.name))
-                self.fire(s)
-            self.evaluate_alarms()
-        self._set_clock(end)
-        self.evaluate_alarms()
-        return fired
+        """Step the clock to now + the time given: at each due schedule (ties: inventory, probe runs,
+        heartbeats, collector, the alarms' minute) every execution first runs up to that time (its
+        sleeps and Wait states park there), then the schedule fires. Returns (time, schedule) fired."""
+        start = len(self.fired)
+        self._drive(self.clock.now() + seconds + 60 * minutes + 3600 * hours)
+        return self.fired[start:]
 
-    def _set_clock(self, at: float) -> None:
-        now = self.clock.now()
-        if at > now:
-            self.clock.advance(at - now)
+    def _driven(self) -> bool:
+        """This thread is the driver's (the driver itself, or a pool thread of a handler it runs)."""
+        return threading.current_thread() is self._driver or bool(getattr(self._ctx, "driven", False))
+
+    def _sleep_until(self, target: float) -> None:
+        if self._driven():
+            self._drive(target)
+        else:
+            self._park_until(target)
+
+    def _drive(self, target: float) -> None:
+        """The driver's time: step to each due schedule up to ``target``, letting the executions
+        catch up first, and fire it (in this thread; a schedule still running is not fired again)."""
+        while True:
+            with self._schedule_lock:
+                due = [s for s in self.schedules if s.enabled and s.next <= target and s.name not in self._running]
+                s = min(due, key=lambda x: (x.next, self.schedules.index(x))) if due else None
+            stop = s.next if s is not None else target
+            with self._time:
+                self._horizon = max(self._horizon, stop)
+                self._time.notify_all()
+            self.settle()
+            self.clock.set(stop)
+            if s is None:
+                return
+            with self._schedule_lock:
+                self.fired.append((s.next, s.name))
+                s.next += s.every
+                self._running.add(s.name)
+            try:
+                self.fire(s)
+            finally:
+                with self._schedule_lock:
+                    self._running.discard(s.name)
+
+    def _park_until(self, target: float) -> None:
+        """A sleep in another thread (an execution's): up to the horizon at once, then it waits
+        there for the driver."""
+        handler = self._current is not None
+        with self._time:
+            while self._horizon < target and not self._closing:
+                self.clock.set(self._horizon)
+                self._parked += 1
+                self._parked_handlers += handler
+                self._time.notify_all()
+                self._time.wait()
+                self._parked -= 1
+                self._parked_handlers -= handler
+        self.clock.set(target)
 
     def fire(self, s: Schedule) -> Any:
-        """What the schedule's target does with its input (a failed invocation is kept, as the DLQ would)."""
+        """What the schedule's target does with its input (a failed invocation is kept, as the DLQ
+        would; a probe run is started, not waited for: :meth:`settle` waits)."""
+        if s.target == ALARMS:
+            return self.evaluate_alarms()
         if s.target == "ProbeStateMachine":
-            return self.run_state_machine(s.input)
+            return self.start_execution(s.input)
         with contextlib.suppress(Exception):
             return self.invoke(s.target, s.input)
         return None
 
-    def run_state_machine(self, payload: Any, timeout: float = 120.0) -> Any:
-        """Start an execution of the state machine and wait for its end, or until only hung steps are left."""
-        arn = self.machine.sfn.start_execution(stateMachineArn=self.machine.arn, name=uuid.uuid4().hex, input=json.dumps(payload))["executionArn"]
+    def start_execution(self, payload: Any) -> str:
+        arn = str(self.machine.sfn.start_execution(stateMachineArn=self.machine.arn, name=uuid.uuid4().hex,
+                                                   input=json.dumps(payload))["executionArn"])
         self._executions.append(arn)
-        return self._wait_execution(arn, until_end=False, timeout=timeout)
+        return arn
 
-    def _wait_execution(self, arn: str, until_end: bool, timeout: float) -> Any:
+    def run_state_machine(self, payload: Any, timeout: float = 120.0) -> Any:
+        """Start an execution and wait for its end (or until only hung steps are left); its description."""
+        arn = self.start_execution(payload)
+        self.settle(timeout)
+        return self.machine.sfn.describe_execution(executionArn=arn)
+
+    def settle(self, timeout: float = 120.0, until_end: bool = False) -> None:
+        """Until every execution has ended or waits: parked at the horizon, or hung
+        (``until_end``: ended). An execution between two states is seen by no counter: the state
+        is taken as settled once nothing changed for a while."""
         deadline = time.monotonic() + timeout
-        quiet_since, seen = time.monotonic(), -1
+        quiet_since, seen = time.monotonic(), None
         while True:
-            desc = self.machine.sfn.describe_execution(executionArn=arn)
-            if desc["status"] != "RUNNING":
-                return desc
-            n = len(self.invocations)
-            if n != seen or self.machine._active > self._hung:
-                quiet_since, seen = time.monotonic(), n
-            elif not until_end and self._hung and time.monotonic() - quiet_since > 0.5:
-                return desc  # only hung steps are left: the next ticks run beside it
+            running = self._running_executions()
+            if not running:
+                return
+            with self._time:
+                state = (len(self.invocations), self._parked, self._active, self._hung)
+                busy = self._active > self._parked_handlers
+            if state != seen or busy:
+                quiet_since, seen = time.monotonic(), state
+            elif not until_end and time.monotonic() - quiet_since > QUIET_SECONDS:
+                return
             if time.monotonic() > deadline:
-                raise TimeoutError(f"execution {arn} still running after {timeout} s")
-            time.sleep(0.005)
+                raise TimeoutError(f"executions still running after {timeout} s: {running}")
+            time.sleep(0.01)
+
+    def _running_executions(self) -> list[str]:
+        """Executions still RUNNING (read from moto's backend: the API call costs ~1 ms each time)."""
+        from moto.stepfunctions.parser.models import stepfunctions_parser_backends
+
+        backend = stepfunctions_parser_backends[HUB][HOME]
+        done = {a for a in self._executions if backend.describe_execution(a).status != "RUNNING"}
+        self._executions = [a for a in self._executions if a not in done]
+        self._ended += len(done)
+        return list(self._executions)
 
     # ------------------------------------------------------------------ what an operator sees
     def points(self, metric: str, **dimensions: str) -> list[Point]:
@@ -846,14 +964,122 @@ class DeployedStack:
         env = {"AWS_ACCESS_KEY_ID": creds["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": creds["SecretAccessKey"],
                "AWS_SESSION_TOKEN": creds["SessionToken"], "AWS_REGION": HOME, "AWS_DEFAULT_REGION": HOME, "REPLMON_TABLE": TABLE,
                "COLUMNS": "200"}
-        with self._lock:
-            previous, self._current = self._current, "cli"
-            try:
-                with mock.patch.dict(os.environ, env, clear=True):
-                    result = CliRunner().invoke(app, list(args), catch_exceptions=True)
-            finally:
-                self._current = previous
+        self._describe_stack()
+        # the operator's clock is the run's (the CLI reads time.time for "the last N hours")
+        with self._context("cli", env), mock.patch("time.time", self.clock.now):
+            result = CliRunner().invoke(app, list(args), catch_exceptions=True)
         return result.exit_code, result.output
+
+
+    def _describe_stack(self) -> None:
+        """The stack in CloudFormation with template.yaml's outputs and parameters, as `replmon
+        uninstall --stack-name` and `replmon report --stack-name` read it (moto's CloudFormation)."""
+        if "cfn" in self._client_cache:
+            return
+        r = self.resolver
+        outputs = {}
+        for k, v in self.template.get("Outputs", {}).items():
+            with contextlib.suppress(KeyError):  # the roles SAM generates are not in the raw template
+                outputs[k] = str(r.resolve(v["Value"]))
+        params = {k: r.ref(k) for k in ("ProbePrefix", "SeedPrefix", "BucketMode", "RouteName")}
+        body = {"Parameters": {k: {"Type": "String"} for k in params},
+                "Resources": {"Placeholder": {"Type": "AWS::CloudFormation::WaitConditionHandle"}},
+                "Outputs": {k: {"Value": v} for k, v in outputs.items() if v}}
+        self.admin("cloudformation", HUB).create_stack(StackName=STACK, TemplateBody=json.dumps(body),
+                                                      Parameters=[{"ParameterKey": k, "ParameterValue": str(v)} for k, v in params.items()])
+        self._client_cache["cfn"] = True
+
+
+class _ThreadEnviron(MutableMapping[str, str]):
+    """os.environ as each thread sees it: a handler's own environment (Lambda gives each function
+    its own process), else the process's."""
+
+    def __init__(self, base: Any, ctx: threading.local) -> None:
+        self.base, self.ctx = base, ctx
+
+    def _map(self) -> Any:
+        env = getattr(self.ctx, "env", None)
+        return self.base if env is None else env
+
+    def __getitem__(self, key: str) -> str:
+        return str(self._map()[key])
+
+    def __setitem__(self, key: str, value: str) -> None:
+        self._map()[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self._map()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._map()))
+
+    def __len__(self) -> int:
+        return len(self._map())
+
+    def copy(self) -> dict[str, str]:
+        return dict(self._map())
+
+
+class _ThreadStdout(io.TextIOBase):
+    """sys.stdout as each thread sees it: the running handler's capture, else the process's."""
+
+    def __init__(self, base: Any, ctx: threading.local) -> None:
+        self.base, self.ctx = base, ctx
+
+    def write(self, text: str) -> int:
+        out = getattr(self.ctx, "out", None)
+        return int((out or self.base).write(text))
+
+    def flush(self) -> None:
+        out = getattr(self.ctx, "out", None)
+        (out or self.base).flush()
+
+
+@contextlib.contextmanager
+def _thread_context(ctx: threading.local) -> Iterator[None]:
+    """Per-thread environment and stdout, handed on to the threads a handler's pools start."""
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    submit = ThreadPoolExecutor.submit
+
+    def submit_in_context(pool: ThreadPoolExecutor, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        state = dict(ctx.__dict__)
+        if not state:
+            return submit(pool, fn, *args, **kwargs)
+
+        def run() -> Any:
+            ctx.__dict__.update(state)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                ctx.__dict__.clear()
+
+        return submit(pool, run)
+
+    with mock.patch.object(os, "environ", _ThreadEnviron(os.environ, ctx)), mock.patch.object(sys, "stdout", _ThreadStdout(sys.stdout, ctx)), \
+            mock.patch.object(ThreadPoolExecutor, "submit", submit_in_context):
+        yield
+
+
+class _Stamped(io.StringIO):
+    """A handler's stdout, each line stamped with the clock when it was written."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__()
+        self.clock = clock
+        self._lines: list[tuple[float, str]] = []
+        self._partial = ""
+
+    def write(self, text: str) -> int:
+        self._partial += text
+        *done, self._partial = self._partial.split("\n")
+        now = self.clock.now()
+        self._lines += [(now, line.strip()) for line in done]
+        return len(text)
+
+    def lines(self) -> list[tuple[float, str]]:
+        return self._lines + ([(self.clock.now(), self._partial.strip())] if self._partial.strip() else [])
 
 
 _STATE_MACHINE_FUNCTIONS = ("PlanProbes", "BeginRouteRun", "EndRouteRun", "Housekeeping", "UploadProbe", "PollReplication",
