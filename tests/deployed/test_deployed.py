@@ -63,8 +63,9 @@ def test_b_a_stall_is_seen_by_the_heartbeat_and_the_stall_alarm_names_the_route(
     assert stack.alarm_state("RouteStalledG00Alarm", ROUTE) == "ALARM"
     assert not stack.pages(naming=UNTAGGED, since=stopped) and stack.alarm_state("RouteStalledG00Alarm", UNTAGGED) == "OK"
     stack.resume(ROUTE)
-    stack.advance(minutes=3)
-    assert stack.alarm_state("RouteStalledG00Alarm", ROUTE) == "OK"
+    stack.advance(minutes=6)
+    assert stack.alarm_state("RouteStalledG00Alarm", ROUTE) == "OK", stack.alarm_states["RouteStalledG00Alarm"]
+    assert [n.subject.split(":")[0] for n in stack.pages(naming=ROUTE, since=stopped) if n.source.startswith("alarm:")] == ["ALARM", "OK"]
 
 
 # ------------------------------------------------------------------------------------------ (c)
@@ -75,7 +76,7 @@ def test_c_a_failure_event_from_the_member_bucket_pages_naming_its_route(stack_f
     stack.advance(minutes=1)
     sent = stack.clock.now()
     stack.s3_event(ROUTE, "replication_failed", "data/2026/11/26/part-0001.parquet")
-    stack.advance(minutes=6)
+    stack.advance(minutes=10)
     # docs/ALARMS.md: ReplicationFailedEvent notifies nobody; RpoUnbounded pages, naming the route.
     pages = stack.pages(naming=ROUTE, since=sent)
     assert [n.source for n in pages] == ["alarm:RpoUnboundedG00Alarm"], [(n.source, n.subject) for n in stack.pages(since=sent)]
@@ -89,7 +90,7 @@ def test_c_a_failure_event_from_the_stacks_own_bucket_pages_naming_its_route(sta
     sent = stack.clock.now()
     source = str(stack.resolver.ref("DemoSourceBucket"))
     stack.s3_event(source, "replication_failed", "data/2026/11/26/part-0001.parquet")
-    stack.advance(minutes=6)
+    stack.advance(minutes=10)  # the collector's next run, then the alarm's 5-minute period ends
     assert stack.points("ReplicationEvents", Route="primary", Event="OperationFailedReplication")
     pages = stack.pages(naming="primary", since=sent)
     assert "alarm:RpoUnboundedG00Alarm" in [n.source for n in pages], [(n.source, n.subject) for n in stack.notifications]
@@ -172,12 +173,18 @@ def _uninstall(stack: DeployedStack) -> tuple[int, str]:
 
 
 def test_g_the_documented_uninstall_leaves_no_probe_object_in_the_stacks_buckets(stack_factory: Any) -> None:
+    """The stack's own pair, stalled, holds a probe and heartbeats in flight; `replmon uninstall
+    --stack-name replmon --apply` (docs/UNINSTALL.md step 3) removes every version of them."""
     stack = stack_factory()
-    stack.advance(minutes=6)
+    source, replica = str(stack.resolver.ref("DemoSourceBucket")), str(stack.resolver.ref("DemoDestinationBucket"))
+    stack.advance(minutes=3)
+    stack.stall(source)
+    stack.advance(minutes=3)
+    prefix = str(stack.resolver.ref("ProbePrefix"))
+    assert stack.objects(source, prefix), "nothing in flight: the scenario would test nothing"
     code, out = _uninstall(stack)
     assert code == 0, out
-    prefix = str(stack.resolver.ref("ProbePrefix"))
-    for bucket in (str(stack.resolver.ref("DemoSourceBucket")), str(stack.resolver.ref("DemoDestinationBucket"))):
+    for bucket in (source, replica):
         assert stack.objects(bucket, prefix) == [], bucket
 
 

@@ -249,6 +249,8 @@ class DeployedStack:
         self._parked_handlers = 0  # ... of which handlers (a Wait state is not)
         self._active = 0  # handlers running (hung ones not counted)
         self._closing = False
+        self._parked_targets: list[float] = []  # when each parked thread wants to wake
+        self._settled = True  # nothing has run since the executions last waited
         self._lock = threading.Lock()  # the invocation log
         self._schedule_lock = threading.Lock()
         self._running: set[str] = set()  # schedules whose invocation has not ended (not fired again meanwhile)
@@ -509,7 +511,7 @@ class DeployedStack:
             region = client.meta.region_name or HOME
             call = Call(stack._current or "?", principal, service, operation, dict(params), region, stack.clock.now())
             stack.calls.append(call)
-            if not (service == "sts" and operation == "GetCallerIdentity"):
+            if not (service == "sts" and operation == "GetCallerIdentity") and not principal.endswith(":role/harness-admin"):
                 call.denied = stack._authorize(service, operation, params, region, principal)
             if call.denied:
                 code = {"dynamodb": "AccessDeniedException", "sns": "AuthorizationError"}.get(service, "AccessDenied")
@@ -803,9 +805,13 @@ class DeployedStack:
                 s = min(due, key=lambda x: (x.next, self.schedules.index(x))) if due else None
             stop = s.next if s is not None else target
             with self._time:
-                self._horizon = max(self._horizon, stop)
-                self._time.notify_all()
-            self.settle()
+                if stop > self._horizon:
+                    # only a parked thread the new horizon wakes (or a new execution) can change anything
+                    self._settled = self._settled and not any(t <= stop for t in self._parked_targets)
+                    self._horizon = stop
+                    self._time.notify_all()
+            if not self._settled:
+                self.settle()
             self.clock.set(stop)
             if s is None:
                 return
@@ -828,10 +834,12 @@ class DeployedStack:
                 self.clock.set(self._horizon)
                 self._parked += 1
                 self._parked_handlers += handler
+                self._parked_targets.append(target)
                 self._time.notify_all()
                 self._time.wait()
                 self._parked -= 1
                 self._parked_handlers -= handler
+                self._parked_targets.remove(target)
         self.clock.set(target)
 
     def fire(self, s: Schedule) -> Any:
@@ -849,6 +857,7 @@ class DeployedStack:
         arn = str(self.machine.sfn.start_execution(stateMachineArn=self.machine.arn, name=uuid.uuid4().hex,
                                                    input=json.dumps(payload))["executionArn"])
         self._executions.append(arn)
+        self._settled = False
         return arn
 
     def run_state_machine(self, payload: Any, timeout: float = 120.0) -> Any:
@@ -866,6 +875,7 @@ class DeployedStack:
         while True:
             running = self._running_executions()
             if not running:
+                self._settled = True
                 return
             with self._time:
                 state = (len(self.invocations), self._parked, self._active, self._hung)
@@ -873,6 +883,7 @@ class DeployedStack:
             if state != seen or busy:
                 quiet_since, seen = time.monotonic(), state
             elif not until_end and time.monotonic() - quiet_since > QUIET_SECONDS:
+                self._settled = True
                 return
             if time.monotonic() > deadline:
                 raise TimeoutError(f"executions still running after {timeout} s: {running}")
@@ -952,15 +963,13 @@ class DeployedStack:
 
     def cli(self, *args: str, account: str = HUB) -> tuple[int, str]:
         """``replmon <args>`` as an operator of ``account`` runs it (its administrator's credentials,
-        the stack's Region and table); returns (exit code, output)."""
+        not judged by the gate; the stack's Region and table); returns (exit code, output, with the
+        traceback of an unexpected error)."""
         from typer.testing import CliRunner
 
         from replmon.cli.app import app
 
         creds = self._credentials(f"arn:aws:iam::{account}:role/harness-admin")
-        self._policies.setdefault(f"arn:aws:iam::{account}:role/harness-admin",
-                                  [{"name": "admin", "policy": {"Version": "2012-10-17",
-                                                                "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}}])
         env = {"AWS_ACCESS_KEY_ID": creds["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": creds["SecretAccessKey"],
                "AWS_SESSION_TOKEN": creds["SessionToken"], "AWS_REGION": HOME, "AWS_DEFAULT_REGION": HOME, "REPLMON_TABLE": TABLE,
                "COLUMNS": "200"}
@@ -968,7 +977,12 @@ class DeployedStack:
         # the operator's clock is the run's (the CLI reads time.time for "the last N hours")
         with self._context("cli", env), mock.patch("time.time", self.clock.now):
             result = CliRunner().invoke(app, list(args), catch_exceptions=True)
-        return result.exit_code, result.output
+        output = result.output
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            import traceback
+
+            output += "".join(traceback.format_exception(result.exception))
+        return result.exit_code, output
 
 
     def _describe_stack(self) -> None:
