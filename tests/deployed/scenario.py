@@ -1,11 +1,17 @@
-"""The fleet every deployed scenario starts from, and what the scenarios read of it."""
+"""The fleet every deployed scenario starts from, and what the scenarios read of it.
+
+Each scenario module plays one stack (a module-scoped fixture: a stack costs seconds of CPU) and
+its tests read what the operator would see at each phase; one module's stack is closed before the
+next module's opens (moto and the local state machine are per process)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from replmon.local.stack import AWAY, HOME, MEMBER_A, MEMBER_B, DeployedStack
+from tests.iam import iam_requests, simulate
 
 #: The opt-in tag a member bucket carries to be probed (the tag opt-in lands with; align the value then).
 OPT_IN = {"replmon:probe": "on"}
@@ -13,17 +19,26 @@ ROUTE, UNTAGGED = "orders-src", "plain-src"
 PROBE_FUNCTIONS = ("UploadProbe", "PollReplication", "RecordResult", "Cleanup")
 
 
-def populate(stack: DeployedStack) -> DeployedStack:
-    """A tagged pair in member A (its destination in the other Region) and an untagged pair in member
-    B, then one inventory run (as its schedule would)."""
-    stack.bucket_pair(MEMBER_A, ROUTE, HOME, MEMBER_A, "orders-dr", AWAY, tags=OPT_IN)
-    stack.bucket_pair(MEMBER_B, UNTAGGED, HOME, MEMBER_B, "plain-dr", HOME)
-    stack.invoke("Inventory", {})
-    return stack
+class TestsAuthorizer:
+    """replmon.local.stack.Authorizer from tests/iam.py (its documented mapping, its evaluator)."""
+
+    def requests(self, service: str, operation: str, params: dict[str, Any], region: str, account: str) -> list[Any]:
+        return iam_requests(service, operation, params, region, account)
+
+    def simulate(self, batch: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        return simulate(batch)
 
 
-def fleet(stack_factory: Callable[..., DeployedStack], **kwargs: Any) -> DeployedStack:
-    return populate(stack_factory(**kwargs))
+@contextmanager
+def deployed(fleet: bool = True, **kwargs: Any) -> Iterator[DeployedStack]:
+    """A deployed stack; with ``fleet``, a tagged pair in member A (its destination in the other
+    Region) and an untagged pair in member B, then one inventory run (as its schedule would)."""
+    with DeployedStack(TestsAuthorizer(), **kwargs) as stack:
+        if fleet:
+            stack.bucket_pair(MEMBER_A, ROUTE, HOME, MEMBER_A, "orders-dr", AWAY, tags=OPT_IN)
+            stack.bucket_pair(MEMBER_B, UNTAGGED, HOME, MEMBER_B, "plain-dr", HOME)
+            stack.invoke("Inventory", {})
+        yield stack
 
 
 def uploads(stack: DeployedStack, route: str, since: float = 0.0) -> int:

@@ -181,6 +181,23 @@ class Schedule:
     next: float = 0.0
 
 
+def _resource_class(resource: str) -> str:
+    """The verdict cache's key for a resource: an S3 object by its bucket and the first segment of its
+    key (``replmon-probes/``, ``replmon-seed/``), because every role of template.yaml and
+    templates/member-account.yaml grants objects by such a prefix and ``*``; anything else as it is.
+    Each probe and heartbeat has a new key: the evaluator sees each kind of call once, not each call.
+
+    >>> _resource_class("arn:aws:s3:::b/replmon-probes/20261128T190400Z-hb/r/x")
+    'arn:aws:s3:::b/replmon-probes/*'
+    """
+    if resource.startswith("arn:aws:s3:::") and "/" in resource:
+        bucket_key = resource[len("arn:aws:s3:::"):]
+        bucket, _, key = bucket_key.partition("/")
+        head, sep, _ = key.partition("/")
+        return f"arn:aws:s3:::{bucket}/{head}{sep}*" if sep else resource
+    return resource
+
+
 class SteppedClock(ManualClock):
     """The deployment's one clock: it moves only when something sleeps (a handler's poll, a Wait
     state, a retry's backoff) or the driver steps it, and whatever schedule falls due on the way
@@ -230,6 +247,7 @@ class DeployedStack:
         self.notifications: list[Notification] = []
         self.invocations: list[Invocation] = []
         self.emf: list[tuple[str, dict[str, Any]]] = []  # (function, EMF document)
+        self._points: dict[str, list[Point]] = {}  # metric -> its observations (CloudWatch's view of the EMF)
         self.logs: list[tuple[str, str]] = []  # (function, line) of what the handlers printed besides EMF
         self.replication: dict[str, list[Replication]] = {}  # source bucket -> its rules
         self.owners: dict[str, str] = {}  # bucket -> account
@@ -332,8 +350,12 @@ class DeployedStack:
 
     @property
     def resolver(self) -> Resolver:
-        physical, attributes = self._physical()
-        return Resolver(self.template, self.parameters, physical=physical, attributes=attributes, region=HOME, account=HUB, stack=STACK)
+        """template.yaml's intrinsics resolved for this deployment (its parameters, the resources' names)."""
+        if "resolver" not in self._client_cache:
+            physical, attributes = self._physical()
+            self._client_cache["resolver"] = Resolver(self.template, self.parameters, physical=physical, attributes=attributes,
+                                                      region=HOME, account=HUB, stack=STACK)
+        return self._client_cache["resolver"]  # type: ignore[no-any-return]
 
     @property
     def page_topic(self) -> str:
@@ -423,6 +445,8 @@ class DeployedStack:
     def environment(self, function: str) -> dict[str, str]:
         """What Lambda gives the function: template.yaml's Globals and its own variables, resolved, and
         the runtime's (Region, name, the role's credentials)."""
+        if ("env", function) in self._client_cache:
+            return dict(self._client_cache[("env", function)])
         r = self.resolver
         env = dict(self.template.get("Globals", {}).get("Function", {}).get("Environment", {}).get("Variables", {}))
         env.update(self.template["Resources"][f"{function}Function"]["Properties"].get("Environment", {}).get("Variables", {}))
@@ -432,7 +456,8 @@ class DeployedStack:
                     "AWS_ACCESS_KEY_ID": creds["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": creds["SecretAccessKey"],
                     "AWS_SESSION_TOKEN": creds["SessionToken"], "POWERTOOLS_TRACE_DISABLED": "true",
                     "POWERTOOLS_LOG_LEVEL": "WARNING"})
-        return out
+        self._client_cache[("env", function)] = out
+        return dict(out)
 
     def _credentials(self, role_arn: str) -> dict[str, str]:
         key = ("creds", role_arn)
@@ -480,7 +505,7 @@ class DeployedStack:
                     denied.append(f"{req.action} on {req.resource} (no such role)")
                     continue
                 entry["resourcePolicy"] = self._trust[params["RoleArn"]]
-            key = (principal, req.action, req.resource, account, tuple(sorted(context.items())))
+            key = (principal, req.action, _resource_class(req.resource), account, tuple(sorted(context.items())))
             checks.append((req, key))
             if key not in self._verdicts and key not in pending:
                 pending[key] = {**entry, "id": str(len(pending))}
@@ -726,6 +751,8 @@ class DeployedStack:
                 blob = json.loads(line)
                 blob["_aws"]["Timestamp"] = int(at * 1000)  # Powertools stamps EMF with the wall clock: the run's is this one
                 self.emf.append((function, blob))
+                for p in points_from_emf([blob]):
+                    self._points.setdefault(p.metric, []).append(p)
             elif line:
                 self.logs.append((function, line))
 
@@ -902,8 +929,7 @@ class DeployedStack:
     # ------------------------------------------------------------------ what an operator sees
     def points(self, metric: str, **dimensions: str) -> list[Point]:
         """Every observation of ``metric`` whose dimensions include ``dimensions`` (CloudWatch's view of the EMF)."""
-        return [p for p in points_from_emf(b for _, b in self.emf)
-                if p.metric == metric and all(p.dimensions.get(k) == v for k, v in dimensions.items())]
+        return [p for p in self._points.get(metric, []) if all(p.dimensions.get(k) == v for k, v in dimensions.items())]
 
     def _read_alarms(self) -> dict[str, tuple[AlarmEvaluator, dict[str, Any]]]:
         r = self.resolver
@@ -917,10 +943,9 @@ class DeployedStack:
     def evaluate_alarms(self) -> None:
         """Each Metrics Insights alarm at the clock's minute; a contributor's change of state notifies
         the alarm's topic (AlarmActions on ALARM, OKActions on OK) naming the route."""
-        points = points_from_emf(b for _, b in self.emf)
         now = self.clock.now()
         for name, (ev, props) in self.alarms.items():
-            state = ev.step(now, points)
+            state = ev.step(now, self._points.get(ev.query.metric, []))
             before = self.alarm_states.setdefault(name, {})
             for key, c in state.contributors.items():
                 if before.get(key, "OK") != c.state:
