@@ -44,3 +44,20 @@ def deployed(fleet: bool = True, **kwargs: Any) -> Iterator[DeployedStack]:
 def uploads(stack: DeployedStack, route: str, since: float = 0.0) -> int:
     """Probes of ``route`` uploaded (UploadProbe invocations) since ``since``."""
     return sum(1 for i in stack.invocations if i.function == "UploadProbe" and i.at >= since and i.event["route"]["name"] == route)
+
+
+def replmon(stack: DeployedStack, *args: str) -> tuple[int, str]:
+    """``replmon <args>`` as the hub's operator runs it; (exit code, output, and the traceback of an
+    unexpected error)."""
+    import traceback
+
+    from typer.testing import CliRunner
+
+    from replmon.cli.app import app
+
+    with stack.operator():
+        result = CliRunner().invoke(app, list(args), catch_exceptions=True)
+    output = result.output
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        output += "".join(traceback.format_exception(result.exception))
+    return result.exit_code, output

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from replmon.local.stack import AWAY, HOME, HUB, MEMBER_A, MEMBER_B, DeployedStack
-from tests.deployed.scenario import PROBE_FUNCTIONS, ROUTE, UNTAGGED, deployed, uploads
+from tests.deployed.scenario import PROBE_FUNCTIONS, ROUTE, UNTAGGED, deployed, replmon, uploads
 
 pytestmark = pytest.mark.deployed
 
@@ -63,7 +63,7 @@ def test_a_its_rpo_slo_and_rtc_metrics_are_emitted_and_readable(steady: Deployed
     assert steady.points("SloBurnPage", Route=ROUTE), "no SLO burn for the route"
     readers = [c for c in steady.calls if c.function == "CollectSignals" and c.operation == "GetMetricData"]
     assert any(c.principal == f"arn:aws:iam::{MEMBER_A}:role/replmon-reader" for c in readers), "RTC metrics not read in member A"
-    code, out = steady.cli("report", "--fleet", "--format", "json")
+    code, out = replmon(steady, "report", "--fleet", "--format", "json")
     assert code == 0, out
     row = next(r for r in __import__("json").loads(out)["fleet"] if r["route"] == ROUTE)
     assert row["rpo_seconds"] is not None and row["verdict"] != "no_data", row
@@ -85,7 +85,7 @@ def test_f_an_untagged_bucket_is_listed_as_not_enrolled_and_never_probed(steady:
     untagged = next(r for r in steady.registry() if r.name == UNTAGGED)
     assert not untagged.probing
     assert not [c for c in steady.calls if c.params.get("Bucket") in (UNTAGGED, "plain-dr") and c.operation == "PutObject"]
-    _, out = steady.cli("fleet", "ls")
+    _, out = replmon(steady, "fleet")
     assert "not enrolled" in out, out
 
 

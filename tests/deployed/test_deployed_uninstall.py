@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.deployed.scenario import ROUTE, UNTAGGED, deployed
+from tests.deployed.scenario import ROUTE, UNTAGGED, deployed, replmon
 
 pytestmark = pytest.mark.deployed
 
@@ -27,7 +27,7 @@ def uninstalled() -> Iterator[dict[str, Any]]:
         before = {b: stack.objects(b, prefix) for b in (*own, ROUTE)}
         stack.schedule("ProbeStateMachine").enabled = False  # step 1: ScheduleState=DISABLED
         stack.advance(minutes=1)
-        code, out = stack.cli("uninstall", "--stack-name", "replmon", "--apply")
+        code, out = replmon(stack, "uninstall", "--stack-name", "replmon", "--apply")
         after = {b: stack.objects(b, prefix) for b in (*own, ROUTE, "orders-dr", UNTAGGED, "plain-dr")}
         yield {"before": before, "after": after, "code": code, "out": out, "own": own}
 

@@ -37,7 +37,7 @@ A scenario (tests/test_deployed.py has them all)::
         stack.stall(pair.source)                      # replication of the pair stops
         stack.advance(minutes=3)
         stack.pages(naming="orders")                  # notifications on the page topic
-        stack.cli("report", "--fleet")                # what `replmon report --fleet` prints
+        replmon(stack, "report", "--fleet")           # what `replmon report --fleet` prints (tests/deployed/scenario.py)
 
 Not emulated: CloudWatch's standard (non-Insights) alarms, Lambda's concurrency and timeouts, S3 event
 delivery latency (:meth:`DeployedStack.s3_event` hands an event to IngestEvents as Lambda's SQS poller
@@ -133,7 +133,7 @@ class Notification:
 
 
 @dataclass
-class Invocation:
+class HandlerRun:
     function: str
     event: Any
     at: float
@@ -245,7 +245,7 @@ class DeployedStack:
         self.template = load_template(TEMPLATE)
         self.calls: list[Call] = []
         self.notifications: list[Notification] = []
-        self.invocations: list[Invocation] = []
+        self.invocations: list[HandlerRun] = []
         self.emf: list[tuple[str, dict[str, Any]]] = []  # (function, EMF document)
         self._points: dict[str, list[Point]] = {}  # metric -> its observations (CloudWatch's view of the EMF)
         self.logs: list[tuple[str, str]] = []  # (function, line) of what the handlers printed besides EMF
@@ -281,7 +281,7 @@ class DeployedStack:
         self._ended = 0
         self._stack = contextlib.ExitStack()
         self._deps: dict[str, wiring.Deps] = {}
-        self._client_cache: dict[tuple[Any, ...], Any] = {}
+        self._client_cache: dict[Any, Any] = {}  # clients, credentials, resolved environments, the resolver
 
     # ------------------------------------------------------------------ set-up
     def __enter__(self) -> DeployedStack:
@@ -327,11 +327,12 @@ class DeployedStack:
         if key not in self._client_cache:
             import boto3
 
-            sts = boto3.client("sts", region_name=HOME, aws_access_key_id="harness", aws_secret_access_key="harness")
+            sts: Any = boto3.client("sts", region_name=HOME, aws_access_key_id="harness", aws_secret_access_key="harness")
             sts._replmon_untracked = True
             creds = sts.assume_role(RoleArn=f"arn:aws:iam::{account}:role/harness-admin", RoleSessionName="harness")["Credentials"]
-            c = boto3.client(service, region_name=region, aws_access_key_id=creds["AccessKeyId"],
-                             aws_secret_access_key=creds["SecretAccessKey"], aws_session_token=creds["SessionToken"])
+            session = boto3.session.Session(aws_access_key_id=creds["AccessKeyId"], aws_secret_access_key=creds["SecretAccessKey"],
+                                            aws_session_token=creds["SessionToken"], region_name=region)
+            c: Any = session.client(service)  # type: ignore[call-overload]
             c._replmon_untracked = True
             self._client_cache[key] = c
         return self._client_cache[key]
@@ -464,7 +465,7 @@ class DeployedStack:
         if key not in self._client_cache:
             import boto3
 
-            sts = boto3.client("sts", region_name=HOME, aws_access_key_id="harness", aws_secret_access_key="harness")
+            sts: Any = boto3.client("sts", region_name=HOME, aws_access_key_id="harness", aws_secret_access_key="harness")
             sts._replmon_untracked = True
             creds = sts.assume_role(RoleArn=role_arn, RoleSessionName="lambda")["Credentials"]
             self._principals[creds["AccessKeyId"]] = role_arn
@@ -522,7 +523,7 @@ class DeployedStack:
         from botocore.client import BaseClient
         from botocore.exceptions import ClientError
 
-        original = BaseClient._make_api_call
+        original = BaseClient._make_api_call  # type: ignore[attr-defined]
         stack = self
 
         def make_api_call(client: BaseClient, operation: str, params: dict[str, Any]) -> Any:
@@ -544,8 +545,9 @@ class DeployedStack:
                 if service == "s3" and operation == "HeadObject":
                     code = "403"  # a HEAD's error has no body: botocore names it by its status
                 session = f"arn:aws:sts::{principal.split(':')[4]}:assumed-role/{principal.rsplit('/', 1)[1]}/session"
-                raise ClientError({"Error": {"Code": code, "Message": f"User: {session} is not authorized to perform: "
-                                             f"{'; '.join(call.denied)}"}, "ResponseMetadata": {"HTTPStatusCode": status}}, operation)
+                answer: Any = {"Error": {"Code": code, "Message": f"User: {session} is not authorized to perform: {'; '.join(call.denied)}"},
+                               "ResponseMetadata": {"HTTPStatusCode": status}}
+                raise ClientError(answer, operation)
             params = stack._before_s3(service, operation, params)
             try:
                 response = original(client, operation, params)
@@ -554,8 +556,9 @@ class DeployedStack:
                 if (service == "s3" and operation in ("HeadObject", "GetObject") and code in ("404", "NoSuchKey", "NoSuchVersion")
                         and stack._authorize("s3", "ListObjectsV2", {"Bucket": params["Bucket"]}, region, principal)):
                     # Without s3:ListBucket, S3 answers a missing key with 403 (HeadObject API reference).
-                    raise ClientError({"Error": {"Code": "403" if operation == "HeadObject" else "AccessDenied", "Message": "Forbidden"},
-                                       "ResponseMetadata": {"HTTPStatusCode": 403}}, operation) from exc
+                    forbidden: Any = {"Error": {"Code": "403" if operation == "HeadObject" else "AccessDenied", "Message": "Forbidden"},
+                                      "ResponseMetadata": {"HTTPStatusCode": 403}}
+                    raise ClientError(forbidden, operation) from exc
                 raise
             if service == "sts" and operation == "AssumeRole":
                 stack._principals[response["Credentials"]["AccessKeyId"]] = params["RoleArn"]
@@ -726,7 +729,7 @@ class DeployedStack:
                 self._hung -= 1
         self.deps(function)
         out = _Stamped(self.clock)
-        inv = Invocation(function, event, self.clock.now())
+        inv = HandlerRun(function, event, self.clock.now())
         counted = not self._driven()  # the driver's own invocations are not what it waits for
         with self._time:
             self._active += counted
@@ -770,8 +773,9 @@ class DeployedStack:
         rec["s3"]["bucket"].update({"name": bucket, "arn": f"arn:aws:s3:::{bucket}"})
         rec["s3"]["object"]["key"] = key
         if "replicationEventData" in rec:
-            rule = (self.replication.get(bucket) or [None])[0]
-            if rule is not None:
+            rules = self.replication.get(bucket) or []
+            if rules:
+                rule = rules[0]
                 rec["replicationEventData"].update({"replicationRuleId": rule.rule_id, "destinationBucket": f"arn:aws:s3:::{rule.destination}"})
             rec["replicationEventData"].update(fields)
         message = {"messageId": uuid.uuid4().hex, "receiptHandle": "h", "body": json.dumps(doc), "attributes": {"ApproximateReceiveCount": "1"},
@@ -986,29 +990,18 @@ class DeployedStack:
         out += [f"{u['Key']} (upload)" for u in s3.list_multipart_uploads(Bucket=bucket, Prefix=prefix).get("Uploads", [])]
         return out
 
-    def cli(self, *args: str, account: str = HUB) -> tuple[int, str]:
-        """``replmon <args>`` as an operator of ``account`` runs it (its administrator's credentials,
-        not judged by the gate; the stack's Region and table); returns (exit code, output, with the
-        traceback of an unexpected error)."""
-        from typer.testing import CliRunner
-
-        from replmon.cli.app import app
-
+    @contextlib.contextmanager
+    def operator(self, account: str = HUB) -> Iterator[None]:
+        """Run code as an operator of ``account`` (its administrator's credentials, not judged by the
+        gate; the stack's Region and table; time.time is the run's clock), with the stack described in
+        CloudFormation as `--stack-name` reads it. tests/deployed/scenario.py ``replmon`` runs the CLI so."""
         creds = self._credentials(f"arn:aws:iam::{account}:role/harness-admin")
         env = {"AWS_ACCESS_KEY_ID": creds["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": creds["SecretAccessKey"],
                "AWS_SESSION_TOKEN": creds["SessionToken"], "AWS_REGION": HOME, "AWS_DEFAULT_REGION": HOME, "REPLMON_TABLE": TABLE,
                "COLUMNS": "200"}
         self._describe_stack()
-        # the operator's clock is the run's (the CLI reads time.time for "the last N hours")
-        with self._context("cli", env), mock.patch("time.time", self.clock.now):
-            result = CliRunner().invoke(app, list(args), catch_exceptions=True)
-        output = result.output
-        if result.exception is not None and not isinstance(result.exception, SystemExit):
-            import traceback
-
-            output += "".join(traceback.format_exception(result.exception))
-        return result.exit_code, output
-
+        with self._context("operator", env), mock.patch("time.time", self.clock.now):
+            yield
 
     def _describe_stack(self) -> None:
         """The stack in CloudFormation with template.yaml's outputs and parameters, as `replmon
