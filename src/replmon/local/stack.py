@@ -19,25 +19,32 @@ What is real and what is emulated:
   scenario sets each pair; S3's replication metrics are put in CloudWatch where S3 publishes them);
   IAM (a call a role does not allow raises AccessDenied to the code, as AWS would; an AssumeRole
   needs the caller's identity policy and the role's trust policy, ``sts:ExternalId`` included);
-  Lambda's runtime (credentials of the function's role, ``AWS_REGION``...); the clock (a
-  :class:`~replmon.core.clock.ManualClock`: Wait states, retries and the handlers' sleeps advance it).
-- **Serial**: one handler runs at a time (os.environ is the process's), and a schedule's target runs
-  to its end before the next fires, except a run with a hung step (:meth:`DeployedStack.hang`): the
-  driver goes on once only hung steps are left, so the next ticks run beside it.
+  Lambda's runtime (each function its own environment, stdout and clients: ``os.environ`` and
+  ``sys.stdout`` are per thread while the stack runs, handed on to a handler's pool threads).
+- **Time**: one :class:`SteppedClock`. The thread that entered the stack (the driver: a test, a
+  bench) steps it to each due schedule; every other thread's sleep (a Wait state, a retry's
+  backoff, a handler polling) runs up to that time and parks there, so executions run beside the
+  schedules: a heartbeat and the alarms keep their minute while a probe polls a stalled route. A
+  step that hangs (:meth:`DeployedStack.hang`) is left hanging. Between two states an execution is
+  visible to no counter: the driver takes it as waiting once nothing changed for
+  :data:`QUIET_SECONDS` of real time.
 
 The IAM evaluator and the mapping of an API call to its IAM actions are passed in
 (:class:`Authorizer`: the tests use tests/iam.py, the policy evaluator @cloud-copilot/iam-simulate).
 
-A scenario (tests/test_deployed.py has them all)::
+A scenario (tests/deployed/ has them all; docs/DEPLOYED.md)::
 
     with DeployedStack(authorizer) as stack:
         pair = stack.bucket_pair(MEMBER_A, "orders", HOME, MEMBER_A, "orders-dr", AWAY, tags={"replmon:probe": "on"})
-        stack.advance(hours=1)                        # inventory, probe runs, heartbeats, collector
-        stack.points("RpoSeconds", Route="orders")    # what CloudWatch holds (EMF)
+        stack.invoke("Inventory", {})                 # or wait for its schedule
+        stack.advance(minutes=6)                      # a probe run, heartbeats, the collector, the alarms
+        stack.points("ReplicationLatencySeconds", Route="orders")   # what CloudWatch holds (EMF)
         stack.stall(pair.source)                      # replication of the pair stops
-        stack.advance(minutes=3)
-        stack.pages(naming="orders")                  # notifications on the page topic
-        replmon(stack, "report", "--fleet")           # what `replmon report --fleet` prints (tests/deployed/scenario.py)
+        stack.advance(minutes=2)
+        stack.pages(naming="orders")                  # messages on the page topic naming it
+        stack.alarm_state("RouteStalledG00Alarm", "orders")          # "ALARM"
+        with stack.operator():                        # the hub's operator: `replmon report --fleet` ...
+            ...
 
 Not emulated: CloudWatch's standard (non-Insights) alarms, Lambda's concurrency and timeouts, S3 event
 delivery latency (:meth:`DeployedStack.s3_event` hands an event to IngestEvents as Lambda's SQS poller
