@@ -95,6 +95,8 @@ PARAMETERS: dict[str, Any] = {
 #: Real seconds an execution must show no change before the driver takes it as waiting (between two
 #: states it is visible to no counter: moto's interpreter is running it).
 QUIET_SECONDS = 0.15
+#: ... and when some execution has no thread waiting at all (it is between states, e.g. starting a Map run).
+UNSEEN_SECONDS = 0.6
 #: The alarms' evaluation, stepped as a schedule.
 ALARMS = "CloudWatch alarms"
 _EMF = re.compile(r'^\{.*"_aws".*\}$')
@@ -283,6 +285,7 @@ class DeployedStack:
         self._hangs: dict[str, threading.Event] = {}
         self._hung = 0
         self._replicas: dict[tuple[str, str, str], str] = {}  # (destination, key, source version) -> replica version
+        self._failed: set[tuple[str, str, str]] = set()  # objects S3 failed to replicate (counted once)
         self._put_end: dict[tuple[str, str, str], float] = {}  # (source, key, version) -> when its PUT ended
         self._executions: list[str] = []  # started and not seen ended
         self._ended = 0
@@ -638,21 +641,30 @@ class DeployedStack:
                 Bucket=rule.destination, Key=key, Body=body["Body"].read(), ChecksumAlgorithm="CRC64NVME", **extra)
             self._replicas[(rule.destination, key, version)] = put["VersionId"]
             self._metric(rule, latency=elapsed)
+        elif rule.outcome == "FAILED" and (rule.source, key, version) not in self._failed:
+            self._failed.add((rule.source, key, version))
+            self._metric(rule, failed=True)
         return rule.outcome
 
-    def _metric(self, rule: Replication, latency: float) -> None:
-        """S3's replication metrics (AWS/S3, per source bucket, destination and rule), in the source's
-        account and Region (S3 User Guide, "Monitoring progress with replication metrics")."""
-        dims = [{"Name": "SourceBucket", "Value": rule.source}, {"Name": "DestinationBucket", "Value": rule.destination},
-                {"Name": "RuleId", "Value": rule.rule_id}]
+    def _metric(self, rule: Replication, latency: float | None = None, failed: bool = False) -> None:
+        """S3's replication metrics (AWS/S3, per source bucket, destination and rule) in the source's
+        account, each in the Region S3 publishes it (signals/rtc.py METRIC_REGION, "Using S3
+        Replication metrics"): latency and pending in the destination's, failures in the source's."""
         from datetime import UTC, datetime
 
+        dims = [{"Name": "SourceBucket", "Value": rule.source}, {"Name": "DestinationBucket", "Value": rule.destination},
+                {"Name": "RuleId", "Value": rule.rule_id}]
         at = datetime.fromtimestamp(self.clock.now(), UTC)
-        with contextlib.suppress(Exception):  # moto may refuse AWS/ namespaces: the metric is then absent
-            self.admin("cloudwatch", rule.source_account, rule.source_region).put_metric_data(Namespace="AWS/S3", MetricData=[
-                {"MetricName": "ReplicationLatency", "Dimensions": dims, "Value": latency, "Unit": "Seconds", "Timestamp": at},
-                {"MetricName": "BytesPendingReplication", "Dimensions": dims, "Value": 0.0, "Unit": "Bytes", "Timestamp": at},
-                {"MetricName": "OperationsPendingReplication", "Dimensions": dims, "Value": 0.0, "Unit": "Count", "Timestamp": at}])
+        if failed:
+            data, region = [{"MetricName": "OperationsFailedReplication", "Dimensions": dims, "Value": 1.0, "Unit": "Count",
+                             "Timestamp": at}], rule.source_region
+        else:
+            data, region = [{"MetricName": "ReplicationLatency", "Dimensions": dims, "Value": latency or 0.0, "Unit": "Seconds",
+                             "Timestamp": at},
+                            {"MetricName": "BytesPendingReplication", "Dimensions": dims, "Value": 0.0, "Unit": "Bytes", "Timestamp": at},
+                            {"MetricName": "OperationsPendingReplication", "Dimensions": dims, "Value": 0.0, "Unit": "Count",
+                             "Timestamp": at}], rule.destination_region
+        self.admin("cloudwatch", rule.source_account, region).put_metric_data(Namespace="AWS/S3", MetricData=data)
 
     def stall(self, source: str) -> None:
         """Replication of ``source``'s rules stops: new objects stay PENDING."""
@@ -715,6 +727,10 @@ class DeployedStack:
     @contextlib.contextmanager
     def _context(self, function: str | None, env: Mapping[str, str], out: Any = None) -> Iterator[None]:
         """This thread runs as ``function``: its environment (os.environ reads it), its stdout."""
+        import sys
+
+        if not isinstance(sys.stdout, _ThreadStdout):  # pytest's capture puts its own back between a test's phases
+            sys.stdout = _ThreadStdout(sys.stdout, self._ctx)
         saved = dict(self._ctx.__dict__)
         driven = self._driven()
         self._ctx.function, self._ctx.env, self._ctx.out, self._ctx.driven = function, dict(env), out, driven
@@ -734,13 +750,13 @@ class DeployedStack:
                 self._hangs[hang].wait()
             finally:
                 self._hung -= 1
-        self.deps(function)
         out = _Stamped(self.clock)
         inv = HandlerRun(function, event, self.clock.now())
         counted = not self._driven()  # the driver's own invocations are not what it waits for
         with self._time:
             self._active += counted
         try:
+            self.deps(function)  # a cold start: counted as running, the driver waits for it
             with self._context(function, self.environment(function), out):
                 inv.result = load_handler(function)(event, LambdaContext(function))
             return inv.result
@@ -918,10 +934,11 @@ class DeployedStack:
             with self._time:
                 state = (len(self.invocations), self._parked, self._active, self._hung)
                 busy = self._active > self._parked_handlers
+                waiting = self._parked + self._hung >= len(running)  # each execution has a thread that waits
             if state != seen or busy:
                 quiet_since, seen = time.monotonic(), state
-            elif not until_end and time.monotonic() - quiet_since > QUIET_SECONDS:
-                self._settled = True
+            elif not until_end and time.monotonic() - quiet_since > (QUIET_SECONDS if waiting else UNSEEN_SECONDS):
+                self._settled = waiting  # an execution seen by no counter may move on its own: settle again next time
                 return
             if time.monotonic() > deadline:
                 raise TimeoutError(f"executions still running after {timeout} s: {running}")
@@ -1096,9 +1113,12 @@ def _thread_context(ctx: threading.local) -> Iterator[None]:
 
         return submit(pool, run)
 
-    with mock.patch.object(os, "environ", _ThreadEnviron(os.environ, ctx)), mock.patch.object(sys, "stdout", _ThreadStdout(sys.stdout, ctx)), \
-            mock.patch.object(ThreadPoolExecutor, "submit", submit_in_context):
-        yield
+    with mock.patch.object(os, "environ", _ThreadEnviron(os.environ, ctx)), mock.patch.object(ThreadPoolExecutor, "submit", submit_in_context):
+        try:
+            yield
+        finally:
+            while isinstance(sys.stdout, _ThreadStdout):  # the stack's own, wherever it was installed
+                sys.stdout = sys.stdout.base
 
 
 class _Stamped(io.StringIO):
