@@ -15,18 +15,17 @@ pytestmark = pytest.mark.deployed
 
 @pytest.fixture(scope="module")
 def uninstalled() -> Iterator[dict[str, Any]]:
-    """The stack's own pair and the member route both stalled (a probe and heartbeats in flight on
-    each), then the documented uninstall."""
+    """The stack's own pair and the member route both stalled (heartbeats in flight on each), then
+    the documented uninstall."""
     with deployed() as stack:
         prefix = str(stack.resolver.ref("ProbePrefix"))
         own = (str(stack.resolver.ref("DemoSourceBucket")), str(stack.resolver.ref("DemoDestinationBucket")))
-        stack.advance(minutes=3)
+        stack.advance(minutes=1)
         stack.stall(own[0])
         stack.stall(ROUTE)
-        stack.advance(minutes=3)
+        stack.advance(minutes=2)
         before = {b: stack.objects(b, prefix) for b in (*own, ROUTE)}
-        stack.schedule("ProbeStateMachine").enabled = False  # step 1: ScheduleState=DISABLED
-        stack.advance(minutes=1)
+        stack.schedule("ProbeStateMachine").enabled = False  # step 1: ScheduleState=DISABLED (no run started yet)
         code, out = replmon(stack, "uninstall", "--stack-name", "replmon", "--apply")
         after = {b: stack.objects(b, prefix) for b in (*own, ROUTE, "orders-dr", UNTAGGED, "plain-dr")}
         yield {"before": before, "after": after, "code": code, "out": out, "own": own}
