@@ -127,8 +127,9 @@ class LocalStateMachine:
     """
 
     def __init__(self, handlers: dict[str, Handler], clock: ManualClock | None = None, definition: Path = DEFINITION,
-                 environments: Mapping[str, Mapping[str, str]] | None = None, plan_s3: Any = None):
+                 environments: Mapping[str, Mapping[str, str]] | None = None, plan_s3: Any = None, name: str | None = None):
         self.handlers = handlers
+        self.name = name  # the state machine's name (template.yaml's: <stack>-replication-probe); else a new one
         self.plan_s3 = plan_s3  # the ItemReader's S3 client (None: moto's own, for a test inside mock_aws)
         self.clock = clock
         self.definition = definition
@@ -222,7 +223,7 @@ class LocalStateMachine:
         self.sfn = clients.client("stepfunctions", clients.CONTROL, region=REGION, keys=("local", "local"))
         self.sfn._replmon_untracked = True  # the service's own calls, not a function's (tests/iam.py)
         self.arn = self.sfn.create_state_machine(
-            name=f"replication-probe-{uuid.uuid4().hex[:8]}",
+            name=self.name or f"replication-probe-{uuid.uuid4().hex[:8]}",
             definition=load_definition(self.definition),
             roleArn=f"arn:aws:iam::{ACCOUNT}:role/replmon-local",
             type="STANDARD",

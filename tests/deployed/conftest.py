@@ -1,0 +1,1 @@
+"""The deployed stack's scenarios (``pytest -m deployed``): tests/deployed/scenario.py."""
