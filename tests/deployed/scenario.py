@@ -14,7 +14,7 @@ from replmon.local.stack import AWAY, HOME, MEMBER_A, MEMBER_B, DeployedStack
 from tests.iam import iam_requests, simulate
 
 #: The opt-in tag a member bucket carries to be probed (the tag opt-in lands with; align the value then).
-OPT_IN = {"replmon:probe": "on"}
+OPT_IN = {"replmon:enroll": "true"}  # REPLMON_FLEET enroll_tag (core/fleetconfig.py)
 ROUTE, UNTAGGED = "orders-src", "plain-src"
 PROBE_FUNCTIONS = ("UploadProbe", "PollReplication", "RecordResult", "Cleanup")
 
