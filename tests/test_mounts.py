@@ -56,7 +56,7 @@ def test_r2_every_thread_of_every_job_reads_its_own_file() -> None:
         per_size[f.size] = per_size.get(f.size, 0) + 1
     assert per_size == {500 * 2**20: 25, 2**30: 25, 3 * 2**30: 25}
     assert len({f.path for f in x.layout}) == 75
-    assert sum(f.size for f in x.layout) == 25 * (500 * 2**20 + 2**30 + 3 * 2**30)  # 112.5 GiB
+    assert sum(f.size for f in x.layout) == 25 * (500 * 2**20 + 2**30 + 3 * 2**30)  # 112.2 GiB
 
 
 def test_r3_dd_runs_each_test_ten_times_on_one_path_in_the_studys_order() -> None:

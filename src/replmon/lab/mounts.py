@@ -7,8 +7,12 @@
   study's drop on loopback: qualitative, since a real inter-region path also differs in bandwidth,
   loss and S3's own behaviour, and loopback has no bandwidth limit at all;
 - ``mountpoint-credits``: the same through a Toxiproxy listener that, ``throttle_after`` seconds
-  into the run, caps every connection to ``throttle_mibps`` (Toxiproxy's bandwidth toxic is per
-  connection): burst credits running out, as in the FSx for Lustre study, for the knee;
+  into the measured I/O (armed by the runner's ``on_io_start``, after mounting and laying out),
+  caps every connection to ``throttle_mibps`` (Toxiproxy's bandwidth toxic is per connection):
+  burst credits running out, as in the FSx for Lustre study, for the knee. By default the burst
+  is a quarter of the preset's run time at the scale (:func:`default_throttle_after`: 28 s of
+  burst-write's 112 s at small scale), so the knee detector sees a burst, the fall and the
+  sustained level;
 - ``s3fs``: s3fs-fuse (Debian) on the same bucket;
 - ``local``: a directory on the lab's disk (the studies' EBS row).
 Results go to a results bucket on the same MinIO, then through the ingest code into the lab's
@@ -48,6 +52,24 @@ XREGION_PROXY = "fio-xregion"
 CREDITS_PROXY = "fio-credits"
 #: The cross-region study's pair, Ohio (us-east-2) - Tokyo (ap-northeast-1): a round trip of about 145 ms.
 STUDY_RTT_MS = 145
+
+
+#: The burst the lab's throttle leaves: this share of the preset's run time at the scale, at least MIN_BURST_S.
+BURST_SHARE = 0.25
+MIN_BURST_S = 3.0
+
+
+def default_throttle_after(preset: str, scale: str) -> float:
+    """Seconds of burst before the lab's cap: a quarter of the preset's longest job at ``scale``
+    (three quarters are left for the fall and the sustained level), at least MIN_BURST_S (the
+    knee detector needs three samples of each level).
+
+    >>> default_throttle_after("burst-write", "small"), default_throttle_after("burst-write", "tiny")
+    (28.0, 3.0)
+    """
+    plan = presets_mod.expand(preset, "mountpoint", scale)
+    longest = max((j.seconds() for j in plan.jobs), default=0)
+    return max(MIN_BURST_S, round(longest * BURST_SHARE))
 
 
 def default_targets(preset: str) -> list[str]:
@@ -104,12 +126,15 @@ def _lab_target(lab: Any, name: str, mnt: Path, endpoint: str) -> Target:
                              "env": {"AWS_ACCESS_KEY_ID": access, "AWS_SECRET_ACCESS_KEY": secret}})
 
 
-def run_lab_fio(lab: Any, preset: str, scale: str, targets: list[str], *, rtt_ms: int = STUDY_RTT_MS, throttle_after: float = 5.0,
-                throttle_mibps: int = 8, progress: Callable[[str], None] = lambda _: None) -> list[TargetRun]:
+def run_lab_fio(lab: Any, preset: str, scale: str, targets: list[str], *, rtt_ms: int = STUDY_RTT_MS, throttle_after: float | None = None,
+                throttle_mibps: int = 1, progress: Callable[[str], None] = lambda _: None) -> list[TargetRun]:
+    """``throttle_after``: seconds into the measured I/O before mountpoint-credits' cap (default
+    :func:`default_throttle_after`); ``throttle_mibps``: the cap per connection."""
     unknown = [t for t in targets if t not in LAB_TARGETS]
     if unknown:
         raise LabError(f"--mount {unknown[0]!r}: use any of {', '.join(LAB_TARGETS)}")
     presets_mod.raw(preset)
+    after = default_throttle_after(preset, scale) if throttle_after is None else throttle_after
     s3 = lab.s3("destination")
     for bucket in (FIO_BUCKET, RESULTS_BUCKET):
         with contextlib.suppress(s3.exceptions.BucketAlreadyOwnedByYou):
@@ -133,17 +158,18 @@ def run_lab_fio(lab: Any, preset: str, scale: str, targets: list[str], *, rtt_ms
                 for stream in ("upstream", "downstream"):  # writes' bodies go up, reads' come down
                     lab.toxiproxy.toxic(CREDITS_PROXY, f"credits-{stream}", "bandwidth", stream, rate=throttle_mibps * 1024)
 
-            throttle = threading.Timer(throttle_after, run_out_of_credits)
+            throttle = threading.Timer(after, run_out_of_credits)
+            progress(f"{name}: {throttle_mibps} MiB/s per connection from {after:g} s into the measured I/O")
         target = _lab_target(lab, name, mnt, endpoint)
         progress(f"{name}: {preset} at scale {scale}")
-        try:
-            if throttle:
-                throttle.start()
-            result = run(target, preset, scale, S3Sink(f"s3://{RESULTS_BUCKET}/{RESULTS_PREFIX}", s3), workdir=str(lab.root))
+        try:  # the cap's clock starts with the measured I/O, not with mounting and laying out
+            result = run(target, preset, scale, S3Sink(f"s3://{RESULTS_BUCKET}/{RESULTS_PREFIX}", s3), workdir=str(lab.root),
+                         on_io_start=throttle.start if throttle else None)
         finally:
             if throttle:
                 throttle.cancel()
-                throttle.join()
+                if throttle.ident is not None:  # started (the run reached its I/O)
+                    throttle.join()
             if name in ("mountpoint-xregion", "mountpoint-credits"):
                 lab.toxiproxy.remove(XREGION_PROXY if name == "mountpoint-xregion" else CREDITS_PROXY)
             shutil.rmtree(mnt / "mp-cache", ignore_errors=True)

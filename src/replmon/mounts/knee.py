@@ -183,22 +183,29 @@ def find_knee(times: Sequence[float], values: Sequence[float], *, min_drop: floa
 
 
 def by_direction(samples: Sequence[Sample]) -> dict[str, dict[str, Any]]:
-    """Each direction the logs have: its seconds of samples and its knee (None: no knee), as stored in run.json."""
+    """Each direction the logs have: its seconds of samples, their mean (bytes/s: the level of a
+    run without a knee) and its knee (None: no knee), as stored in run.json."""
     out: dict[str, dict[str, Any]] = {}
     for direction in ("write", "read"):
         times, values = per_second(samples, direction)
         if values:
             k = find_knee(times, values)
-            out[direction] = {"samples": len(values), "knee": k.to_json() if k else None}
+            out[direction] = {"samples": len(values), "mean": statistics.fmean(values), "knee": k.to_json() if k else None}
     return out
 
 
 def table_row(direction: str, entry: dict[str, Any]) -> dict[str, Any]:
-    """One direction of :func:`by_direction` as a printed row, MiB/s."""
+    """One direction of :func:`by_direction` as a printed row, MiB/s. Without a knee the series
+    still has a level: its mean, printed as the sustained level with "no knee".
+
+    >>> table_row("write", {"samples": 60, "mean": 8 * 2**20, "knee": None})["sustained MiB/s"]
+    '8.0 (one level)'
+    """
     k = entry.get("knee")
+    level = entry.get("mean")
     return {"direction": direction, "seconds": entry["samples"],
             "burst MiB/s": f"{k['burst'] / 2**20:.1f}" if k else "-",
             "burst s": f"{k['decline_start_s']:.0f}" if k else "-",
             "knee at s": f"{k['at_s']:.0f}" if k else "no knee",
             "decline ends s": f"{k['decline_end_s']:.0f}" if k else "-",
-            "sustained MiB/s": f"{k['sustained'] / 2**20:.1f}" if k else "-"}
+            "sustained MiB/s": f"{k['sustained'] / 2**20:.1f}" if k else (f"{level / 2**20:.1f} (one level)" if level is not None else "-")}
