@@ -69,7 +69,7 @@ def default_throttle_after(preset: str, scale: str) -> float:
     """
     plan = presets_mod.expand(preset, "mountpoint", scale)
     longest = max((j.seconds() for j in plan.jobs), default=0)
-    return max(MIN_BURST_S, round(longest * BURST_SHARE))
+    return max(MIN_BURST_S, float(round(longest * BURST_SHARE)))
 
 
 def default_targets(preset: str) -> list[str]:
