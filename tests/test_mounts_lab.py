@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from replmon.lab.lab import TABLE, Lab
-from replmon.lab.mounts import RESULTS_BUCKET, report, run_lab_fio, xregion_drop
+from replmon.lab.mounts import RESULTS_BUCKET, default_throttle_after, report, run_lab_fio, xregion_drop
 from replmon.mounts import presets
 from replmon.mounts.ingest import partition
 from replmon.mounts.targets import is_mounted
@@ -111,3 +111,22 @@ def test_lab_fio_cli_on_local_prints_the_study_tables_and_writes_the_chart(tmp_p
     assert {"target": "published", "bs": "4K", "read": 47600, "randread": 50100, "write": 15000, "randwrite": 15300} in iops
     md = (tmp_path / "LAB.md").read_text()
     assert "<!-- lab-fio:nfs-matrix:start -->" in md and "machine:" in md and "R5 IOPS" in md
+
+
+def test_the_throttled_mount_shows_burst_write_s_knee_where_the_cap_bites(lab: Lab) -> None:
+    """`replmon lab fio --preset burst-write --scale small` on mountpoint-credits: the cap is armed
+    when the measured I/O starts and bites a quarter of the run time later (28 s of 112 s), so the
+    knee detector finds the burst, the fall and the sustained level, with the knee at the cap (the
+    fio log's first second is fio's start; the detector's running median of 7 s can lag a few
+    seconds), and the report prints it from the lab's store."""
+    after = default_throttle_after("burst-write", "small")
+    assert after == 28.0
+    [r] = run_lab_fio(lab, "burst-write", "small", ["mountpoint-credits"])
+    assert r.result.exit_code == 0, r.result.run["errors"]
+    knee = r.result.run["knees"]["write"]["knee"]
+    assert knee is not None, r.result.run["knees"]
+    assert after - 3 <= knee["at_s"] <= after + 10, knee
+    assert after - 10 <= knee["decline_start_s"] <= after + 5 and knee["sustained"] <= 0.5 * knee["burst"], knee
+    assert r.result.run["bw_series"]["write"]["t"] and r.result.run["versions"]["mountpoint"]
+    [row] = [x for x in report("burst-write", [r]).tables[0].rows if x["target"] == "mountpoint-credits"]
+    assert row["knee at s"] == f"{knee['at_s']:.0f}" and row["sustained MB/s"] != "-"

@@ -231,9 +231,12 @@ def markdown_section(preset: str, scale: str, rep: StudyReport, runs: list[Targe
     from replmon.lab.bench import machine
 
     fio = subprocess.run(["fio", "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
+    ran = {k: v for r in runs for k, v in (r.result.run.get("versions") or {}).items() if v and k != "kernel"}  # what each run recorded
+    versions = "; ".join(f"{k} {v}" for k, v in sorted(ran.items())) or fio
     lines = [f"## {preset} at scale {scale} ({rep.reference})", "",
              f"- date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}; machine: {machine()}",
-             f"- versions: {fio}, mountpoint-s3-fs 0.11.0 (tools/mountpoint-lab), s3fs (Debian); command: `{command}`",
+             f"- versions (as the runs recorded them): {versions} (mountpoint: tools/mountpoint-lab on Mountpoint's crates); "
+             f"command: `{command}`",
              "- runs: " + "; ".join(f"{r.target} {r.result.run['status']} in {r.result.run['wall_s']:.0f} s" for r in runs), ""]
     for t in rep.tables:
         if not t.rows:

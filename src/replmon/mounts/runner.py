@@ -269,9 +269,10 @@ def versions(target: Target) -> dict[str, str | None]:
 def lustre_stripe(spec: dict[str, Any], dirs: dict[str, Path], run: Callable[..., Any] = subprocess.run) -> dict[str, Any]:
     """Sets the preset's Lustre layout (``lustre_stripe``: count and size; R4 ran with stripe count
     1, stripe size 1 MiB, the file system's default then) on the directories the preset's files
-    are made in, before they are made (a new file takes its directory's layout: Lustre Operations
-    Manual, "Setting the File Layout/Striping Configuration (lfs setstripe)"), and reads back what
-    each directory has (``lfs getstripe -d``): run.json records both. Raises OSError when lfs fails."""
+    are made in, before they are made (``lfs setstripe`` on a directory applies to files added to it
+    afterwards; ``lfs getstripe -d`` shows the directory's own: Lustre wiki, "Configuring Lustre
+    File Striping"), and reads back what each directory has: run.json records both. Raises
+    OSError when lfs fails."""
     want = spec["lustre_stripe"]
     got: dict[str, Any] = {"asked": want}
     for label, d in dirs.items():
