@@ -92,13 +92,38 @@ def test_500ms_logs_are_averaged_within_a_log_and_summed_across_logs() -> None:
     """Two jobs logging every 500 ms at 300 MB/s for 60 s then 75 MB/s: 600 then 150 MB/s in all
     (the old reading added the two samples of each second: 1,200 MB/s)."""
     job = [B / 2] * 120 + [S / 2] * 120
-    samples = k.read_bw_log(_log(job, 500), "j0_bw.1.log") + k.read_bw_log(_log(job, 500), "j0_bw.2.log")
+    first = 1_790_000_000_500  # fio logs an entry at the end of its window: the first 500 ms after the start
+    samples = k.read_bw_log(_log(job, 500, first), "j0_bw.1.log") + k.read_bw_log(_log(job, 500, first), "j0_bw.2.log")
     t, v = k.per_second(samples, "write")
     assert len(v) == 120 and v[0] == pytest.approx(B, rel=1e-3) and v[-1] == pytest.approx(S, rel=1e-3)
     got = k.find_knee(t, v)
     assert got is not None and got.at_s == pytest.approx(60, abs=1)
     assert got.burst == pytest.approx(B, rel=1e-3) and got.sustained == pytest.approx(S, rel=1e-3)
     assert k.by_direction(samples)["write"]["knee"]["burst_duration_s"] == pytest.approx(60, abs=1)
+
+
+def test_a_blocked_job_s_one_late_entry_covers_the_seconds_it_was_blocked() -> None:
+    """fio logs a log_avg_msec entry when an I/O completes: the bytes since the previous entry over
+    the time since it. Jobs blocked behind a throttled mount log nothing for seconds, then one
+    entry: its rate covers the whole gap, so the sum has no hole there and its bytes add up."""
+    t0 = 1_790_000_000_000
+    steady = "".join(f"{t0 + i * 1000}, {100 * 1024}, 1, 1048576, 0\n" for i in range(1, 21))  # 100 MiB/s, every second
+    blocked = ("".join(f"{t0 + i * 1000}, {100 * 1024}, 1, 1048576, 0\n" for i in range(1, 6))  # 5 s at 100 MiB/s,
+               + f"{t0 + 15000}, {10 * 1024}, 1, 1048576, 0\n"  # then nothing for 10 s, one entry: 10 MiB/s over them
+               + f"{t0 + 20000}, {100 * 1024}, 1, 1048576, 0\n")
+    samples = k.read_bw_log(steady, "a_bw.1.log") + k.read_bw_log(blocked, "a_bw.2.log")
+    t, v = k.per_second(samples, "write")
+    assert t == [float(i) for i in range(20)]
+    assert v[0] == v[4] == 200 * 2**20 and v[5] == v[14] == 110 * 2**20 and v[15] == 200 * 2**20
+    assert sum(v) == pytest.approx((20 * 100 + 5 * 100 + 10 * 10 + 5 * 100) * 2**20)  # every byte, once
+
+
+def test_a_fall_the_search_leaves_in_one_segment_is_no_knee_not_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A noisy decline the change-point search keeps as one segment: its later half is lower, but
+    there is no plateau to fall from; the detector says no knee (it raised IndexError before)."""
+    monkeypatch.setattr(k, "segments", lambda values, sigma: [(0, len(values))])
+    t = [float(i) for i in range(30)]
+    assert k.find_knee(t, [100.0 - 3 * i for i in range(30)]) is None
 
 
 def test_a_two_hour_log_at_one_second() -> None:

@@ -6,9 +6,11 @@ Input is a series of (seconds, bytes/s): fio's bandwidth logs (``write_bw_log``;
 HOWTO "Log File Formats"; with ``log_unix_epoch=1`` the times are Unix ms so several jobs' logs
 line up) or a file system's own CloudWatch series (bytes per period / period).
 
-A log is **one job's** bandwidth: its samples are averaged within each whole second (a
-``log_avg_msec=500`` log has two samples a second, both rates; adding them would double it),
-then the jobs' logs are **summed** per second and direction (the aggregate throughput).
+A log is **one job's** bandwidth: each entry is its average rate since its previous entry, so
+each entry is spread over that interval and a second of a log is the time-weighted mean of what
+covers it (a ``log_avg_msec=500`` log has two entries a second, both rates; adding them would
+double it; a blocked job logs one entry for the whole time it was blocked), then the jobs' logs
+are **summed** per second and direction (the aggregate throughput).
 
 The detector:
 
@@ -101,24 +103,45 @@ def read_bw_log(text: str, source: str = "bandwidth log") -> list[Sample]:
 
 
 def per_second(samples: Sequence[Sample], direction: str) -> tuple[list[float], list[float]]:
-    """One direction as whole seconds from the first: each log's samples averaged within a
-    second, then the logs summed (they are different jobs).
+    """One direction as whole seconds from the first. An entry of a ``log_avg_msec`` log is the
+    job's average rate since its previous entry (fio logs the bytes since the last sample over the
+    time since it, when an I/O completes: a job blocked for ten seconds logs nothing, then one entry
+    for the ten). So each entry's rate covers the interval since the log's previous entry (a log's
+    first entry: the spacing to its next, at most 1 s), each second of a log is the bytes of the
+    intervals in it over the time they cover (two 500 ms entries are averaged, not added), and the
+    logs are summed per second (they are different jobs).
 
-    >>> half = [(0.5, 100.0, "read", "a"), (1.0, 100.0, "read", "a"), (1.5, 120.0, "read", "a")]
-    >>> per_second(half, "read")   # two 500 ms samples of 100 are 100, not 200
-    ([0.0, 1.0], [100.0, 110.0])
-    >>> per_second(half + [(0.5, 50.0, "read", "b")], "read")[1][0]   # a second job adds
-    150.0
+    >>> a = [(0.5, 100.0, "read", "a"), (1.0, 100.0, "read", "a"), (1.5, 120.0, "read", "a"), (2.0, 120.0, "read", "a")]
+    >>> per_second(a, "read")   # two 500 ms samples of 100 are 100, not 200
+    ([0.0, 1.0], [100.0, 120.0])
+    >>> b = [(1.0, 80.0, "read", "b"), (3.0, 40.0, "read", "b")]   # blocked: one entry, its 2 s average
+    >>> per_second(a + b, "read")   # a second job adds, in every second it covers
+    ([0.0, 1.0, 2.0], [180.0, 160.0, 40.0])
     """
-    per_log: dict[tuple[str, int], list[float]] = {}
+    logs: dict[str, list[tuple[float, float]]] = {}
     for t, v, d, source in samples:
         if d == direction:
-            per_log.setdefault((source, int(t)), []).append(v)
-    if not per_log:
-        return [], []
+            logs.setdefault(source, []).append((t, v))
     seconds: dict[int, float] = {}
-    for (_source, s), values in per_log.items():
-        seconds[s] = seconds.get(s, 0.0) + statistics.fmean(values)
+    for entries in logs.values():
+        entries.sort()
+        moved: dict[int, float] = {}
+        covered: dict[int, float] = {}
+        for i, (t, v) in enumerate(entries):
+            if i:
+                start = entries[i - 1][0]
+            else:
+                start = t - min(1.0, entries[1][0] - t if len(entries) > 1 and entries[1][0] > t else 1.0)
+            while start < t:
+                s = math.floor(start)
+                end = min(t, s + 1.0)
+                moved[s] = moved.get(s, 0.0) + v * (end - start)
+                covered[s] = covered.get(s, 0.0) + end - start
+                start = end
+        for s, b in moved.items():
+            seconds[s] = seconds.get(s, 0.0) + b / covered[s]
+    if not seconds:
+        return [], []
     first = min(seconds)
     secs = sorted(seconds)
     return [float(s - first) for s in secs], [seconds[s] for s in secs]
@@ -159,7 +182,7 @@ def find_knee(times: Sequence[float], values: Sequence[float], *, min_drop: floa
     levels = [statistics.median(values[a:b]) for a, b in segs]
     a, b = segs[-1]
     burst, sustained = levels[0], statistics.median(values[(a + b) // 2 : b])  # the later half: a decay's tail settles
-    if burst <= 0 or sustained > burst * (1 - min_drop):
+    if burst <= 0 or sustained > burst * (1 - min_drop) or len(segs) < 2:  # one segment: no level to fall from or to
         return None
     band = MERGE_SIGMAS * sigma
     line = burst * (1 - min_drop)
