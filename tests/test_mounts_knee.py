@@ -92,8 +92,7 @@ def test_500ms_logs_are_averaged_within_a_log_and_summed_across_logs() -> None:
     """Two jobs logging every 500 ms at 300 MB/s for 60 s then 75 MB/s: 600 then 150 MB/s in all
     (the old reading added the two samples of each second: 1,200 MB/s)."""
     job = [B / 2] * 120 + [S / 2] * 120
-    first = 1_790_000_000_500  # fio logs an entry at the end of its window: the first 500 ms after the start
-    samples = k.read_bw_log(_log(job, 500, first), "j0_bw.1.log") + k.read_bw_log(_log(job, 500, first), "j0_bw.2.log")
+    samples = k.read_bw_log(_log(job, 500), "j0_bw.1.log") + k.read_bw_log(_log(job, 500), "j0_bw.2.log")
     t, v = k.per_second(samples, "write")
     assert len(v) == 120 and v[0] == pytest.approx(B, rel=1e-3) and v[-1] == pytest.approx(S, rel=1e-3)
     got = k.find_knee(t, v)
@@ -102,20 +101,15 @@ def test_500ms_logs_are_averaged_within_a_log_and_summed_across_logs() -> None:
     assert k.by_direction(samples)["write"]["knee"]["burst_duration_s"] == pytest.approx(60, abs=1)
 
 
-def test_a_blocked_job_s_one_late_entry_covers_the_seconds_it_was_blocked() -> None:
-    """fio logs a log_avg_msec entry when an I/O completes: the bytes since the previous entry over
-    the time since it. Jobs blocked behind a throttled mount log nothing for seconds, then one
-    entry: its rate covers the whole gap, so the sum has no hole there and its bytes add up."""
+def test_seconds_in_which_no_job_logged_moved_nothing() -> None:
+    """fio writes a log entry for a window only when the job moved bytes in it: jobs blocked behind
+    a throttled mount log nothing. Those seconds are zeros in the sum, not holes that would splice
+    the burst onto the level after the silence (the lab's burst-write on the capped mount has
+    silent seconds right where the cap bites)."""
     t0 = 1_790_000_000_000
-    steady = "".join(f"{t0 + i * 1000}, {100 * 1024}, 1, 1048576, 0\n" for i in range(1, 21))  # 100 MiB/s, every second
-    blocked = ("".join(f"{t0 + i * 1000}, {100 * 1024}, 1, 1048576, 0\n" for i in range(1, 6))  # 5 s at 100 MiB/s,
-               + f"{t0 + 15000}, {10 * 1024}, 1, 1048576, 0\n"  # then nothing for 10 s, one entry: 10 MiB/s over them
-               + f"{t0 + 20000}, {100 * 1024}, 1, 1048576, 0\n")
-    samples = k.read_bw_log(steady, "a_bw.1.log") + k.read_bw_log(blocked, "a_bw.2.log")
-    t, v = k.per_second(samples, "write")
-    assert t == [float(i) for i in range(20)]
-    assert v[0] == v[4] == 200 * 2**20 and v[5] == v[14] == 110 * 2**20 and v[15] == 200 * 2**20
-    assert sum(v) == pytest.approx((20 * 100 + 5 * 100 + 10 * 10 + 5 * 100) * 2**20)  # every byte, once
+    log = "".join(f"{t0 + i * 1000 + 900}, {100 * 1024}, 1, 1048576, 0\n" for i in [*range(10), *range(15, 25)])
+    t, v = k.per_second(k.read_bw_log(log, "a_bw.1.log"), "write")
+    assert t == [float(i) for i in range(25)] and v[10:15] == [0.0] * 5 and v[9] == v[15] == 100 * 2**20
 
 
 def test_a_fall_the_search_leaves_in_one_segment_is_no_knee_not_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -150,3 +144,18 @@ def test_any_shape_gives_a_knee_or_none_never_an_error() -> None:
         if got is not None:
             assert 0 <= got.decline_start_s <= got.decline_end_s <= t[-1] and 0 <= got.at_s <= t[-1]
             assert got.sustained <= got.burst * (1 - k.MIN_DROP)
+
+
+def test_a_log_with_a_write_every_few_seconds_is_read_at_the_resolution_that_resolves_it() -> None:
+    """Jobs that complete a write only when a whole multipart upload does log one entry every few
+    seconds; per second the sum is mostly zeros and spikes (no level to segment). The detector
+    reads it in 3 s bins, where every bin saw I/O, and finds the cap where it is."""
+    t0 = 1_790_000_000_000
+    log = "".join(f"{t0 + i * 1000}, {(300 if i < 60 else 60) * 3 * 1024}, 1, 1048576, 0\n" for i in range(1, 120, 3))
+    samples = k.read_bw_log(log, "ior-write_bw.1.log")
+    _, v = k.per_second(samples, "write")
+    assert sum(1 for x in v if x == 0) > len(v) / 2 and k.resolution(v) == 3
+    got = k.by_direction(samples)["write"]
+    assert got["resolution_s"] == 3 and got["knee"] is not None
+    assert 57 <= got["knee"]["at_s"] <= 63 and got["knee"]["burst"] == pytest.approx(300 * 2**20) and got["knee"]["sustained"] == pytest.approx(60 * 2**20)
+    assert k.table_row("write", got)["resolution s"] == 3

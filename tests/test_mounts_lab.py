@@ -114,19 +114,21 @@ def test_lab_fio_cli_on_local_prints_the_study_tables_and_writes_the_chart(tmp_p
 
 
 def test_the_throttled_mount_shows_burst_write_s_knee_where_the_cap_bites(lab: Lab) -> None:
-    """`replmon lab fio --preset burst-write --scale small` on mountpoint-credits: the cap is armed
-    when the measured I/O starts and bites a quarter of the run time later (28 s of 112 s), so the
-    knee detector finds the burst, the fall and the sustained level, with the knee at the cap (the
-    fio log's first second is fio's start; the detector's running median of 7 s can lag a few
-    seconds), and the report prints it from the lab's store."""
+    """`replmon lab fio --preset burst-write --scale small` on mountpoint-credits: 4 MiB/s per
+    connection from the start of the measured I/O, 1 MiB/s from 40 % of the run time on (45 s of
+    112 s), so the knee detector finds the burst, the fall and the sustained level with the knee at
+    the cap (within a bin of the resolution it read the log at, 5 s on this machine), and the
+    report prints it from the lab's store."""
     after = default_throttle_after("burst-write", "small")
-    assert after == 28.0
+    assert after == 45.0
     [r] = run_lab_fio(lab, "burst-write", "small", ["mountpoint-credits"])
     assert r.result.exit_code == 0, r.result.run["errors"]
-    knee = r.result.run["knees"]["write"]["knee"]
-    assert knee is not None, r.result.run["knees"]
-    assert after - 3 <= knee["at_s"] <= after + 10, knee
-    assert after - 10 <= knee["decline_start_s"] <= after + 5 and knee["sustained"] <= 0.5 * knee["burst"], knee
+    write = r.result.run["knees"]["write"]
+    knee = write["knee"]
+    assert knee is not None, (write, r.result.run["bw_series"])
+    slack = max(5, 2 * write["resolution_s"])
+    assert after - slack <= knee["at_s"] <= after + slack, (knee, write["resolution_s"])
+    assert knee["decline_start_s"] <= knee["at_s"] + slack and knee["sustained"] <= 0.6 * knee["burst"], knee
     assert r.result.run["bw_series"]["write"]["t"] and r.result.run["versions"]["mountpoint"]
     [row] = [x for x in report("burst-write", [r]).tables[0].rows if x["target"] == "mountpoint-credits"]
     assert row["knee at s"] == f"{knee['at_s']:.0f}" and row["sustained MB/s"] != "-"

@@ -719,9 +719,10 @@ def lab_fio(
     rtt_ms: Annotated[int, typer.Option(min=2, max=1000, help="mountpoint-xregion: the round trip Toxiproxy adds (half each way), ms; "
                                                               "145 is about Ohio - Tokyo, the study's pair.")] = 145,
     throttle_after: Annotated[float | None, typer.Option(min=1, help="mountpoint-credits: seconds of burst, from the start of the measured "
-                                                                     "I/O, before the cap (default: a quarter of the preset's run time "
+                                                                     "I/O, before the cap (default: 40 % of the preset's run time "
                                                                      "at --scale).")] = None,
-    throttle_mibps: Annotated[int, typer.Option(min=1, help="mountpoint-credits: the cap per connection, MiB/s (Toxiproxy bandwidth).")] = 1,
+    throttle_mibps: Annotated[int, typer.Option(min=1, help="mountpoint-credits: the cap per connection after the burst, MiB/s (Toxiproxy "
+                                                        "bandwidth; the burst is 4).")] = 1,
     lab_dir: Annotated[Path, typer.Option("--dir", help="The lab's directory.")] = Path("lab-data/fio"),
     charts: Annotated[Path | None, typer.Option(metavar="DIR", help="Write the PNG chart here, named per run "
                                                 "(lab-fio-<preset>-<time>.png; default: the lab's directory).")] = None,

@@ -9,10 +9,11 @@
 - ``mountpoint-credits``: the same through a Toxiproxy listener that, ``throttle_after`` seconds
   into the measured I/O (armed by the runner's ``on_io_start``, after mounting and laying out),
   caps every connection to ``throttle_mibps`` (Toxiproxy's bandwidth toxic is per connection):
-  burst credits running out, as in the FSx for Lustre study, for the knee. By default the burst
-  is a quarter of the preset's run time at the scale (:func:`default_throttle_after`: 28 s of
-  burst-write's 112 s at small scale), so the knee detector sees a burst, the fall and the
-  sustained level;
+  burst credits running out, as in the FSx for Lustre study, for the knee. Before the cap the
+  connections run at ``burst_mibps`` each (a burst rate of its own, steadier than the machine's),
+  the mount uploads 5 MiB parts, and by default the burst lasts 40 % of the preset's run time at
+  the scale (:func:`default_throttle_after`: 45 s of burst-write's 112 s at small scale), so the
+  knee detector sees a burst, the fall and the sustained level;
 - ``s3fs``: s3fs-fuse (Debian) on the same bucket;
 - ``local``: a directory on the lab's disk (the studies' EBS row).
 Results go to a results bucket on the same MinIO, then through the ingest code into the lab's
@@ -54,18 +55,21 @@ CREDITS_PROXY = "fio-credits"
 STUDY_RTT_MS = 145
 
 
+#: mountpoint-credits' burst rate per connection (Toxiproxy bandwidth), before the cap, and its part size.
+BURST_MIBPS = 4
+CREDITS_PART_SIZE = 5 * 2**20
 #: The burst the lab's throttle leaves: this share of the preset's run time at the scale, at least MIN_BURST_S.
-BURST_SHARE = 0.25
+BURST_SHARE = 0.4
 MIN_BURST_S = 3.0
 
 
 def default_throttle_after(preset: str, scale: str) -> float:
-    """Seconds of burst before the lab's cap: a quarter of the preset's longest job at ``scale``
-    (three quarters are left for the fall and the sustained level), at least MIN_BURST_S (the
-    knee detector needs three samples of each level).
+    """Seconds of burst before the lab's cap: 40 % of the preset's longest job at ``scale`` (the
+    rest is the fall and the sustained level), at least MIN_BURST_S (the knee detector needs
+    three samples of each level, at the resolution it reads the log at).
 
     >>> default_throttle_after("burst-write", "small"), default_throttle_after("burst-write", "tiny")
-    (28.0, 3.0)
+    (45.0, 3.0)
     """
     plan = presets_mod.expand(preset, "mountpoint", scale)
     longest = max((j.seconds() for j in plan.jobs), default=0)
@@ -120,16 +124,21 @@ def _lab_target(lab: Any, name: str, mnt: Path, endpoint: str) -> Target:
     if name == "s3fs":
         return Target.from_json({"name": name, "kind": "s3fs", "bucket": FIO_BUCKET, "endpoint_url": endpoint,
                                  "mount_point": str(mnt / name), "env": {"AWS_ACCESS_KEY_ID": access, "AWS_SECRET_ACCESS_KEY": secret}})
-    cache = {"cache": str(mnt / "mp-cache")} if name == "mountpoint-cache" else {}
+    extra: dict[str, Any] = {"cache": str(mnt / "mp-cache")} if name == "mountpoint-cache" else {}
+    if name == "mountpoint-credits":  # parts of S3's smallest multipart size (5 MiB): a capped connection still completes one every few s
+        extra["options"] = [f"--part-size={CREDITS_PART_SIZE}"]
     return Target.from_json({"name": name, "kind": "mountpoint", "bucket": FIO_BUCKET, "endpoint_url": endpoint, "region": "us-east-1",
-                             "mount_point": str(mnt / name), "binary": str(mountpoint_binary()), **cache,
+                             "mount_point": str(mnt / name), "binary": str(mountpoint_binary()), **extra,
                              "env": {"AWS_ACCESS_KEY_ID": access, "AWS_SECRET_ACCESS_KEY": secret}})
 
 
 def run_lab_fio(lab: Any, preset: str, scale: str, targets: list[str], *, rtt_ms: int = STUDY_RTT_MS, throttle_after: float | None = None,
-                throttle_mibps: int = 1, progress: Callable[[str], None] = lambda _: None) -> list[TargetRun]:
+                throttle_mibps: int = 1, burst_mibps: int = BURST_MIBPS, progress: Callable[[str], None] = lambda _: None) -> list[TargetRun]:
     """``throttle_after``: seconds into the measured I/O before mountpoint-credits' cap (default
-    :func:`default_throttle_after`); ``throttle_mibps``: the cap per connection."""
+    :func:`default_throttle_after`); ``throttle_mibps``: the cap per connection then;
+    ``burst_mibps``: the cap per connection before (the burst rate, as a file system's burst
+    throughput is a rate of its own: the lab machine's own rate would wander with its page cache
+    and its other work)."""
     unknown = [t for t in targets if t not in LAB_TARGETS]
     if unknown:
         raise LabError(f"--mount {unknown[0]!r}: use any of {', '.join(LAB_TARGETS)}")
@@ -154,12 +163,14 @@ def run_lab_fio(lab: Any, preset: str, scale: str, targets: list[str], *, rtt_ms
         if name == "mountpoint-credits":
             endpoint = f"http://127.0.0.1:{lab.toxiproxy.proxy(CREDITS_PROXY, dst.port)}"
 
-            def run_out_of_credits() -> None:
+            def cap(mibps: int) -> None:
+                lab.toxiproxy.heal(CREDITS_PROXY)
                 for stream in ("upstream", "downstream"):  # writes' bodies go up, reads' come down
-                    lab.toxiproxy.toxic(CREDITS_PROXY, f"credits-{stream}", "bandwidth", stream, rate=throttle_mibps * 1024)
+                    lab.toxiproxy.toxic(CREDITS_PROXY, f"credits-{stream}", "bandwidth", stream, rate=mibps * 1024)
 
-            throttle = threading.Timer(after, run_out_of_credits)
-            progress(f"{name}: {throttle_mibps} MiB/s per connection from {after:g} s into the measured I/O")
+            cap(burst_mibps)
+            throttle = threading.Timer(after, cap, (throttle_mibps,))
+            progress(f"{name}: {burst_mibps} MiB/s per connection, then {throttle_mibps} MiB/s from {after:g} s into the measured I/O")
         target = _lab_target(lab, name, mnt, endpoint)
         progress(f"{name}: {preset} at scale {scale}")
         try:  # the cap's clock starts with the measured I/O, not with mounting and laying out

@@ -6,13 +6,14 @@ Input is a series of (seconds, bytes/s): fio's bandwidth logs (``write_bw_log``;
 HOWTO "Log File Formats"; with ``log_unix_epoch=1`` the times are Unix ms so several jobs' logs
 line up) or a file system's own CloudWatch series (bytes per period / period).
 
-A log is **one job's** bandwidth: each entry is its average rate since its previous entry, so
-each entry is spread over that interval and a second of a log is the time-weighted mean of what
-covers it (a ``log_avg_msec=500`` log has two entries a second, both rates; adding them would
-double it; a blocked job logs one entry for the whole time it was blocked), then the jobs' logs
-are **summed** per second and direction (the aggregate throughput).
+A log is **one job's** bandwidth: its samples are averaged within each whole second (a
+``log_avg_msec=500`` log has two samples a second, both rates; adding them would double it),
+then the jobs' logs are **summed** per second and direction (the aggregate throughput); a
+second no job logged is 0 (fio writes no entry for a window in which a job moved nothing).
 
-The detector:
+The detector reads the summed series at the finest resolution (1, 2, 3, 5, 10 ... s bins) at
+which at most a tenth of the bins are empty (:func:`resolution`): jobs that complete a write only
+when a whole multipart upload does (Mountpoint behind a slow link) leave most seconds empty.
 
 1. **Noise.** sigma = median(|x[i+1] - x[i]|) / (0.6745 * sqrt 2): for white noise of standard
    deviation s the first difference has standard deviation s*sqrt 2, and the median of a
@@ -103,48 +104,32 @@ def read_bw_log(text: str, source: str = "bandwidth log") -> list[Sample]:
 
 
 def per_second(samples: Sequence[Sample], direction: str) -> tuple[list[float], list[float]]:
-    """One direction as whole seconds from the first. An entry of a ``log_avg_msec`` log is the
-    job's average rate since its previous entry (fio logs the bytes since the last sample over the
-    time since it, when an I/O completes: a job blocked for ten seconds logs nothing, then one entry
-    for the ten). So each entry's rate covers the interval since the log's previous entry (a log's
-    first entry: the spacing to its next, at most 1 s), each second of a log is the bytes of the
-    intervals in it over the time they cover (two 500 ms entries are averaged, not added), and the
-    logs are summed per second (they are different jobs).
+    """One direction as whole seconds from the first: each log's samples averaged within a second,
+    then the logs summed (they are different jobs); a second in which no job logged is 0. fio logs
+    an entry per window only when the job moved bytes in it ("No entries for interval": its
+    stat.c, ``__add_samples``): a job blocked behind a throttled mount logs nothing, and a second
+    nobody logged moved nothing - not a second to leave out (leaving it out would splice the
+    levels on both sides together).
 
-    >>> a = [(0.5, 100.0, "read", "a"), (1.0, 100.0, "read", "a"), (1.5, 120.0, "read", "a"), (2.0, 120.0, "read", "a")]
-    >>> per_second(a, "read")   # two 500 ms samples of 100 are 100, not 200
-    ([0.0, 1.0], [100.0, 120.0])
-    >>> b = [(1.0, 80.0, "read", "b"), (3.0, 40.0, "read", "b")]   # blocked: one entry, its 2 s average
-    >>> per_second(a + b, "read")   # a second job adds, in every second it covers
-    ([0.0, 1.0, 2.0], [180.0, 160.0, 40.0])
+    >>> half = [(0.5, 100.0, "read", "a"), (1.0, 100.0, "read", "a"), (1.5, 120.0, "read", "a")]
+    >>> per_second(half, "read")   # two 500 ms samples of 100 are 100, not 200
+    ([0.0, 1.0], [100.0, 110.0])
+    >>> per_second(half + [(0.5, 50.0, "read", "b")], "read")[1][0]   # a second job adds
+    150.0
+    >>> per_second([(0.9, 8.0, "write", "a"), (3.9, 8.0, "write", "a")], "write")   # nothing logged in seconds 1 and 2
+    ([0.0, 1.0, 2.0, 3.0], [8.0, 0.0, 0.0, 8.0])
     """
-    logs: dict[str, list[tuple[float, float]]] = {}
+    per_log: dict[tuple[str, int], list[float]] = {}
     for t, v, d, source in samples:
         if d == direction:
-            logs.setdefault(source, []).append((t, v))
-    seconds: dict[int, float] = {}
-    for entries in logs.values():
-        entries.sort()
-        moved: dict[int, float] = {}
-        covered: dict[int, float] = {}
-        for i, (t, v) in enumerate(entries):
-            if i:
-                start = entries[i - 1][0]
-            else:
-                start = t - min(1.0, entries[1][0] - t if len(entries) > 1 and entries[1][0] > t else 1.0)
-            while start < t:
-                s = math.floor(start)
-                end = min(t, s + 1.0)
-                moved[s] = moved.get(s, 0.0) + v * (end - start)
-                covered[s] = covered.get(s, 0.0) + end - start
-                start = end
-        for s, b in moved.items():
-            seconds[s] = seconds.get(s, 0.0) + b / covered[s]
-    if not seconds:
+            per_log.setdefault((source, int(t)), []).append(v)
+    if not per_log:
         return [], []
-    first = min(seconds)
-    secs = sorted(seconds)
-    return [float(s - first) for s in secs], [seconds[s] for s in secs]
+    seconds: dict[int, float] = {}
+    for (_source, s), values in per_log.items():
+        seconds[s] = seconds.get(s, 0.0) + statistics.fmean(values)
+    first, last = min(seconds), max(seconds)
+    return [float(s - first) for s in range(first, last + 1)], [seconds.get(s, 0.0) for s in range(first, last + 1)]
 
 
 def noise_sigma(values: Sequence[float]) -> float:
@@ -205,15 +190,46 @@ def find_knee(times: Sequence[float], values: Sequence[float], *, min_drop: floa
                 decline_end_s=at(max(tail, plateau)), sigma=sigma, segments=len(segs))
 
 
+#: Bin widths (s) the detector may read a log at, finest first; and the share of empty bins it accepts.
+RESOLUTIONS = (1, 2, 3, 5, 10, 15, 30, 60)
+MAX_EMPTY_SHARE = 0.1
+
+
+def resolution(values: Sequence[float]) -> int:
+    """The finest bin width (seconds) at which at most MAX_EMPTY_SHARE of the bins are empty. A
+    second in which no job completed an I/O says nothing about the level: jobs blocked behind
+    whole multipart uploads (Mountpoint's 8 MiB parts at a few MiB/s) complete a write every few
+    seconds, and a per-second series of them is mostly zeros and spikes. Steady I/O (fio on FSx
+    at hundreds of MB/s) is read to the second.
+
+    >>> resolution([5.0] * 60), resolution([10.0, 0.0] * 30), resolution([30.0, 0.0, 0.0] * 20)
+    (1, 2, 3)
+    """
+    for w in RESOLUTIONS:
+        bins = [sum(values[i:i + w]) for i in range(0, len(values), w)]
+        if len(bins) >= 2 * MIN_SEGMENT and sum(1 for b in bins if b == 0) <= MAX_EMPTY_SHARE * len(bins):
+            return w
+    return 1
+
+
+def binned(times: Sequence[float], values: Sequence[float], width: int) -> tuple[list[float], list[float]]:
+    """Per-second values as means over bins of ``width`` seconds, each at its first second."""
+    return ([float(times[i]) for i in range(0, len(values), width)],
+            [statistics.fmean(values[i:i + width]) for i in range(0, len(values), width)])
+
+
 def by_direction(samples: Sequence[Sample]) -> dict[str, dict[str, Any]]:
     """Each direction the logs have: its seconds of samples, their mean (bytes/s: the level of a
-    run without a knee) and its knee (None: no knee), as stored in run.json."""
+    run without a knee), the resolution the knee was looked for at (:func:`resolution`) and its
+    knee (None: no knee), as stored in run.json."""
     out: dict[str, dict[str, Any]] = {}
     for direction in ("write", "read"):
         times, values = per_second(samples, direction)
         if values:
-            k = find_knee(times, values)
-            out[direction] = {"samples": len(values), "mean": statistics.fmean(values), "knee": k.to_json() if k else None}
+            width = resolution(values)
+            k = find_knee(*binned(times, values, width))
+            out[direction] = {"samples": len(values), "mean": statistics.fmean(values), "resolution_s": width,
+                              "knee": k.to_json() if k else None}
     return out
 
 
@@ -226,7 +242,7 @@ def table_row(direction: str, entry: dict[str, Any]) -> dict[str, Any]:
     """
     k = entry.get("knee")
     level = entry.get("mean")
-    return {"direction": direction, "seconds": entry["samples"],
+    return {"direction": direction, "seconds": entry["samples"], "resolution s": entry.get("resolution_s", 1),
             "burst MiB/s": f"{k['burst'] / 2**20:.1f}" if k else "-",
             "burst s": f"{k['decline_start_s']:.0f}" if k else "-",
             "knee at s": f"{k['at_s']:.0f}" if k else "no knee",
