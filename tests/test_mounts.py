@@ -56,7 +56,7 @@ def test_r2_every_thread_of_every_job_reads_its_own_file() -> None:
         per_size[f.size] = per_size.get(f.size, 0) + 1
     assert per_size == {500 * 2**20: 25, 2**30: 25, 3 * 2**30: 25}
     assert len({f.path for f in x.layout}) == 75
-    assert sum(f.size for f in x.layout) == 25 * (500 * 2**20 + 2**30 + 3 * 2**30)  # 112.5 GiB
+    assert sum(f.size for f in x.layout) == 25 * (500 * 2**20 + 2**30 + 3 * 2**30)  # 112.2 GiB
 
 
 def test_r3_dd_runs_each_test_ten_times_on_one_path_in_the_studys_order() -> None:
@@ -823,6 +823,8 @@ def test_runner_keeps_the_layout_between_runs_and_removes_its_own_files(fio_runs
     base = tmp / "out" / "dir" / "mountpoint-xregion" / second.run["run_id"]
     stored = json.loads((base / RUN_FILE).read_text())
     assert stored["memory"]["limit_bytes"] > 0 and stored["fio_version"].startswith("fio-") and stored["task"]["cpus"] == os.cpu_count()
+    assert stored["versions"]["fio"] == stored["fio_version"] and stored["versions"]["kernel"] == os.uname().release
+    assert stored["bw_series"] == {}  # this preset writes no bandwidth log
     assert sorted(x.name for x in (tmp / "m" / "replmon-fio").iterdir()) == ["layout"]  # the run directories are gone
     assert not [f for f in tmp.iterdir() if f.name.startswith("replmon-fio-")]
 
@@ -856,3 +858,163 @@ def test_the_entrypoint_runs_its_targets_in_order_and_writes_the_task_summary(fi
         assert "another fio runner holds" in capsys.readouterr().err
     busy = [json.loads(f.read_text()) for f in (tmp / "out" / "tasks").iterdir()]
     assert sum(1 for s in busy if s.get("error") and s["status"] == "failed" and not s["runs"]) == 1
+
+
+# ------------------------------------------------------------------------------------ issue: knees, levels, versions, hosts
+def test_a_run_without_a_knee_still_has_its_level_from_fio_and_from_the_file_system() -> None:
+    """No knee (the burst outlasted the run, or there was none): the row's level is what ingestion
+    judges (measures.sustained_bytes), printed as the sustained level beside "no knee", and the
+    file system's own series gives its mean the same way."""
+    from replmon.mounts.report import study_report
+
+    fsx = _result("lustre", {"kind": "lustre"}, {"ior-write/write": 300e6}, baseline_mb_s=117.0,
+                  service=json.dumps({"summary": {"DataWriteBytes": {"mean": 250e6, "max": 260e6, "points": 3}},
+                                      "knees": {"write": {"samples": 3, "metric": "DataWriteBytes", "knee": None}}}))
+    fsx.rows["ior-write/write"]["measures"] = {"sustained_bytes": 300e6}
+    rows = study_report("burst-write", [fsx]).tables[0].rows
+    fio_row, fs_row = rows[0], rows[1]
+    assert fio_row["knee at s"] == "no knee" and fio_row["sustained MB/s"] == "300.0 (one level)" and fio_row["burst MB/s"] == "-"
+    assert fio_row["sustained/baseline"] == "2.56"
+    assert fs_row["source"] == "file system (DataWriteBytes)" and fs_row["sustained MB/s"] == "250.0 (one level)"
+    assert fs_row["knee at s"] == "no knee"
+
+
+def test_r2_has_the_studys_iops_and_labels_what_ran_at_a_smaller_scale() -> None:
+    """The study compared MiB/s and IOPS (its fio logs: IOPS=5/40/51, 5/50/58, 13/57/60); at tiny
+    scale every file is 8 MiB, and the rows say so."""
+    from replmon.mounts.report import study_report
+
+    jobs = list(p.matrix_cells(p.raw("mountpoint-xregion")))
+    r = _result("mp", {"kind": "mountpoint"}, {f"{j}/read": 80 * 2**20 for j in jobs}, scale="tiny")
+    rep = study_report("mountpoint-xregion", [r])
+    mib, iops = rep.tables[0], rep.tables[1]
+    assert (mib.title, iops.title) == ("R2 MiB/s", "R2 IOPS")
+    assert {"target": "published", "file": "3G", "1": 13, "8": 57, "16": 60} in iops.rows
+    assert [x["file"] for x in mib.rows if x["target"] == "mp"] == ["500M (ran 8M)", "1G (ran 8M)", "3G (ran 8M)"]
+    small = study_report("mountpoint-xregion", [_result("mp", {"kind": "mountpoint"}, {f"{j}/read": 1.0 for j in jobs}, scale="small")])
+    assert [x["file"] for x in small.tables[0].rows if x["target"] == "mp"] == ["500M (ran 8M)", "1G (ran 16M)", "3G (ran 48M)"]
+    full = study_report("mountpoint-xregion", [_result("mp", {"kind": "mountpoint"}, {f"{j}/read": 1.0 for j in jobs}, scale="full")])
+    assert [x["file"] for x in full.tables[0].rows if x["target"] == "mp"] == ["500M", "1G", "3G"]
+
+
+def test_the_report_states_the_hosts_ceiling_beside_the_cells_it_caps() -> None:
+    from replmon.mounts.report import study_report
+
+    cells = list(p.matrix_cells(p.raw("nfs-matrix")))
+    small = _result("nfs", {"kind": "nfs"}, {f"{j}/read": 1000 * 2**20 for j in cells}, task=json.dumps({"instance_type": "m6i.8xlarge"}))
+    note = study_report("nfs-matrix", [small]).tables[0].note
+    assert "nfs ran on a m6i.8xlarge: 12.5 Gbps = 1,490 MiB/s" in note and "1M read (20.7 Gbps)" in note and "32K randread (13.1 Gbps)" in note
+    default = _result("nfs", {"kind": "nfs"}, {f"{j}/read": 1000 * 2**20 for j in cells}, task=json.dumps({"instance_type": "c6in.8xlarge"}))
+    assert "ran on" not in study_report("nfs-matrix", [default]).tables[0].note
+
+
+def test_the_lab_throttle_is_armed_when_the_measured_io_starts_not_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner calls on_io_start once, after mounting and laying out, right before fio: the lab
+    arms its cap there, so neither mounting nor the layout spends the burst."""
+    from replmon.mounts import runner as runner_mod
+
+    events: list[str] = []
+
+    def ensure(files: Any, directory: Path, stat: Any) -> Any:
+        events.append("layout")
+        return type("Done", (), {"to_json": lambda self: {"seconds": 0.0, "written": len(files)}})()
+
+    def fio_runs(plan: Any, run_dir: Path, work: Path, layout_dir: Path) -> list[Any]:
+        events.append("fio")
+        return []
+
+    monkeypatch.setattr(runner_mod.layout_mod, "ensure", ensure)
+    monkeypatch.setattr(runner_mod, "run_fio", fio_runs)
+    t = Target.from_json({"name": "loc", "kind": "local", "mount_point": str(tmp_path / "m")})
+    (tmp_path / "m").mkdir()
+    got = run(t, "burst-read", "tiny", DirSink(str(tmp_path / "out")), workdir=str(tmp_path), memory=(16 * 2**30, "test"),
+              on_io_start=lambda: events.append("io start"))
+    assert events == ["layout", "io start", "fio"], events
+    assert got.run["versions"]["kernel"] and "fio" in got.run["versions"]
+
+
+def test_the_lustre_layout_is_set_before_the_files_are_made_and_recorded() -> None:
+    """R4 ran with stripe count 1 and stripe size 1 MiB (its cloud-config left the file system's
+    default). `lfs setstripe` on a directory gives files made there afterwards its layout; `lfs
+    getstripe -d` reads the directory's back (Lustre wiki, "Configuring Lustre File Striping")."""
+    from replmon.mounts.runner import lustre_stripe
+
+    calls: list[list[str]] = []
+
+    def lfs(argv: list[str], **_: Any) -> Any:
+        calls.append(argv)
+        out = "stripe_count:  1 stripe_size:   1048576 pattern:       0 stripe_offset: -1" if argv[1] == "getstripe" else ""
+        return subprocess.CompletedProcess(argv, 0, out, "")
+
+    spec = p.raw("burst-write")
+    assert spec["lustre_stripe"] == {"count": 1, "size": "1M"} == p.raw("burst-read")["lustre_stripe"] == p.raw("burst-cache-read")["lustre_stripe"]
+    got = lustre_stripe(spec, {"run_dir": Path("/tmp/replmon-test-run")}, run=lfs)
+    assert calls == [["lfs", "setstripe", "-c", "1", "-S", "1M", "/tmp/replmon-test-run"], ["lfs", "getstripe", "-d", "/tmp/replmon-test-run"]]
+    assert got["asked"] == {"count": 1, "size": "1M"} and "stripe_count:  1" in got["run_dir"]
+    with pytest.raises(OSError, match="exited 22"):
+        lustre_stripe(spec, {"run_dir": Path("/tmp/replmon-test-run")},
+                      run=lambda argv, **_: subprocess.CompletedProcess(argv, 22, "", "Invalid argument"))
+    assert "stripe count 1" in spec["differs"] and "Lustre 2.10" in spec["differs"]
+
+
+def test_every_preset_lists_its_version_gap_and_r2_r3_their_other_differences() -> None:
+    for name in p.names():
+        assert "Versions:" in p.raw(name)["differs"], name
+    r2, r3 = p.raw("mountpoint-xregion")["differs"], p.raw("express-vs-standard")["differs"]
+    assert "Mountpoint 1.0.0 and fio 3.28" in r2 and "--memory-target" in r2 and "moves the bucket, not the client" in r2
+    assert "runs them first, then dd" in r3 and "encrypted" in r3
+    assert "112.2 GiB" in p.raw("mountpoint-xregion")["description"]
+
+
+def test_the_bandwidth_series_kept_with_a_result_is_bounded_and_keeps_the_level(tmp_path: Path) -> None:
+    from replmon.mounts.runner import SERIES_POINTS, bw_series
+
+    (tmp_path / "ior-write_bw.1.log").write_text("".join(f"{1_700_000_000_000 + s * 1000}, {8192 if s < 3600 else 2048}, 1, 1048576, 0\n"
+                                                         for s in range(7200)))
+    got = bw_series(tmp_path)["write"]
+    assert len(got["t"]) <= SERIES_POINTS and got["step_s"] == 4
+    assert got["bytes_s"][0] == 8 * 2**20 and got["bytes_s"][-1] == 2 * 2**20 and got["t"][:2] == [0.0, 4.0]
+
+
+def test_fio_report_charts_draw_throughput_over_time_from_what_the_store_keeps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deployed, `fio report --charts` has no bandwidth logs: it draws the series ingestion kept with
+    the run (fio's and the file system's own), the study's throughput-over-time graph; R3's bars go
+    on a log axis (100 MiB and 4 KiB rows differ a thousandfold)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.axes import Axes
+
+    from replmon.mounts.charts import _burst_over_time, chart
+
+    fsx = _result("lustre", {"kind": "lustre"}, {"ior-write/write": 300e6}, start=1000.0, fio_start=1010.0,
+                  bw_series=json.dumps({"write": {"step_s": 1, "t": [0, 1, 2, 3], "bytes_s": [6e8, 6e8, 1.5e8, 1.5e8]}}),
+                  service=json.dumps({"period_s": 60, "series": {"DataWriteBytes": [[950.0, 1e6], [1010.0, 6e8], [1070.0, 1.5e8]]}}))
+    fig, ax = plt.subplots()
+    assert _burst_over_time(ax, fsx, None)
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert labels == ["file system DataWriteBytes", "fio write"]
+    assert list(ax.get_lines()[1].get_ydata()) == [600.0, 600.0, 150.0, 150.0]
+    plt.close(fig)
+    scales: list[str] = []
+    monkeypatch.setattr(Axes, "set_xscale", lambda self, value, **kw: scales.append(value))
+    std = _result("std", {"kind": "mountpoint"}, {"dd-write-100MiB/write": 90 * 2**20, "dd-write-4KiB/write": 0.3 * 2**20})
+    assert chart("express-vs-standard", [std], tmp_path / "r3.png").stat().st_size > 1000 and scales == ["log"]
+
+
+def test_ingestion_keeps_versions_layout_scale_and_series_with_the_run() -> None:
+    from replmon.adapters.metrics import NullMetrics
+    from replmon.mounts.ingest import ingest_run
+
+    store = MemStore()
+    series = {"write": {"step_s": 1, "t": [0.0, 1.0], "bytes_s": [1, 2]}}
+    ingest_run(_run("burst-write", 1, versions={"fio": "fio-3.33", "lustre_client": "lfs 2.15.5"}, bw_series=series,
+                    lustre_stripe={"asked": {"count": 1, "size": "1M"}}, fio_start=1.8e9 + 86400 + 2,
+                    service_metrics={"period_s": 60, "series": {"DataWriteBytes": [[1.8e9 + 86400, 5.0]]}, "before": {}}),
+               [Row("ior-write", "write", 300e6, 300.0, 60.0, None, None, None, 0, "fio")], store, NullMetrics())  # type: ignore[arg-type]
+    [run_item] = [i for i in store.items_of("fio#t#burst-write#full") if str(i["at"]).endswith("#run")]
+    assert json.loads(run_item["versions"]) == {"fio": "fio-3.33", "lustre_client": "lfs 2.15.5"}
+    assert json.loads(run_item["bw_series"]) == series and run_item["scale"] == "full" and run_item["fio_start"] == 1.8e9 + 86400 + 2
+    assert json.loads(run_item["lustre_stripe"])["asked"]["count"] == 1
+    assert json.loads(run_item["service"])["series"]["DataWriteBytes"] == [[1.8e9 + 86400, 5.0]]

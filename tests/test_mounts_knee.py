@@ -101,6 +101,25 @@ def test_500ms_logs_are_averaged_within_a_log_and_summed_across_logs() -> None:
     assert k.by_direction(samples)["write"]["knee"]["burst_duration_s"] == pytest.approx(60, abs=1)
 
 
+def test_seconds_in_which_no_job_logged_moved_nothing() -> None:
+    """fio writes a log entry for a window only when the job moved bytes in it: jobs blocked behind
+    a throttled mount log nothing. Those seconds are zeros in the sum, not holes that would splice
+    the burst onto the level after the silence (the lab's burst-write on the capped mount has
+    silent seconds right where the cap bites)."""
+    t0 = 1_790_000_000_000
+    log = "".join(f"{t0 + i * 1000 + 900}, {100 * 1024}, 1, 1048576, 0\n" for i in [*range(10), *range(15, 25)])
+    t, v = k.per_second(k.read_bw_log(log, "a_bw.1.log"), "write")
+    assert t == [float(i) for i in range(25)] and v[10:15] == [0.0] * 5 and v[9] == v[15] == 100 * 2**20
+
+
+def test_a_fall_the_search_leaves_in_one_segment_is_no_knee_not_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A noisy decline the change-point search keeps as one segment: its later half is lower, but
+    there is no plateau to fall from; the detector says no knee (it raised IndexError before)."""
+    monkeypatch.setattr(k, "segments", lambda values, sigma: [(0, len(values))])
+    t = [float(i) for i in range(30)]
+    assert k.find_knee(t, [100.0 - 3 * i for i in range(30)]) is None
+
+
 def test_a_two_hour_log_at_one_second() -> None:
     """7,200 samples (a full-scale burst run) through the same search, boundaries to the second."""
     t, v = series(np.where(np.arange(7200) < 1800, B, S), 1)
@@ -125,3 +144,18 @@ def test_any_shape_gives_a_knee_or_none_never_an_error() -> None:
         if got is not None:
             assert 0 <= got.decline_start_s <= got.decline_end_s <= t[-1] and 0 <= got.at_s <= t[-1]
             assert got.sustained <= got.burst * (1 - k.MIN_DROP)
+
+
+def test_a_log_with_a_write_every_few_seconds_is_read_at_the_resolution_that_resolves_it() -> None:
+    """Jobs that complete a write only when a whole multipart upload does log one entry every few
+    seconds; per second the sum is mostly zeros and spikes (no level to segment). The detector
+    reads it in 3 s bins, where every bin saw I/O, and finds the cap where it is."""
+    t0 = 1_790_000_000_000
+    log = "".join(f"{t0 + i * 1000}, {(300 if i < 60 else 60) * 3 * 1024}, 1, 1048576, 0\n" for i in range(1, 120, 3))
+    samples = k.read_bw_log(log, "ior-write_bw.1.log")
+    _, v = k.per_second(samples, "write")
+    assert sum(1 for x in v if x == 0) > len(v) / 2 and k.resolution(v) == 3
+    got = k.by_direction(samples)["write"]
+    assert got["resolution_s"] == 3 and got["knee"] is not None
+    assert 57 <= got["knee"]["at_s"] <= 63 and got["knee"]["burst"] == pytest.approx(300 * 2**20) and got["knee"]["sustained"] == pytest.approx(60 * 2**20)
+    assert k.table_row("write", got)["resolution s"] == 3

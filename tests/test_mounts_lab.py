@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from replmon.lab.lab import TABLE, Lab
-from replmon.lab.mounts import RESULTS_BUCKET, report, run_lab_fio, xregion_drop
+from replmon.lab.mounts import RESULTS_BUCKET, default_throttle_after, report, run_lab_fio, xregion_drop
 from replmon.mounts import presets
 from replmon.mounts.ingest import partition
 from replmon.mounts.targets import is_mounted
@@ -111,3 +111,24 @@ def test_lab_fio_cli_on_local_prints_the_study_tables_and_writes_the_chart(tmp_p
     assert {"target": "published", "bs": "4K", "read": 47600, "randread": 50100, "write": 15000, "randwrite": 15300} in iops
     md = (tmp_path / "LAB.md").read_text()
     assert "<!-- lab-fio:nfs-matrix:start -->" in md and "machine:" in md and "R5 IOPS" in md
+
+
+def test_the_throttled_mount_shows_burst_write_s_knee_where_the_cap_bites(lab: Lab) -> None:
+    """`replmon lab fio --preset burst-write --scale small` on mountpoint-credits: 4 MiB/s per
+    connection from the start of the measured I/O, 1 MiB/s from 40 % of the run time on (45 s of
+    112 s), so the knee detector finds the burst, the fall and the sustained level with the knee at
+    the cap (within a bin of the resolution it read the log at, 5 s on this machine), and the
+    report prints it from the lab's store."""
+    after = default_throttle_after("burst-write", "small")
+    assert after == 45.0
+    [r] = run_lab_fio(lab, "burst-write", "small", ["mountpoint-credits"])
+    assert r.result.exit_code == 0, r.result.run["errors"]
+    write = r.result.run["knees"]["write"]
+    knee = write["knee"]
+    assert knee is not None, (write, r.result.run["bw_series"])
+    slack = max(5, 2 * write["resolution_s"])
+    assert after - slack <= knee["at_s"] <= after + slack, (knee, write["resolution_s"])
+    assert knee["decline_start_s"] <= knee["at_s"] + slack and knee["sustained"] <= 0.6 * knee["burst"], knee
+    assert r.result.run["bw_series"]["write"]["t"] and r.result.run["versions"]["mountpoint"]
+    [row] = [x for x in report("burst-write", [r]).tables[0].rows if x["target"] == "mountpoint-credits"]
+    assert row["knee at s"] == f"{knee['at_s']:.0f}" and row["sustained MB/s"] != "-"

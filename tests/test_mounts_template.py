@@ -139,7 +139,7 @@ def test_the_ebs_row_is_a_gp3_volume_at_its_baseline_as_in_the_study() -> None:
     assert "/mnt/ebs" in lt["UserData"]["Fn::Base64"]["Fn::Sub"]
 
 
-@pytest.mark.parametrize("instance", ["m6i.8xlarge", "m5n.8xlarge", "c6in.8xlarge", "m6i.4xlarge"])
+@pytest.mark.parametrize("instance", ["c6in.8xlarge", "m6i.8xlarge", "m5n.8xlarge", "m6i.4xlarge"])
 def test_the_ec2_task_fits_every_preset_at_full_scale(instance: str) -> None:
     """SEQ8M-Q128T16 holds 16 threads x 128 x 8 MiB = 16 GiB of fio buffers: the task's memory
     (the template's mapping for the instance type) leaves that after Mountpoint's share, so no
@@ -150,6 +150,35 @@ def test_the_ec2_task_fits_every_preset_at_full_scale(instance: str) -> None:
             plan = preflight(p.expand(name, kind, "full"), mem)
             assert not [s for s in plan.skipped if s.reason.startswith("memory")], (instance, name, kind)
     assert template()["Parameters"]["InstanceType"]["AllowedValues"] == list(template()["Mappings"]["Ec2Task"])
+
+
+def test_the_default_host_carries_every_published_cell_and_each_run_records_its_host() -> None:
+    """R5's 1M read, 2462 MiB/s, is 20.7 Gbps and R4's cache read, 3170 MB/s, 25.4 Gbps: an
+    m6i.8xlarge (12.5 Gbps) or m5n.8xlarge (25 Gbps) caps them, so the stack's default host is a
+    c6in.8xlarge (50 Gbps) and carries every published throughput of every preset. Network figures:
+    Amazon EC2 Instance Types Guide, network specifications
+    (https://docs.aws.amazon.com/ec2/latest/instancetypes/co.md); a task cannot read the instance
+    metadata (ECS_AWSVPC_BLOCK_IMDS), so the template hands the runner its host's type."""
+    from replmon.mounts import hosts
+
+    param = template()["Parameters"]["InstanceType"]
+    assert param["Default"] == hosts.DEFAULT_HOST == "c6in.8xlarge"
+    assert param["AllowedValues"] == list(hosts.HOSTS)
+    for name in p.names():
+        assert hosts.over(name, param["Default"]) == [], name
+    # the arithmetic the presets' "differs" and docs/MOUNTS.md state
+    assert hosts.gbps(2462 * 2**20) == pytest.approx(20.7, abs=0.05) and hosts.gbps(1517 * 2**20) == pytest.approx(12.7, abs=0.05)
+    assert [c for c, _ in hosts.over("nfs-matrix", "m6i.8xlarge")] == ["1M read", "1M randread", "1M write", "1M randwrite",
+                                                                        "32K read", "32K randread"]
+    assert [c for c, _ in hosts.over("burst-cache-read", "m5n.8xlarge")] == ["burst"]
+    differs = p.raw("nfs-matrix")["differs"]
+    assert "20.7 Gbps" in differs and "12.7 Gbps" in differs and "c6in.8xlarge" in differs and "1490 MiB/s" in differs
+    mounts_md = (ROOT / "docs" / "MOUNTS.md").read_text()
+    assert "| `c6in.8xlarge` (default) | 32 | 64 | 50 Gbps | 5,960 | none |" in mounts_md
+    for h in hosts.HOSTS.values():  # the task's memory fits in the host's
+        assert template()["Mappings"]["Ec2Task"][h.instance_type]["MemoryMiB"] < h.memory_gib * 1024
+    assert container_env(mount_cfn(), "FioEc2TaskDefinition", mount_resolver())["REPLMON_FIO_INSTANCE_TYPE"] == "c6in.8xlarge"
+    assert container_env(mount_cfn(), "FioEc2TaskDefinition", mount_resolver(InstanceType="m6i.8xlarge"))["REPLMON_FIO_INSTANCE_TYPE"] == "m6i.8xlarge"
 
 
 def test_each_task_definition_gives_the_runner_targets_it_accepts() -> None:
@@ -273,6 +302,24 @@ def test_results_flow_matches_the_runner_layout() -> None:
     key = prefix + results_prefix("", "nfs", "nfs-matrix", "20261122T140000Z-ab12cd") + RUN_FILE
     assert key.startswith(rules["prefix"]) and key.endswith(rules["suffix"])
     assert not task_key(prefix, "abc").endswith(rules["suffix"])  # a task summary is not a result set
+
+
+def test_the_runner_image_pins_what_it_can_and_writes_down_what_it_installed() -> None:
+    """AL2023 repositories are versioned: `dnf --releasever=<release>` installs what that release
+    shipped (AL2023 User Guide, "Using Deterministic upgrades through versioned repositories",
+    https://docs.aws.amazon.com/linux/al2023/ug/deterministic-upgrades-usage.html); Mountpoint comes
+    from its own release of one version, signature checked. The runner records the image's list
+    with every result (runner.versions reads /opt/replmon/versions.txt)."""
+    text = (ROOT / "runners" / "fio" / "Dockerfile").read_text()
+    release = re.search(r"^ARG AL2023_RELEASE=(2023\.\d+\.\d{8})$", text, re.M)
+    mountpoint = re.search(r"^ARG MOUNTPOINT_VERSION=(\d+\.\d+\.\d+)$", text, re.M)
+    assert release and mountpoint, "pin the AL2023 release and the Mountpoint version"
+    installs = re.findall(r"dnf install -y ([^\n]*)", text)
+    assert installs and all('--releasever="${AL2023_RELEASE}"' in line for line in installs)
+    assert "mountpoint-s3-release/${MOUNTPOINT_VERSION}/x86_64/mount-s3-${MOUNTPOINT_VERSION}-x86_64.rpm" in text
+    assert "gpg --verify" in text and "> /opt/replmon/versions.txt" in text
+    [packages] = [line for line in text.splitlines() if line.strip().startswith("fio ")]
+    assert "mount-s3" not in packages.split()  # not AL2023's mount-s3 package: the pinned release's
 
 
 def test_the_runner_image_names_its_platform_and_passes_hadolint() -> None:

@@ -110,7 +110,7 @@ def jobfile(
 @fio_app.command("targets")
 def targets(
     file: Annotated[Path, typer.Argument(help="The mount stack's Ec2Targets JSON list ('-' reads stdin).")],
-    memory_mib: Annotated[int, typer.Option(help="The task's memory, MiB (the stack gives m6i.8xlarge 114688).")] = 114688,
+    memory_mib: Annotated[int, typer.Option(help="The task's memory, MiB (the stack gives its default host, c6in.8xlarge, 57344; the 128 GiB hosts 114688).")] = 57344,
     scale: Annotated[str, typer.Option(help="The stack's Scale (a target may set its own).")] = "full",
     fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table,
 ) -> int:

@@ -730,8 +730,11 @@ def lab_fio(
                                                     "the burst presets).")] = None,
     rtt_ms: Annotated[int, typer.Option(min=2, max=1000, help="mountpoint-xregion: the round trip Toxiproxy adds (half each way), ms; "
                                                               "145 is about Ohio - Tokyo, the study's pair.")] = 145,
-    throttle_after: Annotated[float, typer.Option(min=1, help="mountpoint-credits: seconds into the run before the cap (the burst).")] = 5.0,
-    throttle_mibps: Annotated[int, typer.Option(min=1, help="mountpoint-credits: the cap per connection, MiB/s (Toxiproxy bandwidth).")] = 8,
+    throttle_after: Annotated[float | None, typer.Option(min=1, help="mountpoint-credits: seconds of burst, from the start of the measured "
+                                                                     "I/O, before the cap (default: 40 % of the preset's run time "
+                                                                     "at --scale).")] = None,
+    throttle_mibps: Annotated[int, typer.Option(min=1, help="mountpoint-credits: the cap per connection after the burst, MiB/s (Toxiproxy "
+                                                        "bandwidth; the burst is 4).")] = 1,
     lab_dir: Annotated[Path, typer.Option("--dir", help="The lab's directory.")] = Path("lab-data/fio"),
     charts: Annotated[Path | None, typer.Option(metavar="DIR", help="Write the PNG chart here, named per run "
                                                 "(lab-fio-<preset>-<time>.png; default: the lab's directory).")] = None,
@@ -758,6 +761,10 @@ def lab_fio(
     if bad:
         fail(f"--mount {bad[0]!r}: use any of {', '.join(LAB_TARGETS)}")
     check_output_dir(charts, "--charts")
+    if throttle_after is None:
+        from replmon.lab.mounts import default_throttle_after
+
+        throttle_after = default_throttle_after(preset, scale)
     try:
         with Lab(lab_dir, events=False, least_privilege=False) as lab:
             runs = run_lab_fio(lab, preset, scale, targets, rtt_ms=rtt_ms, throttle_after=throttle_after, throttle_mibps=throttle_mibps,

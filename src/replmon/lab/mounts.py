@@ -7,8 +7,13 @@
   study's drop on loopback: qualitative, since a real inter-region path also differs in bandwidth,
   loss and S3's own behaviour, and loopback has no bandwidth limit at all;
 - ``mountpoint-credits``: the same through a Toxiproxy listener that, ``throttle_after`` seconds
-  into the run, caps every connection to ``throttle_mibps`` (Toxiproxy's bandwidth toxic is per
-  connection): burst credits running out, as in the FSx for Lustre study, for the knee;
+  into the measured I/O (armed by the runner's ``on_io_start``, after mounting and laying out),
+  caps every connection to ``throttle_mibps`` (Toxiproxy's bandwidth toxic is per connection):
+  burst credits running out, as in the FSx for Lustre study, for the knee. Before the cap the
+  connections run at ``burst_mibps`` each (a burst rate of its own, steadier than the machine's),
+  the mount uploads 5 MiB parts, and by default the burst lasts 40 % of the preset's run time at
+  the scale (:func:`default_throttle_after`: 45 s of burst-write's 112 s at small scale), so the
+  knee detector sees a burst, the fall and the sustained level;
 - ``s3fs``: s3fs-fuse (Debian) on the same bucket;
 - ``local``: a directory on the lab's disk (the studies' EBS row).
 Results go to a results bucket on the same MinIO, then through the ingest code into the lab's
@@ -48,6 +53,27 @@ XREGION_PROXY = "fio-xregion"
 CREDITS_PROXY = "fio-credits"
 #: The cross-region study's pair, Ohio (us-east-2) - Tokyo (ap-northeast-1): a round trip of about 145 ms.
 STUDY_RTT_MS = 145
+
+
+#: mountpoint-credits' burst rate per connection (Toxiproxy bandwidth), before the cap, and its part size.
+BURST_MIBPS = 4
+CREDITS_PART_SIZE = 5 * 2**20
+#: The burst the lab's throttle leaves: this share of the preset's run time at the scale, at least MIN_BURST_S.
+BURST_SHARE = 0.4
+MIN_BURST_S = 3.0
+
+
+def default_throttle_after(preset: str, scale: str) -> float:
+    """Seconds of burst before the lab's cap: 40 % of the preset's longest job at ``scale`` (the
+    rest is the fall and the sustained level), at least MIN_BURST_S (the knee detector needs
+    three samples of each level, at the resolution it reads the log at).
+
+    >>> default_throttle_after("burst-write", "small"), default_throttle_after("burst-write", "tiny")
+    (45.0, 3.0)
+    """
+    plan = presets_mod.expand(preset, "mountpoint", scale)
+    longest = max((j.seconds() for j in plan.jobs), default=0)
+    return max(MIN_BURST_S, float(round(longest * BURST_SHARE)))
 
 
 def default_targets(preset: str) -> list[str]:
@@ -98,18 +124,26 @@ def _lab_target(lab: Any, name: str, mnt: Path, endpoint: str) -> Target:
     if name == "s3fs":
         return Target.from_json({"name": name, "kind": "s3fs", "bucket": FIO_BUCKET, "endpoint_url": endpoint,
                                  "mount_point": str(mnt / name), "env": {"AWS_ACCESS_KEY_ID": access, "AWS_SECRET_ACCESS_KEY": secret}})
-    cache = {"cache": str(mnt / "mp-cache")} if name == "mountpoint-cache" else {}
+    extra: dict[str, Any] = {"cache": str(mnt / "mp-cache")} if name == "mountpoint-cache" else {}
+    if name == "mountpoint-credits":  # parts of S3's smallest multipart size (5 MiB): a capped connection still completes one every few s
+        extra["options"] = [f"--part-size={CREDITS_PART_SIZE}"]
     return Target.from_json({"name": name, "kind": "mountpoint", "bucket": FIO_BUCKET, "endpoint_url": endpoint, "region": "us-east-1",
-                             "mount_point": str(mnt / name), "binary": str(mountpoint_binary()), **cache,
+                             "mount_point": str(mnt / name), "binary": str(mountpoint_binary()), **extra,
                              "env": {"AWS_ACCESS_KEY_ID": access, "AWS_SECRET_ACCESS_KEY": secret}})
 
 
-def run_lab_fio(lab: Any, preset: str, scale: str, targets: list[str], *, rtt_ms: int = STUDY_RTT_MS, throttle_after: float = 5.0,
-                throttle_mibps: int = 8, progress: Callable[[str], None] = lambda _: None) -> list[TargetRun]:
+def run_lab_fio(lab: Any, preset: str, scale: str, targets: list[str], *, rtt_ms: int = STUDY_RTT_MS, throttle_after: float | None = None,
+                throttle_mibps: int = 1, burst_mibps: int = BURST_MIBPS, progress: Callable[[str], None] = lambda _: None) -> list[TargetRun]:
+    """``throttle_after``: seconds into the measured I/O before mountpoint-credits' cap (default
+    :func:`default_throttle_after`); ``throttle_mibps``: the cap per connection then;
+    ``burst_mibps``: the cap per connection before (the burst rate, as a file system's burst
+    throughput is a rate of its own: the lab machine's own rate would wander with its page cache
+    and its other work)."""
     unknown = [t for t in targets if t not in LAB_TARGETS]
     if unknown:
         raise LabError(f"--mount {unknown[0]!r}: use any of {', '.join(LAB_TARGETS)}")
     presets_mod.raw(preset)
+    after = default_throttle_after(preset, scale) if throttle_after is None else throttle_after
     s3 = lab.s3("destination")
     for bucket in (FIO_BUCKET, RESULTS_BUCKET):
         with contextlib.suppress(s3.exceptions.BucketAlreadyOwnedByYou):
@@ -129,21 +163,24 @@ def run_lab_fio(lab: Any, preset: str, scale: str, targets: list[str], *, rtt_ms
         if name == "mountpoint-credits":
             endpoint = f"http://127.0.0.1:{lab.toxiproxy.proxy(CREDITS_PROXY, dst.port)}"
 
-            def run_out_of_credits() -> None:
+            def cap(mibps: int) -> None:
+                lab.toxiproxy.heal(CREDITS_PROXY)
                 for stream in ("upstream", "downstream"):  # writes' bodies go up, reads' come down
-                    lab.toxiproxy.toxic(CREDITS_PROXY, f"credits-{stream}", "bandwidth", stream, rate=throttle_mibps * 1024)
+                    lab.toxiproxy.toxic(CREDITS_PROXY, f"credits-{stream}", "bandwidth", stream, rate=mibps * 1024)
 
-            throttle = threading.Timer(throttle_after, run_out_of_credits)
+            cap(burst_mibps)
+            throttle = threading.Timer(after, cap, (throttle_mibps,))
+            progress(f"{name}: {burst_mibps} MiB/s per connection, then {throttle_mibps} MiB/s from {after:g} s into the measured I/O")
         target = _lab_target(lab, name, mnt, endpoint)
         progress(f"{name}: {preset} at scale {scale}")
-        try:
-            if throttle:
-                throttle.start()
-            result = run(target, preset, scale, S3Sink(f"s3://{RESULTS_BUCKET}/{RESULTS_PREFIX}", s3), workdir=str(lab.root))
+        try:  # the cap's clock starts with the measured I/O, not with mounting and laying out
+            result = run(target, preset, scale, S3Sink(f"s3://{RESULTS_BUCKET}/{RESULTS_PREFIX}", s3), workdir=str(lab.root),
+                         on_io_start=throttle.start if throttle else None)
         finally:
             if throttle:
                 throttle.cancel()
-                throttle.join()
+                if throttle.ident is not None:  # started (the run reached its I/O)
+                    throttle.join()
             if name in ("mountpoint-xregion", "mountpoint-credits"):
                 lab.toxiproxy.remove(XREGION_PROXY if name == "mountpoint-xregion" else CREDITS_PROXY)
             shutil.rmtree(mnt / "mp-cache", ignore_errors=True)
@@ -205,9 +242,12 @@ def markdown_section(preset: str, scale: str, rep: StudyReport, runs: list[Targe
     from replmon.lab.bench import machine
 
     fio = subprocess.run(["fio", "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
+    ran = {k: v for r in runs for k, v in (r.result.run.get("versions") or {}).items() if v and k != "kernel"}  # what each run recorded
+    versions = "; ".join(f"{k} {v}" for k, v in sorted(ran.items())) or fio
     lines = [f"## {preset} at scale {scale} ({rep.reference})", "",
              f"- date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}; machine: {machine()}",
-             f"- versions: {fio}, mountpoint-s3-fs 0.11.0 (tools/mountpoint-lab), s3fs (Debian); command: `{command}`",
+             f"- versions (as the runs recorded them): {versions} (mountpoint: tools/mountpoint-lab on Mountpoint's crates); "
+             f"command: `{command}`",
              "- runs: " + "; ".join(f"{r.target} {r.result.run['status']} in {r.result.run['wall_s']:.0f} s" for r in runs), ""]
     for t in rep.tables:
         if not t.rows:

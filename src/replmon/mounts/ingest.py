@@ -194,8 +194,15 @@ def ingest_run(run: dict[str, Any], rows: list[Row], store: FioStore, metrics: M
         "fio_version": run.get("fio_version"), "mount_version": run.get("mount_version"),
         "mount_options": run.get("mount_options"), "nfs": json.dumps(run.get("nfs")) if run.get("nfs") else None,
         "service": json.dumps({"summary": _service_summary(run), "knees": run.get("service_knees"),
-                               "before": (run.get("service_metrics") or {}).get("before")}) if run.get("service_metrics") else None,
-        "baseline_mb_s": run.get("baseline_mb_s"),
+                               "before": (run.get("service_metrics") or {}).get("before"),
+                               "series": (run.get("service_metrics") or {}).get("series"),
+                               "period_s": (run.get("service_metrics") or {}).get("period_s")}) if run.get("service_metrics") else None,
+        "baseline_mb_s": run.get("baseline_mb_s"), "scale": scale, "fio_start": run.get("fio_start"),
+        # kept with the result: the versions that ran, the Lustre layout, the bandwidth over time (the chart's)
+        "versions": json.dumps(run["versions"], sort_keys=True) if run.get("versions") else None,
+        "lustre_stripe": json.dumps(run["lustre_stripe"]) if run.get("lustre_stripe") else None,
+        "bw_series": json.dumps(run["bw_series"], separators=(",", ":")) if run.get("bw_series") else None,
+        "knees": json.dumps(knees) if knees else None,
         "task": json.dumps(run.get("task", {}), sort_keys=True), "start": start, "end": run["end"], "wall_s": run.get("wall_s")})
     if out.stored:  # a redelivery (nothing new) publishes nothing
         for metric, n in counts.items():

@@ -8,9 +8,12 @@ line up) or a file system's own CloudWatch series (bytes per period / period).
 
 A log is **one job's** bandwidth: its samples are averaged within each whole second (a
 ``log_avg_msec=500`` log has two samples a second, both rates; adding them would double it),
-then the jobs' logs are **summed** per second and direction (the aggregate throughput).
+then the jobs' logs are **summed** per second and direction (the aggregate throughput); a
+second no job logged is 0 (fio writes no entry for a window in which a job moved nothing).
 
-The detector:
+The detector reads the summed series at the finest resolution (1, 2, 3, 5, 10 ... s bins) at
+which at most a tenth of the bins are empty (:func:`resolution`): jobs that complete a write only
+when a whole multipart upload does (Mountpoint behind a slow link) leave most seconds empty.
 
 1. **Noise.** sigma = median(|x[i+1] - x[i]|) / (0.6745 * sqrt 2): for white noise of standard
    deviation s the first difference has standard deviation s*sqrt 2, and the median of a
@@ -101,14 +104,20 @@ def read_bw_log(text: str, source: str = "bandwidth log") -> list[Sample]:
 
 
 def per_second(samples: Sequence[Sample], direction: str) -> tuple[list[float], list[float]]:
-    """One direction as whole seconds from the first: each log's samples averaged within a
-    second, then the logs summed (they are different jobs).
+    """One direction as whole seconds from the first: each log's samples averaged within a second,
+    then the logs summed (they are different jobs); a second in which no job logged is 0. fio logs
+    an entry per window only when the job moved bytes in it ("No entries for interval": its
+    stat.c, ``__add_samples``): a job blocked behind a throttled mount logs nothing, and a second
+    nobody logged moved nothing - not a second to leave out (leaving it out would splice the
+    levels on both sides together).
 
     >>> half = [(0.5, 100.0, "read", "a"), (1.0, 100.0, "read", "a"), (1.5, 120.0, "read", "a")]
     >>> per_second(half, "read")   # two 500 ms samples of 100 are 100, not 200
     ([0.0, 1.0], [100.0, 110.0])
     >>> per_second(half + [(0.5, 50.0, "read", "b")], "read")[1][0]   # a second job adds
     150.0
+    >>> per_second([(0.9, 8.0, "write", "a"), (3.9, 8.0, "write", "a")], "write")   # nothing logged in seconds 1 and 2
+    ([0.0, 1.0, 2.0, 3.0], [8.0, 0.0, 0.0, 8.0])
     """
     per_log: dict[tuple[str, int], list[float]] = {}
     for t, v, d, source in samples:
@@ -119,9 +128,8 @@ def per_second(samples: Sequence[Sample], direction: str) -> tuple[list[float], 
     seconds: dict[int, float] = {}
     for (_source, s), values in per_log.items():
         seconds[s] = seconds.get(s, 0.0) + statistics.fmean(values)
-    first = min(seconds)
-    secs = sorted(seconds)
-    return [float(s - first) for s in secs], [seconds[s] for s in secs]
+    first, last = min(seconds), max(seconds)
+    return [float(s - first) for s in range(first, last + 1)], [seconds.get(s, 0.0) for s in range(first, last + 1)]
 
 
 def noise_sigma(values: Sequence[float]) -> float:
@@ -159,7 +167,7 @@ def find_knee(times: Sequence[float], values: Sequence[float], *, min_drop: floa
     levels = [statistics.median(values[a:b]) for a, b in segs]
     a, b = segs[-1]
     burst, sustained = levels[0], statistics.median(values[(a + b) // 2 : b])  # the later half: a decay's tail settles
-    if burst <= 0 or sustained > burst * (1 - min_drop):
+    if burst <= 0 or sustained > burst * (1 - min_drop) or len(segs) < 2:  # one segment: no level to fall from or to
         return None
     band = MERGE_SIGMAS * sigma
     line = burst * (1 - min_drop)
@@ -182,23 +190,61 @@ def find_knee(times: Sequence[float], values: Sequence[float], *, min_drop: floa
                 decline_end_s=at(max(tail, plateau)), sigma=sigma, segments=len(segs))
 
 
+#: Bin widths (s) the detector may read a log at, finest first; and the share of empty bins it accepts.
+RESOLUTIONS = (1, 2, 3, 5, 10, 15, 30, 60)
+MAX_EMPTY_SHARE = 0.1
+
+
+def resolution(values: Sequence[float]) -> int:
+    """The finest bin width (seconds) at which at most MAX_EMPTY_SHARE of the bins are empty. A
+    second in which no job completed an I/O says nothing about the level: jobs blocked behind
+    whole multipart uploads (Mountpoint's 8 MiB parts at a few MiB/s) complete a write every few
+    seconds, and a per-second series of them is mostly zeros and spikes. Steady I/O (fio on FSx
+    at hundreds of MB/s) is read to the second.
+
+    >>> resolution([5.0] * 60), resolution([10.0, 0.0] * 30), resolution([30.0, 0.0, 0.0] * 20)
+    (1, 2, 3)
+    """
+    for w in RESOLUTIONS:
+        bins = [sum(values[i:i + w]) for i in range(0, len(values), w)]
+        if len(bins) >= 2 * MIN_SEGMENT and sum(1 for b in bins if b == 0) <= MAX_EMPTY_SHARE * len(bins):
+            return w
+    return 1
+
+
+def binned(times: Sequence[float], values: Sequence[float], width: int) -> tuple[list[float], list[float]]:
+    """Per-second values as means over bins of ``width`` seconds, each at its first second."""
+    return ([float(times[i]) for i in range(0, len(values), width)],
+            [statistics.fmean(values[i:i + width]) for i in range(0, len(values), width)])
+
+
 def by_direction(samples: Sequence[Sample]) -> dict[str, dict[str, Any]]:
-    """Each direction the logs have: its seconds of samples and its knee (None: no knee), as stored in run.json."""
+    """Each direction the logs have: its seconds of samples, their mean (bytes/s: the level of a
+    run without a knee), the resolution the knee was looked for at (:func:`resolution`) and its
+    knee (None: no knee), as stored in run.json."""
     out: dict[str, dict[str, Any]] = {}
     for direction in ("write", "read"):
         times, values = per_second(samples, direction)
         if values:
-            k = find_knee(times, values)
-            out[direction] = {"samples": len(values), "knee": k.to_json() if k else None}
+            width = resolution(values)
+            k = find_knee(*binned(times, values, width))
+            out[direction] = {"samples": len(values), "mean": statistics.fmean(values), "resolution_s": width,
+                              "knee": k.to_json() if k else None}
     return out
 
 
 def table_row(direction: str, entry: dict[str, Any]) -> dict[str, Any]:
-    """One direction of :func:`by_direction` as a printed row, MiB/s."""
+    """One direction of :func:`by_direction` as a printed row, MiB/s. Without a knee the series
+    still has a level: its mean, printed as the sustained level with "no knee".
+
+    >>> table_row("write", {"samples": 60, "mean": 8 * 2**20, "knee": None})["sustained MiB/s"]
+    '8.0 (one level)'
+    """
     k = entry.get("knee")
-    return {"direction": direction, "seconds": entry["samples"],
+    level = entry.get("mean")
+    return {"direction": direction, "seconds": entry["samples"], "resolution s": entry.get("resolution_s", 1),
             "burst MiB/s": f"{k['burst'] / 2**20:.1f}" if k else "-",
             "burst s": f"{k['decline_start_s']:.0f}" if k else "-",
             "knee at s": f"{k['at_s']:.0f}" if k else "no knee",
             "decline ends s": f"{k['decline_end_s']:.0f}" if k else "-",
-            "sustained MiB/s": f"{k['sustained'] / 2**20:.1f}" if k else "-"}
+            "sustained MiB/s": f"{k['sustained'] / 2**20:.1f}" if k else (f"{level / 2**20:.1f} (one level)" if level is not None else "-")}

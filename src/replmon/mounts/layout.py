@@ -1,6 +1,6 @@
 """The files read jobs read, written once and kept on the target between runs.
 
-Full-scale ``mountpoint-xregion`` reads 25 files per size, 112.5 GiB in all; writing them again
+Full-scale ``mountpoint-xregion`` reads 25 files per size, 112.2 GiB in all; writing them again
 every run would cost a run's time and, cross-region, its transfer. So the runner lays them out
 under ``replmon-fio/layout/<preset>/<scale>/`` on the target and records each file in that
 directory's ``manifest.json``: its size and, on an S3 mount, its object's ETag (on a file

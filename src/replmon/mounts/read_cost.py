@@ -2,7 +2,7 @@
 (unlike one download to local disk), at the bucket's region's rate for transfer to another region.
 
 Quantities are GiB (2^30 bytes) priced at the per-"GB" rates: the study's own bill, $10 for what
-it called 112 GB (112.5 GiB laid out, 112.1 GiB read), matches that reading, not 10^9 bytes
+it called 112 GB (112.2 GiB laid out, 112.1 GiB read), matches that reading, not 10^9 bytes
 (120.4 GB, $10.8). Modelled from the plan (bytes the read jobs read; the layout written once and kept, see
 replmon.mounts.layout) or from a run's stored rows (the bytes fio reported). Rates in
 ``read_prices.json`` of this package, by the bucket's region; a region without a listed rate is an

@@ -74,6 +74,14 @@ def latest(items: list[dict[str, Any]], target: str) -> TargetResult | None:
     return TargetResult(target, json.loads(run.get("target") or "{}"), run, rows)
 
 
+def versions_text(run: dict[str, Any]) -> str:
+    """The versions a run recorded (its run item's ``versions``), one line: ``fio fio-3.33; mountpoint ...``."""
+    got = json.loads(run.get("versions") or "null") or {}
+    if not got:
+        return " ".join(v for v in (run.get("fio_version"), run.get("mount_version")) if v) or "-"
+    return "; ".join(f"{k} {v}" for k, v in sorted(got.items()) if v and k != "image")
+
+
 def _fmt(v: float | None, digits: int = 1) -> str:
     return "-" if v is None else f"{v:,.{digits}f}"
 
@@ -91,17 +99,57 @@ def infer_xregion(results: list[TargetResult]) -> tuple[TargetResult, TargetResu
     return (same[0], far[0]) if len(same) == 1 and len(far) == 1 else None
 
 
+def _ran_label(spec: dict[str, Any], results: list[TargetResult], row_key: str, value: str) -> str:
+    """A matrix row's label as it ran: at a smaller scale R2's 500M/1G/3G files shrink (to 8M at
+    tiny scale), so the label says what ran: ``500M (ran 8M)``."""
+    if row_key != "file":
+        return value
+    scales = {str(r.run.get("scale")) for r in results if r.run.get("scale") and r.run.get("scale") != "full"}
+    if len(scales) != 1:
+        return value
+    job = next(j for j, c in presets_mod.matrix_cells(spec).items() if c[row_key] == value)
+    ran = next(j for j in presets_mod.expand(spec["_name"], "mountpoint", scales.pop()).jobs if j.name == job)
+    return f"{value} (ran {_size_label(int(ran.options['size']))})"
+
+
+def _size_label(n: int) -> str:
+    """Bytes in fio's size syntax: 8388608 -> '8M'."""
+    for unit, div in (("G", 2**30), ("M", 2**20), ("K", 2**10)):
+        if n % div == 0:
+            return f"{n // div}{unit}"
+    return str(n)
+
+
+def host_notes(preset: str, results: list[TargetResult]) -> list[str]:
+    """For each run on an EC2 host whose network cannot carry some of the study's published cells:
+    the ceiling, next to the cells it caps (those cells measure the client, not the file system)."""
+    from replmon.mounts import hosts
+
+    notes = []
+    for r in results:
+        host = (json.loads(r.run.get("task") or "{}") or {}).get("instance_type")
+        if host in hosts.HOSTS:
+            capped = hosts.over(preset, host)
+            if capped:
+                notes.append(f"{r.target} ran on a {host}: {hosts.HOSTS[host].network_gbps:g} Gbps = {hosts.ceiling_mib_s(host):,.0f} MiB/s, "
+                             "below the study's " + ", ".join(f"{c} ({g:g} Gbps)" for c, g in capped)
+                             + ": those cells measure the client here, not the file system")
+    return notes
+
+
 def _matrix(spec: dict[str, Any], results: list[TargetResult], report: StudyReport, iops: bool) -> None:
     pub = spec["published"]
     row_key, col_key = pub["row"], pub["column"]
     cells = presets_mod.matrix_cells(spec)
     cols = [str(c) for c in spec["matrix"][col_key]]
     by_cell = {(c[row_key], c[col_key]): job for job, c in cells.items()}
+    labels = {str(v): _ran_label(spec, results, row_key, str(v)) for v in spec["matrix"][row_key]}
+    notes = host_notes(spec["_name"], results)
     for metric, unit_name, published in (("bw", "MiB/s", pub["values"]), *((("iops", "IOPS", pub["iops"]),) if iops else ())):
         rows = []
         for r in results:
             for value in spec["matrix"][row_key]:
-                row: dict[str, Any] = {"target": r.target, row_key: value}
+                row: dict[str, Any] = {"target": r.target, row_key: labels[str(value)]}
                 for c in cols:
                     hits = [i for k, i in r.rows.items() if k.split("/")[0] == by_cell.get((str(value), c)) and not i.get("error")]
                     if not hits:
@@ -113,7 +161,7 @@ def _matrix(spec: dict[str, Any], results: list[TargetResult], report: StudyRepo
                 rows.append(row)
         for value in spec["matrix"][row_key]:
             rows.append({"target": "published", row_key: value, **{c: published[str(value)].get(c, "-") for c in cols}})
-        report.tables.append(Table(f"{spec['reference']} {unit_name}", rows, f"published: {pub['condition']}"))
+        report.tables.append(Table(f"{spec['reference']} {unit_name}", rows, "; ".join([f"published: {pub['condition']}", *notes])))
 
 
 def _xregion(results: list[TargetResult], report: StudyReport, pair: tuple[TargetResult, TargetResult] | None, spec: dict[str, Any]) -> None:
@@ -190,6 +238,10 @@ def _express(spec: dict[str, Any], results: list[TargetResult], report: StudyRep
 
 
 def _burst(spec: dict[str, Any], results: list[TargetResult], report: StudyReport) -> None:
+    """Burst, knee and sustained level per row, from fio's logs and from the file system's own
+    series. Without a knee a row still has a level (one level all run long: the burst outlasted
+    the run, or there was none): it is printed as the sustained level, which is what ingestion
+    judges, with "no knee"."""
     pub = spec["published"]
     rows = []
     out = {}
@@ -197,28 +249,34 @@ def _burst(spec: dict[str, Any], results: list[TargetResult], report: StudyRepor
         baseline = r.run.get("baseline_mb_s")
         service = json.loads(r.run.get("service") or "null") or {}
         for key, item in r.rows.items():
-            views = [("fio", item.get("burst_bytes"), item.get("sustained_bytes"), item.get("burst_s"), item.get("knee_at_s"),
-                      item.get("decline_end_s"))]
-            sk = ((service.get("knees") or {}).get(item["direction"]) or {}).get("knee")
+            judged = (item.get("measures") or {}).get("sustained_bytes")
+            level = float(judged) if judged is not None else (float(item["bw_bytes"]) if not item.get("error") else None)
+            views = [("fio", item.get("burst_bytes"), item.get("sustained_bytes") or level, item.get("burst_s"), item.get("knee_at_s"),
+                      item.get("decline_end_s"), item.get("burst_bytes") is not None)]
+            entry = (service.get("knees") or {}).get(item["direction"]) or {}
+            sk = entry.get("knee")
             if sk:
-                views.append((f"file system ({(service['knees'][item['direction']] or {}).get('metric')})", sk["burst"], sk["sustained"],
-                              sk["decline_start_s"], sk["at_s"], sk["decline_end_s"]))
-            for source, burst, sustained, burst_s, at_s, end_s in views:
+                views.append((f"file system ({entry.get('metric')})", sk["burst"], sk["sustained"], sk["decline_start_s"], sk["at_s"],
+                              sk["decline_end_s"], True))
+            elif entry.get("metric"):
+                mean = ((service.get("summary") or {}).get(entry["metric"]) or {}).get("mean")
+                views.append((f"file system ({entry['metric']})", None, mean, None, None, None, False))
+            for source, burst, sustained, burst_s, at_s, end_s, has_knee in views:
                 row = {"target": r.target, "row": key, "source": source,
                        "burst MB/s": _fmt(burst / MB if burst else None), "burst s": _fmt(burst_s, 0),
-                       "knee at s": _fmt(at_s, 0), "decline ends s": _fmt(end_s, 0),
-                       "sustained MB/s": _fmt(sustained / MB if sustained else None),
+                       "knee at s": _fmt(at_s, 0) if has_knee else "no knee", "decline ends s": _fmt(end_s, 0),
+                       "sustained MB/s": _fmt(sustained / MB if sustained else None) + ("" if has_knee or not sustained else " (one level)"),
                        "burst/baseline": _fmt(burst / MB / baseline if burst and baseline else None, 2),
                        "sustained/baseline": _fmt(sustained / MB / baseline if sustained and baseline else None, 2)}
                 rows.append(row)
                 out[f"{r.target} {key} {source}"] = {k: v for k, v in row.items() if k not in ("target", "row", "source")}
-            if not views[0][1]:
-                rows[-len(views)]["knee at s"] = "no knee"
     rows.append({"target": "published", "row": "-", "source": spec["study"][:40], "burst MB/s": pub["values"]["burst"],
                  "sustained MB/s": pub["values"]["sustained"], "burst/baseline": pub["values"]["burst/baseline"],
                  "sustained/baseline": pub["values"]["sustained/baseline"]})
+    notes = host_notes(spec["_name"], results)
     report.tables.append(Table(f"{spec['reference']} burst vs sustained (MB/s = 10^6 B/s, the study's unit)", rows,
-                               f"per-unit baseline: the target's per_unit_mb_s x storage_gib / 1024 (published: {pub['baseline_mb_s']} MB/s)"))
+                               "; ".join([f"per-unit baseline: the target's per_unit_mb_s x storage_gib / 1024 (published: "
+                                          f"{pub['baseline_mb_s']} MB/s); no knee: the run's one level, as judged", *notes])))
     report.comparisons["burst"] = out or None
 
 
@@ -229,10 +287,10 @@ def _jobs(spec: dict[str, Any], results: list[TargetResult], report: StudyReport
 
 
 def study_report(preset: str, results: list[TargetResult], *, xregion_pair: tuple[TargetResult, TargetResult] | None = None) -> StudyReport:
-    spec = presets_mod.raw(preset)
+    spec = {**presets_mod.raw(preset), "_name": preset}
     report = StudyReport(preset, spec["reference"])
     if preset == "mountpoint-xregion":
-        _matrix(spec, results, report, iops=False)
+        _matrix(spec, results, report, iops=True)
         _xregion(results, report, xregion_pair, spec)
     elif preset == "nfs-matrix":
         _matrix(spec, results, report, iops=True)
@@ -247,5 +305,6 @@ def study_report(preset: str, results: list[TargetResult], *, xregion_pair: tupl
     if skipped:
         report.tables.append(Table("skipped", skipped))
     report.tables.append(Table("runs", [{"target": r.target, "run": r.run["run_id"], "status": r.run.get("run_status"),
-                                         "mount": r.run.get("mount_options") or "-", "nfs": r.run.get("nfs") or "-"} for r in results]))
+                                         "mount": r.run.get("mount_options") or "-", "nfs": r.run.get("nfs") or "-",
+                                         "versions": versions_text(r.run)} for r in results]))
     return report

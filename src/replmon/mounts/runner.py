@@ -121,9 +121,13 @@ def _help(argv: list[str]) -> str:
 
 def task_info() -> dict[str, Any]:
     """Where this ran: the ECS task's size and AZ from the task metadata endpoint (v4) inside ECS,
-    else the host. Fargate does not document per-task network bandwidth: the size is the proxy."""
+    else the host; on ECS on EC2 the host's instance type (``REPLMON_FIO_INSTANCE_TYPE``, set by
+    the template: tasks cannot reach the instance metadata). Fargate does not document per-task
+    network bandwidth: the size is the proxy."""
     uri = os.environ.get("ECS_CONTAINER_METADATA_URI_V4")
     info: dict[str, Any] = {"host": platform.node(), "cpus": os.cpu_count(), "kernel": platform.release(), "arch": platform.machine()}
+    if os.environ.get("REPLMON_FIO_INSTANCE_TYPE"):
+        info["instance_type"] = os.environ["REPLMON_FIO_INSTANCE_TYPE"]
     if uri:
         try:
             with urllib.request.urlopen(uri + "/task", timeout=2) as r:  # link-local, inside the task only
@@ -236,6 +240,75 @@ def run_dd(plan: Plan, run_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
+def versions(target: Target) -> dict[str, str | None]:
+    """The versions that ran, recorded with every result: fio, the mount client (mount-s3, s3fs;
+    the Lustre client's user space and kernel module; the NFS utilities), the kernel and replmon.
+    None where a tool is absent (a kind that does not use it)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    argv0 = target.mount_argv()
+    out: dict[str, str | None] = {"fio": _version(["fio", "--version"]), "kernel": platform.release()}
+    try:
+        out["replmon"] = version("replmon")
+    except PackageNotFoundError:
+        out["replmon"] = None
+    if argv0 and target.kind in ("mountpoint", "s3fs"):
+        out[target.kind] = _version([argv0[0], "--version"])
+    if target.kind == "lustre":
+        out["lustre_client"] = _version(["lfs", "--version"])
+        module = Path("/sys/fs/lustre/version")  # the host's kernel module (the container mounts with the host's kernel)
+        out["lustre_module"] = module.read_text().strip() if module.is_file() else None
+    if target.kind == "nfs":
+        out["nfs_utils"] = _version(["mount.nfs", "-V"])
+    image = os.environ.get("REPLMON_FIO_IMAGE_VERSIONS", "/opt/replmon/versions.txt")  # what the image installed (Dockerfile)
+    if Path(image).is_file():
+        out["image"] = " ".join(Path(image).read_text().split())
+    return out
+
+
+def lustre_stripe(spec: dict[str, Any], dirs: dict[str, Path], run: Callable[..., Any] = subprocess.run) -> dict[str, Any]:
+    """Sets the preset's Lustre layout (``lustre_stripe``: count and size; R4 ran with stripe count
+    1, stripe size 1 MiB, the file system's default then) on the directories the preset's files
+    are made in, before they are made (``lfs setstripe`` on a directory applies to files added to it
+    afterwards; ``lfs getstripe -d`` shows the directory's own: Lustre wiki, "Configuring Lustre
+    File Striping"), and reads back what each directory has: run.json records both. Raises
+    OSError when lfs fails."""
+    want = spec["lustre_stripe"]
+    got: dict[str, Any] = {"asked": want}
+    for label, d in dirs.items():
+        d.mkdir(parents=True, exist_ok=True)
+        for argv in (["lfs", "setstripe", "-c", str(want["count"]), "-S", str(want["size"]), str(d)],
+                     ["lfs", "getstripe", "-d", str(d)]):
+            proc = run(argv, capture_output=True, text=True, timeout=60)
+            if proc.returncode:
+                raise OSError(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip()[-300:]}")
+        got[label] = proc.stdout.strip()
+    return got
+
+
+#: At most this many points per direction of the bandwidth series kept with a result (its chart):
+#: a 2 h log at one second is averaged over 4 s bins; the knee is found on the full log.
+SERIES_POINTS = 2000
+
+
+def bw_series(work: Path) -> dict[str, dict[str, Any]]:
+    """Each direction's summed bandwidth over time (bytes/s per second from the first sample, as
+    the knee detector reads it), averaged into at most SERIES_POINTS bins: what `fio report
+    --charts` draws for a burst preset (throughput over time, the study's graph)."""
+    samples: list[knee_mod.Sample] = []
+    for log in sorted(work.glob("*_bw.*.log")):
+        samples += knee_mod.read_bw_log(log.read_text(), log.name)
+    out = {}
+    for direction in ("write", "read"):
+        t, v = knee_mod.per_second(samples, direction)
+        if not v:
+            continue
+        step = max(1, -(-len(v) // SERIES_POINTS))
+        out[direction] = {"step_s": step, "t": [t[i] for i in range(0, len(v), step)],
+                          "bytes_s": [round(sum(v[i:i + step]) / len(v[i:i + step])) for i in range(0, len(v), step)]}
+    return out
+
+
 def knees(work: Path) -> dict[str, Any]:
     """Knee per bandwidth log direction: each job's log averaged per second, the logs summed."""
     samples: list[knee_mod.Sample] = []
@@ -254,10 +327,13 @@ def _metric_reader() -> MetricReader:
 
 def run(target: Target, preset: str, scale: str, sink: ResultSink, *, workdir: str | None = None,
         emit: Callable[[str, float, dict[str, str]], None] | None = None, run_id: str | None = None,
-        memory: tuple[int, str] | None = None, metric_reader: MetricReader | None = None, settle_s: float | None = None) -> RunResult:
+        memory: tuple[int, str] | None = None, metric_reader: MetricReader | None = None, settle_s: float | None = None,
+        on_io_start: Callable[[], None] | None = None) -> RunResult:
     """One preset on one target; never raises for a failed step (it is recorded and exit code 1).
     ``memory`` is (bytes, source) for the preflight (the container's cgroup by default);
-    ``metric_reader`` reads the file system's metrics (CloudWatch, built when the target has a file system id)."""
+    ``metric_reader`` reads the file system's metrics (CloudWatch, built when the target has a file system id);
+    ``on_io_start`` is called once, mounted and laid out, right before the measured I/O (fio's
+    first job) starts: the lab arms its throttle there."""
     plan = expand(preset, target.kind, scale)
     info = task_info()
     limit, source = memory or memory_limit(task_memory_mib=info.get("task_memory_mib"))
@@ -278,6 +354,7 @@ def run(target: Target, preset: str, scale: str, sink: ResultSink, *, workdir: s
         "run_id": run_id, "preset": preset, "scale": scale, "target": target.describe(), "start": start,
         "fio_version": _version(["fio", "--version"]),
         "mount_version": _version([argv0[0], "--version"]) if argv0 and target.kind in ("mountpoint", "s3fs") else None,
+        "versions": versions(target),
         "task": info, "memory": memory_doc,
         "skipped": [s.__dict__ for s in plan.skipped], "adjusted": [s.__dict__ for s in plan.adjusted],
         "baseline_mb_s": target.baseline_mb_s(),
@@ -298,9 +375,14 @@ def run(target: Target, preset: str, scale: str, sink: ResultSink, *, workdir: s
                 layout_dir = root / LAYOUT_DIR / plan.layout_set
                 try:
                     run_dir.mkdir(parents=True)
+                    spec = raw_spec(preset)
+                    if target.kind == "lustre" and spec.get("lustre_stripe"):
+                        run_doc["lustre_stripe"] = lustre_stripe(spec, {"run_dir": run_dir, **({"layout_dir": layout_dir} if plan.layout else {})})
                     if plan.layout:
                         run_doc["layout"] = layout_mod.ensure(plan.layout, layout_dir, layout_stat(target, plan, layout_dir)).to_json()
                     run_doc["layout_s"] = run_doc.get("layout", {}).get("seconds", 0.0)
+                    if on_io_start is not None:
+                        on_io_start()
                     run_doc["fio_start"] = time.time()
                     fio_runs = run_fio(plan, run_dir, work, layout_dir) if plan.jobs else []
                     run_doc["fio_s"] = time.time() - run_doc["fio_start"]
@@ -334,6 +416,7 @@ def run(target: Target, preset: str, scale: str, sink: ResultSink, *, workdir: s
         run_doc["fio_outputs"] = sorted(fio_texts)
         try:
             run_doc["knees"] = knees(work)
+            run_doc["bw_series"] = bw_series(work)
         except FioResultError as exc:
             errors.append(str(exc))
         except Exception as exc:  # a knee that cannot be found is recorded, never the end of the run's results
