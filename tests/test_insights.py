@@ -225,8 +225,10 @@ def test_one_cause_pages_once_per_route(capsys: pytest.CaptureFixture[str]) -> N
     points = points_from_emf(emf(capsys))
     now = max(p.timestamp for p in points) // 300 * 300 + 301
     template = default_transformed()
+    from tests.test_alarm_table import notifies
+
     notifying = {k for k, v in template["Resources"].items() if v["Type"] == "AWS::CloudWatch::Alarm"
-                 and v["Properties"].get("AlarmActions") and "Severity', 'Value': 'page" in str(v["Properties"].get("Tags"))}
+                 and notifies(template, k) and "Severity', 'Value': 'page" in str(v["Properties"].get("Tags"))}
     paging: dict[str, list[str]] = {}
     in_alarm: dict[str, list[str]] = {}
     for name, evaluator in template_alarms(template, {"RouteGroups": "1"}).items():
