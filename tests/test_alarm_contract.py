@@ -9,8 +9,11 @@
   sources from AWS services and encrypted topics"); alias/aws/sns cannot.
 - The page alarms' contributor events reach the page topic through EventBridge rules
   (fleet/alarms.py _page_rule): the same holds for events.amazonaws.com, and the topic's policy must
-  let it publish (EventBridge user guide, "Amazon SNS permissions": a resource-based policy on the
-  topic granting events.amazonaws.com sns:Publish).
+  let it publish ("Using resource-based policies for Amazon EventBridge",
+  https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-resource-based.html: SNS targets
+  use the topic's resource-based policy; "Why isn't my Amazon SNS topic receiving the EventBridge
+  notifications?", https://aws.amazon.com/premiumsupport/knowledge-center/sns-not-getting-eventbridge-notification/:
+  events.amazonaws.com with sns:Publish, and an encrypted topic's customer managed key letting EventBridge use it).
 - Names must not collide between two stacks in one account and region (schedule names are unique
   per schedule group): no fixed physical name unless it carries the stack's name.
 - A Metrics Insights alarm (fleet/alarms.py) reads ``FROM SCHEMA(namespace, keys...)``, which
