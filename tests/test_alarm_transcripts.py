@@ -250,8 +250,11 @@ def test_transcript_150_routes_go_bad_at_once(emf_points: Callable[..., list[Poi
     def rpo_at(minute: int, i: int) -> Rpo:  # a probe in flight 1,000 + i seconds while late
         return _route_rpo(minute, in_flight=1000.0 + i if minute < 15 else None)
 
-    printed = {minute: emf_points(lambda m: [publish_health(m, RouteHealth(r, rpo_at(minute, i), SLO, no_data=False))
-                                             for i, r in enumerate(routes)], minute) for minute in range(0, 25, 5)}
+    def collect(minute: int) -> list[Point]:  # one collector run: every route's health
+        return emf_points(lambda m: [publish_health(m, RouteHealth(r, rpo_at(minute, i), SLO, no_data=False))
+                                     for i, r in enumerate(routes)], minute)
+
+    printed = {minute: collect(minute) for minute in range(0, 25, 5)}
 
     def series(minute: int) -> list[Point]:
         return printed.get(minute, [])

@@ -12,7 +12,14 @@ Why this shape (AWS's pages, cited by tests/test_fleet_alarms.py):
 - ``SCHEMA`` matches only metrics with *exactly* those dimensions, and Powertools adds ``service`` to
   every set the code emits: the schema names ``service`` too (core/telemetry.py holds the sets).
 - A multi-time-series alarm needs ``GROUP BY`` *and* ``ORDER BY``; each series is a contributor with
-  its own state and its own notification (naming the route in ``AlarmContributorAttributes``).
+  its own state and its own notification, naming the route.
+- One page per cause and route: AWS runs the alarm's SNS actions at alarm level *and* at contributor
+  level ("Acting on alarm changes"), one action list for both. A page alarm with SNS actions on the
+  page topic would page again when the alarm as a whole changes (its first route in ALARM, its last
+  out). So page alarms have no SNS actions; a rule per group (:func:`_page_rule`) forwards only their
+  "CloudWatch Alarm Contributor State Change" events to the page topic. Ticket alarms keep SNS
+  actions (both levels land on the ticket topic: a record, nobody woken). The Heartbeat's evidence
+  goes to the ticket topic too: the contributor is the page.
 - One query evaluates at most 500 series (more: PARTIAL_DATA, the rest unseen), at most 10,000
   matched metrics, only the last 3 hours, and at most 100 contributors are in ALARM at once; the
   account has 200 Metrics Insights alarms per Region by default. ``RouteGroup`` shards the fleet
