@@ -1,7 +1,8 @@
 """A local CloudWatch Metrics Insights evaluator: the subset of the query language template.yaml's
 fleet alarms use, over the EMF replmon prints, and a multi-time-series alarm's per-contributor state.
 No AWS account needed: the lab and the tests show exactly which route's contributor an alarm puts in
-ALARM. Not in the Lambda layer (nothing in entry/ imports it).
+ALARM, and which notifications (alarm level, contributor level) each evaluation sends. Not in the
+Lambda layer (nothing in entry/ imports it).
 
 The subset (AWS, "Query components and syntax in CloudWatch Metrics Insights")::
 
@@ -326,7 +327,9 @@ class AlarmEvaluator:
     """A multi-time-series Metrics Insights alarm, evaluated the way CloudWatch documents it: each series
     a contributor with its own state (M of N datapoints breaching, TreatMissingData per datapoint),
     a series the query stops returning goes OK, an empty result makes the alarm INSUFFICIENT_DATA, at
-    most 100 contributors are in ALARM."""
+    most 100 contributors are in ALARM. Each step's :class:`Notification` list is what its SNS actions
+    would send: one at alarm level when the alarm as a whole enters ALARM or OK, one per contributor
+    that changed."""
 
     query: Query
     period: int
