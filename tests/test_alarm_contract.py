@@ -251,13 +251,21 @@ def test_the_name_check_fails_on_a_fixed_schedule_name() -> None:
 def test_every_alarm_notifies_on_ok_too_and_the_heartbeat_only_pages_when_scheduled() -> None:
     t = load_template(TEMPLATE)
     alarms = {k: v for k, v in t["Resources"].items() if v["Type"] in ("AWS::CloudWatch::Alarm", "AWS::CloudWatch::CompositeAlarm")}
-    children = {k for k, v in alarms.items() if "AlarmActions" not in v["Properties"]}
+    from tests.test_alarm_table import fleet_cover, tool
+
+    # a page fleet alarm: its contributor events, ALARM and OK alike (no state in the rule's pattern), through a rule
+    forwarded = tool().forwarded(t)
+    rules = [v["Properties"]["EventPattern"] for v in t["Resources"].values() if v["Type"] == "AWS::Events::Rule"]
+    assert forwarded and all("detail" not in p for p in rules)
+    children = {k for k, v in alarms.items() if "AlarmActions" not in v["Properties"] and k not in forwarded}
     composed = " ".join(str(v["Properties"].get("AlarmRule")) for v in alarms.values())
-    from tests.test_alarm_table import fleet_cover
 
     covered = {k for k in children if fleet_cover(k)}
     for name, a in alarms.items():
         if name in covered:  # a fleet alarm whose cause raises another page (fleet/alarms.py covered_by): one page per cause
+            continue
+        if name in forwarded:
+            assert "AlarmActions" not in a["Properties"] and "OKActions" not in a["Properties"], name
             continue
         if name in children:  # a child notifies through its composite alarm only (one notification per cause)
             assert "${" + name + "}" in composed, f"{name} has no actions and is in no composite alarm"
