@@ -349,16 +349,17 @@ def play_passive(run: ContractRun, deps: Deps, clock: ManualClock, wrap: Any, st
 
 def play_heartbeat(run: ContractRun, deps: Deps, clock: ManualClock, wrap: Any, fake: Any) -> None:
     """The Heartbeat function over the stack's route, a minute apart: healthy, a stall (replication
-    stops: STALLED, the evidence published to the page topic), healed (recovered, published)."""
+    stops: STALLED, the evidence published to the ticket topic, where a pager does not ring: RouteStalled's
+    contributor is the page), healed (recovered, published)."""
     from replmon.adapters.notify import SnsNotifier
     from replmon.core.fleetconfig import load_fleet_settings
 
     sns = boto3.client("sns", region_name=REGION)
-    topic = sns.create_topic(Name=f"{STACK}-PageTopic")["TopicArn"]
+    topic = sns.create_topic(Name=f"{STACK}-TicketTopic")["TopicArn"]
     env = function_environment(default_transformed(), "Heartbeat", resolver(default_transformed()))
     deps.fleet = load_fleet_settings(json.loads(env["REPLMON_FLEET"]))
-    deps.notifier = SnsNotifier(env["REPLMON_PAGE_TOPIC_ARN"], sns)
-    assert env["REPLMON_PAGE_TOPIC_ARN"] == topic
+    deps.notifier = SnsNotifier(env["REPLMON_EVIDENCE_TOPIC_ARN"], sns)
+    assert env["REPLMON_EVIDENCE_TOPIC_ARN"] == topic
     beat = wrap("Heartbeat", load_handler("Heartbeat"))
     for latency, minutes in ((2.0, 2), (None, 3), (2.0, 4)):
         fake.by_size = {1024: Scenario(latency)}

@@ -7,6 +7,13 @@
 - CloudWatch can publish to an encrypted topic only through a customer managed key whose policy
   lets cloudwatch.amazonaws.com use it (SNS developer guide, "Enable compatibility between event
   sources from AWS services and encrypted topics"); alias/aws/sns cannot.
+- The page alarms' contributor events reach the page topic through EventBridge rules
+  (fleet/alarms.py _page_rule): the same holds for events.amazonaws.com, and the topic's policy must
+  let it publish ("Using resource-based policies for Amazon EventBridge",
+  https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-resource-based.html: SNS targets
+  use the topic's resource-based policy; "Why isn't my Amazon SNS topic receiving the EventBridge
+  notifications?", https://aws.amazon.com/premiumsupport/knowledge-center/sns-not-getting-eventbridge-notification/:
+  events.amazonaws.com with sns:Publish, and an encrypted topic's customer managed key letting EventBridge use it).
 - Names must not collide between two stacks in one account and region (schedule names are unique
   per schedule group): no fixed physical name unless it carries the stack's name.
 - A Metrics Insights alarm (fleet/alarms.py) reads ``FROM SCHEMA(namespace, keys...)``, which
@@ -151,11 +158,26 @@ def alarm_topics(cfn: dict[str, Any]) -> set[str]:
     return topics
 
 
+def rule_topics(cfn: dict[str, Any]) -> set[str]:
+    """The stack's own topics an EventBridge rule targets."""
+    return {r for res in cfn["Resources"].values() if res["Type"] == "AWS::Events::Rule"
+            for t in res["Properties"].get("Targets", []) for r in _refs(t["Arn"]) if r in cfn["Resources"]}
+
+
 def topic_problems(cfn: dict[str, Any]) -> list[str]:
-    """Topics alarms publish to that CloudWatch could not publish to."""
+    """Topics alarms (or rules) publish to that CloudWatch (or EventBridge) could not publish to."""
     r = resolver(cfn)
     problems, checks = [], []
-    for topic in sorted(alarm_topics(cfn)):
+    publishers = [(t, "cloudwatch.amazonaws.com") for t in sorted(alarm_topics(cfn))] + [(t, "events.amazonaws.com") for t in sorted(rule_topics(cfn))]
+    for topic, principal in publishers:
+        if principal == "events.amazonaws.com":  # EventBridge also needs the topic's own policy
+            arn = r.resolve({"Ref": topic})
+            docs = [r.resolve(res["Properties"]["PolicyDocument"]) for res in cfn["Resources"].values()
+                    if res["Type"] == "AWS::SNS::TopicPolicy" and {"Ref": topic} in res["Properties"]["Topics"]]
+            answer = simulate([{"id": "0", "principal": principal, "action": "sns:Publish", "resource": arn, "accountId": ACCOUNT,
+                                "context": {"aws:SourceAccount": ACCOUNT}, "resourcePolicy": docs[0]}])["0"] if docs else {"result": "no policy"}
+            if answer["result"] != "Allowed":
+                problems.append(f"{topic}: its policy does not let {principal} sns:Publish ({answer['result']})")
         res = cfn["Resources"][topic]
         assert res["Type"] == "AWS::SNS::Topic", topic
         key = res["Properties"].get("KmsMasterKeyId")
@@ -166,29 +188,33 @@ def topic_problems(cfn: dict[str, Any]) -> list[str]:
             continue
         policy = r.resolve(cfn["Resources"][key["Ref"]]["Properties"]["KeyPolicy"])
         for action in ("kms:Decrypt", "kms:GenerateDataKey"):
-            checks.append((topic, action, policy))
-    results = simulate([{"id": str(i), "principal": "cloudwatch.amazonaws.com", "action": a,
+            checks.append((topic, principal, action, policy))
+    results = simulate([{"id": str(i), "principal": who, "action": a,
                          "resource": f"arn:aws:kms:{REGION}:{ACCOUNT}:key/alarm-key", "accountId": ACCOUNT,
-                         "context": {"aws:SourceAccount": ACCOUNT}, "resourcePolicy": p} for i, (_, a, p) in enumerate(checks)])
-    for i, (topic, action, _) in enumerate(checks):
+                         "context": {"aws:SourceAccount": ACCOUNT}, "resourcePolicy": p} for i, (_, who, a, p) in enumerate(checks)])
+    for i, (topic, who, action, _) in enumerate(checks):
         if results[str(i)]["result"] != "Allowed":
-            problems.append(f"{topic}: the key policy does not let cloudwatch.amazonaws.com {action} ({results[str(i)]['result']})")
+            problems.append(f"{topic}: the key policy does not let {who} {action} ({results[str(i)]['result']})")
     return problems
 
 
 def test_every_alarm_topic_can_be_published_to_by_cloudwatch() -> None:
-    assert alarm_topics(default_transformed()) == {"PageTopic", "TicketTopic"}
+    assert alarm_topics(default_transformed()) == {"TicketTopic"}  # page alarms: contributor events through rules
+    assert rule_topics(default_transformed()) == {"PageTopic"}
     assert topic_problems(default_transformed()) == []
 
 
-@pytest.mark.parametrize("breakage", ["aws-managed-key", "key-policy-without-cloudwatch"])
+@pytest.mark.parametrize("breakage", ["aws-managed-key", "key-policy-without-cloudwatch", "key-policy-without-events", "no-topic-policy"])
 def test_the_topic_check_fails_on_keys_cloudwatch_cannot_use(breakage: str) -> None:
     t = copy.deepcopy(load_template(TEMPLATE))
+    st = t["Resources"]["AlarmTopicKey"]["Properties"]["KeyPolicy"]["Statement"]
     if breakage == "aws-managed-key":
         t["Resources"]["PageTopic"]["Properties"]["KmsMasterKeyId"] = "alias/aws/sns"
+    elif breakage == "no-topic-policy":
+        del t["Resources"]["PageTopicPolicy"]
     else:
-        st = t["Resources"]["AlarmTopicKey"]["Properties"]["KeyPolicy"]["Statement"]
-        t["Resources"]["AlarmTopicKey"]["Properties"]["KeyPolicy"]["Statement"] = [s for s in st if s["Sid"] != "CloudWatchAlarmsPublish"]
+        sid = "CloudWatchAlarmsPublish" if breakage == "key-policy-without-cloudwatch" else "FleetPageRulesPublish"
+        t["Resources"]["AlarmTopicKey"]["Properties"]["KeyPolicy"]["Statement"] = [s for s in st if s["Sid"] != sid]
     assert topic_problems(transformed(t))
 
 
@@ -225,13 +251,21 @@ def test_the_name_check_fails_on_a_fixed_schedule_name() -> None:
 def test_every_alarm_notifies_on_ok_too_and_the_heartbeat_only_pages_when_scheduled() -> None:
     t = load_template(TEMPLATE)
     alarms = {k: v for k, v in t["Resources"].items() if v["Type"] in ("AWS::CloudWatch::Alarm", "AWS::CloudWatch::CompositeAlarm")}
-    children = {k for k, v in alarms.items() if "AlarmActions" not in v["Properties"]}
+    from tests.test_alarm_table import fleet_cover, tool
+
+    # a page fleet alarm: its contributor events, ALARM and OK alike (no state in the rule's pattern), through a rule
+    forwarded = tool().forwarded(t)
+    rules = [v["Properties"]["EventPattern"] for v in t["Resources"].values() if v["Type"] == "AWS::Events::Rule"]
+    assert forwarded and all("detail" not in p for p in rules)
+    children = {k for k, v in alarms.items() if "AlarmActions" not in v["Properties"] and k not in forwarded}
     composed = " ".join(str(v["Properties"].get("AlarmRule")) for v in alarms.values())
-    from tests.test_alarm_table import fleet_cover
 
     covered = {k for k in children if fleet_cover(k)}
     for name, a in alarms.items():
         if name in covered:  # a fleet alarm whose cause raises another page (fleet/alarms.py covered_by): one page per cause
+            continue
+        if name in forwarded:
+            assert "AlarmActions" not in a["Properties"] and "OKActions" not in a["Properties"], name
             continue
         if name in children:  # a child notifies through its composite alarm only (one notification per cause)
             assert "${" + name + "}" in composed, f"{name} has no actions and is in no composite alarm"

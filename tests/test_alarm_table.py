@@ -38,11 +38,19 @@ def tool() -> ModuleType:
     return module
 
 
+def notifies(template: dict[str, Any], name: str) -> bool:
+    """SNS actions of its own, or its contributor events forwarded by a rule (fleet/alarms.py _page_rule)."""
+    return bool(template["Resources"][name]["Properties"].get("AlarmActions")) or name in tool().forwarded(template)
+
+
 def routing_problems(template: dict[str, Any]) -> list[str]:
     """Every alarm: a page/ticket severity, a runbook, and notifications on its own severity's topic
-    only - or none, when a composite alarm of the same severity notifies for it."""
+    only - or none, when a composite alarm of the same severity notifies for it. A page fleet alarm
+    has no SNS actions (they would notify at alarm level too): a rule forwards its contributor
+    events to the page topic."""
     t = tool()
     alarms = t.alarms(template)
+    rules = t.forwarded(template)
     problems = []
     for name, res in alarms.items():
         sev = t.severity(res)
@@ -53,14 +61,17 @@ def routing_problems(template: dict[str, Any]) -> list[str]:
         if not (runbook.get("Causes") and runbook.get("Action")):
             problems.append(f"{name}: no Metadata.Runbook Causes and Action")
         actions = res["Properties"].get("AlarmActions")
-        if actions:
+        if name in rules:
+            if actions or sev != "page" or not all(r.startswith(t.TOPICS["CreatePageTopic"]) for r in rules[name]):
+                problems.append(f"{name}: contributor events forwarded {rules[name]} with SNS actions {actions} as {sev}")
+        elif actions:
             picked = [a.get("Fn::If", [None])[0] if isinstance(a, dict) else a for a in actions]
             if picked != [TOPIC_CONDITION[sev]]:
                 problems.append(f"{name}: {sev} alarm notifies {picked}")
             if res["Properties"].get("OKActions") != actions:
                 problems.append(f"{name}: OK goes elsewhere than ALARM")
         elif (cover := fleet_cover(name)) is not None:  # a fleet alarm whose cause always raises another page (fleet/alarms.py)
-            quiet = [c for c in cover if c not in alarms or not alarms[c]["Properties"].get("AlarmActions") or t.severity(alarms[c]) != sev]
+            quiet = [c for c in cover if c not in alarms or not notifies(template, c) or t.severity(alarms[c]) != sev]
             if not cover or quiet:
                 problems.append(f"{name}: no actions, and its covering alarms {quiet or cover} do not notify as {sev}")
         else:
@@ -93,18 +104,20 @@ def duplicate_notifications(template: dict[str, Any]) -> list[str]:
         direct = set(re.findall(r"\$\{(\w+)\}", rule)) & set(alarms)
         return direct | {d for c in direct for d in below(c)}
 
-    return sorted(f"{child} notifies and so does {name}" for name, res in alarms.items() if res["Properties"].get("AlarmActions")
-                  for child in below(name) if alarms[child]["Properties"].get("AlarmActions"))
+    return sorted(f"{child} notifies and so does {name}" for name, res in alarms.items() if notifies(template, name)
+                  for child in below(name) if notifies(template, child))
 
 
 def test_every_alarm_has_a_severity_a_runbook_and_notifies_its_severitys_topic() -> None:
     t = load_template(TEMPLATE)
     assert routing_problems(t) == []
     alarms = tool().alarms(t)
-    page = {k for k, v in alarms.items() if tool().severity(v) == "page" and v["Properties"].get("AlarmActions")}
+    page = {k for k, v in alarms.items() if tool().severity(v) == "page" and notifies(t, k)}
     # The page topic hears from three fleet alarms only, one notification per route (contributor) and
     # cause: the other page alarms' causes raise these too (fleet/alarms.py covered_by). A stall that
     # outlasts the latency target pages RpoAboveTarget too: the RPO is then over target for any cause.
+    # None of them has SNS actions: their contributor events reach the page topic through a rule.
+    assert not [k for k in page if alarms[k]["Properties"].get("AlarmActions")]
     assert {k[: -len("G00Alarm")] for k in page if k.endswith("G00Alarm")} == {"RpoAboveTarget", "RpoUnbounded", "RouteStalled"}
     assert all(tool().route_group(alarms[k]) for k in page)
 
@@ -117,11 +130,14 @@ def test_one_cause_notifies_once() -> None:
     broken = copy.deepcopy(t)  # the check bites: a composite over a fleet alarm that notifies itself
     broken["Resources"]["RoutePageAlarm"] = {"Type": "AWS::CloudWatch::CompositeAlarm", "Properties": {
         "AlarmRule": {"Fn::Sub": 'ALARM("${RpoAboveTargetG00Alarm}")'}, "Tags": [{"Key": "Severity", "Value": "page"}],
-        "AlarmActions": t["Resources"]["RpoAboveTargetG00Alarm"]["Properties"]["AlarmActions"]}}
+        "AlarmActions": [{"Fn::If": ["CreatePageTopic", {"Ref": "PageTopic"}, {"Ref": "PageTopicArn"}]}]}}
     assert duplicate_notifications(broken) == ["RpoAboveTargetG00Alarm notifies and so does RoutePageAlarm"]
     mislabelled = copy.deepcopy(t)
     mislabelled["Resources"]["ProbeStuckG00Alarm"]["Properties"]["Tags"] = [{"Key": "Severity", "Value": "page"}]
     assert routing_problems(mislabelled) == ["ProbeStuckG00Alarm: page alarm notifies ['CreateTicketTopic']"]
+    paged_twice = copy.deepcopy(t)  # a page alarm with SNS actions besides its rule: alarm level would page too
+    paged_twice["Resources"]["RouteStalledG00Alarm"]["Properties"]["AlarmActions"] = broken["Resources"]["RoutePageAlarm"]["Properties"]["AlarmActions"]
+    assert [p.split(":")[0] for p in routing_problems(paged_twice)] == ["RouteStalledG00Alarm"]
 
 
 def test_existing_topics_are_used_and_no_topic_is_created() -> None:
@@ -135,7 +151,8 @@ def test_existing_topics_are_used_and_no_topic_is_created() -> None:
     assert not r.exists("PageTopic") and not r.exists("TicketTopic")
     assert not r.exists("PageEmailSubscription") and not r.exists("TicketEmailSubscription")
     res = cfn["Resources"]
-    assert r.resolve(res["RpoAboveTargetG00Alarm"]["Properties"]["AlarmActions"]) == [page]
+    assert r.resolve(res["FleetPagesG00Rule"]["Properties"]["Targets"][0]["Arn"]) == page
+    assert r.resolve(res["HeartbeatFunction"]["Properties"]["Environment"]["Variables"]["REPLMON_EVIDENCE_TOPIC_ARN"]) == ticket
     assert r.resolve(res["ProbeStuckG00Alarm"]["Properties"]["OKActions"]) == [ticket]
     assert r.resolve(cfn["Outputs"]["PageTopicArn"]["Value"]) == page and r.resolve(cfn["Outputs"]["TicketTopicArn"]["Value"]) == ticket
     mailed = resolver(cfn)

@@ -1,6 +1,8 @@
 """What a pager receives, minute by minute: the template's fleet alarms stepped by the local Metrics
-Insights evaluator (local/insights.py) over the EMF the code prints, each contributor's state change
-one notification (every notifying fleet alarm has AlarmActions and OKActions).
+Insights evaluator (local/insights.py) over the EMF the code prints; each evaluation's notifications
+(alarm level and contributor level) delivered where the template sends them: an alarm's SNS actions
+(both levels), and the FleetPagesGNNRule EventBridge rules (contributor events only) to the page topic.
+A transcript is what arrives on the page topic.
 
 AWS contracts encoded here:
 - "Alarm evaluation" / "Configuring how CloudWatch alarms treat missing data"
@@ -13,6 +15,11 @@ AWS contracts encoded here:
   Insights query" (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/multi-time-series-alarm.html):
   each series a contributor, notified on ALARM and on OK; a series the query no longer returns goes
   OK whatever TreatMissingData says.
+- "Acting on alarm changes" (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/Acting_Alarm_Changes.html):
+  a multi-time-series alarm's SNS notifications run at alarm level and at contributor level; and
+  "Amazon CloudWatch events" (https://docs.aws.amazon.com/eventbridge/latest/ref/events-ref-cloudwatch.html):
+  CloudWatch sends "CloudWatch Alarm Contributor State Change" to EventBridge, apart from "CloudWatch
+  Alarm State Change" (durable delivery).
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from tests.cfnutil import default_transformed
 
 T0 = 1_790_000_000 // 3600 * 3600  # a whole hour
 Transcript = list[tuple[int, str, str, str]]  # (minute, alarm, route, ALARM | OK)
+PAGE, TICKET = "page topic", "ticket topic"
 
 
 def alarm(name: str, **override: Any) -> AlarmEvaluator:
@@ -41,19 +49,49 @@ def alarm(name: str, **override: Any) -> AlarmEvaluator:
     return a
 
 
-def transcript(alarms: dict[str, AlarmEvaluator], minutes: int, points_at: Callable[[int], Iterable[Point]]) -> Transcript:
-    """Step every alarm after each minute; each contributor's state change is one notification."""
+def _topic(action: Any) -> str:
+    """``!If [CreatePageTopic, !Ref PageTopic, !Ref PageTopicArn]`` -> the page topic."""
+    text = json.dumps(action)
+    return PAGE if "PageTopic" in text else TICKET if "TicketTopic" in text else text
+
+
+def deliveries(template: dict[str, Any], logical_id: str) -> dict[tuple[str, str], set[str]]:
+    """Where the template sends an alarm's notifications, by (level, state): its AlarmActions /
+    OKActions at both levels (SNS actions run at alarm and contributor level), and any EventBridge
+    rule matching its contributor events by ARN to that rule's targets."""
+    props = template["Resources"][logical_id]["Properties"]
+    out: dict[tuple[str, str], set[str]] = {}
+    for state, key in (("ALARM", "AlarmActions"), ("OK", "OKActions")):
+        for level in ("alarm", "contributor"):
+            out[(level, state)] = {_topic(a) for a in props.get(key, [])}
+    for res in template["Resources"].values():
+        if res["Type"] != "AWS::Events::Rule":
+            continue
+        pattern = res["Properties"]["EventPattern"]
+        got = [r.get("Fn::GetAtt") for r in pattern.get("resources", [])]
+        arns = [g if isinstance(g, str) else ".".join(g) for g in got if g]  # !GetAtt X.Arn, or [X, Arn]
+        if pattern.get("source") == ["aws.cloudwatch"] and f"{logical_id}.Arn" in arns:
+            levels = {"CloudWatch Alarm Contributor State Change": "contributor", "CloudWatch Alarm State Change": "alarm"}
+            for kind in pattern["detail-type"]:
+                for state in ("ALARM", "OK"):
+                    out[(levels[kind], state)] |= {_topic(t["Arn"]) for t in res["Properties"]["Targets"]}
+    return out
+
+
+def transcript(alarms: dict[str, AlarmEvaluator], minutes: int, points_at: Callable[[int], Iterable[Point]],
+               topic: str = PAGE) -> Transcript:
+    """Step every alarm after each minute; each notification (alarm level: route "") that the
+    template delivers to ``topic``, in order."""
+    template = default_transformed()
+    routing = {name: deliveries(template, f"{name}G00Alarm") for name in alarms}
     points: list[Point] = []
-    states: dict[tuple[str, str], str] = {}
     out: Transcript = []
     for minute in range(minutes):
         points += points_at(minute)
         for name, a in alarms.items():
-            for key, c in a.step(T0 + (minute + 1) * 60 + 1, points).contributors.items():
-                route = key[0]
-                if states.get((name, route), "OK") != c.state:
-                    out.append((minute, name, route, c.state))
-                states[(name, route)] = c.state
+            for n in a.step(T0 + (minute + 1) * 60 + 1, points).notifications:
+                if topic in routing[name][(n.level, n.state)]:
+                    out.append((minute, name, n.attributes.get(ROUTE, ""), n.state))
     return out
 
 
@@ -152,3 +190,109 @@ def test_a_failed_probe_bounds_the_rpo_from_below_only_with_a_pending_answer_see
     assert (slow.unbounded, slow.seconds, slow.inputs["recent_probe_latency"]) == (True, 2400.0, 2400.0)
     assert (fast.unbounded, fast.inputs["recent_probe_latency"]) == (True, None)
 
+
+
+def _route_rpo(minute: int, failure_events: int = 0, in_flight: float | None = None) -> Rpo:
+    """signals/slo.py rpo of a route whose probes replicate in 40 s, with ``failure_events``
+    OperationFailedReplication events in its window and a probe in flight ``in_flight`` seconds."""
+    from replmon.core.record import ProbeRecord, ProbeStatus
+    from replmon.signals.slo import rpo
+
+    now = T0 + minute * 60 + 5
+    done = ProbeRecord(route="r", probe_id="q", run_id="x", planned_at=now - 101, size_bytes=1, size_class="1B", trial=1,
+                       status=ProbeStatus.COMPLETED, put_end=now - 100, latency_lo=30, latency_hi=40)
+    return rpo(now, 3600, [done], [] if in_flight is None else [now - in_flight], None, failure_events)
+
+
+SLO = SloStatus(9, 10, 0.9, 0.5, {}, {}, {}, {})
+EVENT_ALARMS = ("RpoAboveTarget", "RpoUnbounded", "ReplicationFailedEvent", "MissedThresholdEvent")
+
+
+def test_transcript_route_that_only_fails_events(emf_points: Callable[..., list[Point]]) -> None:
+    """A route whose probes stay fast (RPO 40 s) while S3 sends 3 OperationFailedReplication events
+    at minute 2 (IngestEvents counts them: signals/event_ingest.py, ReplicationEvents by Event). The
+    collector (every 5 minutes) reads them in the RPO window (1 h): the route is unbounded until the
+    events leave it. The page topic receives one page, RpoUnbounded's contributor, and its OK; the
+    ReplicationFailedEvent alarm that sees the same cause notifies nobody (covered by RpoUnbounded),
+    RpoAboveTarget stays OK (the route is not late)."""
+    from replmon.core.telemetry import EVENT
+
+    event_at = T0 + 2 * 60 + 5
+
+    def series(minute: int) -> list[Point]:
+        out = []
+        if minute == 2:  # signals/event_ingest.py: deps.metrics.count("ReplicationEvents", n, {ROUTE: route, EVENT: kind})
+            out += emf_points(lambda m: m.count("ReplicationEvents", 3, {ROUTE: "orders-to-dr", EVENT: "OperationFailedReplication"}), 2)
+        if minute % 5 == 0:
+            now = T0 + minute * 60 + 5
+            h = _route_rpo(minute, 3 if now - 3600 <= event_at <= now else 0)
+            out += emf_points(lambda m: publish_health(m, RouteHealth("orders-to-dr", h, SLO, no_data=False)), minute)
+        return out
+
+    assert (_route_rpo(5, 3).unbounded, _route_rpo(5, 3).seconds, _route_rpo(65).unbounded) == (True, 40.0, False)
+    alarms = {n: alarm(n) for n in EVENT_ALARMS}
+    assert transcript(alarms, 75, series) == [
+        (9, "RpoUnbounded", "orders-to-dr", "ALARM"),  # the collector's run at minute 5, its period judged at 9
+        (69, "RpoUnbounded", "orders-to-dr", "OK"),  # the events left the hour's window at 62: run 65, judged at 69
+    ]
+    # the cause was seen by the event alarm too, which notifies nobody: not a page, not a ticket
+    assert [t for t in transcript({n: alarm(n) for n in EVENT_ALARMS}, 75, series, topic=TICKET) if t[1] != "RpoUnbounded"] == []
+
+
+def test_transcript_150_routes_go_bad_at_once(emf_points: Callable[..., list[Point]]) -> None:
+    """150 routes of one group late at once (RPO 1,000 + i seconds for route i, over the 900 s
+    target) for 15 minutes, then healthy. At most 100 contributors are in ALARM at once: the page
+    topic receives 100 pages, the 100 worst routes (the query's ORDER BY MAX() DESC), and their 100
+    OKs; the other 50 are in `replmon report --fleet` and on the dashboard, not paged. Nothing at
+    alarm level: the alarm-level ALARM and OK are not forwarded to the page topic."""
+    routes = [f"r{i:03d}" for i in range(150)]
+
+    def rpo_at(minute: int, i: int) -> Rpo:  # a probe in flight 1,000 + i seconds while late
+        return _route_rpo(minute, in_flight=1000.0 + i if minute < 15 else None)
+
+    def collect(minute: int) -> list[Point]:  # one collector run: every route's health
+        return emf_points(lambda m: [publish_health(m, RouteHealth(r, rpo_at(minute, i), SLO, no_data=False))
+                                     for i, r in enumerate(routes)], minute)
+
+    printed = {minute: collect(minute) for minute in range(0, 25, 5)}
+
+    def series(minute: int) -> list[Point]:
+        return printed.get(minute, [])
+
+    assert (rpo_at(10, 149).seconds, rpo_at(15, 149).seconds) == (1149.0, 40.0)
+    alarms = {"RpoAboveTarget": alarm("RpoAboveTarget")}
+    pages = transcript(alarms, 25, series)
+    worst = set(routes[50:])
+    assert [p for p in pages if p[3] == "ALARM"] == [(4, "RpoAboveTarget", r, "ALARM") for r in reversed(routes[50:])]
+    assert sorted(p for p in pages if p[3] == "OK") == sorted((19, "RpoAboveTarget", r, "OK") for r in worst)
+    assert len(pages) == 200 and not [p for p in pages if p[2] == ""]
+    # the alarm as a whole went ALARM and OK once each: CloudWatch notifies that too, but not here
+    a = alarm("RpoAboveTarget")
+    seen: list[Point] = []
+    levels = []
+    for minute in range(25):
+        seen += series(minute)
+        levels += [n.level for n in a.step(T0 + (minute + 1) * 60 + 1, seen).notifications]
+    assert levels.count("alarm") == 2 and levels.count("contributor") == 200
+
+
+def test_the_heartbeat_evidence_goes_to_the_ticket_topic_and_pages_arrive_as_contributor_events() -> None:
+    """One cause, one page: the Heartbeat's evidence goes to the ticket topic (its env and its IAM
+    statement), no page alarm has SNS actions (they would also notify at alarm level), and every
+    page-severity fleet alarm that notifies reaches the page topic only through a rule forwarding
+    its contributor events. ("Acting on alarm changes" and "Amazon CloudWatch events", above.)"""
+    from replmon.fleet.alarms import FLEET_ALARMS, paging
+    from tests.cfnutil import function_environment, resolver
+
+    t = default_transformed()
+    env = function_environment(t, "Heartbeat", resolver(t))
+    assert "TicketTopic" in env["REPLMON_EVIDENCE_TOPIC_ARN"] and "REPLMON_PAGE_TOPIC_ARN" not in env
+    role = json.dumps(t["Resources"]["HeartbeatFunctionRole"]["Properties"]["Policies"])
+    assert "TicketTopic" in role and "PageTopic" not in role
+    for a in FLEET_ALARMS:
+        routes = deliveries(t, f"{a.name}G00Alarm")
+        if paging(a):
+            assert routes == {("alarm", "ALARM"): set(), ("alarm", "OK"): set(),
+                              ("contributor", "ALARM"): {PAGE}, ("contributor", "OK"): {PAGE}}, a.name
+        else:
+            assert PAGE not in set().union(*routes.values()), a.name

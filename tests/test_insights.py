@@ -39,6 +39,7 @@ from replmon.local.insights import (
     OTHER,
     AlarmEvaluator,
     InsightsError,
+    Notification,
     Point,
     evaluate,
     parse,
@@ -141,6 +142,61 @@ def test_partial_data_past_500_series_and_at_most_100_contributors_in_alarm() ->
     assert len(s.in_alarm()) == 100
 
 
+def test_sns_notifications_at_alarm_level_and_at_contributor_level() -> None:
+    """"Acting on alarm changes"
+    (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/Acting_Alarm_Changes.html):
+    for a Metrics Insights alarm over several series, SNS notifications run at alarm level *and* at
+    contributor level; a contributor is only ALARM or OK (a series exists only with data). The alarm
+    notifies when it as a whole changes (its first contributor in ALARM, its last out); each
+    contributor when it changes. A contributor first seen breaching notifies ALARM; first seen OK,
+    nothing."""
+    a = alarm()
+    s = a.step(T0 + 60, [rpo("a", 50, 0), rpo("b", 1, 0)])
+    assert s.notifications == [Notification("alarm", "ALARM"), Notification("contributor", "ALARM", {"Route": "a"})]
+    s = a.step(T0 + 120, [rpo("a", 50, 1), rpo("b", 50, 1)])  # b joins: the alarm is ALARM already
+    assert s.notifications == [Notification("contributor", "ALARM", {"Route": "b"})]
+    s = a.step(T0 + 180, [rpo("a", 1, 2), rpo("b", 50, 2)])
+    assert s.notifications == [Notification("contributor", "OK", {"Route": "a"})]
+    s = a.step(T0 + 240, [rpo("a", 1, 3), rpo("b", 1, 3)])  # the last one out: the alarm is OK too
+    assert s.notifications == [Notification("alarm", "OK"), Notification("contributor", "OK", {"Route": "b"})]
+    assert a.step(T0 + 300, [rpo("a", 1, 4), rpo("b", 1, 4)]).notifications == []  # no change, no notification
+
+
+def test_a_contributor_that_disappears_notifies_ok_once() -> None:
+    """"Configuring how CloudWatch alarms treat missing data", section on Metrics Insights alarms
+    (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/alarms-and-missing-data.html):
+    a contributor whose series the query no longer returns goes OK ("No data was returned for this
+    contributor") whatever TreatMissingData says: one OK notification, then it is gone."""
+    a = alarm(treat_missing="breaching")
+    assert Notification("contributor", "ALARM", {"Route": "a"}) in a.step(T0 + 60, [rpo("a", 50, 0), rpo("b", 50, 0)]).notifications
+    s = a.step(T0 + 120, [rpo("b", 50, 1)])  # a stopped emitting
+    assert s.notifications == [Notification("contributor", "OK", {"Route": "a"})]
+    assert s.contributors[("a",)].reason == NO_DATA_REASON
+    s = a.step(T0 + 180, [rpo("b", 50, 2)])
+    assert s.notifications == [] and ("a",) not in s.contributors
+
+
+def test_at_most_100_contributors_notify_alarm() -> None:
+    """"Create an alarm based on a Multi Time Series Metrics Insights query"
+    (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/multi-time-series-alarm.html) and
+    the missing-data page above: at most 100 contributors are in ALARM. 150 series breach at once:
+    100 ALARM notifications, the worst 100 by the query's ORDER BY; when those recover, the next
+    ones still breaching take their place."""
+    def rpo_seconds(i: int, value: float, t: float) -> Point:
+        return pt("RpoSeconds", value, t, "Replmon", RouteGroup="g00", Route=f"r{i:03d}", service=SERVICE)
+
+    a = template_alarm("RpoAboveTargetG00Alarm")
+    late = [rpo_seconds(i, 1000.0 + i, T0 + 5) for i in range(150)]
+    s = a.step(T0 + 301, late)
+    alarmed = [n.attributes["Route"] for n in s.notifications if n.level == "contributor" and n.state == "ALARM"]
+    assert alarmed == [f"r{i:03d}" for i in range(149, 49, -1)]
+    recovered = [rpo_seconds(i, 40.0 if i >= 50 else 1000.0 + i, T0 + 305) for i in range(150)]  # the worst 100 recover
+    s = a.step(T0 + 601, late + recovered)
+    changed = {(n.state, n.attributes["Route"]) for n in s.notifications if n.level == "contributor"}
+    assert {r for st, r in changed if st == "OK"} == {f"r{i:03d}" for i in range(50, 150)}
+    assert {r for st, r in changed if st == "ALARM"} == {f"r{i:03d}" for i in range(50)}
+
+
 def test_alarms_aws_would_refuse_are_refused() -> None:
     with pytest.raises(InsightsError, match="GROUP BY and ORDER BY"):
         alarm("SELECT MAX(Rpo) FROM SCHEMA(App, Route) GROUP BY Route")
@@ -225,8 +281,10 @@ def test_one_cause_pages_once_per_route(capsys: pytest.CaptureFixture[str]) -> N
     points = points_from_emf(emf(capsys))
     now = max(p.timestamp for p in points) // 300 * 300 + 301
     template = default_transformed()
+    from tests.test_alarm_table import notifies
+
     notifying = {k for k, v in template["Resources"].items() if v["Type"] == "AWS::CloudWatch::Alarm"
-                 and v["Properties"].get("AlarmActions") and "Severity', 'Value': 'page" in str(v["Properties"].get("Tags"))}
+                 and notifies(template, k) and "Severity', 'Value': 'page" in str(v["Properties"].get("Tags"))}
     paging: dict[str, list[str]] = {}
     in_alarm: dict[str, list[str]] = {}
     for name, evaluator in template_alarms(template, {"RouteGroups": "1"}).items():

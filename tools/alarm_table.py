@@ -50,6 +50,26 @@ def topics(res: dict[str, Any]) -> list[str]:
     return out
 
 
+CONTRIBUTOR_EVENT = "CloudWatch Alarm Contributor State Change"
+
+
+def forwarded(template: dict[str, Any]) -> dict[str, list[str]]:
+    """Alarms whose contributor state changes an EventBridge rule forwards (fleet/alarms.py
+    _page_rule), by alarm: where to (the topic, as :data:`TOPICS` names it) through which rule."""
+    out: dict[str, list[str]] = {}
+    for rule, res in template["Resources"].items():
+        pattern = res["Properties"].get("EventPattern", {}) if res["Type"] == "AWS::Events::Rule" else {}
+        if pattern.get("detail-type") != [CONTRIBUTOR_EVENT]:
+            continue
+        for ref in pattern.get("resources", []):
+            got = ref.get("Fn::GetAtt") if isinstance(ref, dict) else None
+            name = (got if isinstance(got, str) else ".".join(got or [])).removesuffix(".Arn")
+            for target in res["Properties"]["Targets"]:
+                cond = target["Arn"].get("Fn::If", [None])[0] if isinstance(target["Arn"], dict) else None
+                out.setdefault(name, []).append(f"{TOPICS.get(str(cond), str(target['Arn']))}, per route only ({rule})")
+    return out
+
+
 def parents(name: str, all_alarms: dict[str, dict[str, Any]]) -> list[str]:
     """The composite alarms whose rule names ``name``."""
     return [k for k, v in all_alarms.items() if f"${{{name}}}" in str(v["Properties"].get("AlarmRule", ""))]
@@ -103,6 +123,7 @@ def render(template: dict[str, Any] | None = None) -> str:
         return "nobody: " + text.split("also raises ", 1)[1].split(",", 1)[0] + " pages" if "also raises " in text else "nobody"
 
     all_alarms = alarms(t)
+    rules = forwarded(t)
     params = t.get("Parameters", {})
     per_group = [a for a in all_alarms.values() if route_group(a) == "g00"]
     fleet = [a for a in per_group if "Metrics" in a["Properties"]]  # Metrics Insights (HeartbeatRun is a standard alarm per group)
@@ -114,9 +135,9 @@ def render(template: dict[str, Any] | None = None) -> str:
              f"{sum(severity(a) == 'page' for a in shown.values())} of the {len(shown)} kinds are page severity.", "",
              "| alarm | severity | notifies | fires when | likely causes | what to do |", "| --- | --- | --- | --- | --- | --- |"]
     order = {"page": 0, "ticket": 1}
-    for name, res in sorted(shown.items(), key=lambda kv: (order.get(str(severity(kv[1])), 2), not topics(kv[1]), kv[0])):
+    for name, res in sorted(shown.items(), key=lambda kv: (order.get(str(severity(kv[1])), 2), not (topics(kv[1]) or kv[0] in rules), kv[0])):
         runbook = res.get("Metadata", {}).get("Runbook", {})
-        via = topics(res) or [f"through {p}" for p in parents(name, all_alarms)] or [covered_note(res)]
+        via = topics(res) + rules.get(name, []) or [f"through {p}" for p in parents(name, all_alarms)] or [covered_note(res)]
         only = f" (only with {res['Condition']})" if res.get("Condition") else ""
         if route_group(res):
             only = f" (and G01..G{groups - 1:02d}Alarm while RouteGroups > 01..{groups - 1:02d})"

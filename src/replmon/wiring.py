@@ -89,7 +89,7 @@ class Deps:
     rollups: RollupStore | None = None
     plans: PlanStore | None = None
     metric_readers: MetricReaders | None = None
-    notifier: Notifier | None = None  # the page topic (Heartbeat's stall evidence); None: log only
+    notifier: Notifier | None = None  # the evidence topic (Heartbeat's stall evidence); None: log only
     heartbeat_stores: ObjectStores | None = None  # the Heartbeat's S3 clients (short timeouts); None: ``stores``
     # The routes are the registry's only (``registry``): the stack's own route is an item there
     # (fleet/stack_route.py); REPLMON_DEFAULTS holds request defaults, never routes.
@@ -101,7 +101,7 @@ def from_env(env: Mapping[str, str] = os.environ) -> Deps:
     REPLMON_SPOOL_QUEUE_URL, REPLMON_SPOOL_QUARANTINE_URL, REPLMON_POLL_FUNCTION_TIMEOUT, REPLMON_METRICS (emf|none),
     REPLMON_COMPOSE_THRESHOLD, REPLMON_SLO (JSON: threshold_seconds, target_percent, period_days,
     probe_interval_minutes), REPLMON_EVENT_CLOCK_SKEW, REPLMON_READ_RTC (true: CloudWatch readers, one per (account, Region)),
-    REPLMON_FLEET (JSON: core/fleetconfig.py FleetSettings), REPLMON_PAGE_TOPIC_ARN (Heartbeat's stall evidence)."""
+    REPLMON_FLEET (JSON: core/fleetconfig.py FleetSettings), REPLMON_EVIDENCE_TOPIC_ARN (Heartbeat's stall evidence: the ticket topic)."""
     from replmon.adapters import clients
     from replmon.adapters.cloudwatch import CloudWatchReaders
     from replmon.adapters.dynamodb import DynamoLatencyStore
@@ -142,7 +142,7 @@ def from_env(env: Mapping[str, str] = os.environ) -> Deps:
         fleet=fleet,
         plans=S3Plans(fleet.plan_bucket, clients.client("s3", clients.STORE)) if fleet.plan_bucket else None,
         heartbeat_stores=S3Stores(data=clients.HEARTBEAT, control=clients.HEARTBEAT, external_id=fleet.member_external_id),
-        notifier=SnsNotifier(env["REPLMON_PAGE_TOPIC_ARN"], clients.client("sns", clients.STORE)) if env.get("REPLMON_PAGE_TOPIC_ARN") else None,
+        notifier=SnsNotifier(env["REPLMON_EVIDENCE_TOPIC_ARN"], clients.client("sns", clients.STORE)) if env.get("REPLMON_EVIDENCE_TOPIC_ARN") else None,
     )
 
 

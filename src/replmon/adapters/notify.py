@@ -1,4 +1,4 @@
-"""The page topic: SNS Publish (Heartbeat's stall and recovery evidence, probe/heartbeat.py)."""
+"""The evidence topic (the ticket topic): SNS Publish (Heartbeat's stall and recovery evidence, probe/heartbeat.py)."""
 
 from __future__ import annotations
 

@@ -186,7 +186,8 @@ class RecordSpool(Protocol):
 
 # ------------------------------------------------------------------------------ notifications
 class Notifier(Protocol):
-    """The page topic (SNS): a message with the evidence when a route stalls and when it recovers."""
+    """The evidence topic (SNS, the ticket topic): a message with the evidence when a route stalls and
+    when it recovers; RouteStalled's contributor notification is the page."""
 
     def publish(self, subject: str, message: str) -> None: ...
 

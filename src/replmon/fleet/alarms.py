@@ -12,7 +12,14 @@ Why this shape (AWS's pages, cited by tests/test_fleet_alarms.py):
 - ``SCHEMA`` matches only metrics with *exactly* those dimensions, and Powertools adds ``service`` to
   every set the code emits: the schema names ``service`` too (core/telemetry.py holds the sets).
 - A multi-time-series alarm needs ``GROUP BY`` *and* ``ORDER BY``; each series is a contributor with
-  its own state and its own notification (naming the route in ``AlarmContributorAttributes``).
+  its own state and its own notification, naming the route.
+- One page per cause and route: AWS runs the alarm's SNS actions at alarm level *and* at contributor
+  level ("Acting on alarm changes"), one action list for both. A page alarm with SNS actions on the
+  page topic would page again when the alarm as a whole changes (its first route in ALARM, its last
+  out). So page alarms have no SNS actions; a rule per group (:func:`_page_rule`) forwards only their
+  "CloudWatch Alarm Contributor State Change" events to the page topic. Ticket alarms keep SNS
+  actions (both levels land on the ticket topic: a record, nobody woken). The Heartbeat's evidence
+  goes to the ticket topic too: the contributor is the page.
 - One query evaluates at most 500 series (more: PARTIAL_DATA, the rest unseen), at most 10,000
   matched metrics, only the last 3 hours, and at most 100 contributors are in ALARM at once; the
   account has 200 Metrics Insights alarms per Region by default. ``RouteGroup`` shards the fleet
@@ -99,7 +106,7 @@ FLEET_ALARMS: tuple[FleetAlarm, ...] = (
         "(StallSeconds = seconds since the stall began; the Heartbeat function's message has the evidence).",
         "replication on the route has stopped or nearly: the source's replication role, KMS key or destination changed, "
         "S3 is degraded in a Region, or a bucket policy now denies the replica",
-        "the Heartbeat's message on the page topic names the evidence (oldest pending heartbeat, expectation, S3's pending "
+        "the Heartbeat's message on the ticket topic names the evidence (oldest pending heartbeat, expectation, S3's pending "
         "operations); replmon report --route ROUTE; replmon preflight --source-bucket SRC names a broken precondition. "
         "OK = recovered (3 healthy minutes). RpoAboveTarget pages too if the stall outlasts the latency target",
         # 1 of 3 minutes, missing data notBreaching (AWS, "Alarm evaluation" and "Configuring how CloudWatch
@@ -336,9 +343,50 @@ def _resource(alarm: FleetAlarm, group: str) -> list[str]:
         f"      Threshold: {threshold}",
         f"      ComparisonOperator: {OPS[alarm.op]}",
         "      TreatMissingData: notBreaching",
-        *([f"      AlarmActions: {action}", f"      OKActions: {action}"] if alarm.notifies else []),
+        # a page alarm's SNS actions would notify at alarm level too: its pages go through FleetPagesGNNRule
+        *([f"      AlarmActions: {action}", f"      OKActions: {action}"] if alarm.notifies and alarm.severity != "page" else []),
         f"      Tags: [{{Key: Severity, Value: {alarm.severity}}}, {{Key: RouteGroup, Value: {group}}}]",
     ]
+
+
+def paging(alarm: FleetAlarm) -> bool:
+    """Reaches the page topic: page severity, not covered by another alarm's page."""
+    return alarm.severity == "page" and alarm.notifies
+
+
+def page_rule_id(group: str) -> str:
+    return f"FleetPages{group.upper()}Rule"
+
+
+def _page_rule(group: str) -> list[str]:
+    """The page topic receives a page alarm's *contributor* state changes only. A multi-time-series
+    alarm's SNS actions run at alarm level and at contributor level alike (AWS, "Acting on alarm
+    changes": SNS notifications, Alarm Level yes, Contributor Level yes), so an AlarmActions topic
+    would also hear "the alarm" go ALARM with its first route and OK with its last: a second page
+    for one cause. CloudWatch sends each contributor's change to EventBridge as its own event type,
+    "CloudWatch Alarm Contributor State Change" (durable delivery): this rule forwards exactly those,
+    of the group's page alarms (``resources`` holds the alarm's ARN), to the page topic. One message
+    per route and cause: its ALARM, then its OK."""
+    condition = group_condition(group)
+    arns = ", ".join(f"!GetAtt {logical_id(a, group)}.Arn" for a in FLEET_ALARMS if paging(a))
+    return [
+        f"  {page_rule_id(group)}:",
+        "    Type: AWS::Events::Rule",
+        *([f"    Condition: {condition}"] if condition else []),
+        "    Properties:",
+        f"      Description: {_yaml_str(f'RouteGroup {group}: each route (contributor) of a page alarm going to ALARM or OK, to the page topic; the alarm-level change is not forwarded.')}",
+        "      EventPattern:",
+        "        source: [aws.cloudwatch]",
+        f"        detail-type: [{_yaml_str(CONTRIBUTOR_EVENT)}]",
+        f"        resources: [{arns}]",
+        "      Targets:",
+        "        - Id: page",
+        "          Arn: !If [CreatePageTopic, !Ref PageTopic, !Ref PageTopicArn]",
+    ]
+
+
+#: EventBridge's detail-type for one contributor's state change (AWS, "Amazon CloudWatch events").
+CONTRIBUTOR_EVENT = "CloudWatch Alarm Contributor State Change"
 
 
 def render_resources() -> str:
@@ -348,6 +396,7 @@ def render_resources() -> str:
     for group in group_names(MAX_ROUTE_GROUPS):
         for alarm in FLEET_ALARMS:
             lines += ["", *_resource(alarm, group)]
+        lines += ["", *_page_rule(group)]
         lines += ["", *_heartbeat_run_alarm(group)]
     lines.append(END)
     return "\n".join(lines) + "\n"

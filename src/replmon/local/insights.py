@@ -1,7 +1,8 @@
 """A local CloudWatch Metrics Insights evaluator: the subset of the query language template.yaml's
 fleet alarms use, over the EMF replmon prints, and a multi-time-series alarm's per-contributor state.
 No AWS account needed: the lab and the tests show exactly which route's contributor an alarm puts in
-ALARM. Not in the Lambda layer (nothing in entry/ imports it).
+ALARM, and which notifications (alarm level, contributor level) each evaluation sends. Not in the
+Lambda layer (nothing in entry/ imports it).
 
 The subset (AWS, "Query components and syntax in CloudWatch Metrics Insights")::
 
@@ -296,11 +297,26 @@ class Contributor:
     reason: str
 
 
+@dataclass(frozen=True)
+class Notification:
+    """What one evaluation sends to the alarm's SNS actions (AWS, "Acting on alarm changes": SNS
+    notifications run at alarm level *and* at contributor level). ``level`` "alarm": the alarm as a
+    whole entered ALARM (its first contributor) or OK (its last), no route named; "contributor":
+    one route entered ALARM or OK, ``attributes`` name it. Each contributor change is also its own
+    EventBridge event, "CloudWatch Alarm Contributor State Change"; the alarm's, "CloudWatch Alarm
+    State Change"."""
+
+    level: str  # alarm | contributor
+    state: str  # ALARM | OK
+    attributes: Mapping[str, str] = field(default_factory=dict)
+
+
 @dataclass
 class AlarmState:
     state: str  # ALARM | OK | INSUFFICIENT_DATA (the alarm as a whole)
     contributors: dict[tuple[str, ...], Contributor]
     evaluation_state: str = ""  # PARTIAL_DATA when the query returned only a part
+    notifications: list[Notification] = field(default_factory=list)  # this evaluation's state changes
 
     def in_alarm(self) -> list[dict[str, str]]:
         return [c.attributes for c in self.contributors.values() if c.state == "ALARM"]
@@ -311,7 +327,9 @@ class AlarmEvaluator:
     """A multi-time-series Metrics Insights alarm, evaluated the way CloudWatch documents it: each series
     a contributor with its own state (M of N datapoints breaching, TreatMissingData per datapoint),
     a series the query stops returning goes OK, an empty result makes the alarm INSUFFICIENT_DATA, at
-    most 100 contributors are in ALARM."""
+    most 100 contributors are in ALARM. Each step's :class:`Notification` list is what its SNS actions
+    would send: one at alarm level when the alarm as a whole enters ALARM or OK, one per contributor
+    that changed."""
 
     query: Query
     period: int
@@ -321,6 +339,7 @@ class AlarmEvaluator:
     datapoints_to_alarm: int = 1
     treat_missing: str = "missing"
     contributors: dict[tuple[str, ...], Contributor] = field(default_factory=dict)
+    state: str = "INSUFFICIENT_DATA"  # a new alarm's state until its first evaluation
 
     def __post_init__(self) -> None:
         if not self.query.group_by or not self.query.order:
@@ -362,10 +381,17 @@ class AlarmEvaluator:
         for key, old in self.contributors.items():
             if key not in seen:
                 seen[key] = Contributor(old.attributes, "OK", NO_DATA_REASON)
+        # a contributor notifies when its state changes; a new one starts OK (a series exists only with
+        # data, and a contributor is only ALARM or OK), so a route first seen breaching notifies ALARM
+        notes = [Notification("contributor", c.state, c.attributes) for k, c in seen.items()
+                 if c.state != (self.contributors[k].state if k in self.contributors else "OK")]
         self.contributors = {k: v for k, v in seen.items() if k in result.series}  # a vanished one is reported once
         alarmed = any(c.state == "ALARM" for c in seen.values())
         overall = "ALARM" if alarmed else "OK" if result.series else "INSUFFICIENT_DATA"  # no series at all: INSUFFICIENT_DATA
-        return AlarmState(overall, seen, "PARTIAL_DATA" if result.partial else "")
+        if overall != self.state and overall in ("ALARM", "OK"):  # AlarmActions / OKActions (no InsufficientDataActions here)
+            notes.insert(0, Notification("alarm", overall))
+        self.state = overall
+        return AlarmState(overall, seen, "PARTIAL_DATA" if result.partial else "", notes)
 
 
 def template_alarms(template: dict[str, Any], parameters: Mapping[str, Any] | None = None) -> dict[str, AlarmEvaluator]:

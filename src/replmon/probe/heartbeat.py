@@ -15,8 +15,9 @@ Contract (the template, the lab and the tests rely on it):
   invocation never puts a second heartbeat), PUT, poll every pending heartbeat until the period
   ends, record and delete settled ones on both sides, evaluate the stall state, save it, emit
   ``StallSeconds`` (and at once on a transition); ``HeartbeatRun`` once per invocation;
-- on entering STALLED and on returning HEALTHY: one message with the evidence to the page topic
-  (``deps.notifier``): CloudWatch's contributor notification carries only the route's name.
+- on entering STALLED and on returning HEALTHY: one message with the evidence to the evidence topic
+  (``deps.notifier``, the ticket topic): CloudWatch's contributor notification carries only the
+  route's name, and it is the page (one page per cause: this message must not ring a pager too).
 - stale heartbeats never pile up: one settled is deleted at once (every version, both sides); one
   pending past ``MAX_PENDING_SECONDS`` or beyond ``MAX_PENDING`` is recorded STUCK and deleted;
   the housekeeping sweep and the bucket's lifecycle rule remove what a crash leaves.
