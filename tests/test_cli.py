@@ -104,9 +104,9 @@ def test_help_documents_the_exit_codes() -> None:
 
 
 def test_presets_and_cost_speak_json(tmp_path: Path) -> None:
-    presets = json.loads(cli("presets", "--format", "json").stdout)
+    presets = json.loads(cli("presets", "--format", "json").stdout)["presets"]
     crr = next(p for p in presets if p["preset"] == "crr-ladder")
-    assert crr["trials"] == 10 and crr["sizes"].startswith("10MiB,20MiB")
+    assert crr["trials"] == 10 and crr["sizes"][:2] == ["10MiB", "20MiB"] and crr["size_bytes"][0] == 10 * 2**20
     doc = json.loads(cli("cost", "--format", "json").stdout)
     assert doc["modelled"] is True and doc["prices_as_of"] and doc["total_usd_per_month"] > 0
     rtc = next(x for x in doc["lines"] if x["item"] == "S3 RTC fee")
@@ -114,6 +114,25 @@ def test_presets_and_cost_speak_json(tmp_path: Path) -> None:
     csv = cli("cost", "--format", "csv").stdout.splitlines()
     assert csv[0] == "item,quantity,unit,usd_per_month,share_percent" and csv[-1].startswith("total,")
     assert "S3 RTC fee," in csv[6] and csv[6].split(",")[2] == "GiB replicated"  # quantity and unit in their own columns
+
+
+@pytest.mark.parametrize("args", [
+    ["cost"], ["cost", "--sizes", "crr-ladder", "--cross-region", "--source-region", "ap-northeast-1"], ["cost", "--routes", "1,10,100"],
+    ["presets"], *(["events", "parse", str(p.relative_to(ROOT))] for p in sorted((ROOT / "events").rglob("*.json"))
+                   if p.parent.name == "s3" or p.name == "ingest_events.json"),
+], ids=lambda a: " ".join(a))
+def test_every_json_document_validates_against_the_output_schema(args: list[str]) -> None:
+    """docs/output.schema.json is the one output contract: each command's --format json document is
+    exactly one of its definitions (jsonschema, draft 2020-12)."""
+    import jsonschema
+
+    schema = json.loads((ROOT / "docs" / "output.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    r = cli(*args, "--format", "json")
+    assert r.returncode in (0, 1), r.stderr  # events parse: 1 when a record fails, still one document
+    doc = json.loads(r.stdout)
+    errors = [f"{list(e.path)}: {e.message}" for e in jsonschema.Draft202012Validator(schema).iter_errors(doc)]
+    assert errors == [] and doc["schema_version"] == 1
 
 
 def rec(status: ProbeStatus, hi: float | None = 1.0, target: float = 900.0) -> ProbeRecord:

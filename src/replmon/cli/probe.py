@@ -223,5 +223,7 @@ def list_presets(fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HEL
         p = ladders.ladder(name)
         rows.append({"preset": name, "sizes": ",".join(format_size(s) for s in p.sizes), "trials": p.trials,
                      "description": p.description})
-    emit(rows, fmt, "presets", columns=["preset", "sizes", "trials", "description"])
+    doc = {"schema_version": 1, "command": "presets",
+           "presets": [{**r, "sizes": r["sizes"].split(","), "size_bytes": list(ladders.ladder(r["preset"]).sizes)} for r in rows]}
+    emit(rows, fmt, "presets", columns=["preset", "sizes", "trials", "description"], document=doc)
     return 0
