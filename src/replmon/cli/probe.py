@@ -224,6 +224,7 @@ def list_presets(fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HEL
         rows.append({"preset": name, "sizes": ",".join(format_size(s) for s in p.sizes), "trials": p.trials,
                      "description": p.description})
     doc = {"schema_version": 1, "command": "presets",
-           "presets": [{**r, "sizes": r["sizes"].split(","), "size_bytes": list(ladders.ladder(r["preset"]).sizes)} for r in rows]}
+           "presets": [{"preset": n, "sizes": [format_size(s) for s in ladders.ladder(n).sizes], "size_bytes": list(ladders.ladder(n).sizes),
+                        "trials": ladders.ladder(n).trials, "description": ladders.ladder(n).description} for n in ladders.names()]}
     emit(rows, fmt, "presets", columns=["preset", "sizes", "trials", "description"], document=doc)
     return 0
