@@ -7,11 +7,14 @@ import contextlib
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 import pytest
@@ -133,6 +136,35 @@ def test_every_json_document_validates_against_the_output_schema(args: list[str]
     doc = json.loads(r.stdout)
     errors = [f"{list(e.path)}: {e.message}" for e in jsonschema.Draft202012Validator(schema).iter_errors(doc)]
     assert errors == [] and doc["schema_version"] == 1
+
+
+#: Commands without --format, each because it prints no data: status lines on stderr (spool retry
+#: and drop), the shell unsets for ``eval`` (lab down), a fio job file (fio jobfile),
+#: nothing (lab serve), or figures written to docs/BENCH*.md (lab bench*). The README names them.
+NO_FORMAT = {"lab down", "lab serve", "lab bench", "lab bench-ingest", "lab bench-stall", "lab bench-fleet", "lab bench-collector",
+             "lab bench-mounts", "fio jobfile", "spool retry", "spool drop"}
+
+
+def test_every_command_that_prints_data_takes_format() -> None:
+    """Every command takes --format table|json|csv (its own, or its group's: ``replmon fleet
+    --format json put``) but the few of NO_FORMAT, which the README lists as printing no data."""
+    import typer
+
+    from replmon.cli.app import app
+
+    def leaves(cmd: Any, path: tuple[str, ...] = (), inherited: bool = False) -> Iterator[tuple[str, bool]]:
+        has = any("--format" in getattr(p, "opts", []) for p in cmd.params)
+        if getattr(cmd, "commands", None):
+            for name, sub in cmd.commands.items():
+                yield from leaves(sub, (*path, name), inherited or has)
+        else:
+            yield " ".join(path), has or inherited
+
+    without = {name for name, has in leaves(typer.main.get_command(app)) if not has}
+    assert without == NO_FORMAT
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    listed = readme.split("Every command that prints data takes `--format table|json|csv`", 1)[1].split("none but", 1)[1].split(")", 1)[0]
+    assert set(re.findall(r"`([a-z][a-z *-]*)`", listed)) == {"lab bench*" if n.startswith("lab bench") else n for n in NO_FORMAT}
 
 
 def rec(status: ProbeStatus, hi: float | None = 1.0, target: float = 900.0) -> ProbeRecord:
