@@ -138,6 +138,29 @@ def test_every_json_document_validates_against_the_output_schema(args: list[str]
     assert errors == [] and doc["schema_version"] == 1
 
 
+@pytest.mark.parametrize("columns", [80, 100])
+@pytest.mark.parametrize("args", [["presets"], ["events", "parse", "events/s3/sqs_batch_mixed.json"]], ids=" ".join)
+def test_tables_wrap_and_never_cut_a_value(args: list[str], columns: int) -> None:
+    """At 80 and 100 columns, every value the JSON holds is in the table whole (wrapped where it is
+    wider than the console), no line is wider than the console, and nothing ends in an ellipsis."""
+    from replmon.cli import render
+
+    width = render.out.width
+    render.out.width = columns
+    try:
+        text = cli(*args).stdout
+    finally:
+        render.out.width = width
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= columns
+    flat = "".join(text.split())
+    doc = json.loads(cli(*args, "--format", "json").stdout)
+    if args[0] == "presets":
+        values = [v for p in doc["presets"] for v in (p["preset"], ",".join(p["sizes"]), str(p["trials"]), p["description"])]
+    else:
+        values = [r["error"] for r in doc["failures"]] + [r["signal"].get("key") or "" for r in doc["records"] if "signal" in r]
+    assert values and all("".join(v.split()) in flat for v in values), [v for v in values if "".join(v.split()) not in flat]
+
+
 #: Commands without --format, each because it prints no data: status lines on stderr (spool retry
 #: and drop), the shell unsets for ``eval`` (lab down), a fio job file (fio jobfile),
 #: nothing (lab serve), or figures written to docs/BENCH*.md (lab bench*). The README names them.
