@@ -138,6 +138,20 @@ def test_every_json_document_validates_against_the_output_schema(args: list[str]
     assert errors == [] and doc["schema_version"] == 1
 
 
+def test_cost_models_one_runs_price_and_duration() -> None:
+    """``usd_per_run`` is what one more run adds (the month's fixed items cancel out); ``run_seconds``
+    takes the probes ``--max-concurrency`` at a time, each at least its modelled replication time."""
+    one, two = (json.loads(cli("cost", "--sizes", "crr-ladder", "--cross-region", "--max-concurrency", c, "--format", "json").stdout)
+                for c in ("1", "2"))
+    a = one["assumptions"]
+    replication = sum(one["probes_per_run"] / 14 * (a["replication_base_seconds"] + mib / a["replication_mib_per_s"])
+                      for mib in (10 * 2**i for i in range(14)))  # the ladder: 10 MiB doubling to 80 GiB, 10 trials each
+    assert replication < one["run_seconds"] < 1.2 * replication and 1.9 < one["run_seconds"] / two["run_seconds"] <= 2.0
+    variable = [x["usd_per_month"] for x in one["lines"] if x["item"].startswith(("S3 RTC", "S3 inter-region"))]
+    assert one["usd_per_run"] == two["usd_per_run"] and 0 < sum(variable) / one["runs_per_month"] <= one["usd_per_run"]
+    assert one["usd_per_run"] < one["total_usd_per_month"] / one["runs_per_month"] * 1.01
+
+
 @pytest.mark.parametrize("columns", [80, 100])
 @pytest.mark.parametrize("args", [["presets"], ["events", "parse", "events/s3/sqs_batch_mixed.json"]], ids=" ".join)
 def test_tables_wrap_and_never_cut_a_value(args: list[str], columns: int) -> None:
