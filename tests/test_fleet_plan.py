@@ -602,6 +602,11 @@ def test_a_route_named_alone_is_that_registry_route_and_an_unknown_name_is_refus
     assert probe["route"] == spec("reg-2").to_route(env.deps.fleet.member_role_prefix).model_dump(mode="json", exclude_none=True)
     assert probe["route"]["destinations"][0]["role_arn"].endswith(":role/replmon-prober")
     assert probe["size_class"] == "1MiB" and probe["trial"] == 1
+    # through the real state machine: the named route's probe runs end to end, and only that route
+    with injected(env.deps), LocalStateMachine(state_machine_handlers(), clock=env.clock) as sm:
+        result = sm.run({**event, "sizes": ["1KiB"]}, timeout=120)
+    assert result.status == "SUCCEEDED", (result.error, result.cause)
+    assert [i.event["route"]["name"] for i in result.invocations if i.function == "UploadProbe"] == ["reg-2"]
     env.deps.registry = None
     with injected(env.deps), pytest.raises(ConfigError, match="no registry; give each route in full"):
         handler(event, LambdaContext("PlanProbes"))
