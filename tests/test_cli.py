@@ -7,11 +7,14 @@ import contextlib
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 import pytest
@@ -104,9 +107,9 @@ def test_help_documents_the_exit_codes() -> None:
 
 
 def test_presets_and_cost_speak_json(tmp_path: Path) -> None:
-    presets = json.loads(cli("presets", "--format", "json").stdout)
+    presets = json.loads(cli("presets", "--format", "json").stdout)["presets"]
     crr = next(p for p in presets if p["preset"] == "crr-ladder")
-    assert crr["trials"] == 10 and crr["sizes"].startswith("10MiB,20MiB")
+    assert crr["trials"] == 10 and crr["sizes"][:2] == ["10MiB", "20MiB"] and crr["size_bytes"][0] == 10 * 2**20
     doc = json.loads(cli("cost", "--format", "json").stdout)
     assert doc["modelled"] is True and doc["prices_as_of"] and doc["total_usd_per_month"] > 0
     rtc = next(x for x in doc["lines"] if x["item"] == "S3 RTC fee")
@@ -114,6 +117,91 @@ def test_presets_and_cost_speak_json(tmp_path: Path) -> None:
     csv = cli("cost", "--format", "csv").stdout.splitlines()
     assert csv[0] == "item,quantity,unit,usd_per_month,share_percent" and csv[-1].startswith("total,")
     assert "S3 RTC fee," in csv[6] and csv[6].split(",")[2] == "GiB replicated"  # quantity and unit in their own columns
+
+
+@pytest.mark.parametrize("args", [
+    ["cost"], ["cost", "--sizes", "crr-ladder", "--cross-region", "--source-region", "ap-northeast-1"], ["cost", "--routes", "1,10,100"],
+    ["presets"], *(["events", "parse", str(p.relative_to(ROOT))] for p in sorted((ROOT / "events").rglob("*.json"))
+                   if p.parent.name == "s3" or p.name == "ingest_events.json"),
+], ids=lambda a: " ".join(a))
+def test_every_json_document_validates_against_the_output_schema(args: list[str]) -> None:
+    """docs/output.schema.json is the one output contract: each command's --format json document is
+    exactly one of its definitions (jsonschema, draft 2020-12)."""
+    import jsonschema
+
+    schema = json.loads((ROOT / "docs" / "output.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    r = cli(*args, "--format", "json")
+    assert r.returncode in (0, 1), r.stderr  # events parse: 1 when a record fails, still one document
+    doc = json.loads(r.stdout)
+    errors = [f"{list(e.path)}: {e.message}" for e in jsonschema.Draft202012Validator(schema).iter_errors(doc)]
+    assert errors == [] and doc["schema_version"] == 1
+
+
+def test_cost_models_one_runs_price_and_duration() -> None:
+    """``usd_per_run`` is what one more run adds (the month's fixed items cancel out); ``run_seconds``
+    takes the probes ``--max-concurrency`` at a time, each at least its modelled replication time."""
+    one, two = (json.loads(cli("cost", "--sizes", "crr-ladder", "--cross-region", "--max-concurrency", c, "--format", "json").stdout)
+                for c in ("1", "2"))
+    a = one["assumptions"]
+    replication = sum(one["probes_per_run"] / 14 * (a["replication_base_seconds"] + mib / a["replication_mib_per_s"])
+                      for mib in (10 * 2**i for i in range(14)))  # the ladder: 10 MiB doubling to 80 GiB, 10 trials each
+    assert replication < one["run_seconds"] < 1.2 * replication and 1.9 < one["run_seconds"] / two["run_seconds"] <= 2.0
+    variable = [x["usd_per_month"] for x in one["lines"] if x["item"].startswith(("S3 RTC", "S3 inter-region"))]
+    assert one["usd_per_run"] == two["usd_per_run"] and 0 < sum(variable) / one["runs_per_month"] <= one["usd_per_run"]
+    assert one["usd_per_run"] < one["total_usd_per_month"] / one["runs_per_month"] * 1.01
+
+
+@pytest.mark.parametrize("columns", [80, 100])
+@pytest.mark.parametrize("args", [["presets"], ["events", "parse", "events/s3/sqs_batch_mixed.json"]], ids=" ".join)
+def test_tables_wrap_and_never_cut_a_value(args: list[str], columns: int) -> None:
+    """At 80 and 100 columns, every value the JSON holds is in the table whole (wrapped where it is
+    wider than the console), no line is wider than the console, and nothing ends in an ellipsis."""
+    from replmon.cli import render
+
+    width = render.out.width
+    render.out.width = columns
+    try:
+        text = cli(*args).stdout
+    finally:
+        render.out.width = width
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= columns
+    flat = "".join(text.split())
+    doc = json.loads(cli(*args, "--format", "json").stdout)
+    if args[0] == "presets":
+        values = [v for p in doc["presets"] for v in (p["preset"], ",".join(p["sizes"]), str(p["trials"]), p["description"])]
+    else:
+        values = [r["error"] for r in doc["failures"]] + [r["signal"].get("key") or "" for r in doc["records"] if "signal" in r]
+    assert values and all("".join(v.split()) in flat for v in values), [v for v in values if "".join(v.split()) not in flat]
+
+
+#: Commands without --format, each because it prints no data: status lines on stderr (spool retry
+#: and drop), the shell unsets for ``eval`` (lab down), a fio job file (fio jobfile),
+#: nothing (lab serve), or figures written to docs/BENCH*.md (lab bench*). The README names them.
+NO_FORMAT = {"lab down", "lab serve", "lab bench", "lab bench-ingest", "lab bench-stall", "lab bench-fleet", "lab bench-collector",
+             "lab bench-mounts", "fio jobfile", "spool retry", "spool drop"}
+
+
+def test_every_command_that_prints_data_takes_format() -> None:
+    """Every command takes --format table|json|csv (its own, or its group's: ``replmon fleet
+    --format json put``) but the few of NO_FORMAT, which the README lists as printing no data."""
+    import typer
+
+    from replmon.cli.app import app
+
+    def leaves(cmd: Any, path: tuple[str, ...] = (), inherited: bool = False) -> Iterator[tuple[str, bool]]:
+        has = any("--format" in getattr(p, "opts", []) for p in cmd.params)
+        if getattr(cmd, "commands", None):
+            for name, sub in cmd.commands.items():
+                yield from leaves(sub, (*path, name), inherited or has)
+        else:
+            yield " ".join(path), has or inherited
+
+    without = {name for name, has in leaves(typer.main.get_command(app)) if not has}
+    assert without == NO_FORMAT
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    listed = readme.split("Every command that prints data takes `--format table|json|csv`", 1)[1].split("none but", 1)[1].split(")", 1)[0]
+    assert set(re.findall(r"`([a-z][a-z *-]*)`", listed)) == {"lab bench*" if n.startswith("lab bench") else n for n in NO_FORMAT}
 
 
 def rec(status: ProbeStatus, hi: float | None = 1.0, target: float = 900.0) -> ProbeRecord:

@@ -93,6 +93,22 @@ def test_put_then_list_and_the_json_is_the_schemas(aws: Any, tmp_path: Path) -> 
     assert table.exit_code == 0 and "dr-orders" in table.stdout and "eu-west-1>eu-west-1" in table.stdout
 
 
+def test_put_takes_the_groups_options_and_prints_a_schema_document(aws: Any) -> None:
+    """``replmon fleet --table T --format json put FILE``: the group's options reach put; its JSON is
+    docs/output.schema.json's fleet_put, its CSV one row; its own --format wins over the group's."""
+    route = {**ROUTE, "name": "dr-orders-put"}
+    r = run("fleet", *ARGS, "--format", "json", "put", "-", stdin=json.dumps(route))
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    jsonschema.validate(doc, SCHEMA)
+    assert (doc["command"], doc["route"], doc["version"]) == ("fleet put", "dr-orders-put", 1)
+    again = run("fleet", *ARGS, "--format", "json", "put", "-", "--format", "csv", stdin=json.dumps(route))
+    assert again.exit_code == 0 and again.stdout.splitlines() == ["route,group,version,origin", f"dr-orders-put,{doc['group']},2,explicit"]
+    from replmon.adapters.registry_table import DynamoRegistry
+
+    DynamoRegistry(TABLE, aws).delete_route(doc["group"], "dr-orders-put")  # the module's other tests list dr-orders only
+
+
 @pytest.mark.parametrize(("route", "words"), [
     ({**ROUTE, "destinations": []}, "at least one destination"),
     ({**ROUTE, "source": {**ROUTE["source"], "account": "12"}}, "source.account"),

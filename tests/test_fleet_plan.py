@@ -577,3 +577,36 @@ def test_the_caps_are_a_deterministic_greedy_pass_that_never_exceeds_either(
         assert x.cap in ("max_routes", "monthly_usd")
         if x.cap == "monthly_usd":
             assert a.monthly_usd + x.monthly_usd > ceiling  # it fits nowhere: the plan is maximal
+
+
+def test_a_route_named_alone_is_that_registry_route_and_an_unknown_name_is_refused(env: Env) -> None:
+    """``events/probe_route.json`` names one registry route: PlanProbes probes that route only, as
+    the schedule would (its member role, its buckets), outside the fleet's caps; a name that is not a
+    probe-mode registry route (unknown, or passive) fails the run with the field and the fix."""
+    from replmon.core.errors import ConfigError
+    from tests.conftest import ROOT
+
+    registry = fleet_env(env, max_routes=1)  # the caps bound the registry, not a route asked for by name
+    registry.put_explicit(spec("reg-1"), None)
+    registry.put_explicit(spec("reg-2"), None)
+    registry.put_explicit(spec("passive-1", verdict={"mode": "passive", "reason_code": "OPTED_OUT", "checked_at": 1795000000.0}), None)
+    event = {**json.loads((ROOT / "events" / "probe_route.json").read_text()), "routes": ["reg-2"]}
+    handler = load_handler("PlanProbes")
+    with injected(env.deps):
+        out = handler(event, LambdaContext("PlanProbes"))
+        with pytest.raises(ConfigError, match=r"routes: 'nope' is not a probe-mode registry route; use one of: reg-1, reg-2"):
+            handler({**event, "routes": ["nope"]}, LambdaContext("PlanProbes"))
+        with pytest.raises(ConfigError, match=r"routes: 'passive-1' is not a probe-mode"):
+            handler({**event, "routes": ["passive-1"]}, LambdaContext("PlanProbes"))
+    [probe] = out["probes"]
+    assert probe["route"] == spec("reg-2").to_route(env.deps.fleet.member_role_prefix).model_dump(mode="json", exclude_none=True)
+    assert probe["route"]["destinations"][0]["role_arn"].endswith(":role/replmon-prober")
+    assert probe["size_class"] == "1MiB" and probe["trial"] == 1
+    # through the real state machine: the named route's probe runs end to end, and only that route
+    with injected(env.deps), LocalStateMachine(state_machine_handlers(), clock=env.clock) as sm:
+        result = sm.run({**event, "sizes": ["1KiB"]}, timeout=120)
+    assert result.status == "SUCCEEDED", (result.error, result.cause)
+    assert [i.event["route"]["name"] for i in result.invocations if i.function == "UploadProbe"] == ["reg-2"]
+    env.deps.registry = None
+    with injected(env.deps), pytest.raises(ConfigError, match="no registry; give each route in full"):
+        handler(event, LambdaContext("PlanProbes"))

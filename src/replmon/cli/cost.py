@@ -22,6 +22,8 @@ def cost(
                                                       "source's rate (default: pricing.json's Region).")] = None,
     rtc: Annotated[bool, typer.Option(help="The rule has Replication Time Control (the demo pair's does): its fee per GB.")] = True,
     history: Annotated[bool, typer.Option(help="Probes read the route's history (a DynamoDB Query each).")] = True,
+    max_concurrency: Annotated[int, typer.Option(min=1, max=1000, help="Probes in flight at once (the run's duration).")]
+    = DEFAULTS.max_concurrency,
     replication_mib_per_s: Annotated[float | None, typer.Option(min=0.001, help="Modelled replication throughput (pricing.json's assumption otherwise).")] = None,
     mount_preset: Annotated[str | None, typer.Option(help="Instead: one run of this mount preset's cross-region reads (replmon fio cost).")] = None,
     bucket_region: Annotated[str, typer.Option(help="With --mount-preset: the bucket's region (its transfer rate).")] = "ap-northeast-1",
@@ -48,7 +50,7 @@ def cost(
 
     payload: dict[str, Any] = {"routes": [{"name": "r", "source": {"bucket": "src-bucket"},
                                  "destinations": [{"bucket": f"dst-bucket-{i}"} for i in range(destinations)]}],
-                     "sizes": sizes, "poll": {"use_history": history}}
+                     "sizes": sizes, "poll": {"use_history": history}, "max_concurrency": max_concurrency}
     if trials is not None:
         payload["trials"] = trials
     try:
@@ -70,6 +72,9 @@ def cost(
         extra["replication_mib_per_s"] = replication_mib_per_s
     try:
         est = estimate(request, runs, cross_region, rtc, extra, alarms=alarms, source_region=source_region)
+        # one more run: what a single on-demand invoke adds to the month (the fixed items cancel out)
+        per_run = estimate(request, 1, cross_region, rtc, extra, alarms=alarms, source_region=source_region).total - estimate(
+            request, 0, cross_region, rtc, extra, alarms=alarms, source_region=source_region).total
     except ConfigError as exc:
         fail(str(exc))  # one line that names --source-region
     total = round(est.total, 2)
@@ -79,12 +84,16 @@ def cost(
                  "share_percent": 100.0})
     doc = {"schema_version": 1, "command": "cost", "modelled": True, "region": est.region, "prices_as_of": est.as_of,
            "runs_per_month": runs, "probes_per_run": est.probes_per_run, "total_usd_per_month": total,
+           "usd_per_run": round(per_run, 2), "run_seconds": round(est.run_seconds, 1),
+           "replicated_gib_per_run": round(est.replicated_gib_per_run, 1),
            "transfer_source_region": est.transfer_source_region, "transfer_rate_per_gb": est.transfer_rate_per_gb,
            "lines": data[:-1], "assumptions": est.assumptions, "sources": pricing()["sources"]}
     if fmt is Format.table:  # for people: quantity and unit in one readable cell
         rows = [{"item": d["item"], "per month": f"{d['quantity']:,.1f} {d['unit']}" if d["item"] != "total" else f"{runs:,.0f} {d['unit']}",
                  "$ per month": f"{d['usd_per_month']:,.2f}", "share": "-" if d["share_percent"] is None else f"{d['share_percent']:.0f}%"} for d in data]
         emit(rows, fmt, f"replmon cost (modelled; {est.region} list prices of {est.as_of}, free tiers not applied)")
+        err.print(f"one run: {est.probes_per_run} probes, {est.replicated_gib_per_run:,.1f} GiB replicated, ${per_run:,.2f}, "
+                  f"about {est.run_seconds / 3600:.1f} h at max_concurrency {max_concurrency} (modelled)", highlight=False)
         err.print("assumptions (modelled, pricing.json): " + ", ".join(f"{k}={v}" for k, v in est.assumptions.items()), highlight=False)
     else:
         emit(data, fmt, document=doc)

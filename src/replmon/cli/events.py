@@ -80,5 +80,5 @@ def parse(
                      "route": (d.get("store") or {}).get("route", ""), "key": sig.get("key", ""),
                      "why": d.get("error") or d.get("acknowledged") or d.get("ignored") or "; ".join(sig.get("flags", []))})
     emit(rows, fmt, f"{len(docs)} records, {len(failed)} failing", columns=["position", "outcome", "type", "route", "key", "why"],
-         document={"records": docs, "failures": [{"position": d["position"], "message_id": d["message_id"], "error": d["error"]} for d in failed]})
+         document={"schema_version": 1, "command": "events parse", "records": docs, "failures": [{"position": d["position"], "message_id": d["message_id"], "error": d["error"]} for d in failed]})
     return MEASURED_FAILURE if failed else OK

@@ -96,7 +96,7 @@ def fleet(
     Routes that are not probed are listed with their reason; explicit routes the inventory sees
     differently say so. Subcommands write explicit routes and run the inventory.
     """
-    ctx.obj = _Where(table, stack_name, region, profile, dynamodb_endpoint)  # the group's options reach the subcommands
+    ctx.obj = _Where(table, stack_name, region, profile, dynamodb_endpoint, fmt)  # the group's options reach the subcommands
     if ctx.invoked_subcommand is not None:
         return
     from replmon.adapters.explain import explain
@@ -137,8 +137,9 @@ class _Where:
     """Where the registry is, as the group command was told (``replmon fleet --table T put FILE``)."""
 
     def __init__(self, table: str | None, stack_name: str | None, region: str | None, profile: str | None,
-                 endpoint: str | None) -> None:
+                 endpoint: str | None, fmt: Format = Format.table) -> None:
         self.table, self.stack_name, self.region, self.profile, self.endpoint = table, stack_name, region, profile, endpoint
+        self.fmt = fmt
 
     def registry(self, table: str | None, stack_name: str | None, region: str | None, profile: str | None,
                  endpoint: str | None) -> Any:
@@ -160,6 +161,7 @@ def put(
     route_groups: Groups = DEFAULTS.route_groups,
     table: Table = None, stack_name: Stack = None, region: Region = None, profile: Profile = None,
     dynamodb_endpoint: DynamoEndpoint = None,
+    fmt: Annotated[Format | None, typer.Option("--format", help=FORMAT_HELP + " (default: the group's --format)")] = None,
 ) -> int:
     """Write an explicit route (it wins over discovered ones).
 
@@ -209,7 +211,13 @@ def put(
     if not written:
         fail(f"version: route {spec.name} changed since version {expected}; read it again (replmon fleet --format json) "
              "and re-apply your edit", USAGE)
-    err.print(f"route {spec.name}: written to {spec.group} as version {(expected or 0) + 1} (explicit)", highlight=False)
+    fmt = fmt or (ctx.obj.fmt if isinstance(ctx.obj, _Where) else Format.table)
+    version = (expected or 0) + 1
+    if fmt is Format.table:
+        err.print(f"route {spec.name}: written to {spec.group} as version {version} (explicit)", highlight=False)
+    else:
+        row = {"route": spec.name, "group": spec.group, "version": version, "origin": "explicit"}
+        emit([row], fmt, document={"schema_version": 1, "command": "fleet put", **row})
     return OK
 
 

@@ -223,5 +223,8 @@ def list_presets(fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HEL
         p = ladders.ladder(name)
         rows.append({"preset": name, "sizes": ",".join(format_size(s) for s in p.sizes), "trials": p.trials,
                      "description": p.description})
-    emit(rows, fmt, "presets", columns=["preset", "sizes", "trials", "description"])
+    doc = {"schema_version": 1, "command": "presets",
+           "presets": [{"preset": n, "sizes": [format_size(s) for s in ladders.ladder(n).sizes], "size_bytes": list(ladders.ladder(n).sizes),
+                        "trials": ladders.ladder(n).trials, "description": ladders.ladder(n).description} for n in ladders.names()]}
+    emit(rows, fmt, "presets", columns=["preset", "sizes", "trials", "description"], document=doc)
     return 0

@@ -122,9 +122,9 @@ def _print_transposed(cells: list[list[str]], columns: Sequence[str], title: str
     for start in range(0, len(cells), per):
         chunk = cells[start:start + per]
         t = Table(show_header=False, box=None, pad_edge=False)
-        t.add_column("field", no_wrap=True, style="bold")
+        t.add_column("field", no_wrap=True, style="bold", min_width=label - 3)  # field names whole
         for _ in chunk:
-            t.add_column(justify="right", no_wrap=True)
+            t.add_column(justify="right", overflow="fold")  # a value wider than the console wraps, never cut
         for i, c in enumerate(columns):
             t.add_row(escape(c), *(escape(row[i]) for row in chunk))
         console.print(t)

@@ -61,6 +61,10 @@ class Estimate:
     region: str = ""
     transfer_source_region: str = ""  # whose rate priced the inter-Region transfer
     transfer_rate_per_gb: float = 0.0
+    #: One run's modelled wall-clock seconds: each probe's upload, replication and polling, the
+    #: probes taken in plan order ``max_concurrency`` at a time (the state machine's Map).
+    run_seconds: float = 0.0
+    replicated_gib_per_run: float = 0.0  # every destination's copy of every probe
 
     @property
     def total(self) -> float:
@@ -160,6 +164,7 @@ def estimate(request: ProbeRequest, runs_per_month: float, cross_region: bool, r
     list_class = 4.0 * len(request.routes)  # Housekeeping's sweep: versions and uploads, both sides
     replicated_bytes = 0.0
     write_units = read_units = 0.0
+    lanes = [0.0] * max(1, request.max_concurrency)  # when each of the Map's concurrent slots is free
     for probe in probes:
         size = probe.size_bytes
         latency = a["replication_base_seconds"] + size / (a["replication_mib_per_s"] * MiB)
@@ -174,6 +179,8 @@ def estimate(request: ProbeRequest, runs_per_month: float, cross_region: bool, r
         else:  # one part through the function, the rest copied server-side from the seed
             put_class += 2 + len(up.part_sizes) + 1  # + the seed listing
             upload_s = up.part_sizes[0] / (a["upload_mib_per_s"] * MiB) + (size - up.part_sizes[0]) / (a["compose_copy_mib_per_s"] * MiB)
+        lane = lanes.index(min(lanes))
+        lanes[lane] += upload_s + latency + 5 * a["other_step_seconds"]  # Upload, Poll, Record, Cleanup, EndProbe
         get_class += polling.heads + dests  # source HEADs, then one HEAD per replica
         list_class += 2 * (1 + dests)  # Cleanup: versions and uploads on every side
         put_class += dests  # the replication PUT on each destination
@@ -188,6 +195,7 @@ def estimate(request: ProbeRequest, runs_per_month: float, cross_region: bool, r
         if probe.poll_settings.use_history:  # the history Query: up to 50 records, eventually consistent
             read_units += math.ceil(50 * a["record_bytes"] / 4096) / 2
 
+    est.run_seconds, est.replicated_gib_per_run = max(lanes), replicated_bytes / GiB
     runs = runs_per_month
     n_inv = sum(invocations.values()) * runs
     gb = replicated_bytes * runs / GiB

@@ -2,7 +2,8 @@
 (docs/design/fleet.md 4).
 
 An input that names routes (``sam remote invoke``, ``replmon probe``, the lab) is planned as
-before (probe/steps.py ``plan_step``); one that names sizes but no routes (events/probe_now.json)
+before (probe/steps.py ``plan_step``), a route named alone (``"routes": ["primary"]``,
+events/probe_route.json) being that probe-mode registry route; one that names sizes but no routes (events/probe_now.json)
 probes the registry's probe-mode routes with those sizes. An input that names nothing - the
 schedule's ``{}`` - reads the registry (every route group) and, per route, plans the size classes
 due at this tick (core/cadence.py ``due_classes``; ``last_started`` is the lease's ``ls_<class>``,
@@ -55,7 +56,7 @@ from replmon.probe.steps import plan_step as adhoc_plan_step
 
 log = logging.getLogger("replmon")
 
-__all__ = ["DEFERRED_NAMED", "INLINE_PLAN_BYTES", "FleetPlanDeps", "FleetRoute", "fleet_plan", "plan_step"]
+__all__ = ["DEFERRED_NAMED", "INLINE_PLAN_BYTES", "FleetPlanDeps", "FleetRoute", "fleet_plan", "named_routes", "plan_step"]
 
 #: The metric of a registry item the planner skips (core/telemetry.py; its ticket: fleet/alarms.py).
 INVALID_ROUTE = "InvalidRoute"
@@ -112,7 +113,9 @@ def plan_step(event: Mapping[str, Any], deps: FleetPlanDeps) -> dict[str, Any]:
     schedule's ``{}``); a request plan when it names sizes, routes or the like (no routes: the
     registry's probe-mode routes)."""
     if set(event) & REQUEST_KEYS or deps.registry is None:
-        if "routes" not in event and deps.registry is not None:
+        if any(isinstance(r, str) for r in event.get("routes") or []):
+            event = {**event, "routes": named_routes(event["routes"], deps)}
+        elif "routes" not in event and deps.registry is not None:
             # every enrolled route, within the same caps as the schedule's plan (fleet/caps.py)
             event = {**event, "routes": [r.route.model_dump(mode="json", exclude_none=True) for r in admit(registry_routes(deps), deps)]}
         return adhoc_plan_step(event, deps)
@@ -120,6 +123,25 @@ def plan_step(event: Mapping[str, Any], deps: FleetPlanDeps) -> dict[str, Any]:
     if not routes:
         log.info("the registry holds no probe-mode route: nothing to plan")
     return fleet_plan(routes, deps, event)
+
+
+def named_routes(routes: Sequence[Any], deps: FleetPlanDeps) -> list[Any]:
+    """``routes`` with each name (a string, e.g. ``events/probe_route.json``'s ``["primary"]``)
+    replaced by that probe-mode registry route, as the schedule would probe it (its member roles);
+    a route given in full stays as it is. Named routes are probed as asked: the fleet's caps bound
+    what the registry as a whole costs, not one route asked for by name."""
+    names = [r for r in routes if isinstance(r, str)]
+    if deps.registry is None:
+        raise ConfigError(f"invalid probe configuration:\n  routes: {names} name registry routes, but this deployment has no "
+                          "registry; give each route in full, e.g. {\"name\": \"primary\", \"source\": {\"bucket\": \"src\"}, "
+                          "\"destinations\": [{\"bucket\": \"dst\"}]}")
+    known = {fr.route.name: fr.route for fr in registry_routes(deps)}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        listed = ", ".join(sorted(known)[:20]) + (" ..." if len(known) > 20 else "")
+        raise ConfigError(f"invalid probe configuration:\n  routes: {', '.join(map(repr, unknown))} is not a probe-mode registry "
+                          f"route; use one of: {listed or '(none enrolled)'} (replmon report --fleet lists them), or enroll it with replmon fleet put")
+    return [known[r].model_dump(mode="json", exclude_none=True) if isinstance(r, str) else r for r in routes]
 
 
 def registry_routes(deps: FleetPlanDeps) -> list[FleetRoute]:
