@@ -72,3 +72,20 @@ def test_fleet_parameters_default_to_the_defaults_once_the_template_has_them() -
             value = round(value * 100, 6)
         if name in p:
             assert str(p[name]["Default"]) == str(value).removesuffix(".0"), name
+
+
+def test_probe_classes_cannot_break_the_json_it_is_spliced_into() -> None:
+    """ProbeClasses goes into the Globals REPLMON_FLEET JSON by !Sub: its AllowedPattern admits the
+    class grammar (core/cadence.py) and nothing that could end a JSON string."""
+    import re
+
+    from replmon.core.cadence import ProbeClasses
+    from replmon.local.template import load_template
+    from tests.conftest import TEMPLATE
+
+    param = load_template(TEMPLATE)["Parameters"]["ProbeClasses"]
+    pattern = re.compile(param["AllowedPattern"])
+    for good in (param["Default"], "1KiB@5m", "1.5GiB@7dx3,64MiB@6h"):
+        assert pattern.fullmatch(good) and ProbeClasses.parse(good)
+    for bad in ('1"@1h', "1MiB\\@1h", '1MiB@1h,2"}@1d', "1MiB @1h"):
+        assert not pattern.fullmatch(bad), bad
