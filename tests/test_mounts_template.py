@@ -179,6 +179,8 @@ def test_the_default_host_carries_every_published_cell_and_each_run_records_its_
         assert template()["Mappings"]["Ec2Task"][h.instance_type]["MemoryMiB"] < h.memory_gib * 1024
     assert container_env(mount_cfn(), "FioEc2TaskDefinition", mount_resolver())["REPLMON_FIO_INSTANCE_TYPE"] == "c6in.8xlarge"
     assert container_env(mount_cfn(), "FioEc2TaskDefinition", mount_resolver(InstanceType="m6i.8xlarge"))["REPLMON_FIO_INSTANCE_TYPE"] == "m6i.8xlarge"
+    # The Fargate EFS task does not run on InstanceType: its runs must not record the EC2 host's type.
+    assert "REPLMON_FIO_INSTANCE_TYPE" not in container_env(mount_cfn(), "FioEfsTaskDefinition", mount_resolver())
 
 
 def test_each_task_definition_gives_the_runner_targets_it_accepts() -> None:
@@ -320,6 +322,17 @@ def test_the_runner_image_pins_what_it_can_and_writes_down_what_it_installed() -
     assert "gpg --verify" in text and "> /opt/replmon/versions.txt" in text
     [packages] = [line for line in text.splitlines() if line.strip().startswith("fio ")]
     assert "mount-s3" not in packages.split()  # not AL2023's mount-s3 package: the pinned release's
+    # AL2023's image ships gnupg2-minimal (its gpg checks the signature); gnupg2 conflicts with it.
+    assert "gnupg2" not in packages.split()
+    # The base image is the release the packages come from, not the moving :2023 tag.
+    assert re.search(r"^FROM public\.ecr\.aws/amazonlinux/amazonlinux:\$\{AL2023_RELEASE\}$", text, re.M)
+    # 1.23.0 is the newest tagged Mountpoint release (awslabs/mountpoint-s3 tags mountpoint-s3-1.23.0).
+    assert mountpoint[1] == "1.23.0"
+    # The signing key's fingerprint is pinned: the two the S3 User Guide lists ("Installing
+    # Mountpoint", https://docs.aws.amazon.com/AmazonS3/latest/userguide/mountpoint-installation.html).
+    keys = re.search(r'^ARG MOUNTPOINT_KEYS="([0-9A-F|]+)"$', text, re.M)
+    assert keys and set(keys[1].split("|")) == {"8AEFE705EBE329C0948C75A66F1C3B3AEF4B030B", "673FE4061506BB469A0EF857BE397A52B086DA5A"}
+    assert "VALIDSIG .* (${MOUNTPOINT_KEYS})$" in text and "pipefail" in text
 
 
 def test_the_runner_image_names_its_platform_and_passes_hadolint() -> None:
