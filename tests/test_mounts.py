@@ -729,7 +729,7 @@ def test_the_memory_limit_is_the_tasks_where_ecs_says_it(tmp_path: Path, monkeyp
 
 def test_mountpoint_is_held_to_the_share_the_preflight_leaves_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Mountpoint's doc/CONFIGURATION.md, "Configuring memory usage": "--memory-target defaults to
-    95% of total (or cgroup-limited) memory" (MiB, at least 512; Mountpoint 1.24). The preflight
+    95% of total (or cgroup-limited) memory" (MiB, at least 512; Mountpoint 1.24.0 on, the image pins 1.23.0). The preflight
     leaves a FUSE client a quarter of the limit, so a binary that lists --memory-target is mounted
     with that quarter, recorded; one that does not (the lab's build, older mount-s3) gets none."""
     from replmon.mounts import runner as runner_mod
@@ -957,11 +957,47 @@ def test_the_lustre_layout_is_set_before_the_files_are_made_and_recorded() -> No
     assert "stripe count 1" in spec["differs"] and "Lustre 2.10" in spec["differs"]
 
 
+def test_a_layout_file_made_under_another_stripe_is_laid_out_again(tmp_path: Path) -> None:
+    """`lfs setstripe` on a directory sets the layout only of files made there afterwards (Lustre
+    wiki, "Configuring Lustre File Striping"): a layout file an earlier run left under another
+    layout keeps it, so it is read back (`lfs getstripe -c -S FILE`) and removed to be written
+    again; a file that already matches is kept."""
+    from replmon.mounts import layout as layout_mod
+    from replmon.mounts.presets import LayoutFile
+    from replmon.mounts.runner import lustre_stripe
+
+    layout_dir = tmp_path / "layout"
+    files = (LayoutFile("a.0", 4096), LayoutFile("a.1", 4096), LayoutFile("a.2", 4096))
+    layout_mod.ensure(files, layout_dir, layout_mod.FileStat(layout_dir))
+    (layout_dir / "a.2").unlink()  # missing: nothing to read back
+    stripes = {"a.0": "stripe_count:  4\nstripe_size:   4194304", "a.1": "stripe_count:  1\nstripe_size:   1048576"}
+    calls: list[list[str]] = []
+
+    def lfs(argv: list[str], **_: Any) -> Any:
+        calls.append(argv)
+        out = stripes[Path(argv[-1]).name] if argv[1:4] == ["getstripe", "-c", "-S"] else ""
+        return subprocess.CompletedProcess(argv, 0, out, "")
+
+    got = lustre_stripe(p.raw("burst-read"), {"layout_dir": layout_dir}, run=lfs, files=[layout_dir / f.path for f in files])
+    assert ["lfs", "getstripe", "-c", "-S", str(layout_dir / "a.0")] in calls and not any(str(layout_dir / "a.2") in c for c in calls)
+    assert got["relaid"] == ["a.0"] and not (layout_dir / "a.0").exists() and (layout_dir / "a.1").exists()
+    again = layout_mod.ensure(files, layout_dir, layout_mod.FileStat(layout_dir))
+    assert (again.reused, again.written) == (1, 2)
+    with pytest.raises(OSError, match="exited 2"):
+        lustre_stripe(p.raw("burst-read"), {"layout_dir": layout_dir}, files=[layout_dir / "a.1"],
+                      run=lambda argv, **_: subprocess.CompletedProcess(argv, 2 if argv[1:3] == ["getstripe", "-c"] else 0, "", "no such"))
+
+
 def test_every_preset_lists_its_version_gap_and_r2_r3_their_other_differences() -> None:
     for name in p.names():
         assert "Versions:" in p.raw(name)["differs"], name
     r2, r3 = p.raw("mountpoint-xregion")["differs"], p.raw("express-vs-standard")["differs"]
     assert "Mountpoint 1.0.0 and fio 3.28" in r2 and "--memory-target" in r2 and "moves the bucket, not the client" in r2
+    # The image's Mountpoint, and the host: cross-Region traffic may use up to 50 % of the bandwidth of an
+    # instance with 32 or more vCPUs (EC2 User Guide, "Amazon EC2 instance network bandwidth",
+    # https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-instance-network-bandwidth.html); the study's
+    # same-region run may have been held by the m6i.8xlarge's 12.5 Gbps.
+    assert "pins Mountpoint 1.23.0" in r2 and "50 %" in r2 and "InstanceType m6i.8xlarge" in r2 and "drop larger" in r2
     assert "runs them first, then dd" in r3 and "encrypted" in r3
     assert "112.2 GiB" in p.raw("mountpoint-xregion")["description"]
 
@@ -1018,3 +1054,22 @@ def test_ingestion_keeps_versions_layout_scale_and_series_with_the_run() -> None
     assert json.loads(run_item["bw_series"]) == series and run_item["scale"] == "full" and run_item["fio_start"] == 1.8e9 + 86400 + 2
     assert json.loads(run_item["lustre_stripe"])["asked"]["count"] == 1
     assert json.loads(run_item["service"])["series"]["DataWriteBytes"] == [[1.8e9 + 86400, 5.0]]
+
+
+def test_a_fargate_task_does_not_record_the_ec2_host_type(monkeypatch: pytest.MonkeyPatch) -> None:
+    """REPLMON_FIO_INSTANCE_TYPE names the EC2 host of the ECS-on-EC2 task; a task whose metadata
+    (task metadata endpoint v4, LaunchType) says FARGATE ran elsewhere, so its run drops it."""
+    import io
+
+    from replmon.mounts import runner as runner_mod
+
+    def metadata(launch_type: str) -> Any:
+        body = json.dumps({"LaunchType": launch_type, "AvailabilityZone": "us-east-1a", "Limits": {"CPU": 4, "Memory": 8192}, "TaskARN": "arn:x/t1"})
+        return lambda url, timeout: io.BytesIO(body.encode())
+
+    monkeypatch.setenv("ECS_CONTAINER_METADATA_URI_V4", "http://169.254.170.2/v4/x")
+    monkeypatch.setenv("REPLMON_FIO_INSTANCE_TYPE", "c6in.8xlarge")
+    monkeypatch.setattr(runner_mod.urllib.request, "urlopen", metadata("FARGATE"))
+    assert "instance_type" not in runner_mod.task_info() and runner_mod.task_info()["launch_type"] == "FARGATE"
+    monkeypatch.setattr(runner_mod.urllib.request, "urlopen", metadata("EC2"))
+    assert runner_mod.task_info()["instance_type"] == "c6in.8xlarge"

@@ -179,6 +179,8 @@ def test_the_default_host_carries_every_published_cell_and_each_run_records_its_
         assert template()["Mappings"]["Ec2Task"][h.instance_type]["MemoryMiB"] < h.memory_gib * 1024
     assert container_env(mount_cfn(), "FioEc2TaskDefinition", mount_resolver())["REPLMON_FIO_INSTANCE_TYPE"] == "c6in.8xlarge"
     assert container_env(mount_cfn(), "FioEc2TaskDefinition", mount_resolver(InstanceType="m6i.8xlarge"))["REPLMON_FIO_INSTANCE_TYPE"] == "m6i.8xlarge"
+    # The Fargate EFS task does not run on InstanceType: its runs must not record the EC2 host's type.
+    assert "REPLMON_FIO_INSTANCE_TYPE" not in container_env(mount_cfn(), "FioEfsTaskDefinition", mount_resolver())
 
 
 def test_each_task_definition_gives_the_runner_targets_it_accepts() -> None:
@@ -317,9 +319,20 @@ def test_the_runner_image_pins_what_it_can_and_writes_down_what_it_installed() -
     installs = re.findall(r"dnf install -y ([^\n]*)", text)
     assert installs and all('--releasever="${AL2023_RELEASE}"' in line for line in installs)
     assert "mountpoint-s3-release/${MOUNTPOINT_VERSION}/x86_64/mount-s3-${MOUNTPOINT_VERSION}-x86_64.rpm" in text
-    assert "gpg --verify" in text and "> /opt/replmon/versions.txt" in text
+    assert "gpg --status-fd 1 --verify" in text and "> /opt/replmon/versions.txt" in text
     [packages] = [line for line in text.splitlines() if line.strip().startswith("fio ")]
     assert "mount-s3" not in packages.split()  # not AL2023's mount-s3 package: the pinned release's
+    # AL2023's image ships gnupg2-minimal (its gpg checks the signature); gnupg2 conflicts with it.
+    assert "gnupg2" not in packages.split()
+    # The base image is the release the packages come from, not the moving :2023 tag.
+    assert re.search(r"^FROM public\.ecr\.aws/amazonlinux/amazonlinux:\$\{AL2023_RELEASE\}$", text, re.M)
+    # 1.23.0 is the newest tagged Mountpoint release (awslabs/mountpoint-s3 tags mountpoint-s3-1.23.0).
+    assert mountpoint[1] == "1.23.0"
+    # The signing key's fingerprint is pinned: the two the S3 User Guide lists ("Installing
+    # Mountpoint", https://docs.aws.amazon.com/AmazonS3/latest/userguide/mountpoint-installation.html).
+    keys = re.search(r'^ARG MOUNTPOINT_KEYS="([0-9A-F|]+)"$', text, re.M)
+    assert keys and set(keys[1].split("|")) == {"8AEFE705EBE329C0948C75A66F1C3B3AEF4B030B", "673FE4061506BB469A0EF857BE397A52B086DA5A"}
+    assert "VALIDSIG .* (${MOUNTPOINT_KEYS})$" in text and "pipefail" in text
 
 
 def test_the_runner_image_names_its_platform_and_passes_hadolint() -> None:
@@ -329,7 +342,7 @@ def test_the_runner_image_names_its_platform_and_passes_hadolint() -> None:
     r = subprocess.run([str(hadolint), str(ROOT / "runners" / "fio" / "Dockerfile")], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
     text = (ROOT / "runners" / "fio" / "Dockerfile").read_text()
-    assert "amazonlinux:2023" in text and "mount-s3" in text and "replmon.mounts.runner" in text
+    assert "amazonlinux:${AL2023_RELEASE}" in text and "mount-s3" in text and "replmon.mounts.runner" in text
     make = (ROOT / "Makefile").read_text()
     assert "RUNNER_PLATFORM := linux/amd64" in make and re.search(r"docker build --platform \$\(RUNNER_PLATFORM\)", make)
     arch = {"X86_64": "linux/amd64", "ARM64": "linux/arm64"}

@@ -67,7 +67,7 @@ def memory_limit(cgroup_files: tuple[str, ...] = CGROUP_FILES, meminfo: str = "/
 def mountpoint_memory_target(limit: int, help_text: str) -> tuple[str, ...]:
     """Mountpoint's flags holding it to the share the preflight leaves it: ``--memory-target``
     (MiB, at least 512) = FUSE_RESERVE x the limit, when its ``--help`` lists the flag
-    (Mountpoint 1.24; doc/CONFIGURATION.md, "Configuring memory usage": "--memory-target defaults
+    (Mountpoint 1.24.0 on; the image pins 1.23.0, which has no such flag; doc/CONFIGURATION.md, "Configuring memory usage": "--memory-target defaults
     to 95% of total (or cgroup-limited) memory", which would leave fio nothing); else none.
 
     >>> mountpoint_memory_target(16 * GiB, "  --memory-target <MiB>  Target ..."), mountpoint_memory_target(GiB, "--memory-target")

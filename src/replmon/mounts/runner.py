@@ -23,6 +23,7 @@ import fcntl
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -122,8 +123,9 @@ def _help(argv: list[str]) -> str:
 def task_info() -> dict[str, Any]:
     """Where this ran: the ECS task's size and AZ from the task metadata endpoint (v4) inside ECS,
     else the host; on ECS on EC2 the host's instance type (``REPLMON_FIO_INSTANCE_TYPE``, set by
-    the template: tasks cannot reach the instance metadata). Fargate does not document per-task
-    network bandwidth: the size is the proxy."""
+    the template on the EC2 task only: tasks cannot reach the instance metadata; dropped when the
+    task metadata says FARGATE). Fargate does not document per-task network bandwidth: the size is
+    the proxy."""
     uri = os.environ.get("ECS_CONTAINER_METADATA_URI_V4")
     info: dict[str, Any] = {"host": platform.node(), "cpus": os.cpu_count(), "kernel": platform.release(), "arch": platform.machine()}
     if os.environ.get("REPLMON_FIO_INSTANCE_TYPE"):
@@ -137,6 +139,8 @@ def task_info() -> dict[str, Any]:
                          "task_arn": task.get("TaskARN")})
         except (OSError, ValueError) as exc:
             info["task_metadata_error"] = str(exc)
+    if info.get("launch_type") == "FARGATE":  # not on the EC2 host the variable names
+        info.pop("instance_type", None)
     return info
 
 
@@ -266,23 +270,61 @@ def versions(target: Target) -> dict[str, str | None]:
     return out
 
 
-def lustre_stripe(spec: dict[str, Any], dirs: dict[str, Path], run: Callable[..., Any] = subprocess.run) -> dict[str, Any]:
+def _bytes(size: str | int) -> int:
+    """An lfs stripe size ("1M", "64K", 1048576) in bytes."""
+    text = str(size).strip().upper()
+    unit = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+    return int(text[:-1] if unit > 1 else text) * unit
+
+
+def file_stripe(text: str) -> tuple[int, int] | None:
+    """(count, size) from ``lfs getstripe -c -S FILE``: labelled ("stripe_count: 1" ...) or, when
+    lfs prints bare values, the count then the size. None when neither is there.
+
+    >>> file_stripe("stripe_count:  1\\nstripe_size:   1048576"), file_stripe("4\\n4194304"), file_stripe("")
+    ((1, 1048576), (4, 4194304), None)
+    """
+    count, size = re.search(r"stripe_count:\s*(-?\d+)", text), re.search(r"stripe_size:\s*(\d+)", text)
+    if count and size:
+        return int(count[1]), int(size[1])
+    bare = re.findall(r"^\s*(-?\d+)\s*$", text, re.MULTILINE)
+    return (int(bare[0]), int(bare[1])) if len(bare) >= 2 else None
+
+
+def lustre_stripe(spec: dict[str, Any], dirs: dict[str, Path], run: Callable[..., Any] = subprocess.run,
+                  files: tuple[Path, ...] | list[Path] = ()) -> dict[str, Any]:
     """Sets the preset's Lustre layout (``lustre_stripe``: count and size; R4 ran with stripe count
     1, stripe size 1 MiB, the file system's default then) on the directories the preset's files
     are made in, before they are made (``lfs setstripe`` on a directory applies to files added to it
     afterwards; ``lfs getstripe -d`` shows the directory's own: Lustre wiki, "Configuring Lustre
-    File Striping"), and reads back what each directory has: run.json records both. Raises
-    OSError when lfs fails."""
+    File Striping"), and reads back what each directory has: run.json records both.
+    A file already laid out by an earlier run keeps the layout it was made with, whatever its
+    directory says now: each of ``files`` that exists is read back (``lfs getstripe -c -S``) and,
+    when it differs, removed so the layout step writes it again under the directory's layout
+    (recorded as ``relaid``). Raises OSError when lfs fails."""
     want = spec["lustre_stripe"]
     got: dict[str, Any] = {"asked": want}
+
+    def lfs(argv: list[str]) -> str:
+        proc = run(argv, capture_output=True, text=True, timeout=60)
+        if proc.returncode:
+            raise OSError(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip()[-300:]}")
+        return str(proc.stdout)
+
     for label, d in dirs.items():
         d.mkdir(parents=True, exist_ok=True)
-        for argv in (["lfs", "setstripe", "-c", str(want["count"]), "-S", str(want["size"]), str(d)],
-                     ["lfs", "getstripe", "-d", str(d)]):
-            proc = run(argv, capture_output=True, text=True, timeout=60)
-            if proc.returncode:
-                raise OSError(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip()[-300:]}")
-        got[label] = proc.stdout.strip()
+        lfs(["lfs", "setstripe", "-c", str(want["count"]), "-S", str(want["size"]), str(d)])
+        got[label] = lfs(["lfs", "getstripe", "-d", str(d)]).strip()
+    asked = (int(want["count"]), _bytes(want["size"]))
+    relaid: list[str] = []
+    for f in files:
+        if not f.exists():
+            continue
+        if file_stripe(lfs(["lfs", "getstripe", "-c", "-S", str(f)])) != asked:
+            f.unlink()
+            relaid.append(f.name)
+    if files:
+        got["relaid"] = relaid
     return got
 
 
@@ -377,7 +419,8 @@ def run(target: Target, preset: str, scale: str, sink: ResultSink, *, workdir: s
                     run_dir.mkdir(parents=True)
                     spec = raw_spec(preset)
                     if target.kind == "lustre" and spec.get("lustre_stripe"):
-                        run_doc["lustre_stripe"] = lustre_stripe(spec, {"run_dir": run_dir, **({"layout_dir": layout_dir} if plan.layout else {})})
+                        run_doc["lustre_stripe"] = lustre_stripe(spec, {"run_dir": run_dir, **({"layout_dir": layout_dir} if plan.layout else {})},
+                                                                files=[layout_dir / f.path for f in plan.layout])
                     if plan.layout:
                         run_doc["layout"] = layout_mod.ensure(plan.layout, layout_dir, layout_stat(target, plan, layout_dir)).to_json()
                     run_doc["layout_s"] = run_doc.get("layout", {}).get("seconds", 0.0)
