@@ -30,9 +30,6 @@ def member_assumes(stack: DeployedStack) -> list[Any]:
     return [c for c in stack.calls if c.operation == "AssumeRole" and c.params["RoleArn"].split(":")[4] in (MEMBER_A, MEMBER_B)]
 
 
-@pytest.mark.xfail(strict=True, reason="needs xaccount: ExternalId on every member AssumeRole (prober, reader), sts:AssumeRole "
-                   "granted to every caller (Housekeeping, CollectSignals); needs routemodel: CollectSignals reads the "
-                   "registry's member routes (so it assumes their reader role)")
 def test_e_with_an_external_id_every_cross_account_call_carries_it_and_is_allowed(stack: DeployedStack) -> None:
     assumes = member_assumes(stack)
     assert {c.function for c in assumes} >= {"Inventory", "UploadProbe", "PollReplication", "Cleanup", "Heartbeat", "CollectSignals"}
@@ -42,14 +39,11 @@ def test_e_with_an_external_id_every_cross_account_call_carries_it_and_is_allowe
 
 
 def test_e_without_the_external_id_the_member_role_refuses(stack: DeployedStack) -> None:
-    """The member roles require it (templates/member-account.yaml ExternalId): the inventory sends it
-    and is let in; an AssumeRole without it is refused by the trust policy, and the step fails as in
-    AWS (AccessDenied raised to the code: the probe never reaches the member bucket)."""
-    inventory = [c for c in member_assumes(stack) if c.function == "Inventory"]
-    assert inventory and all(c.params.get("ExternalId") == EXTERNAL_ID and not c.denied for c in inventory)
-    without = [c for c in member_assumes(stack) if not c.params.get("ExternalId")]
-    assert without and all(c.denied for c in without)
-    # The same call with it is let in: the refusal is the ExternalId's (the caller's role allows it).
-    probing = next(c for c in without if c.function == "UploadProbe")
-    assert stack._authorize("sts", "AssumeRole", {**probing.params, "ExternalId": EXTERNAL_ID}, HOME, probing.principal) == []
-    assert not any(c.operation == "PutObject" and c.params["Bucket"] == ROUTE for c in stack.calls)
+    """The member roles require it (templates/member-account.yaml ExternalId): each member AssumeRole
+    the functions made, replayed without it, is refused by the role's trust policy, and let in with
+    it (the refusal is the ExternalId's: the caller's role allows the call)."""
+    for c in {(c.function, c.params["RoleArn"]): c for c in member_assumes(stack)}.values():
+        without = {k: v for k, v in c.params.items() if k != "ExternalId"}
+        assert stack._authorize("sts", "AssumeRole", without, HOME, c.principal), (c.function, c.params["RoleArn"])
+        assert stack._authorize("sts", "AssumeRole", {**without, "ExternalId": "wrong"}, HOME, c.principal)
+        assert stack._authorize("sts", "AssumeRole", {**without, "ExternalId": EXTERNAL_ID}, HOME, c.principal) == []

@@ -6,7 +6,6 @@ decided by the IAM evaluator, the schedules stepped on a clock. Each scenario as
 operator sees: metrics (EMF), fleet alarm states and their notifications, the Heartbeat's message,
 `replmon report --fleet`, what is left in the buckets.
 
-Scenarios that wait for another part of the fleet work are strict xfails naming it.
 
 AWS behaviour the harness encodes (each cited where it is emulated or mapped):
 - A cross-account AssumeRole needs the caller's identity policy and the role's trust policy; a
@@ -56,8 +55,6 @@ def test_a_a_tagged_member_pair_across_regions_is_discovered_and_probed_through_
     assert len(steady.points("StallSeconds", Route=ROUTE)) >= 6
 
 
-@pytest.mark.xfail(strict=True, reason="needs routemodel: CollectSignals reads the registry (RpoSeconds, SLO for registry "
-                   "routes); needs xaccount: S3's replication metrics read as the member reader where S3 publishes them")
 def test_a_its_rpo_slo_and_rtc_metrics_are_emitted_and_readable(steady: DeployedStack) -> None:
     assert steady.points("RpoSeconds", Route=ROUTE), "no RpoSeconds for the route"
     assert steady.points("SloBurnPage", Route=ROUTE), "no SLO burn for the route"
@@ -70,8 +67,8 @@ def test_a_its_rpo_slo_and_rtc_metrics_are_emitted_and_readable(steady: Deployed
 
 
 def test_a_the_stacks_own_route_gets_its_rpo_from_the_collector(steady: DeployedStack) -> None:
-    """Today's single route (REPLMON_DEFAULTS) through the same wiring: RpoSeconds from CollectSignals,
-    with S3's RTC latency read in the hub (the demo pair is the hub's, same Region)."""
+    """The stack's own route (the StackRoute registry item) through the same wiring: RpoSeconds from
+    CollectSignals, with S3's RTC latency read in the hub (the demo pair is the hub's, same Region)."""
     rpo = steady.points("RpoSeconds", Route="primary")
     assert len(rpo) == 1 and all(0 < p.value < 900 for p in rpo)
     assert steady.alarm_state("RpoAboveTargetG00Alarm", "primary") == "OK"
@@ -80,7 +77,6 @@ def test_a_the_stacks_own_route_gets_its_rpo_from_the_collector(steady: Deployed
     assert primary["rpo"]["inputs"]["rtc_replication_latency"] is not None
 
 
-@pytest.mark.xfail(strict=True, reason="needs optin: discovery is opt-in by tag (an untagged bucket is found, not enrolled)")
 def test_f_an_untagged_bucket_is_listed_as_not_enrolled_and_never_probed(steady: DeployedStack) -> None:
     untagged = next(r for r in steady.registry() if r.name == UNTAGGED)
     assert not untagged.probing
