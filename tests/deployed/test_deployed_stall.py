@@ -21,8 +21,9 @@ pytestmark = pytest.mark.deployed
 
 @pytest.fixture(scope="module")
 def stall() -> Iterator[dict[str, Any]]:
-    """Three healthy minutes; replication of the route stops for 5 minutes; it works again for 5
-    (RouteStalled alarms on 1 of 3 one-minute periods: OK once three minutes read no stall)."""
+    """Three healthy minutes; replication of the route stops for 5 minutes; it works again for 6
+    (the Heartbeat reads no stall within 2 minutes; RouteStalled alarms on 1 of 3 one-minute
+    periods: OK once three periods read no stall)."""
     with deployed() as stack:
         stack.advance(minutes=3)
         seen: dict[str, Any] = {"stack": stack, "stopped": stack.clock.now()}
@@ -36,7 +37,7 @@ def stall() -> Iterator[dict[str, Any]]:
         seen["pages_5min"] = stack.pages(naming=ROUTE, since=seen["stopped"])
         seen["resumed"] = stack.clock.now()
         stack.resume(ROUTE)
-        stack.advance(minutes=5)
+        stack.advance(minutes=6)
         seen["final"] = {a: stack.alarm_state(a, ROUTE) for a in ("RouteStalledG00Alarm", "RpoAboveTargetG00Alarm", "RpoUnboundedG00Alarm")}
         seen["pages_end"] = stack.pages(naming=ROUTE, since=seen["stopped"])
         seen["tickets_end"] = stack.tickets(naming=ROUTE, since=seen["stopped"])

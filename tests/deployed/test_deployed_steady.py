@@ -34,25 +34,26 @@ pytestmark = pytest.mark.deployed
 
 @pytest.fixture(scope="module")
 def steady() -> Any:
-    """Six minutes of the fleet as deployed (a probe run, six heartbeats, a collector run after it)."""
+    """Eleven minutes of the fleet as deployed: two probe runs (the 5- and 10-minute ticks), a
+    heartbeat a minute, two collector runs (the second reads the first run's completed probes)."""
     with deployed() as stack:
-        stack.advance(minutes=6)
+        stack.advance(minutes=11)
         yield stack
 
 
 def test_a_a_tagged_member_pair_across_regions_is_discovered_and_probed_through_the_handlers(steady: DeployedStack) -> None:
     route = next(r for r in steady.registry() if r.name == ROUTE)
     assert route.source.account == MEMBER_A and route.destinations[0].region == AWAY and route.probing
-    assert uploads(steady, ROUTE) == 1  # ProbeClasses 1KiB@5m: one probe at the 5-minute tick
+    assert uploads(steady, ROUTE) == 2  # ProbeClasses 1KiB@5m: one probe at each 5-minute tick
     records = steady.deps("Report").store.query(ROUTE, 0, 4e9)
-    assert [r.status.value for r in records] == ["COMPLETED"]
-    assert len(steady.points("ReplicationLatencySeconds", Route=ROUTE)) == 1
+    assert [r.status.value for r in records] == ["COMPLETED", "COMPLETED"]
+    assert len(steady.points("ReplicationLatencySeconds", Route=ROUTE)) == 2
     # The probe's calls were made as member A's prober role, in each bucket's own Region, and allowed.
     heads = [c for c in steady.calls if c.function == "PollReplication" and c.operation == "HeadObject" and c.params["Bucket"] == "orders-dr"]
     assert heads and {(c.principal, c.region) for c in heads} == {(f"arn:aws:iam::{MEMBER_A}:role/replmon-prober", AWAY)}
     assert [c for c in steady.denied() if c.function in PROBE_FUNCTIONS] == []
     # The heartbeat runs on it too, every minute.
-    assert len(steady.points("StallSeconds", Route=ROUTE)) >= 6
+    assert len(steady.points("StallSeconds", Route=ROUTE)) >= 11
 
 
 def test_a_its_rpo_slo_and_rtc_metrics_are_emitted_and_readable(steady: DeployedStack) -> None:
@@ -70,7 +71,7 @@ def test_a_the_stacks_own_route_gets_its_rpo_from_the_collector(steady: Deployed
     """The stack's own route (the StackRoute registry item) through the same wiring: RpoSeconds from
     CollectSignals, with S3's RTC latency read in the hub (the demo pair is the hub's, same Region)."""
     rpo = steady.points("RpoSeconds", Route="primary")
-    assert len(rpo) == 1 and all(0 < p.value < 900 for p in rpo)
+    assert len(rpo) == 2 and all(0 < p.value < 900 for p in rpo)
     assert steady.alarm_state("RpoAboveTargetG00Alarm", "primary") == "OK"
     collected = [i.result for i in steady.invocations if i.function == "CollectSignals"][-1]
     primary = next(r for r in collected["routes"] if r["route"] == "primary")
@@ -82,7 +83,8 @@ def test_f_an_untagged_bucket_is_listed_as_not_enrolled_and_never_probed(steady:
     assert not untagged.probing
     assert not [c for c in steady.calls if c.params.get("Bucket") in (UNTAGGED, "plain-dr") and c.operation == "PutObject"]
     _, out = replmon(steady, "fleet")
-    assert "not enrolled" in out, out
+    row = next(line for line in out.splitlines() if f" {UNTAGGED} " in line)
+    assert " off " in row and "NOT_ENROLLED" in row, out
 
 
 def test_the_harness_gate_refuses_what_a_role_does_not_grant(steady: DeployedStack) -> None:
