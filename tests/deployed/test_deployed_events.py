@@ -5,7 +5,6 @@ FleetPagesG00Rule EventBridge rule, naming the route)."""
 from __future__ import annotations
 
 import json
-
 from collections.abc import Iterator
 from typing import Any
 

@@ -32,7 +32,10 @@ def member_assumes(stack: DeployedStack) -> list[Any]:
 
 def test_e_with_an_external_id_every_cross_account_call_carries_it_and_is_allowed(stack: DeployedStack) -> None:
     assumes = member_assumes(stack)
-    assert {c.function for c in assumes} >= {"Inventory", "UploadProbe", "PollReplication", "Cleanup", "Heartbeat", "CollectSignals"}
+    assert {c.function for c in assumes} >= {"Inventory", "UploadProbe", "PollReplication", "Cleanup", "Housekeeping", "Heartbeat",
+                                             "CollectSignals"}
+    # CollectSignals reads S3's replication metrics as the member's reader role, every other caller as its prober
+    assert {c.params["RoleArn"].split("/")[-1] for c in assumes if c.function == "CollectSignals"} == {"replmon-reader"}
     assert [c for c in assumes if c.params.get("ExternalId") != EXTERNAL_ID] == []
     assert stack.denied() == []
     assert uploads(stack, ROUTE) == 1 and stack.deps("Report").store.query(ROUTE, 0, 4e9)

@@ -8,7 +8,6 @@ evidence goes to the ticket topic (REPLMON_EVIDENCE_TOPIC_ARN)."""
 from __future__ import annotations
 
 import json
-
 from collections.abc import Iterator
 from typing import Any
 
