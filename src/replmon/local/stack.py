@@ -35,13 +35,13 @@ The IAM evaluator and the mapping of an API call to its IAM actions are passed i
 A scenario (tests/deployed/ has them all; docs/DEPLOYED.md)::
 
     with DeployedStack(authorizer) as stack:
-        pair = stack.bucket_pair(MEMBER_A, "orders", HOME, MEMBER_A, "orders-dr", AWAY, tags={"replmon:probe": "on"})
+        pair = stack.bucket_pair(MEMBER_A, "orders", HOME, MEMBER_A, "orders-dr", AWAY, tags={"replmon:enroll": "true"})
         stack.invoke("Inventory", {})                 # or wait for its schedule
         stack.advance(minutes=6)                      # a probe run, heartbeats, the collector, the alarms
         stack.points("ReplicationLatencySeconds", Route="orders")   # what CloudWatch holds (EMF)
         stack.stall(pair.source)                      # replication of the pair stops
         stack.advance(minutes=2)
-        stack.pages(naming="orders")                  # messages on the page topic naming it
+        stack.pages(naming="orders")                  # page-topic messages naming it (FleetPages rules)
         stack.alarm_state("RouteStalledG00Alarm", "orders")          # "ALARM"
         with stack.operator():                        # the hub's operator: `replmon report --fleet` ...
             ...
