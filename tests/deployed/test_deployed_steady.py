@@ -28,6 +28,7 @@ from replmon.local.stack import AWAY, HOME, HUB, MEMBER_A, MEMBER_B, DeployedSta
 from tests.deployed.scenario import PROBE_FUNCTIONS, ROUTE, UNTAGGED, deployed, replmon, uploads
 
 pytestmark = pytest.mark.deployed
+EXTERNAL_ID = "replmon-ext-7f3a"
 
 
 
@@ -35,8 +36,9 @@ pytestmark = pytest.mark.deployed
 @pytest.fixture(scope="module")
 def steady() -> Any:
     """Eleven minutes of the fleet as deployed: two probe runs (the 5- and 10-minute ticks), a
-    heartbeat a minute, two collector runs (the second reads the first run's completed probes)."""
-    with deployed() as stack:
+    heartbeat a minute, two collector runs (the second reads the first run's completed probes); the
+    member roles require an ExternalId, the hub's MemberExternalId sends it (scenario (e))."""
+    with deployed(member_external_id=EXTERNAL_ID) as stack:
         stack.advance(minutes=11)
         yield stack
 
@@ -98,3 +100,33 @@ def test_the_harness_gate_refuses_what_a_role_does_not_grant(steady: DeployedSta
     assert steady._authorize("s3", "PutObject", {"Bucket": ROUTE, "Key": "elsewhere/x"}, HOME,
                              f"arn:aws:iam::{MEMBER_A}:role/replmon-prober")
     assert HUB not in (MEMBER_A, MEMBER_B)
+
+
+# (e) With MemberExternalId set (and the member roles requiring it), every cross-account call carries it;
+# without it the member role refuses. AWS: a cross-account AssumeRole needs the caller's identity policy
+# and the role's trust policy; a trust policy's ``sts:ExternalId`` condition refuses a request without
+# it ("AssumeRole", STS API reference, https://docs.aws.amazon.com/STS/latest/APIReference/API_AssumeRole.html).
+def member_assumes(stack: DeployedStack) -> list[Any]:
+    return [c for c in stack.calls if c.operation == "AssumeRole" and c.params["RoleArn"].split(":")[4] in (MEMBER_A, MEMBER_B)]
+
+
+def test_e_with_an_external_id_every_cross_account_call_carries_it_and_is_allowed(steady: DeployedStack) -> None:
+    assumes = member_assumes(steady)
+    assert {c.function for c in assumes} >= {"Inventory", "UploadProbe", "PollReplication", "Cleanup", "Housekeeping", "Heartbeat",
+                                             "CollectSignals"}
+    # CollectSignals reads S3's replication metrics as the member's reader role, every other caller as its prober
+    assert {c.params["RoleArn"].split("/")[-1] for c in assumes if c.function == "CollectSignals"} == {"replmon-reader"}
+    assert [c for c in assumes if c.params.get("ExternalId") != EXTERNAL_ID] == []
+    assert steady.denied() == []
+    assert uploads(steady, ROUTE) == 2 and steady.deps("Report").store.query(ROUTE, 0, 4e9)
+
+
+def test_e_without_the_external_id_the_member_role_refuses(steady: DeployedStack) -> None:
+    """The member roles require it (templates/member-account.yaml ExternalId): each member AssumeRole
+    the functions made, replayed without it, is refused by the role's trust policy, and let in with
+    it (the refusal is the ExternalId's: the caller's role allows the call)."""
+    for c in {(c.function, c.params["RoleArn"]): c for c in member_assumes(steady)}.values():
+        without = {k: v for k, v in c.params.items() if k != "ExternalId"}
+        assert steady._authorize("sts", "AssumeRole", without, HOME, c.principal), (c.function, c.params["RoleArn"])
+        assert steady._authorize("sts", "AssumeRole", {**without, "ExternalId": "wrong"}, HOME, c.principal)
+        assert steady._authorize("sts", "AssumeRole", {**without, "ExternalId": EXTERNAL_ID}, HOME, c.principal) == []
