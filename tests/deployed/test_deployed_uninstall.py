@@ -37,8 +37,9 @@ def test_g_the_documented_uninstall_leaves_no_probe_object_in_the_stacks_buckets
     assert {b: uninstalled["after"][b] for b in uninstalled["own"]} == {b: [] for b in uninstalled["own"]}
 
 
-@pytest.mark.xfail(strict=True, reason="needs lead: `replmon uninstall` covers the registry's member buckets (today: the stack's "
-                   "own pair only); a stalled route's pending heartbeats are left in member A")
+@pytest.mark.xfail(strict=True, reason="not built: `replmon uninstall --stack-name` cleans only the stack's own pair (the "
+                   "SourceBucket/DestinationBucket outputs, cli/uninstall.py); it reads no registry route and assumes no "
+                   "member role, so the stalled member route's pending heartbeats stay in member A's orders-src")
 def test_g_the_documented_uninstall_leaves_no_probe_object_in_any_member_bucket(uninstalled: dict[str, Any]) -> None:
     assert uninstalled["before"][ROUTE], "nothing in flight: the scenario would test nothing"
     assert uninstalled["after"] == {b: [] for b in uninstalled["after"]}

@@ -35,13 +35,13 @@ The IAM evaluator and the mapping of an API call to its IAM actions are passed i
 A scenario (tests/deployed/ has them all; docs/DEPLOYED.md)::
 
     with DeployedStack(authorizer) as stack:
-        pair = stack.bucket_pair(MEMBER_A, "orders", HOME, MEMBER_A, "orders-dr", AWAY, tags={"replmon:probe": "on"})
+        pair = stack.bucket_pair(MEMBER_A, "orders", HOME, MEMBER_A, "orders-dr", AWAY, tags={"replmon:enroll": "true"})
         stack.invoke("Inventory", {})                 # or wait for its schedule
         stack.advance(minutes=6)                      # a probe run, heartbeats, the collector, the alarms
         stack.points("ReplicationLatencySeconds", Route="orders")   # what CloudWatch holds (EMF)
         stack.stall(pair.source)                      # replication of the pair stops
         stack.advance(minutes=2)
-        stack.pages(naming="orders")                  # messages on the page topic naming it
+        stack.pages(naming="orders")                  # page-topic messages naming it (FleetPages rules)
         stack.alarm_state("RouteStalledG00Alarm", "orders")          # "ALARM"
         with stack.operator():                        # the hub's operator: `replmon report --fleet` ...
             ...
@@ -133,9 +133,10 @@ class Notification:
 
     topic: str  # "page" | "ticket" | the topic ARN when it is neither
     source: str  # the function, or "alarm:<logical id>"
-    subject: str
+    subject: str  # empty for what an EventBridge rule forwards (SNS has no subject for it)
     message: str
     at: float
+    state: str = ""  # an alarm contributor's new state (ALARM, OK); empty for a function's Publish
 
     def names(self, route: str) -> bool:
         return route in self.message or route in self.subject
@@ -317,7 +318,28 @@ class DeployedStack:
                                          plan_s3=self.admin("s3", HUB), name=f"{STACK}-replication-probe")
         self._stack.enter_context(self.machine)
         self._stack.enter_context(wiring.injected(_LazyDeps(self)))
+        self.page_rules = self._read_contributor_rules()
+        if self.resolver.exists("StackRoute"):
+            self.deploy_stack_route()
         return self
+
+    def deploy_stack_route(self, request: str = "Create") -> dict[str, Any]:
+        """CloudFormation's request for the StackRoute custom resource (template.yaml: its properties,
+        resolved), handed to its ServiceToken, the Inventory function; the answer CloudFormation
+        reads from the pre-signed URL is returned (never sent: no traffic leaves the process)."""
+        from replmon.fleet import stack_route
+
+        answers: list[dict[str, Any]] = []
+        props = self.resolver.resolve(self.template["Resources"]["StackRoute"]["Properties"])
+        event = {"RequestType": request, "ResponseURL": "https://cloudformation-custom-resource-response.invalid/harness",
+                 "StackId": f"arn:aws:cloudformation:{HOME}:{HUB}:stack/{STACK}/harness", "RequestId": str(uuid.uuid4()),
+                 "LogicalResourceId": "StackRoute", "ResourceType": "Custom::StackRoute", "ResourceProperties": props}
+        if request != "Create":
+            event["PhysicalResourceId"] = str(props.get("RouteName"))
+        with mock.patch.object(stack_route, "_put_response", lambda url, body: answers.append(body)):
+            self.invoke("Inventory", event)
+        assert answers and answers[-1]["Status"] == "SUCCESS", f"StackRoute {request} failed: {answers}"
+        return answers[-1]
 
     def __exit__(self, *exc: object) -> None:
         for event in self._hangs.values():
@@ -580,9 +602,7 @@ class DeployedStack:
             yield
 
     def _published(self, call: Call, params: dict[str, Any]) -> None:
-        arn = params.get("TopicArn", "")
-        topic = "page" if arn == self.page_topic else "ticket" if arn == self.ticket_topic else arn
-        self.notifications.append(Notification(topic, call.function, str(params.get("Subject", "")), str(params.get("Message", "")),
+        self.notifications.append(Notification(self._topic(params.get("TopicArn", "")), call.function, str(params.get("Subject", "")), str(params.get("Message", "")),
                                                self.clock.now()))
 
     # ------------------------------------------------------------------ S3 replication (moto never replicates)
@@ -698,15 +718,17 @@ class DeployedStack:
         return self._deps[function]
 
     def _cached_per_function(self, service: str, call: Any, region: str | None = None, endpoint_url: str | None = None,
-                             keys: tuple[str, str] | None = None, profile: str | None = None, role_arn: str | None = None) -> Any:
+                             keys: tuple[str, str] | None = None, profile: str | None = None, role_arn: str | None = None,
+                             external_id: str | None = None) -> Any:
         """adapters/clients.py ``cached``, one cache per function (each function is its own Lambda
         execution environment, with its own role's credentials)."""
         from replmon.adapters import clients
 
-        key = (self._current, os.environ.get("AWS_ACCESS_KEY_ID"), service, call, region, endpoint_url, keys, profile, role_arn)
+        key = (self._current, os.environ.get("AWS_ACCESS_KEY_ID"), service, call, region, endpoint_url, keys, profile, role_arn,
+               external_id)
         if key not in self._client_cache:
             self._client_cache[key] = clients.client(service, call, region=region, endpoint_url=endpoint_url, keys=keys,
-                                                     profile=profile, role_arn=role_arn)
+                                                     profile=profile, role_arn=role_arn, external_id=external_id)
         return self._client_cache[key]
 
     def _handler(self, function: str) -> Callable[[dict[str, Any], Any], Any]:
@@ -968,9 +990,33 @@ class DeployedStack:
                 out[name] = (AlarmEvaluator.from_properties(props), props)
         return out
 
+    def _read_contributor_rules(self) -> dict[str, list[str]]:
+        """Alarm logical id -> the topics its contributors' state changes reach through an EventBridge
+        rule of template.yaml matching "CloudWatch Alarm Contributor State Change" on its ARN."""
+        out: dict[str, list[str]] = {}
+        r = self.resolver
+        for name, res in self.template["Resources"].items():
+            props = res.get("Properties", {})
+            pattern = props.get("EventPattern") or {}
+            if res.get("Type") != "AWS::Events::Rule" or not r.exists(name) or \
+                    "CloudWatch Alarm Contributor State Change" not in pattern.get("detail-type", []):
+                continue
+            targets = [str(r.resolve(t["Arn"])) for t in props.get("Targets", [])]
+            for ref in pattern.get("resources", []):
+                att = ref.get("Fn::GetAtt") if isinstance(ref, dict) else None
+                logical = (att.split(".")[0] if isinstance(att, str) else att[0]) if att else None
+                if logical:
+                    out.setdefault(logical, []).extend(targets)
+        return out
+
+    def _topic(self, arn: str) -> str:
+        return "page" if arn == self.page_topic else "ticket" if arn == self.ticket_topic else arn
+
     def evaluate_alarms(self) -> None:
         """Each Metrics Insights alarm at the clock's minute; a contributor's change of state notifies
-        the alarm's topic (AlarmActions on ALARM, OKActions on OK) naming the route."""
+        the alarm's topic (AlarmActions on ALARM, OKActions on OK) naming the route, and goes to
+        EventBridge as a "CloudWatch Alarm Contributor State Change" event, which the stack's rules
+        forward to their topic (the event as the message, no subject)."""
         now = self.clock.now()
         for name, (ev, props) in self.alarms.items():
             state = ev.step(now, self._points.get(ev.query.metric, []))
@@ -978,12 +1024,21 @@ class DeployedStack:
             for key, c in state.contributors.items():
                 if before.get(key, "OK") != c.state:
                     actions = props.get("AlarmActions" if c.state == "ALARM" else "OKActions") or []
+                    alarm_name = props.get("AlarmName") or f"{STACK}-{name}"
                     for arn in actions:
-                        topic = "page" if arn == self.page_topic else "ticket" if arn == self.ticket_topic else arn
                         self.notifications.append(Notification(
-                            topic, f"alarm:{name}", f'{c.state}: "{props.get("AlarmName", name)}" in {HOME}',
-                            json.dumps({"AlarmName": name, "NewStateValue": c.state, "NewStateReason": c.reason,
-                                        "AlarmContributorAttributes": c.attributes}), now))
+                            self._topic(arn), f"alarm:{name}", f'{c.state}: "{alarm_name}" in {HOME}',
+                            json.dumps({"AlarmName": alarm_name, "NewStateValue": c.state, "NewStateReason": c.reason,
+                                        "AlarmContributorAttributes": c.attributes}), now, c.state))
+                    event = {"version": "0", "id": str(uuid.uuid4()), "detail-type": "CloudWatch Alarm Contributor State Change",
+                             "source": "aws.cloudwatch", "account": HUB, "region": HOME,
+                             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
+                             "resources": [f"arn:aws:cloudwatch:{HOME}:{HUB}:alarm:{alarm_name}"],
+                             "detail": {"alarmName": alarm_name, "alarmContributor": {"attributes": c.attributes},
+                                        "state": {"value": c.state, "reason": c.reason},
+                                        "previousState": {"value": before.get(key, "OK")}}}
+                    for arn in self.page_rules.get(name, []):
+                        self.notifications.append(Notification(self._topic(arn), f"alarm:{name}", "", json.dumps(event), now, c.state))
                 before[key] = c.state
 
     def alarm_state(self, alarm: str, route: str) -> str:
