@@ -28,8 +28,10 @@ def test_a_hung_route_of_a_lab_fleet_is_the_only_contributor_the_fleet_alarm_put
     with Lab(tmp_path / "lab") as lab:
         fleet = setup_fleet(lab, 6)
         reasons = {s["bucket"]: s["reason"] for s in fleet.survey}
-        # the inventory's own verdicts, each refused bucket with the reason it must give; the lab's own route is found too
-        assert reasons == {**{route_bucket(i): "OK" for i in range(1, 7)}, **REFUSED, UNREPLICATED: NOT_REPLICATED, SOURCE_BUCKET: "OK"}
+        # the inventory's own verdicts, each refused bucket with the reason it must give; the lab's own pair is
+        # found, not enrolled (untagged: probes are opt-in; the lab's route is its registry's explicit item)
+        assert reasons == {**{route_bucket(i): "OK" for i in range(1, 7)}, **REFUSED, UNREPLICATED: NOT_REPLICATED,
+                           SOURCE_BUCKET: "NOT_ENROLLED"}
         assert [r["name"] for r in fleet.routes] == [route_bucket(i) for i in range(1, 7)]
         rep = fleet_fault(fleet, "app-04", "hang", load_handler("Heartbeat"), warmup_periods=2, tail_periods=1, progress=lambda _: None)
         assert lab.toxiproxy.toxics("replication-app-04") == []

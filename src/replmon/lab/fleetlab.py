@@ -42,7 +42,17 @@ from replmon.core.fleetconfig import FleetSettings
 from replmon.core.partitions import HEARTBEAT_STATE, LEASE, live_partition
 from replmon.lab.lab import DEST_BUCKET, PREFIX, REPLICATION_RULE, SOURCE_BUCKET, Lab, s3_statements
 from replmon.lab.servers import LabError
-from replmon.lab.stallbench import ALARM, LAB_FLOOR, LAB_PERIOD, Recorder, TimedNotifier, contributor_transitions, first, heartbeat_driver
+from replmon.lab.stallbench import (
+    ALARM,
+    LAB_FLOOR,
+    LAB_PERIOD,
+    Recorder,
+    TimedNotifier,
+    alarm_window,
+    contributor_transitions,
+    first,
+    heartbeat_driver,
+)
 
 __all__ = ["FleetLab", "fleet_fault", "fleet_leftovers", "member_policy", "named_only", "run_fleet_bench", "setup_fleet"]
 
@@ -226,6 +236,7 @@ def fleet_fault(fleet: FleetLab, route: str, fault: str, handler: Callable[..., 
     """Heartbeats on every route of the fleet (one Heartbeat invocation a period for the group, as
     deployed); ``fault`` on ``route``'s listener until it is STALLED, then healed until HEALTHY; the
     fleet alarm's contributors over the whole run, and what was left under the probe prefix."""
+    tail_periods = max(tail_periods, alarm_window() + 1)  # the alarm's OK needs its window of clean minutes
     if route not in fleet.proxies:
         raise LabError(f"--route {route!r}: not a route the inventory found in the lab fleet ({', '.join(sorted(fleet.proxies))})")
     rng = rng or random.Random()

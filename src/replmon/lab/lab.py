@@ -397,6 +397,15 @@ class Lab:
 
         registry = wiring.local_registry(self.store())
         upsert_stack_route(registry, spec_of_route(route, groups=1))
+        self.forget_cached_routes()
+
+    @staticmethod
+    def forget_cached_routes() -> None:
+        """IngestEvents reuses the registry's routes for a minute (entry/ingest_events.py); a lab test
+        registers a route and sends its events at once, so the lab's in-process function re-reads."""
+        from replmon.entry import ingest_events
+
+        ingest_events._routes.clear()
 
     def events_to(self, routes: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
         """IngestEvents maps events onto these routes too from now on (a chaos run's own route: put

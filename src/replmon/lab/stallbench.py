@@ -257,12 +257,22 @@ def heartbeat_driver(handler: Callable[..., Any], periods: int | None = None) ->
     return driver
 
 
+def alarm_window() -> int:
+    """RouteStalled's EvaluationPeriods (fleet/alarms.py): the minutes a breach stays in its window."""
+    from replmon.fleet.alarms import FLEET_ALARMS
+
+    return next(a.evaluation_periods for a in FLEET_ALARMS if a.name == "RouteStalled")
+
+
 def one_fault(lab: Any, route: dict[str, Any], fault: str, deps_for: Callable[..., Any], driver: Callable[[Any], Driver],
               warmup_periods: int = 3, tail_periods: int = 2) -> dict[str, Any]:
     """Healthy for ``warmup_periods``, the fault until the route is STALLED (at most 15 periods), the
     alarm's next minutes, healed until HEALTHY (at most 30 periods: MinIO re-checks the healed
-    target first), then ``tail_periods``; the times of each, measured."""
+    target first), then ``tail_periods`` (at least the alarm's window and one more: its OK needs that
+    many clean minutes); the times of each, measured."""
     from replmon.lab.lab import REPLICATION_PROXY
+
+    tail_periods = max(tail_periods, alarm_window() + 1)
 
     recorder, notifier = Recorder(), TimedNotifier()
     with driver(deps_for(route, recorder, notifier)) as d:
