@@ -39,7 +39,9 @@ def test_the_layer_holds_the_domain_adapters_and_entry_points_only(layer: Path) 
     pkg = layer / "replmon"
     assert (pkg / "probe" / "steps.py").exists() and (pkg / "adapters" / "s3.py").exists() and (pkg / "entry" / "poll_replication.py").exists()
     assert (pkg / "core" / "defaults.json").exists() and (pkg / "probe" / "ladders.json").exists()
-    for local_only in ("cli", "local", "lab", "cost"):
+    # PlanProbes' fleet caps price each route with the cost model (fleet/caps.py): cost ships, with its prices
+    assert (pkg / "cost" / "fleet.py").exists() and (pkg / "cost" / "pricing.json").exists()
+    for local_only in ("cli", "local", "lab"):
         assert not (pkg / local_only).exists(), f"replmon/{local_only} is not something Lambda runs"
 
 

@@ -75,12 +75,13 @@ def test_iam_has_no_wildcard_actions_on_data() -> None:
         assert "Effect: Deny" in text[m.start() - 120 : m.start()], text[m.start() - 200 : m.end()]
     assert not re.search(r"Action:\s*\"?\*\"?\s*$", text, re.M)
     # "*" resources: X-Ray's, CloudWatch GetMetricData's and Organizations ListAccounts' (no resource-level
-    # permissions) and the alarm key's own key policy (in a key policy, "*" is that key).
+    # permissions) and the alarm key's own key policy (in a key policy, "*" is that key): its account,
+    # CloudWatch alarms and the EventBridge rules that forward route pages.
     star = [m.start() for m in re.finditer(r'Resource: "\*"', text)]
     no_resource = ("xray:PutTraceSegments", "cloudwatch:GetMetricData", "organizations:ListAccounts")
-    assert len(star) == 5
+    assert len(star) == 6
     assert sum(any(a in text[i - 300 : i] for a in no_resource) for i in star) == 3
-    assert sum("KeyPolicy:" in text[i - 900 : i] for i in star) == 2
+    assert sum("KeyPolicy:" in text[i - 1500 : i] for i in star) == 3
 
 
 def test_one_source_for_target_ttl_and_runtime() -> None:

@@ -128,7 +128,7 @@ class Call:
 
 
 @dataclass
-class Notification:
+class TopicMessage:
     """A message on one of the stack's SNS topics: a function's Publish, or an alarm's (per contributor)."""
 
     topic: str  # "page" | "ticket" | the topic ARN when it is neither
@@ -254,7 +254,7 @@ class DeployedStack:
         self.clock = SteppedClock(start or (time.time() // 3600 + 48) * 3600, self._sleep_until)
         self.template = load_template(TEMPLATE)
         self.calls: list[Call] = []
-        self.notifications: list[Notification] = []
+        self.notifications: list[TopicMessage] = []
         self.invocations: list[HandlerRun] = []
         self.emf: list[tuple[str, dict[str, Any]]] = []  # (function, EMF document)
         self._points: dict[str, list[Point]] = {}  # metric -> its observations (CloudWatch's view of the EMF)
@@ -602,7 +602,7 @@ class DeployedStack:
             yield
 
     def _published(self, call: Call, params: dict[str, Any]) -> None:
-        self.notifications.append(Notification(self._topic(params.get("TopicArn", "")), call.function, str(params.get("Subject", "")), str(params.get("Message", "")),
+        self.notifications.append(TopicMessage(self._topic(params.get("TopicArn", "")), call.function, str(params.get("Subject", "")), str(params.get("Message", "")),
                                                self.clock.now()))
 
     # ------------------------------------------------------------------ S3 replication (moto never replicates)
@@ -1026,7 +1026,7 @@ class DeployedStack:
                     actions = props.get("AlarmActions" if c.state == "ALARM" else "OKActions") or []
                     alarm_name = props.get("AlarmName") or f"{STACK}-{name}"
                     for arn in actions:
-                        self.notifications.append(Notification(
+                        self.notifications.append(TopicMessage(
                             self._topic(arn), f"alarm:{name}", f'{c.state}: "{alarm_name}" in {HOME}',
                             json.dumps({"AlarmName": alarm_name, "NewStateValue": c.state, "NewStateReason": c.reason,
                                         "AlarmContributorAttributes": c.attributes}), now, c.state))
@@ -1038,17 +1038,17 @@ class DeployedStack:
                                         "state": {"value": c.state, "reason": c.reason},
                                         "previousState": {"value": before.get(key, "OK")}}}
                     for arn in self.page_rules.get(name, []):
-                        self.notifications.append(Notification(self._topic(arn), f"alarm:{name}", "", json.dumps(event), now, c.state))
+                        self.notifications.append(TopicMessage(self._topic(arn), f"alarm:{name}", "", json.dumps(event), now, c.state))
                 before[key] = c.state
 
     def alarm_state(self, alarm: str, route: str) -> str:
         """A route's contributor state in a fleet alarm (OK when it never was one)."""
         return next((s for k, s in self.alarm_states.get(alarm, {}).items() if route in k), "OK")
 
-    def pages(self, naming: str | None = None, since: float = 0.0) -> list[Notification]:
+    def pages(self, naming: str | None = None, since: float = 0.0) -> list[TopicMessage]:
         return [n for n in self.notifications if n.topic == "page" and n.at >= since and (naming is None or n.names(naming))]
 
-    def tickets(self, naming: str | None = None, since: float = 0.0) -> list[Notification]:
+    def tickets(self, naming: str | None = None, since: float = 0.0) -> list[TopicMessage]:
         return [n for n in self.notifications if n.topic == "ticket" and n.at >= since and (naming is None or n.names(naming))]
 
     def denied(self) -> list[Call]:
@@ -1221,5 +1221,17 @@ class _LazyDeps(Mapping[str, "wiring.Deps"]):
         return len(FUNCTIONS)
 
 
-__all__ = ["AWAY", "FUNCTIONS", "HOME", "HUB", "MEMBER_A", "MEMBER_B", "Authorizer", "Call", "DeployedStack", "Notification", "Pair",
-           "Schedule"]
+__all__ = [
+    "AWAY",
+    "FUNCTIONS",
+    "HOME",
+    "HUB",
+    "MEMBER_A",
+    "MEMBER_B",
+    "Authorizer",
+    "Call",
+    "DeployedStack",
+    "Pair",
+    "Schedule",
+    "TopicMessage",
+]
