@@ -45,7 +45,7 @@ def payload(lab: Lab, route: str, sizes: str, trials: int = 1, timeout: int = 12
 
 
 def test_a_store_outage_mid_run_loses_nothing_doubles_nothing_leaves_nothing(lab: Lab) -> None:
-    """DynamoDB Local is killed after the first record and comes back 8 s later: records written
+    """DynamoDB Local is killed after the first record and comes back 8-20 s later: records written
     meanwhile go to the spool and this run's Housekeeping replays them."""
     store, ddb = lab.store(), lab.servers["dynamodb"]
     route = "outage"
@@ -55,7 +55,11 @@ def test_a_store_outage_mid_run_loses_nothing_doubles_nothing_leaves_nothing(lab
         while time.time() < deadline and not store.query(route, time.time() - 600, time.time() + 60):
             time.sleep(0.05)
         ddb.stop()
-        time.sleep(8)
+        # down for at least 8 s, and on a loaded machine until a record has met the outage (at most
+        # 20 s: EndProbe's lease retries span 30 s), so the replay below always has work
+        down = time.time()
+        while time.time() - down < 8 or (lab.spool().pending() == 0 and time.time() - down < 20):
+            time.sleep(0.2)
         lab.restart("dynamodb")
 
     fault = threading.Thread(target=outage, daemon=True)
