@@ -172,6 +172,18 @@ def test_there_is_a_fleet_hub_profile_and_a_single_route_profile() -> None:
         assert sorted(re.findall(r"`(\w+)(?:=[^`]*)?`", row.split("|")[3])) == sorted(p[env]), row
 
 
+def test_the_readmes_single_route_deploys_the_route_it_preflights() -> None:
+    """The README's one-route recipe: the profile it deploys names the buckets, destination Region and rule
+    of the route its preflight checks (a cross-Region destination deployed without DestinationRegion would
+    probe the wrong Region)."""
+    readme = (ROOT / "README.md").read_text()
+    pre = re.search(r"^replmon preflight --source-bucket (\S+) --dest-bucket (\S+) --dest-region (\S+)$", readme, re.M)
+    assert pre and "--config-env existing-route" in readme
+    p = profiles()["existing-route"]
+    assert (p["SourceBucketName"], p["DestinationBucketName"], p["DestinationRegion"]) == pre.groups()
+    assert p["ReplicationRuleId"]  # RTC metrics need the rule
+
+
 @pytest.mark.parametrize("env", sorted(profiles()))
 def test_every_samconfig_profile_names_only_template_parameters(env: str) -> None:
     """A renamed or moved parameter fails here, not at `sam deploy`."""
