@@ -130,3 +130,18 @@ def test_moved_sections_are_not_duplicated(tmp_path: Path) -> None:
             flat = " ".join(para.split())
             if len(flat) > 200 and not flat.startswith(("<!--", "|", "```")):
                 assert flat[:120] not in readme, (page, flat[:80])
+
+
+def test_every_dollar_figure_of_the_readme_and_changelog_is_generated_or_checked() -> None:
+    """The README's money is in its cost block (tools/render_cost_block.py, tests/test_docs.py) or the ladder's
+    warning (tests/test_events.py); the CHANGELOG's unreleased section names only the fleet's cost cap, as
+    FleetSettings defaults it. A bench's modelled cost stays on its own page, dated."""
+    readme = (ROOT / "README.md").read_text()
+    rest = re.sub(r"<!-- cost:start -->.*?<!-- cost:end -->", "", readme, flags=re.S)
+    ladder = rest.index("**`probe_crr_ladder.json` replicates")
+    rest = rest[:ladder] + rest[rest.index("\n\n", ladder):]
+    assert re.findall(r"\$\s?\d[\d,.]*", rest) == []
+    from replmon.core.fleetconfig import FleetSettings
+
+    cap = FleetSettings().monthly_usd
+    assert set(re.findall(r"\$(\d[\d,]*(?:\.\d+)?)", unreleased())) <= {f"{cap:,.0f}"}

@@ -120,7 +120,7 @@ def facts(command: str, *, mountpoint: Path | None = None) -> dict[str, Any]:
 
 
 def finish(doc: Doc, started: float, json_path: Path, output: Path | None) -> None:
-    """Close the facts, write the JSON, then render the page and the summary block (BLOCK_FILES) from it (all atomic)."""
+    """Close the facts, write the JSON, then render the page and the README block from it (all atomic)."""
     import time
 
     doc["facts"]["load_average_end"] = load_average()
@@ -517,15 +517,13 @@ def readme_stall(doc: Doc) -> str:
     d = st["simulated"]["defaults"]
     stalled = [r["stalled_s"] for r in reps if r["stalled_s"] is not None]
     alarm = [r["alarm_s"] for r in reps if r["alarm_s"] is not None]
-    h, f30, c = st["healthy"], st["simulated"]["false_alarms_30d"], st.get("cost") or {}
+    h, f30 = st["healthy"], st["simulated"]["false_alarms_30d"]
     out = [f"Measured {doc['facts']['date']} in the lab (docs/BENCH-STALL.md; T = {T} s there): fault -> STALLED "
            f"{' / '.join(mmm(stalled, '.1f'))} s, -> RouteStalled ALARM {' / '.join(mmm(alarm, '.1f'))} s (min / median / max of "
            f"{len(reps)} `{reps[0]['fault'] if reps else '-'}` faults); simulated at the defaults (60 s, 20 s floor): STALLED "
            f"{' / '.join(mmm(d['stalled_s'], '.0f'))} s, ALARM {' / '.join(mmm(d['alarm_s'], '.0f'))} s after the fault. False alarms: "
            f"{h['stalled']} in a healthy lab run of {h['heartbeats']} heartbeats, {f30['stalled']} in {f30['days']:g} simulated days."]
-    if c:
-        out.append(f"Heartbeats cost ${c['with_metric_and_alarm_usd']:.2f} per route a month (modelled; ${c['heartbeats_usd']:.2f} without "
-                   "their metric and alarm).")
+    # No cost here: the README's cost block is `replmon cost` now; a bench's modelled cost is of its day (docs/BENCH-STALL.md).
     return "\n".join(out) + "\n"
 
 
