@@ -3,16 +3,19 @@ in the order a new user needs them, the output it shows is what the CLI prints, 
 profile names only parameters template.yaml has.
 
 AWS contracts encoded here:
-- StackSets deploy plain CloudFormation only ("StackSets concepts": a stack set's template cannot use
-  transforms that need a macro; SAM's is one): both member templates have no Transform.
-  https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/stacksets-concepts.html
+- "CloudFormation StackSets doesn't currently support creating or updating stack sets with service-managed
+  permissions from templates that reference macros", and AWS::Serverless is a macro hosted by CloudFormation
+  ("Overview of CloudFormation macros"; "Perform custom processing ... with template macros"): both member
+  templates reference no Transform, so either permission model deploys them.
+  https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/template-macros-overview.html
+  https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/template-macros.html
 - CreateStackSet takes TemplateBody, Parameters and Capabilities and answers StackSetId; CreateStackInstances
   takes Accounts and Regions and answers OperationId (CloudFormation API reference; the same shapes as
   botocore's service model, checked below).
   https://docs.aws.amazon.com/AWSCloudFormation/latest/APIReference/API_CreateStackInstances.html
-- A template that creates IAM roles with fixed names needs CAPABILITY_NAMED_IAM ("Acknowledging IAM
-  resources in CloudFormation templates").
-  https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/control-access-with-iam.html#using-iam-capabilities
+- A template that creates IAM resources with physical (custom) names needs CAPABILITY_NAMED_IAM ("If you have
+  IAM resources with custom names, you must specify CAPABILITY_NAMED_IAM"; CreateStack, Capabilities).
+  https://docs.aws.amazon.com/AWSCloudFormation/latest/APIReference/API_CreateStack.html
 """
 
 from __future__ import annotations
