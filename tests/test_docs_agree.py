@@ -145,3 +145,20 @@ def test_every_dollar_figure_of_the_readme_and_changelog_is_generated_or_checked
 
     cap = FleetSettings().monthly_usd
     assert set(re.findall(r"\$(\d[\d,]*(?:\.\d+)?)", unreleased())) <= {f"{cap:,.0f}"}
+
+
+def test_every_parameter_the_docs_set_is_a_templates_parameter() -> None:
+    """`Name=value` in README.md and docs/DEPLOY.md (prose and commands) names a parameter of template.yaml
+    or of the member template the command deploys: a renamed or moved parameter fails here, not at deploy."""
+    known: set[str] = set()
+    for t in ("template.yaml", "templates/member-account.yaml", "templates/member-region.yaml"):
+        known |= set(load_template(ROOT / t)["Parameters"])
+    used = set()
+    for page in ("README.md", "docs/DEPLOY.md"):
+        text = (ROOT / page).read_text()
+        used |= set(re.findall(r"(?<![\w:/.$-])([A-Z][a-z]+(?:[A-Z][A-Za-z0-9]*)+)=(?!=)", text))
+        used |= set(re.findall(r"ParameterKey=([A-Za-z0-9]+)", text))
+    api_fields = {"ServerSideEncryption", "ChecksumMode", "ChecksumType", "RawMessageDelivery", "OutputKey", "ParameterKey",
+                  "ParameterValue"}  # S3, SNS and the AWS CLI's own request fields
+    assert len(used - api_fields) >= 8
+    assert sorted(used - known - api_fields) == []
