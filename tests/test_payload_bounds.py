@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from replmon.core.errors import ConfigError
+from replmon.core.expert import ExpertSettings
 from replmon.entry.runtime import MAX_ERROR_CHARS
 from replmon.local.aslrun import LambdaContext, LocalStateMachine, load_handler, state_machine_handlers
 from replmon.local.template import DEFINITION
@@ -129,7 +130,7 @@ def test_the_map_array_itself_is_bounded_without_the_result_selector(runs: dict[
     # before the ResultSelector (undocumented).
     from replmon.local.template import load_template
 
-    most = load_template()["Parameters"]["FleetMaxProbes"]["MaxValue"]
+    most = ExpertSettings.model_fields["fleet_max_probes"].metadata[-1].le  # ExpertSettings fleet_max_probes' bound
     assert most * (per_child + 1) + wrapper < QUOTA, (most, per_child)
 
 
@@ -165,5 +166,5 @@ def test_every_cleanup_returning_failures_keeps_each_child_small(runs: dict[str,
     per_child = max(size(r) for r in results)
     assert per_child < 256, per_child
     wrapper = size(raw.output) - size(results)
-    most = load_template()["Parameters"]["FleetMaxProbes"]["MaxValue"]
+    most = ExpertSettings.model_fields["fleet_max_probes"].metadata[-1].le  # ExpertSettings fleet_max_probes' bound
     assert most * (per_child + 1) + wrapper < QUOTA, (most, per_child)

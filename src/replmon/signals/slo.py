@@ -146,12 +146,12 @@ def largest_target(samples: float, events: float = REFUSE_BELOW_EVENTS) -> float
     return math.floor((1.0 - events / samples) * 10_000) / 100
 
 
-def check_budget(spec: SloSpec, probes_per_run: int, field_name: str = "SloTargetPercent") -> str | None:
+def check_budget(spec: SloSpec, probes_per_run: int, field_name: str = "ExpertSettings slo_target_percent") -> str | None:
     """Refuse (ConfigError naming ``field_name`` and the fix) an SLO whose expected error budget is
     under REFUSE_BELOW_EVENTS bad samples per period; a warning (returned) under WARN_BELOW_EVENTS.
 
     >>> check_budget(SloSpec(target=0.999, period_days=30, probe_interval_seconds=900), 3)[:60]
-    'SloTargetPercent: 99.9 % over 8640 judged probes per 30 days'
+    'ExpertSettings slo_target_percent: 99.9 % over 8640 judged p'
     >>> check_budget(SloSpec(target=0.99, period_days=30, probe_interval_seconds=900), 3) is None
     True
     """
