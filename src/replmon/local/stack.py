@@ -1090,6 +1090,8 @@ class DeployedStack:
         r = self.resolver
         outputs = {}
         for k, v in self.template.get("Outputs", {}).items():
+            if "Condition" in v and not r.condition(v["Condition"]):
+                continue  # e.g. a fleet-only hub's SourceBucket
             with contextlib.suppress(KeyError):  # the roles SAM generates are not in the raw template
                 outputs[k] = str(r.resolve(v["Value"]))
         params = {k: r.ref(k) for k in ("ProbePrefix", "BucketMode", "RouteName")}
