@@ -19,6 +19,7 @@ from replmon.cli.common import (
     default_spool_dir,
     fail,
     keys_from_env,
+    require_extra,
     run_verdicts,
     stack_outputs,
 )
@@ -100,6 +101,7 @@ def probe(
     --stack-name or --dynamodb-endpoint the run is ad hoc: nothing is kept, results go to
     stdout with the same exit codes.
     """
+    require_extra("local", "probe")  # the real state machine runs under moto's interpreter
     from replmon import wiring
     from replmon.adapters.memtable import MemoryLatencyTable
     from replmon.adapters.spool import DirectorySpool
