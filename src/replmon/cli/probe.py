@@ -73,7 +73,7 @@ def probe(
     sizes: Annotated[str, typer.Option(metavar="SIZES", help="Preset name or comma-separated sizes (1MiB,64MiB,...).")] = DEFAULTS.sizes,
     trials: Annotated[int | None, typer.Option(metavar="N", help="Trials per size (default: the preset's, else 1).")] = None,
     timeout: Annotated[int, typer.Option(metavar="SECONDS", help="A probe still PENDING this long after its upload "
-                                         "started is STUCK (ProbeTimeoutSeconds).")] = DEFAULTS.timeout_seconds,
+                                         "started is STUCK (the stack's ExpertSettings probe_timeout_seconds).")] = DEFAULTS.timeout_seconds,
     target: Annotated[float, typer.Option(metavar="SECONDS", help="Latency target: a probe over it is a breach, exit 1 "
                                           "(LatencyTargetSeconds).")] = DEFAULTS.target_seconds,
     concurrency: Annotated[int, typer.Option(metavar="N", help="Probes in flight at once (MaxConcurrency).")] = DEFAULTS.max_concurrency,

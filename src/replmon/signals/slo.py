@@ -163,7 +163,7 @@ def check_budget(spec: SloSpec, probes_per_run: int, field_name: str = "ExpertSe
         best = largest_target(samples) if samples > REFUSE_BELOW_EVENTS else None
         fix = (f"lower {field_name} to at most {best:g}" if best and best >= 50 else "probe more often or with more sizes/trials")
         raise ConfigError(f"invalid SLO configuration:\n  {what}, under {REFUSE_BELOW_EVENTS:g}: one slow probe would spend "
-                          f"{100 / max(budget, 1e-9):.0f} % of it; {fix}, or lengthen SloPeriodDays")
+                          f"{100 / max(budget, 1e-9):.0f} % of it; {fix}, or lengthen ExpertSettings slo_period_days")
     if budget < WARN_BELOW_EVENTS:
         return (f"{what}: one slow probe spends {100 / budget:.0f} % of it and burn rates over short windows are 0 or "
                 f"{1 / (1 - spec.target):.0f}x per bad probe; for a steadier budget lower {field_name} to "
