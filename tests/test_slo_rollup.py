@@ -238,7 +238,6 @@ def test_the_aws_contracts_the_rollups_rely_on() -> None:
     from replmon.adapters.dynamodb import DynamoLatencyStore
     from replmon.local.tables import ensure_table
     from replmon.signals.ingest_budget import item_bytes
-    from tests.cfnutil import default_transformed
     from tests.conftest import TABLE, TEMPLATE
 
     with mock_aws():

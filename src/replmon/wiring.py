@@ -114,9 +114,8 @@ def from_env(env: Mapping[str, str] = os.environ) -> Deps:
     from replmon.adapters.registry_table import DynamoRegistry
     from replmon.adapters.s3 import S3Stores
     from replmon.adapters.spool import SqsSpool
-    from replmon.core.sizes import parse_size
-
     from replmon.core.expert import overlay
+    from replmon.core.sizes import parse_size
 
     env = overlay(env)  # ExpertSettings (REPLMON_EXPERT) into the variables below; a bad one: ConfigError naming it
     upload = UploadSettings()
