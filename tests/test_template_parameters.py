@@ -128,6 +128,12 @@ def test_expert_settings_default_to_nothing_and_reach_every_function() -> None:
     for key in ExpertSettings.model_fields:
         assert key in param["Description"], key  # the console lists every key
     assert set(TARGETS) == set(ExpertSettings.model_fields)
+    # CloudFormation checks AllowedPattern at deploy (it cannot parse JSON): an object or nothing
+    import re
+
+    pattern = re.compile(param["AllowedPattern"])
+    assert all(pattern.fullmatch(v) for v in ("{}", '{"trials": 2}', ' { "probe_classes": "1MiB@1h" } '))
+    assert not any(pattern.fullmatch(v) for v in ("", "trials=2", "[1]", '"{}"'))
 
 
 def test_an_expert_knob_reaches_the_reader_it_replaced() -> None:
