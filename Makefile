@@ -49,7 +49,7 @@ venv: $(BIN)/.installed  ## Python environment (.venv)
 lab-servers:  ## MinIO, Toxiproxy (go install), DynamoDB Local (Maven): what `make demo` runs; cached
 	@command -v go >/dev/null && command -v java >/dev/null && command -v mvn >/dev/null || \
 	  { echo "the lab needs go, java (17+) and mvn on PATH"; exit 1; }
-	bash scripts/lab-deps.sh servers
+	@bash scripts/lab-deps.sh servers >/dev/null  # quiet once built; a build's output goes to a log it names
 
 lab-deps: lab-servers  ## + the mount lab: fio + s3fs (apt), the lab's Mountpoint (cargo); cached
 	@command -v cargo >/dev/null || { echo "the mount lab needs cargo (Rust) on PATH"; exit 1; }
@@ -57,8 +57,8 @@ lab-deps: lab-servers  ## + the mount lab: fio + s3fs (apt), the lab's Mountpoin
 
 # The venv (pip: mostly downloads) and the servers (go install: CPU) are built side by side.
 demo:  ## THE MAIN JOB: measure real replication in the local lab (table + chart)
-	$(MAKE) --no-print-directory -j2 $(BIN)/.installed-lab lab-servers
-	$(BIN)/replmon lab run $(ARGS)
+	@$(MAKE) --no-print-directory -j2 $(BIN)/.installed-lab lab-servers
+	@$(BIN)/replmon lab run $(ARGS)
 
 bench: venv lab-deps  ## P1-P5 (docs/BENCH.md), P6 event ingestion (docs/BENCH-INGEST.md), stall detection (docs/BENCH-STALL.md), the lab fleet (docs/BENCH-FLEET.md), the collector vs N (docs/BENCH-COLLECTOR.md), M1-M3 mounts: runner overhead, Mountpoint vs s3fs (docs/BENCH-MOUNTS.md)
 	$(BIN)/replmon lab bench $(ARGS)

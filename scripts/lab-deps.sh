@@ -1,10 +1,25 @@
 #!/usr/bin/env bash
 # Installs the lab's tools once and caches them: MinIO and Toxiproxy (built from the Go module
 # proxy at pinned versions), DynamoDB Local (Maven Central), fio + s3fs (apt) and the lab's
-# Mountpoint (cargo). Idempotent; prints the cache directory. No mc: the lab configures MinIO
-# through its S3 and admin APIs from Python (src/replmon/lab/minio_admin.py).
+# Mountpoint (cargo). Idempotent; prints the cache directory (with `all`, `servers` or `mounts`:
+# `make demo` stays quiet once built). Each build's own output (go: downloading ..., Maven, cargo)
+# goes to a log under $CACHE/logs, named on one line; a failed build prints the log's tail.
+# No mc: the lab configures MinIO through its S3 and admin APIs from Python (src/replmon/lab/minio_admin.py).
 set -euo pipefail
 CACHE="${REPLMON_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/replmon}"
+LOGS="$CACHE/logs"
+mkdir -p "$LOGS"
+
+logged() {  # name command...: run a build with its output in $LOGS/<name>.log; on failure, its tail
+  local name=$1; shift
+  local log="$LOGS/$name.log"
+  echo "lab-deps:   its output: $log" >&2
+  if ! "$@" >"$log" 2>&1; then
+    echo "lab-deps: $name failed; the last lines of $log:" >&2
+    tail -n 30 "$log" >&2
+    return 1
+  fi
+}
 MINIO_VERSION="v0.0.0-20260212201848-7aac2a2c5b7c"   # minio master of 2026-02-12
 DDB_LOCAL_VERSION="2.5.4"
 TOXIPROXY_VERSION="v2.5.0"                             # network faults between the MinIO pair
@@ -14,7 +29,7 @@ build_go() {  # name module version
   local name=$1 mod=$2 ver=$3 stamp="$CACHE/bin/.$1-$3"
   [ -x "$CACHE/bin/$name" ] && [ -f "$stamp" ] && return 0
   echo "lab-deps: building $name $ver with go install (minutes, once)" >&2
-  GOBIN="$CACHE/bin" CGO_ENABLED=0 go install "$mod@$ver" >&2
+  logged "go-install-$name" env GOBIN="$CACHE/bin" CGO_ENABLED=0 go install "$mod@$ver"
   local built; built=$(basename "$mod")  # go names the binary after the package's directory
   [ "$built" = "$name" ] || mv "$CACHE/bin/$built" "$CACHE/bin/$name"
   touch "$stamp"
@@ -32,7 +47,7 @@ fetch_ddb_local() {
 <version>$DDB_LOCAL_VERSION</version></dependency></dependencies></project>
 POM
   mkdir -p "$dir.tmp/lib"
-  (cd "$tmp" && mvn -q -B dependency:copy-dependencies -DoutputDirectory="$dir.tmp/lib" >&2)
+  logged maven-dynamodb-local mvn -q -B -f "$tmp/pom.xml" dependency:copy-dependencies -DoutputDirectory="$dir.tmp/lib"
   mv "$dir.tmp/lib"/DynamoDBLocal-*.jar "$dir.tmp/DynamoDBLocal.jar"
   rm -rf "$dir" && mv "$dir.tmp" "$dir" && rm -rf "$tmp"
 }
@@ -45,7 +60,7 @@ build_ddb_launcher() {
   [ -f "$dir/launcher/.$sum" ] && return 0
   echo "lab-deps: compiling the loopback launcher for DynamoDB Local" >&2
   rm -rf "$dir/launcher" && mkdir -p "$dir/launcher"
-  javac -nowarn -d "$dir/launcher" -cp "$dir/DynamoDBLocal.jar:$dir/lib/*" "$src" >&2
+  logged javac-launcher javac -nowarn -d "$dir/launcher" -cp "$dir/DynamoDBLocal.jar:$dir/lib/*" "$src"
   touch "$dir/launcher/.$sum"
 }
 
@@ -70,7 +85,7 @@ build_mountpoint() {
   [ -x "$target/release/replmon-mountpoint" ] && [ -f "$target/.replmon-mountpoint-$sum" ] && return 0
   command -v cargo >/dev/null || { echo "lab-deps: cargo (Rust) is needed to build the lab's Mountpoint" >&2; exit 1; }
   echo "lab-deps: building the lab's Mountpoint from crates.io (minutes, once)" >&2
-  (cd "$src" && CARGO_TARGET_DIR="$target" cargo build --release --locked -j "$(nproc)" >&2)
+  logged cargo-mountpoint env CARGO_TARGET_DIR="$target" cargo build --manifest-path "$src/Cargo.toml" --release --locked -j "$(nproc)"
   rm -f "$target"/.replmon-mountpoint-* && touch "$target/.replmon-mountpoint-$sum"
 }
 

@@ -75,9 +75,9 @@ def test_the_functions_timeouts_hold_their_bounds() -> None:
     props = {n: r["Properties"] for n, r in load_template()["Resources"].items() if r["Type"] == "AWS::Serverless::Function"}
     assert props["CleanupFunction"]["Timeout"] >= CLEANUP_BOUND_SECONDS
     assert props["RecordResultFunction"]["Timeout"] >= RECORD_INVOCATION_SECONDS
-    params = load_template()["Parameters"]["PollFunctionTimeoutSeconds"]
-    # The smallest allowed PollReplication timeout still holds a zero inline budget plus the margin.
-    assert params["MinValue"] >= POLL_TIMEOUT_MARGIN_SECONDS
+    fixed = load_template()["Mappings"]["Fixed"]["Settings"]["PollFunctionTimeoutSeconds"]
+    # The PollReplication timeout still holds a zero inline budget plus the margin.
+    assert fixed >= POLL_TIMEOUT_MARGIN_SECONDS
 
 
 def test_a_budget_that_leaves_no_room_for_the_final_heads_is_refused() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from replmon.core import telemetry
-from replmon.core.defaults import DEFAULTS, FLEET_PARAMETERS
+from replmon.core.defaults import DEFAULTS, FIXED_SETTINGS, TEMPLATE_PARAMETERS
 from replmon.local.template import load_template
 from replmon.probe.request import ProbeRequest, load_request
 from tests.conftest import TEMPLATE
@@ -15,16 +15,33 @@ ROUTE = {"name": "r", "source": {"bucket": "src-bucket"}, "destinations": [{"buc
 
 def test_template_parameter_defaults_are_the_defaults() -> None:
     p = load_template(TEMPLATE)["Parameters"]
-    pairs = {
-        "ProbeSizes": DEFAULTS.sizes, "Trials": DEFAULTS.trials, "ProbeTimeoutSeconds": DEFAULTS.timeout_seconds,
-        "LatencyTargetSeconds": DEFAULTS.target_seconds, "MaxConcurrency": DEFAULTS.max_concurrency,
-        "PollFunctionTimeoutSeconds": DEFAULTS.poll_function_timeout_seconds, "ScheduleRateMinutes": DEFAULTS.schedule_rate_minutes,
-        "RetentionDays": DEFAULTS.retention_days, "RouteName": DEFAULTS.route_name, "ProbePrefix": DEFAULTS.probe_prefix,
-        "SeedPrefix": DEFAULTS.seed_prefix, "SloTargetPercent": round(DEFAULTS.slo_target * 100, 6),
-        "PendingBytesAlarmBytes": DEFAULTS.pending_bytes_alarm,
-    }
-    for name, value in pairs.items():
-        assert str(p[name]["Default"]) == str(value).removesuffix(".0"), name
+    for name, attr in TEMPLATE_PARAMETERS.items():
+        assert str(p[name]["Default"]) == str(getattr(DEFAULTS, attr)).removesuffix(".0"), name
+
+
+def test_fixed_settings_are_the_defaults() -> None:
+    """What resource properties read (a Lambda timeout, a schedule, an alarm threshold) is fixed in
+    the template's Fixed mapping at defaults.json's value, and is no parameter any more."""
+    t = load_template(TEMPLATE)
+    fixed = t["Mappings"]["Fixed"]["Settings"]
+    assert set(fixed) == set(FIXED_SETTINGS)
+    for name, attr in FIXED_SETTINGS.items():
+        assert str(fixed[name]) == str(getattr(DEFAULTS, attr)), name
+        assert name not in t["Parameters"], name
+
+
+def test_expert_settings_default_to_the_defaults() -> None:
+    from replmon.core.expert import ExpertSettings
+
+    e = ExpertSettings()
+    assert (e.probe_sizes, e.trials, e.probe_timeout_seconds, e.max_concurrency) == (
+        DEFAULTS.sizes, DEFAULTS.trials, DEFAULTS.timeout_seconds, DEFAULTS.max_concurrency)
+    assert (e.slo_target_percent, e.slo_period_days, e.retention_days) == (
+        round(DEFAULTS.slo_target * 100, 6), DEFAULTS.slo_period_days, DEFAULTS.retention_days)
+    assert (e.probe_classes, e.heartbeat_seconds, e.stall_floor_seconds, e.spread_seconds) == (
+        DEFAULTS.probe_classes, DEFAULTS.heartbeat_seconds, DEFAULTS.stall_floor_seconds, DEFAULTS.spread_seconds)
+    assert (e.fleet_max_route_runs, e.fleet_max_probes, e.opt_out_tag, e.inventory_workers) == (
+        DEFAULTS.fleet_max_route_runs, DEFAULTS.fleet_max_probes, DEFAULTS.opt_out_tag, DEFAULTS.inventory_workers)
 
 
 def test_the_configuration_model_uses_the_defaults() -> None:
@@ -38,11 +55,12 @@ def test_the_configuration_model_uses_the_defaults() -> None:
 
 def test_poll_timeout_has_one_source_in_the_template() -> None:
     """PollReplication's timeout and the limit PlanProbes checks the inline budget against are
-    the same parameter."""
+    the same fixed value."""
     t = load_template(TEMPLATE)
-    assert t["Resources"]["PollReplicationFunction"]["Properties"]["Timeout"] == {"Ref": "PollFunctionTimeoutSeconds"}
+    one = {"Fn::FindInMap": ["Fixed", "Settings", "PollFunctionTimeoutSeconds"]}
+    assert t["Resources"]["PollReplicationFunction"]["Properties"]["Timeout"] == one
     env = t["Globals"]["Function"]["Environment"]["Variables"]
-    assert env["REPLMON_POLL_FUNCTION_TIMEOUT"] == {"Ref": "PollFunctionTimeoutSeconds"}
+    assert env["REPLMON_POLL_FUNCTION_TIMEOUT"] == one
 
 
 def test_telemetry_names_are_the_templates() -> None:
@@ -61,31 +79,10 @@ def test_defaults_file_is_plain_json_with_a_comment() -> None:
     assert "_comment" in raw and raw["timeout_seconds"] == DEFAULTS.timeout_seconds
 
 
-def test_fleet_parameters_default_to_the_defaults_once_the_template_has_them() -> None:
-    """The fleet packages add these parameters (names agreed in the contracts); each one's default
-    is defaults.json's. ScheduleRateMinutes and SloTargetPercent exist already."""
-    p = load_template(TEMPLATE)["Parameters"]
-    assert {"ScheduleRateMinutes", "SloTargetPercent"} <= set(p)
-    for name, attr in FLEET_PARAMETERS.items():
-        value = getattr(DEFAULTS, attr)
-        if name == "SloTargetPercent":
-            value = round(value * 100, 6)
-        if name in p:
-            assert str(p[name]["Default"]) == str(value).removesuffix(".0"), name
+def test_expert_values_cannot_break_the_json_they_are_laid_into() -> None:
+    """ExpertSettings reaches REPLMON_FLEET through json (core/expert.py overlay), never a !Sub splice:
+    a quote in a value stays inside its string."""
+    from replmon.core.expert import overlay
 
-
-def test_probe_classes_cannot_break_the_json_it_is_spliced_into() -> None:
-    """ProbeClasses goes into the Globals REPLMON_FLEET JSON by !Sub: its AllowedPattern admits the
-    class grammar (core/cadence.py) and nothing that could end a JSON string."""
-    import re
-
-    from replmon.core.cadence import ProbeClasses
-    from replmon.local.template import load_template
-    from tests.conftest import TEMPLATE
-
-    param = load_template(TEMPLATE)["Parameters"]["ProbeClasses"]
-    pattern = re.compile(param["AllowedPattern"])
-    for good in (param["Default"], "1KiB@5m", "1.5GiB@7dx3,64MiB@6h"):
-        assert pattern.fullmatch(good) and ProbeClasses.parse(good)
-    for bad in ('1"@1h', "1MiB\\@1h", '1MiB@1h,2"}@1d', "1MiB @1h"):
-        assert not pattern.fullmatch(bad), bad
+    env = overlay({"REPLMON_EXPERT": json.dumps({"enroll_tag": 'a"}=b'}), "REPLMON_FLEET": '{"route_groups": 1}'})
+    assert json.loads(env["REPLMON_FLEET"]) == {"route_groups": 1, "enroll_tag": 'a"}=b'}

@@ -453,5 +453,5 @@ def test_fleet_settings_come_from_one_variable_and_name_their_parameter() -> Non
     assert load_fleet_settings({}).max_route_runs_for(4) == DEFAULTS.fleet_max_probes // 4
     with pytest.raises(ConfigError, match=r"route_groups \(RouteGroups\): Input should be less than or equal to 8"):
         from_env({**env, "REPLMON_FLEET": json.dumps({"route_groups": 9})})
-    with pytest.raises(ConfigError, match=r"SpreadSeconds \(900\) must be below the ScheduleRateMinutes tick"):
+    with pytest.raises(ConfigError, match=r"ExpertSettings spread_seconds \(900\) must be below the ScheduleRateMinutes tick"):
         load_fleet_settings({"spread_seconds": 900})

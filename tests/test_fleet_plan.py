@@ -450,11 +450,13 @@ def test_the_plan_bucket_is_private_encrypted_tls_only_and_expires_plans() -> No
     [deny] = res["PlanBucketPolicy"]["Properties"]["PolicyDocument"]["Statement"]
     assert deny["Effect"] == "Deny" and deny["Principal"] == "*" and deny["Action"] == "s3:*"
     assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
-    # Every function that reads REPLMON_FLEET gets the bucket and the fleet parameters.
+    # Every function that reads REPLMON_FLEET gets the bucket and the fleet parameters (the expert
+    # knobs, ProbeClasses' and the caps, come from REPLMON_EXPERT on every function: core/expert.py).
     for fn in ("PlanProbesFunction", "BeginRouteRunFunction"):
         text = json.dumps(res[fn]["Properties"]["Environment"]["Variables"]["REPLMON_FLEET"])
-        for name in ("ProbeClasses", "SpreadSeconds", "FleetMaxRouteRuns", "FleetMaxProbes", "ScheduleRateMinutes", "PlanBucket"):
+        for name in ("RouteGroups", "ScheduleRateMinutes", "MemberExternalId", "PlanBucket"):
             assert "${" + name + "}" in text, (fn, name)
+    assert load_template(TEMPLATE)["Globals"]["Function"]["Environment"]["Variables"]["REPLMON_EXPERT"] == {"Ref": "ExpertSettings"}
 
 
 def test_inputs_that_ask_for_something_and_an_empty_registry_plan_from_the_registry(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -23,11 +23,11 @@ from tests.conftest import TEMPLATE
 
 
 def test_the_event_mapping_caps_its_concurrency_within_what_lambda_accepts() -> None:
-    params = load_template(TEMPLATE)["Parameters"]["EventsMaxConcurrency"]
-    assert params["Default"] == DEFAULTS.events_max_concurrency == 5
-    assert (params["MinValue"], params["MaxValue"]) == (2, 1000)  # Lambda's documented range
+    fixed = load_template(TEMPLATE)["Mappings"]["Fixed"]["Settings"]["EventsMaxConcurrency"]
+    assert fixed == DEFAULTS.events_max_concurrency == 5
+    assert 2 <= fixed <= 1000  # Lambda's documented range
     mapping = default_transformed()["Resources"]["IngestEventsMapping"]["Properties"]
-    assert mapping["ScalingConfig"] == {"MaximumConcurrency": {"Ref": "EventsMaxConcurrency"}}
+    assert mapping["ScalingConfig"] == {"MaximumConcurrency": {"Fn::FindInMap": ["Fixed", "Settings", "EventsMaxConcurrency"]}}
     assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
 
 

@@ -319,7 +319,7 @@ def test_one_run_at_a_time_a_second_run_does_nothing_and_names_the_first(registr
 def test_inventory_settings_errors_name_the_parameter() -> None:
     with pytest.raises(ConfigError, match="MemberAccounts"):
         load_inventory_settings({"member_accounts": "1234"})
-    with pytest.raises(ConfigError, match="OptOutTag"):
+    with pytest.raises(ConfigError, match="ExpertSettings opt_out_tag"):
         load_inventory_settings({"opt_out_tag": "nokeyvalue"})
 
 
@@ -527,9 +527,9 @@ def test_the_templates_inventory_settings_render_to_valid_settings() -> None:
     t = load_template(TEMPLATE)
     env = t["Resources"]["InventoryFunction"]["Properties"]["Environment"]["Variables"]
     values = {k: str(v.get("Default", "")) for k, v in t["Parameters"].items()}
-    values.update({"AWS::AccountId": HUB, "Accounts": f"{MEMBER},{DENIED}"})
+    values.update({"AWS::AccountId": HUB, "Accounts": f"{MEMBER},{DENIED}", "Topic": t["Mappings"]["Fixed"]["Settings"]["EventsTopicName"]})
     text, names = env["REPLMON_INVENTORY"]["Fn::Sub"]
-    assert set(names) == {"Accounts"}
+    assert set(names) == {"Accounts", "Topic"}
 
     def render(s: str) -> Any:
         assert set(re.findall(r"\$\{([\w:]+)\}", s)) <= set(values)
@@ -556,4 +556,4 @@ def test_scheduled_inventory_runs_never_overlap() -> None:
     t = load_template(TEMPLATE)
     fn = t["Resources"]["InventoryFunction"]["Properties"]
     assert "ReservedConcurrentExecutions" not in fn
-    assert t["Parameters"]["InventoryRateMinutes"]["MinValue"] * 60 >= fn["Timeout"]
+    assert t["Mappings"]["Fixed"]["Settings"]["InventoryRateMinutes"] * 60 >= fn["Timeout"]

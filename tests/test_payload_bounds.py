@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from replmon.core.errors import ConfigError
+from replmon.core.expert import ExpertSettings
 from replmon.entry.runtime import MAX_ERROR_CHARS
 from replmon.local.aslrun import LambdaContext, LocalStateMachine, load_handler, state_machine_handlers
 from replmon.local.template import DEFINITION
@@ -127,9 +128,8 @@ def test_the_map_array_itself_is_bounded_without_the_result_selector(runs: dict[
     # A fleet tick's Map (ProbesFromPlan reads its items from the plan bucket) holds at most
     # FleetMaxProbes children: their array stays under the quota too, whether or not it is counted
     # before the ResultSelector (undocumented).
-    from replmon.local.template import load_template
 
-    most = load_template()["Parameters"]["FleetMaxProbes"]["MaxValue"]
+    most = ExpertSettings.model_fields["fleet_max_probes"].metadata[-1].le  # ExpertSettings fleet_max_probes' bound
     assert most * (per_child + 1) + wrapper < QUOTA, (most, per_child)
 
 
@@ -154,7 +154,6 @@ def test_every_cleanup_returning_failures_keeps_each_child_small(runs: dict[str,
     """A Cleanup that returns with failures (a broken destination role, a destination outage) puts
     counts in its result, never the failures' text (that goes to the log and CleanupFailed): the
     array of the largest fleet Map stays under the quota."""
-    from replmon.local.template import load_template
 
     raw = runs["raw_failing"]
     assert raw.status == "SUCCEEDED", (raw.error, raw.cause and raw.cause[:300])
@@ -165,5 +164,5 @@ def test_every_cleanup_returning_failures_keeps_each_child_small(runs: dict[str,
     per_child = max(size(r) for r in results)
     assert per_child < 256, per_child
     wrapper = size(raw.output) - size(results)
-    most = load_template()["Parameters"]["FleetMaxProbes"]["MaxValue"]
+    most = ExpertSettings.model_fields["fleet_max_probes"].metadata[-1].le  # ExpertSettings fleet_max_probes' bound
     assert most * (per_child + 1) + wrapper < QUOTA, (most, per_child)

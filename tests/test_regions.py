@@ -433,7 +433,7 @@ def test_docs_send_other_region_buckets_to_their_regions_topic() -> None:
 def test_the_member_template_parameters_match_the_hub() -> None:
     hub = load_template(TEMPLATE)
     member = load_template(MEMBER_REGION)
-    assert member["Parameters"]["EventsTopicName"]["Default"] == hub["Parameters"]["EventsTopicName"]["Default"]
+    assert member["Parameters"]["EventsTopicName"]["Default"] == hub["Mappings"]["Fixed"]["Settings"]["EventsTopicName"]
     assert "EventsQueueArn" in hub["Outputs"]
     assert copy.deepcopy(member["Parameters"]["LatencyTargetSeconds"]["Default"]) == hub["Parameters"]["LatencyTargetSeconds"]["Default"]
 

@@ -340,9 +340,9 @@ def test_the_template_writes_the_stack_route_from_its_parameters_and_a_fleet_onl
     assert "routes" not in defaults, "REPLMON_DEFAULTS holds request defaults, never routes"
     r = resolver(default_transformed())
     assert r.exists("StackRoute")  # the demo pair
-    r.params.update({"BucketMode": "existing", "SourceBucketName": ""})
+    r.params.update({"BucketMode": "none"})  # existing without buckets: refused by the template's Rules
     assert not r.exists("StackRoute") and not r.exists("PendingBytesAlarm")  # a fleet-only hub
-    r.params.update({"SourceBucketName": "mine", "DestinationBucketName": "dr"})
+    r.params.update({"BucketMode": "existing", "SourceBucketName": "mine", "DestinationBucketName": "dr"})
     assert r.exists("StackRoute")
     inv = t["Resources"]["InventoryFunction"]["Properties"]["Policies"][0]["Statement"][0]["Action"]
     assert {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"} <= set(inv)

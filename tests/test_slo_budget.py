@@ -41,7 +41,7 @@ def test_the_stacks_default_is_accepted_with_a_warning_that_states_the_budget() 
     assert expected_judged(spec, n) == 8640
     warning = check_budget(spec, n)
     assert warning is not None and "8640 judged probes per 30 days is an error budget of 8.64 bad probes" in warning
-    assert "SloTargetPercent" in warning
+    assert "ExpertSettings slo_target_percent" in warning
 
 
 def test_a_target_the_sample_cannot_support_is_refused_naming_the_field_and_the_fix() -> None:
@@ -49,8 +49,8 @@ def test_a_target_the_sample_cannot_support_is_refused_naming_the_field_and_the_
     with pytest.raises(ConfigError) as info:
         check_budget(spec, 3)
     text = str(info.value)
-    assert "SloTargetPercent: 99.99 % over 8640 judged probes per 30 days is an error budget of 0.86 bad probes" in text
-    assert "lower SloTargetPercent to at most 99.94" in text
+    assert "ExpertSettings slo_target_percent: 99.99 % over 8640 judged probes per 30 days is an error budget of 0.86 bad probes" in text
+    assert "lower ExpertSettings slo_target_percent to at most 99.94" in text
     # The fix it names is accepted.
     assert REFUSE_BELOW_EVENTS <= (1 - 0.9994) * 8640
     check_budget(slo_spec({"target_percent": 99.94, "period_days": 30, "probe_interval_minutes": 15}), 3)
@@ -123,16 +123,17 @@ def test_window_labels_say_the_window_really_used() -> None:
 @pytest.mark.parametrize("fn", ["CollectSignals", "Report"])
 def test_the_functions_that_judge_routes_know_the_fleets_classes(fn: str) -> None:
     """slo_for_route needs the fleet's ProbeClasses for a route without its own: the functions that
-    judge routes get them in REPLMON_FLEET (template.yaml Globals), rendered as CloudFormation would."""
+    judge routes get them in REPLMON_FLEET (template.yaml Globals + ExpertSettings), rendered as CloudFormation would."""
     import json
 
+    from replmon.core.expert import overlay
     from replmon.core.fleetconfig import load_fleet_settings
     from tests.cfnutil import default_transformed, function_environment, resolver
 
     cfn = default_transformed()
     r = resolver(cfn)
-    r.params["ProbeClasses"] = "1MiB@15m,1GiB@1d"
-    fleet = load_fleet_settings(json.loads(function_environment(cfn, fn, r)["REPLMON_FLEET"]))
+    r.params["ExpertSettings"] = json.dumps({"probe_classes": "1MiB@15m,1GiB@1d"})
+    fleet = load_fleet_settings(json.loads(overlay(function_environment(cfn, fn, r))["REPLMON_FLEET"]))
     assert str(fleet.classes) == "1MiB@15m,1GiB@1d"
     t = route_slo_target(registry_route(), fleet, default_spec())
     assert (t.samples, t.target) == (2910.0, 0.9982)  # 2,880 + 30 probes: 99.9 % leaves 2.91, so 1 - 5/2910 -> 99.82 %

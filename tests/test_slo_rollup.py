@@ -238,7 +238,6 @@ def test_the_aws_contracts_the_rollups_rely_on() -> None:
     from replmon.adapters.dynamodb import DynamoLatencyStore
     from replmon.local.tables import ensure_table
     from replmon.signals.ingest_budget import item_bytes
-    from tests.cfnutil import default_transformed
     from tests.conftest import TABLE, TEMPLATE
 
     with mock_aws():
@@ -256,7 +255,9 @@ def test_the_aws_contracts_the_rollups_rely_on() -> None:
         rollup_slo_status(store, ROUTE, T0 + 60, SloSpec())
         assert {op: p.get("ConsistentRead") for op, p in sent if op in ("GetItem", "Query")} == {"GetItem": True, "Query": True}
 
-    max_days = int(default_transformed()["Parameters"]["SloPeriodDays"]["MaxValue"])
+    from replmon.core.expert import ExpertSettings
+
+    max_days = int(ExpertSettings.model_fields["slo_period_days"].metadata[-1].le)  # ExpertSettings slo_period_days' bound
     cache = {"route": f"{'r' * 63}#roll", "at": "period", "gen": 10**9, "cached_gen": 10**9, "through_hour": "h#2026-11-23T10",
              "through_at": T0, "hours": {str(int(T0) - h * 3600): [10**6, 10**6] for h in range(max_days * 24)}}
     assert item_bytes(cache) < 400 * 1024 / 4  # a quarter of the limit at most

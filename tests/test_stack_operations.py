@@ -59,11 +59,10 @@ def test_every_function_has_a_declared_log_group_with_a_retention_cloudformation
         name = group["LogGroupName"]["Fn::Sub"]
         assert name.startswith("/replmon/${AWS::StackName}/") and not name.lstrip("/").startswith("aws/"), (fn, name)
         assert "/aws/lambda/" not in name, f"{fn}: {name} is Lambda's default name (AlreadyExists on update)"
-        assert group["RetentionInDays"] == {"Ref": "LogRetentionDays"}, fn
+        assert group["RetentionInDays"] == {"Fn::FindInMap": ["Fixed", "Settings", "LogRetentionDays"]}, fn
     names = [g["Properties"]["LogGroupName"]["Fn::Sub"] for g in groups.values() if "Fn::Sub" in g["Properties"].get("LogGroupName", {})]
     assert len(names) == len(set(names))
-    param = t["Parameters"]["LogRetentionDays"]
-    assert set(param["AllowedValues"]) <= RETENTION_VALUES and param["Default"] in param["AllowedValues"]
+    assert t["Mappings"]["Fixed"]["Settings"]["LogRetentionDays"] in RETENTION_VALUES
 
 
 def test_scheduled_functions_do_not_stack_lambdas_retries_on_the_schedules() -> None:
@@ -85,14 +84,14 @@ def test_the_pending_bytes_alarm_clears_one_probe_in_transfer() -> None:
     """The threshold is at least twice the largest default probe, read over RTC's 15 minutes."""
     t = load_template(TEMPLATE)
     largest = max(parse_size(s) for s in DEFAULTS.sizes.split(","))
-    assert int(t["Parameters"]["PendingBytesAlarmBytes"]["Default"]) >= 2 * largest
+    assert int(t["Mappings"]["Fixed"]["Settings"]["PendingBytesAlarmBytes"]) >= 2 * largest
     a = t["Resources"]["PendingBytesAlarm"]["Properties"]
     assert a["Statistic"] == "Maximum" and a["Period"] * a["EvaluationPeriods"] >= 900 and a["DatapointsToAlarm"] == a["EvaluationPeriods"]
 
 
 def test_the_dashboard_shows_the_size_classes_the_runs_use() -> None:
     """No size class is written into the dashboard: a SEARCH over the SizeClass dimension shows
-    whatever ProbeSizes (or a preset) the runs measure."""
+    whatever sizes (or a preset) the runs measure."""
     cfn = default_transformed()
     body = json.loads(resolver(cfn).resolve(cfn["Resources"]["Dashboard"]["Properties"]["DashboardBody"]))
     text = json.dumps(body)

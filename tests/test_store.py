@@ -136,8 +136,8 @@ def test_lambda_wiring_reads_what_the_template_sets(ddb: Any) -> None:
     from replmon.adapters.s3 import S3Stores
 
     variables = load_template(TEMPLATE)["Globals"]["Function"]["Environment"]["Variables"]
-    assert {"REPLMON_TABLE", "REPLMON_DEFAULTS", "REPLMON_RETENTION_DAYS"} <= set(variables)
-    env = {"REPLMON_TABLE": TABLE, "REPLMON_RETENTION_DAYS": "30", "REPLMON_COMPOSE_THRESHOLD": "1GiB",
+    assert {"REPLMON_TABLE", "REPLMON_DEFAULTS", "REPLMON_EXPERT"} <= set(variables)  # retention: ExpertSettings retention_days
+    env = {"REPLMON_TABLE": TABLE, "REPLMON_EXPERT": json.dumps({"retention_days": 30}), "REPLMON_COMPOSE_THRESHOLD": "1GiB",
            "REPLMON_DEFAULTS": json.dumps({"routes": [route()], "trials": 2})}
     deps = from_env(env)
     assert isinstance(deps.stores, S3Stores) and isinstance(deps.metrics, EmfMetrics)

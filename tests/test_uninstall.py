@@ -45,8 +45,7 @@ def test_the_latency_table_is_retained_on_deletion_and_replacement() -> None:
     t = load_template(TEMPLATE)
     table = t["Resources"]["LatencyTable"]
     assert table["DeletionPolicy"] == "Retain" and table["UpdateReplacePolicy"] == "Retain"  # literal: no parameter there
-    assert table["Properties"]["DeletionProtectionEnabled"] == {"Ref": "LatencyTableDeletionProtection"}
-    assert t["Parameters"]["LatencyTableDeletionProtection"]["AllowedValues"] == ["true", "false"]
+    assert table["Properties"]["DeletionProtectionEnabled"] is True  # always on; UNINSTALL.md turns it off with update-table
     assert t["Outputs"]["EventsQueueArn"]["Value"] in ({"Fn::GetAtt": "EventsQueue.Arn"}, {"Fn::GetAtt": ["EventsQueue", "Arn"]})
     uninstall = (ROOT / "docs" / "UNINSTALL.md").read_text()
     assert "LatencyTable" in uninstall and "--delete-table" in uninstall and "DeletionPolicy" in uninstall

@@ -101,7 +101,8 @@ def from_env(env: Mapping[str, str] = os.environ) -> Deps:
     REPLMON_SPOOL_QUEUE_URL, REPLMON_SPOOL_QUARANTINE_URL, REPLMON_POLL_FUNCTION_TIMEOUT, REPLMON_METRICS (emf|none),
     REPLMON_COMPOSE_THRESHOLD, REPLMON_SLO (JSON: threshold_seconds, target_percent, period_days,
     probe_interval_minutes), REPLMON_EVENT_CLOCK_SKEW, REPLMON_READ_RTC (true: CloudWatch readers, one per (account, Region)),
-    REPLMON_FLEET (JSON: core/fleetconfig.py FleetSettings), REPLMON_EVIDENCE_TOPIC_ARN (Heartbeat's stall evidence: the ticket topic)."""
+    REPLMON_FLEET (JSON: core/fleetconfig.py FleetSettings), REPLMON_EVIDENCE_TOPIC_ARN (Heartbeat's stall evidence: the ticket topic),
+    REPLMON_EXPERT (JSON: core/expert.py, the ExpertSettings parameter laid over the others)."""
     from replmon.adapters import clients
     from replmon.adapters.cloudwatch import CloudWatchReaders
     from replmon.adapters.dynamodb import DynamoLatencyStore
@@ -113,8 +114,10 @@ def from_env(env: Mapping[str, str] = os.environ) -> Deps:
     from replmon.adapters.registry_table import DynamoRegistry
     from replmon.adapters.s3 import S3Stores
     from replmon.adapters.spool import SqsSpool
+    from replmon.core.expert import overlay
     from replmon.core.sizes import parse_size
 
+    env = overlay(env)  # ExpertSettings (REPLMON_EXPERT) into the variables below; a bad one: ConfigError naming it
     upload = UploadSettings()
     if env.get("REPLMON_COMPOSE_THRESHOLD"):
         upload = UploadSettings(compose_threshold=parse_size(env["REPLMON_COMPOSE_THRESHOLD"]))

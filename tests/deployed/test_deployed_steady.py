@@ -46,7 +46,7 @@ def steady() -> Any:
 def test_a_a_tagged_member_pair_across_regions_is_discovered_and_probed_through_the_handlers(steady: DeployedStack) -> None:
     route = next(r for r in steady.registry() if r.name == ROUTE)
     assert route.source.account == MEMBER_A and route.destinations[0].region == AWAY and route.probing
-    assert uploads(steady, ROUTE) == 2  # ProbeClasses 1KiB@5m: one probe at each 5-minute tick
+    assert uploads(steady, ROUTE) == 2  # ExpertSettings probe_classes 1KiB@5m (the harness): one probe at each 5-minute tick
     records = steady.deps("Report").store.query(ROUTE, 0, 4e9)
     assert [r.status.value for r in records] == ["COMPLETED", "COMPLETED"]
     assert len(steady.points("ReplicationLatencySeconds", Route=ROUTE)) == 2

@@ -20,7 +20,7 @@ import typer
 
 from replmon import __version__
 from replmon.cli import cost, events, fio, fleet, labcmd, preflight, probe, report, routes, spool, uninstall
-from replmon.cli.common import EXIT_CODES_HELP, OK, USAGE, CliError, plain, report_error
+from replmon.cli.common import EXIT_CODES_HELP, OK, USAGE, CliError, extra_of, missing_extra_message, plain, report_error
 from replmon.cli.exitcodes import COMMANDS, Exit, help_for
 from replmon.cli.render import err
 from replmon.core.files import write_atomic
@@ -160,6 +160,13 @@ def main(argv: list[str] | None = None) -> None:
         message = re.sub(r"^Invalid value for '(--[\w-]+)'(?: / '[^']*')?: ", r"\1: ", message)
         err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
         code = USAGE
+    except ModuleNotFoundError as exc:  # an optional dependency a command reached without its own check
+        extra = extra_of(exc.name or "")
+        if extra is None:
+            code = unexpected(exc)
+        else:
+            code = report_error(CliError(missing_extra_message(" ".join(a for a in (argv or sys.argv[1:])[:2] if not a.startswith("-")),
+                                                               extra, [exc.name or ""])))
     except Exception as exc:  # what nothing else named: one line, the traceback in a log, exit 5 (never 1, "breach")
         code = unexpected(exc)
     sys.exit(code if isinstance(code, int) else OK)

@@ -26,6 +26,49 @@ EXIT_CODES_HELP = ("Exit codes: 0 OK; 1 breach (RPO over target or unbounded, a 
                    "130/143 interrupted. Each command's --help says what they mean there.")
 NOT_RECORDED = Exit.NOT_RECORDED
 
+#: The optional dependencies (pyproject.toml extras) a plain ``pip install replmon`` leaves out, by
+#: the modules that need them: local runs of the real state machine under moto (``replmon[local]``)
+#: and the lab's servers, charts and knees (``replmon[lab]``, which includes local).
+EXTRA_MODULES: dict[str, tuple[str, ...]] = {
+    "local": ("moto", "moto.stepfunctions"),
+    "lab": ("moto", "moto.server", "flask", "minio", "matplotlib", "ruptures"),
+}
+
+
+def extra_of(module: str) -> str | None:
+    """The extra that installs ``module`` (a top-level name or a dotted one), or None.
+
+    >>> extra_of("moto.stepfunctions.parser"), extra_of("minio"), extra_of("yaml")
+    ('local', 'lab', None)
+    """
+    top = module.split(".")[0]
+    for extra, modules in EXTRA_MODULES.items():
+        if any(m.split(".")[0] == top for m in modules):
+            return extra
+    return None
+
+
+def missing_extra_message(command: str, extra: str, missing: list[str] | tuple[str, ...]) -> str:
+    return (f"replmon {command} needs the {extra} extra ({', '.join(missing)} not installed): "
+            f"pip install 'replmon[{extra}]'")
+
+
+def require_extra(extra: str, command: str) -> None:
+    """Exit 2 naming the extra to install when one of its modules is missing (before any server or
+    run starts: a lab server that cannot import its module only says it exited)."""
+    from importlib.util import find_spec
+
+    missing = []
+    for name in EXTRA_MODULES[extra]:
+        try:
+            found = find_spec(name) is not None
+        except ModuleNotFoundError:  # a dotted name whose parent is missing
+            found = False
+        if not found and name.split(".")[0] not in missing:
+            missing.append(name)
+    if missing:
+        fail(missing_extra_message(command, extra, missing))
+
 class CliError(Exception):
     """One line for stderr and an exit code."""
 

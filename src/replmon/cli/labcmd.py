@@ -11,7 +11,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from replmon.cli.common import INFRASTRUCTURE, OK, USAGE, check_output_dir, check_output_file, config_message, fail, run_verdicts
+from replmon.cli.common import (
+    INFRASTRUCTURE,
+    OK,
+    USAGE,
+    check_output_dir,
+    check_output_file,
+    config_message,
+    fail,
+    require_extra,
+    run_verdicts,
+)
 from replmon.cli.exitcodes import Exit, combine, help_for
 from replmon.cli.render import (
     FORMAT_HELP,
@@ -33,6 +43,14 @@ if TYPE_CHECKING:
 
 lab_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                       help="The local lab: two MinIO servers with real replication, DynamoDB Local, Toxiproxy.")
+
+@lab_app.callback()
+def _needs_the_lab_extra(ctx: typer.Context) -> None:
+    """Every lab command but ``down`` starts servers or runs the state machine: without replmon[lab]
+    say so (exit 2) before any server starts."""
+    if ctx.invoked_subcommand not in (None, "down"):
+        require_extra("lab", f"lab {ctx.invoked_subcommand}")
+
 
 #: MinIO refuses a replication bandwidth limit below this (the remote target's bandwidthlimit, lab/minio_admin.py).
 MINIO_MIN_BANDWIDTH = 100 * 2**20

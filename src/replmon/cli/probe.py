@@ -19,6 +19,7 @@ from replmon.cli.common import (
     default_spool_dir,
     fail,
     keys_from_env,
+    require_extra,
     run_verdicts,
     stack_outputs,
 )
@@ -72,7 +73,7 @@ def probe(
     sizes: Annotated[str, typer.Option(metavar="SIZES", help="Preset name or comma-separated sizes (1MiB,64MiB,...).")] = DEFAULTS.sizes,
     trials: Annotated[int | None, typer.Option(metavar="N", help="Trials per size (default: the preset's, else 1).")] = None,
     timeout: Annotated[int, typer.Option(metavar="SECONDS", help="A probe still PENDING this long after its upload "
-                                         "started is STUCK (ProbeTimeoutSeconds).")] = DEFAULTS.timeout_seconds,
+                                         "started is STUCK (the stack's ExpertSettings probe_timeout_seconds).")] = DEFAULTS.timeout_seconds,
     target: Annotated[float, typer.Option(metavar="SECONDS", help="Latency target: a probe over it is a breach, exit 1 "
                                           "(LatencyTargetSeconds).")] = DEFAULTS.target_seconds,
     concurrency: Annotated[int, typer.Option(metavar="N", help="Probes in flight at once (MaxConcurrency).")] = DEFAULTS.max_concurrency,
@@ -100,6 +101,7 @@ def probe(
     --stack-name or --dynamodb-endpoint the run is ad hoc: nothing is kept, results go to
     stdout with the same exit codes.
     """
+    require_extra("local", "probe")  # the real state machine runs under moto's interpreter
     from replmon import wiring
     from replmon.adapters.memtable import MemoryLatencyTable
     from replmon.adapters.spool import DirectorySpool

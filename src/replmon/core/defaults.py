@@ -34,6 +34,7 @@ class Defaults:
     poll_function_timeout_seconds: int  # PollReplication's Lambda timeout: bounds the inline budget
     schedule_rate_minutes: int
     retention_days: int
+    log_retention_days: int  # the functions' CloudWatch Logs (template.yaml Fixed LogRetentionDays)
     route_name: str
     probe_prefix: str
     seed_prefix: str
@@ -44,7 +45,7 @@ class Defaults:
     event_clock_skew_seconds: float  # allowance between S3's event clock and Lambda's (signals/arrivals.py)
     collector_rate_minutes: int  # CollectSignals' schedule
     pending_bytes_alarm: int  # the RTC BytesPendingReplication alarm's threshold
-    # The fleet (FLEET_PARAMETERS below names each one's template parameter).
+    # The fleet (TEMPLATE_PARAMETERS, FIXED_SETTINGS below and core/expert.py say where each is set).
     probe_classes: str  # ProbeClasses: size classes on their own cadence, multiples of the schedule's tick (core/cadence.py)
     heartbeat_seconds: int  # HeartbeatSeconds: one 1 KiB heartbeat per probed route this often
     stall_floor_seconds: float  # StallFloorSeconds: the least a heartbeat is expected to take (signals/expectation.py)
@@ -76,23 +77,23 @@ def _load() -> Defaults:
 
 DEFAULTS = _load()
 
-#: The fleet's template parameters (template.yaml's Parameters) -> their default
-#: here. The packages add the parameters; tests/test_defaults.py holds each one to its default.
-FLEET_PARAMETERS: dict[str, str] = {
+#: Where each default reaches the deployed stack: a template parameter's Default, a fixed value in
+#: template.yaml's ``Fixed`` mapping (read by resource properties), or an ExpertSettings key
+#: (core/expert.py; its field defaults are these). tests/test_defaults.py holds each one to its default.
+TEMPLATE_PARAMETERS: dict[str, str] = {
     "ScheduleRateMinutes": "schedule_rate_minutes",  # the tick
-    "ProbeClasses": "probe_classes",
-    "HeartbeatSeconds": "heartbeat_seconds",
-    "StallFloorSeconds": "stall_floor_seconds",
+    "LatencyTargetSeconds": "target_seconds",
     "RouteGroups": "route_groups",
-    "FleetMaxRouteRuns": "fleet_max_route_runs",
-    "FleetMaxProbes": "fleet_max_probes",
-    "SpreadSeconds": "spread_seconds",
-    "SloTargetPercent": "slo_target",  # in percent in the template
-    "SloMinBadEvents": "slo_min_bad_events",
-    "MemberRolePrefix": "member_role_prefix",
-    "OptOutTag": "opt_out_tag",
-    "EventsTopicName": "events_topic_name",
+    "RouteName": "route_name",
+    "ProbePrefix": "probe_prefix",
+}
+FIXED_SETTINGS: dict[str, str] = {
+    "SeedPrefix": "seed_prefix",
+    "PollFunctionTimeoutSeconds": "poll_function_timeout_seconds",
+    "CollectorRateMinutes": "collector_rate_minutes",
+    "PendingBytesAlarmBytes": "pending_bytes_alarm",
     "EventsMaxConcurrency": "events_max_concurrency",
     "InventoryRateMinutes": "inventory_rate_minutes",
-    "InventoryWorkers": "inventory_workers",
+    "EventsTopicName": "events_topic_name",
+    "LogRetentionDays": "log_retention_days",
 }

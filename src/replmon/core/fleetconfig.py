@@ -1,7 +1,8 @@
-"""A deployment's fleet settings: the template parameters every fleet function reads, as one
-validated object (``REPLMON_FLEET``, JSON, built by template.yaml from the parameters).
+"""A deployment's fleet settings: what every fleet function reads, as one validated object
+(``REPLMON_FLEET``, JSON: template.yaml builds it from RouteGroups, ScheduleRateMinutes and
+MemberExternalId; core/expert.py lays the ExpertSettings parameter's fleet knobs over it).
 
-Every field defaults to defaults.json; errors name the template parameter and the fix:
+Every field defaults to defaults.json; errors name the template parameter or expert key and the fix:
 
 >>> s = load_fleet_settings({"route_groups": 2, "probe_classes": "1MiB@15m,1GiB@1d"})
 >>> (s.groups, str(s.classes), s.tick_seconds, s.max_route_runs_for(1))
@@ -15,9 +16,9 @@ replmon.core.errors.ConfigError: invalid fleet settings (REPLMON_FLEET):
 Traceback (most recent call last):
 ...
 replmon.core.errors.ConfigError: invalid fleet settings (REPLMON_FLEET):
-  (input): ProbeClasses: 1MiB@20m: a cadence must be a whole multiple of the ScheduleRateMinutes tick (15 min)
+  (input): ExpertSettings probe_classes: 1MiB@20m: a cadence must be a whole multiple of the ScheduleRateMinutes tick (15 min)
 
-Three settings have no template parameter (the template keeps to few): who is probed and how much.
+Three settings say who is probed and how much (ExpertSettings enroll_tag, fleet_max_routes, fleet_monthly_usd).
 A discovered route is probed only when its source bucket carries ``enroll_tag`` (or a person
 wrote it with ``replmon fleet put``); the planner plans at most ``max_routes`` probe-mode routes
 whose modelled cost (``replmon cost``) stays within ``monthly_usd`` (fleet/caps.py):
@@ -46,12 +47,15 @@ __all__ = ["ENV", "PARAMETER_OF", "FleetSettings", "load_fleet_settings"]
 ENV = "REPLMON_FLEET"
 #: Each field's template parameter (errors name it).
 PARAMETER_OF = {
-    "route_groups": "RouteGroups", "probe_classes": "ProbeClasses", "tick_minutes": "ScheduleRateMinutes",
-    "spread_seconds": "SpreadSeconds", "max_route_runs": "FleetMaxRouteRuns", "max_probes": "FleetMaxProbes",
-    "heartbeat_seconds": "HeartbeatSeconds", "stall_floor_seconds": "StallFloorSeconds", "member_role_prefix": "MemberRolePrefix", "member_external_id": "MemberExternalId",
+    "route_groups": "RouteGroups", "tick_minutes": "ScheduleRateMinutes", "member_external_id": "MemberExternalId",
     "plan_bucket": "PlanBucket",
-    # no template parameter: set in REPLMON_FLEET (errors name the field)
-    "enroll_tag": "REPLMON_FLEET enroll_tag", "max_routes": "REPLMON_FLEET max_routes", "monthly_usd": "REPLMON_FLEET monthly_usd",
+    # the ExpertSettings parameter's keys (core/expert.py TARGETS)
+    "probe_classes": "ExpertSettings probe_classes", "spread_seconds": "ExpertSettings spread_seconds",
+    "max_route_runs": "ExpertSettings fleet_max_route_runs", "max_probes": "ExpertSettings fleet_max_probes",
+    "heartbeat_seconds": "ExpertSettings heartbeat_seconds", "stall_floor_seconds": "ExpertSettings stall_floor_seconds",
+    "enroll_tag": "ExpertSettings enroll_tag", "max_routes": "ExpertSettings fleet_max_routes", "monthly_usd": "ExpertSettings fleet_monthly_usd",
+    # fixed in template.yaml (the member roles' names): the CLI's --member-role-prefix
+    "member_role_prefix": "member_role_prefix",
 }
 
 
@@ -62,7 +66,7 @@ class FleetSettings(BaseModel):
     tick_minutes: int = Field(default=DEFAULTS.schedule_rate_minutes, ge=1, le=1440)
     spread_seconds: int = Field(default=DEFAULTS.spread_seconds, ge=0)
     max_route_runs: int = Field(default=DEFAULTS.fleet_max_route_runs, ge=1, le=10_000)
-    max_probes: int = Field(default=DEFAULTS.fleet_max_probes, ge=1, le=1_000)  # FleetMaxProbes MaxValue (the Map result bound)
+    max_probes: int = Field(default=DEFAULTS.fleet_max_probes, ge=1, le=1_000)  # the Map result bound (tests/test_payload_bounds.py)
     heartbeat_seconds: int = Field(default=DEFAULTS.heartbeat_seconds, ge=10, le=3600)
     stall_floor_seconds: float = Field(default=DEFAULTS.stall_floor_seconds, ge=1, le=3600)
     member_role_prefix: str = Field(default=DEFAULTS.member_role_prefix, pattern=r"^[\w+=,.@-]{1,40}$")
@@ -71,6 +75,16 @@ class FleetSettings(BaseModel):
     enroll_tag: str = DEFAULTS.enroll_tag  # key=value on a source bucket: its discovered route is probed
     max_routes: int = Field(default=DEFAULTS.fleet_max_routes, ge=1, le=10_000)  # probe-mode routes planned at most
     monthly_usd: float = Field(default=DEFAULTS.fleet_monthly_usd, gt=0)  # the planned routes' modelled monthly cost, at most
+
+    @model_validator(mode="before")
+    @classmethod
+    def _spread_within_tick(cls, data: Any) -> Any:
+        """Unset, the spread is the default or half the tick if that is shorter (a 5-minute tick works as is)."""
+        if isinstance(data, dict) and "spread_seconds" not in data:
+            tick = data.get("tick_minutes", DEFAULTS.schedule_rate_minutes)
+            if isinstance(tick, int) and tick > 0:
+                data = {**data, "spread_seconds": min(DEFAULTS.spread_seconds, tick * 30)}
+        return data
 
     @field_validator("enroll_tag")
     @classmethod
@@ -82,15 +96,15 @@ class FleetSettings(BaseModel):
 
     @model_validator(mode="after")
     def _fits(self) -> FleetSettings:
-        self.classes.check_tick(self.tick_seconds)  # ConfigError: names ProbeClasses and ScheduleRateMinutes
+        self.classes.check_tick(self.tick_seconds, parameter="ExpertSettings probe_classes")  # names it and ScheduleRateMinutes
         if self.spread_seconds >= self.tick_seconds:
-            raise ValueError(f"SpreadSeconds ({self.spread_seconds}) must be below the ScheduleRateMinutes tick "
+            raise ValueError(f"ExpertSettings spread_seconds ({self.spread_seconds}) must be below the ScheduleRateMinutes tick "
                              f"({self.tick_seconds} s): a route-run starts within its tick")
         return self
 
     @property
     def classes(self) -> ProbeClasses:
-        return ProbeClasses.parse(self.probe_classes)
+        return ProbeClasses.parse(self.probe_classes, parameter="ExpertSettings probe_classes")
 
     @property
     def tick_seconds(self) -> int:

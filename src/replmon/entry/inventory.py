@@ -10,6 +10,7 @@ import os
 from typing import Any
 
 from replmon import wiring
+from replmon.core.expert import overlay
 from replmon.entry.runtime import lambda_handler
 from replmon.fleet.accounts import ENV, load_inventory_settings
 from replmon.fleet.inventory import InventoryDeps, run_inventory
@@ -18,7 +19,7 @@ from replmon.wiring import Deps, member_accounts
 
 
 def inventory_step(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
-    settings = load_inventory_settings(json.loads(os.environ.get(ENV) or "{}"))
+    settings = load_inventory_settings(json.loads(overlay(os.environ).get(ENV) or "{}"))  # + ExpertSettings' opt_out_tag, workers
     if deps.registry is None or not settings.hub_account:
         raise RuntimeError(f"Inventory needs REPLMON_TABLE and {ENV}.hub_account (template.yaml sets both)")
     now = deps.clock.now()

@@ -8,7 +8,7 @@ what it uses.
 Tracing: every function has Lambda's Active tracing (template.yaml), which records each
 invocation's segment without any SDK. The X-Ray SDK adds a subsegment per AWS call, and costs
 ~130 ms of every cold start to import (docs/BENCH.md, P5), so it is opt-in: with
-REPLMON_TRACE_AWS_CALLS=true (template parameter TraceAwsCalls) handlers that call AWS build a
+REPLMON_TRACE_AWS_CALLS=true (ExpertSettings trace_aws_calls) handlers that call AWS build a
 Powertools Tracer that patches botocore only.
 """
 
@@ -91,7 +91,9 @@ Step = Callable[[dict[str, Any], wiring.Deps], Any]
 
 
 def trace_aws_calls() -> bool:
-    return os.environ.get("REPLMON_TRACE_AWS_CALLS", "false").lower() == "true"
+    from replmon.core.expert import overlay
+
+    return overlay(os.environ).get("REPLMON_TRACE_AWS_CALLS", "false").lower() == "true"  # ExpertSettings trace_aws_calls
 
 
 def lambda_handler(step: Step, *, traced: bool = True) -> Callable[[dict[str, Any], Any], Any]:

@@ -38,9 +38,9 @@ class InventorySettings(BaseModel):
     member_accounts: list[str] = Field(default_factory=list, description="MemberAccounts")
     discover_organization: bool = Field(default=False, description="DiscoverOrganizationAccounts")
     organization_id: str | None = Field(default=None, description="OrganizationId")
-    workers: int = Field(default=DEFAULTS.inventory_workers, ge=1, le=64, description="InventoryWorkers")
-    opt_out_tag: str = Field(default=DEFAULTS.opt_out_tag, description="OptOutTag")
-    events_topic_name: str | None = Field(default=None, description="EventsTopicName")
+    workers: int = Field(default=DEFAULTS.inventory_workers, ge=1, le=64, description="ExpertSettings inventory_workers")
+    opt_out_tag: str = Field(default=DEFAULTS.opt_out_tag, description="ExpertSettings opt_out_tag")
+    events_topic_name: str | None = Field(default=None, description="the member Regions' events topic (template.yaml Fixed EventsTopicName)")
     hub_account: str | None = Field(default=None, description="the stack's account (AWS::AccountId)")
     run_seconds: float = Field(default=810.0, gt=0, description="the Inventory function's Timeout less 90 s")
 
@@ -63,7 +63,7 @@ class InventorySettings(BaseModel):
     @classmethod
     def _tag(cls, value: str) -> str:
         if not re.fullmatch(r"[^=]{1,128}=[^=]{0,256}", value):
-            raise ValueError("OptOutTag must be key=value (e.g. replmon:probe=off): a tag key up to 128 characters, '=', "
+            raise ValueError("ExpertSettings opt_out_tag must be key=value (e.g. replmon:probe=off): a tag key up to 128 characters, '=', "
                              "and its value")
         return value
 

@@ -159,9 +159,9 @@ FLEET_ALARMS: tuple[FleetAlarm, ...] = (
     FleetAlarm(
         "ProbeStuck", "ProbeStuck", "SUM", ">=", 1, "ticket",
         "A route's probe was still PENDING when its timeout ran out.",
-        "a probe was still PENDING at its timeout (ProbeTimeoutSeconds): a very slow route, or S3 keeping a failing object PENDING",
+        "a probe was still PENDING at its timeout (ExpertSettings probe_timeout_seconds): a very slow route, or S3 keeping a failing object PENDING",
         "check RpoAboveTarget for the route (it pages if the route is late); look for the probe's key on the destination; "
-        "raise ProbeTimeoutSeconds if the largest probe size needs it"),
+        "raise ExpertSettings probe_timeout_seconds if the largest probe size needs it"),
     FleetAlarm(
         "ProbeError", "ProbeError", "SUM", ">=", 1, "ticket",
         "A route's probe could not be measured (upload or polling error); replication itself is unknown.",
@@ -190,7 +190,7 @@ FLEET_ALARMS: tuple[FleetAlarm, ...] = (
         "RouteNoData", "RouteNoData", "MAX", ">=", 1, "ticket",
         "A probe-mode route has had no RPO input (probe, heartbeat or RTC ReplicationLatency) for longer than its most "
         "frequent size class interval: it has no RpoSeconds, so RpoAboveTarget cannot see it.",
-        "nothing measured the route: its runs are deferred or skipped (FleetMaxRouteRuns, a held lease), its probes end "
+        "nothing measured the route: its runs are deferred or skipped (ExpertSettings fleet_max_route_runs, a held lease), its probes end "
         "in ERROR (credentials, a bucket policy), or the registry's classes are longer than expected",
         "replmon report --route ROUTE (NO DATA names what is missing); the execution history of ProbeStateMachine for "
         "the route's runs; RunSkipped and ProbeError for the route"),

@@ -85,7 +85,7 @@ FLEET: list[tuple[str, str, list[Any]]] = [
     ("Least error budget left (%): lowest 10", "Minimum", [(top("ErrorBudgetRemaining", "MIN", "ASC"), "")]),
     ("Fleet: RpoSeconds data points per 5 min (routes with an RPO input; no data: none, not 0)", "SampleCount",
      [(total("RpoSeconds", "COUNT"), "RpoSeconds data points")]),
-    # summed per 5 min: routes x collector runs in it (one run at the default CollectorRateMinutes 5)
+    # summed per 5 min: routes x collector runs in it (one run at the fixed CollectorRateMinutes 5)
     ("Fleet: unbounded routes x collector runs per 5 min (RpoUnbounded)", "Maximum", [(total("RpoUnbounded"), "RpoUnbounded")]),
     ("Fleet: no-data routes x collector runs per 5 min (RouteNoData)", "Maximum",
      [(total("RouteNoData"), "RouteNoData")]),

@@ -287,7 +287,7 @@ def fleet_plan(routes: Sequence[FleetRoute], deps: FleetPlanDeps, event: Mapping
         out["routes"] = []  # the probes carry their routes; Housekeeping sweeps inline plans' routes only
         if _size(out) > MAX_PLAN_BYTES:
             raise ConfigError(f"{len(chosen)} planned routes do not fit in the state even with the probes in the plan "
-                              f"bucket; lower FleetMaxRouteRuns")
+                              f"bucket; lower ExpertSettings fleet_max_route_runs")
     log.info("fleet plan", extra={"run_id": run_id, "tick": out["tick"], "routes": len(chosen), "probes": len(items),
                                   "deferred": len(deferred), "plan": out.get("plan")})
     return out

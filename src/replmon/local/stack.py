@@ -87,10 +87,10 @@ TABLE = "replmon-latency"
 FUNCTIONS = tuple(f for f in ENTRY_MODULES if f not in MOUNT_FUNCTIONS)
 MEMBER_TEMPLATE = Path(__file__).resolve().parents[3] / "templates" / "member-account.yaml"
 #: The deployment the harness runs unless a scenario overrides a parameter: probe runs and the
-#: collector every 5 minutes (the template's least), 1 KiB probes, the two members listed.
+#: collector every 5 minutes (the template's fixed rate), 1 KiB probes, the two members listed.
 PARAMETERS: dict[str, Any] = {
-    "ScheduleRateMinutes": 5, "CollectorRateMinutes": 5, "ProbeSizes": "1KiB", "ProbeClasses": "1KiB@5m",
-    "SpreadSeconds": 0, "ProbeTimeoutSeconds": 900, "MemberAccounts": [MEMBER_A, MEMBER_B], "InventoryRateMinutes": 60,
+    "ScheduleRateMinutes": 5, "MemberAccounts": [MEMBER_A, MEMBER_B],
+    "ExpertSettings": json.dumps({"probe_sizes": "1KiB", "probe_classes": "1KiB@5m", "spread_seconds": 0, "probe_timeout_seconds": 900}),
 }
 #: Real seconds an execution must show no change before the driver takes it as waiting (between two
 #: states it is visible to no counter: moto's interpreter is running it).
@@ -456,7 +456,7 @@ class DeployedStack:
     def _member_roles(self, account: str) -> None:
         t = load_template(MEMBER_TEMPLATE)
         r = Resolver(t, {"HubAccountId": HUB, "HubStackName": STACK, "ExternalId": self.member_external_id,
-                         "ProbePrefix": str(self.resolver.ref("ProbePrefix")), "SeedPrefix": str(self.resolver.ref("SeedPrefix"))},
+                         "ProbePrefix": str(self.resolver.ref("ProbePrefix")), "SeedPrefix": str(self.template["Mappings"]["Fixed"]["Settings"]["SeedPrefix"])},
                      account=account, region=HOME)
         for res in t["Resources"].values():
             if res["Type"] != "AWS::IAM::Role":
@@ -1090,9 +1090,11 @@ class DeployedStack:
         r = self.resolver
         outputs = {}
         for k, v in self.template.get("Outputs", {}).items():
+            if "Condition" in v and not r.condition(v["Condition"]):
+                continue  # e.g. a fleet-only hub's SourceBucket
             with contextlib.suppress(KeyError):  # the roles SAM generates are not in the raw template
                 outputs[k] = str(r.resolve(v["Value"]))
-        params = {k: r.ref(k) for k in ("ProbePrefix", "SeedPrefix", "BucketMode", "RouteName")}
+        params = {k: r.ref(k) for k in ("ProbePrefix", "BucketMode", "RouteName")}
         body = {"Parameters": {k: {"Type": "String"} for k in params},
                 "Resources": {"Placeholder": {"Type": "AWS::CloudFormation::WaitConditionHandle"}},
                 "Outputs": {k: {"Value": v} for k, v in outputs.items() if v}}

@@ -149,7 +149,7 @@ def _check_inline_budget(settings: ProbeSettings, poll_function_timeout: float |
             "invalid probe configuration:\n"
             f"  poll.inline_budget_seconds: {budget:g} s does not fit in PollReplication's {limit:g} s timeout "
             f"(it needs {margin} s more for the final HEADs of a route with {destinations} destination(s)); use at most "
-            f"{max(0.0, limit - margin):g}, or raise the PollFunctionTimeoutSeconds parameter"
+            f"{max(0.0, limit - margin):g} (the timeout is fixed: template.yaml Fixed PollFunctionTimeoutSeconds)"
         )
 
 
@@ -170,7 +170,7 @@ def load_request(
     """Validate ``data`` (top-level keys override ``defaults``) into a :class:`ProbeRequest`.
 
     ``sizes`` naming a ladder brings the ladder's trials unless ``data`` sets ``trials``.
-    ``poll_function_timeout`` (seconds; PollReplication's Lambda timeout, template parameter
+    ``poll_function_timeout`` (seconds; PollReplication's Lambda timeout, template.yaml Fixed
     PollFunctionTimeoutSeconds) bounds ``poll.inline_budget_seconds``.
     """
     request = _validated(ProbeRequest, {**(defaults or {}), **_ladder_trials(data or {})})

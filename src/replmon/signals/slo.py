@@ -146,12 +146,12 @@ def largest_target(samples: float, events: float = REFUSE_BELOW_EVENTS) -> float
     return math.floor((1.0 - events / samples) * 10_000) / 100
 
 
-def check_budget(spec: SloSpec, probes_per_run: int, field_name: str = "SloTargetPercent") -> str | None:
+def check_budget(spec: SloSpec, probes_per_run: int, field_name: str = "ExpertSettings slo_target_percent") -> str | None:
     """Refuse (ConfigError naming ``field_name`` and the fix) an SLO whose expected error budget is
     under REFUSE_BELOW_EVENTS bad samples per period; a warning (returned) under WARN_BELOW_EVENTS.
 
     >>> check_budget(SloSpec(target=0.999, period_days=30, probe_interval_seconds=900), 3)[:60]
-    'SloTargetPercent: 99.9 % over 8640 judged probes per 30 days'
+    'ExpertSettings slo_target_percent: 99.9 % over 8640 judged p'
     >>> check_budget(SloSpec(target=0.99, period_days=30, probe_interval_seconds=900), 3) is None
     True
     """
@@ -163,7 +163,7 @@ def check_budget(spec: SloSpec, probes_per_run: int, field_name: str = "SloTarge
         best = largest_target(samples) if samples > REFUSE_BELOW_EVENTS else None
         fix = (f"lower {field_name} to at most {best:g}" if best and best >= 50 else "probe more often or with more sizes/trials")
         raise ConfigError(f"invalid SLO configuration:\n  {what}, under {REFUSE_BELOW_EVENTS:g}: one slow probe would spend "
-                          f"{100 / max(budget, 1e-9):.0f} % of it; {fix}, or lengthen SloPeriodDays")
+                          f"{100 / max(budget, 1e-9):.0f} % of it; {fix}, or lengthen ExpertSettings slo_period_days")
     if budget < WARN_BELOW_EVENTS:
         return (f"{what}: one slow probe spends {100 / budget:.0f} % of it and burn rates over short windows are 0 or "
                 f"{1 / (1 - spec.target):.0f}x per bad probe; for a steadier budget lower {field_name} to "
