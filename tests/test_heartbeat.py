@@ -238,23 +238,26 @@ def test_heartbeats_feed_the_rpo_so_a_stall_shows_in_minutes(env: Env) -> None:
 def test_the_expectation_is_learned_from_the_route_s_own_heartbeats_and_recorded(env: Env) -> None:
     """1,000 heartbeats of ~30 s in the 72 h that ended 6 h ago raise E to 30 s: a 25 s heartbeat is
     not late (no confirmation is put); the heartbeat's record names the expectation it was judged by.
-    Heartbeats of the last 6 hours (a degradation now) do not count."""
+    Heartbeats of the last 6 hours (a degradation now) do not count. Learned from the hour items the
+    heartbeats were stored with (signals/rollup.py ``store_record``), as the Heartbeat stores them."""
     from replmon.adapters.memtable import MemoryLatencyTable
-    from replmon.core.keys import heartbeat_run_id
+    from replmon.core.keys import heartbeat_probe_id, heartbeat_run_id
     from replmon.core.record import ProbeRecord, ProbeStatus
+    from replmon.signals.rollup import store_record
 
     _deps(env)
     env.deps.store = MemoryLatencyTable()
     now = env.clock.now()
+
+    def stored(at: float, latency: float) -> None:
+        run = heartbeat_run_id(at, 1)
+        assert store_record(env.deps.store, ProbeRecord("primary", heartbeat_probe_id(run, "primary"), run, at, 1024, "1KiB", 1,
+                                                        ProbeStatus.COMPLETED, put_end=at, latency_lo=latency - 1,
+                                                        latency_hi=latency), at + latency, threshold_seconds=900.0)
+
     for i in range(1000):
-        at = now - 7 * 3600 - i * 60
-        env.deps.store.put_item({**ProbeRecord("primary", f"p{i}", heartbeat_run_id(at), at, 1024, "1KiB", 1, ProbeStatus.COMPLETED,
-                                              put_end=at, latency_lo=29.0, latency_hi=30.0).to_item(),
-                                 "route": heartbeat_partition("primary")})
-        recent = now - 3600 - i
-        env.deps.store.put_item({**ProbeRecord("primary", f"r{i}", heartbeat_run_id(recent, 1), recent, 1024, "1KiB", 1, ProbeStatus.COMPLETED,
-                                              put_end=recent, latency_lo=299.0, latency_hi=300.0).to_item(),
-                                 "route": heartbeat_partition("primary")})
+        stored(now - 7 * 3600 - i * 60, 30.0)
+        stored(now - 3600 - i, 300.0)
     env.fake.default = Scenario(latency=25.0)
     out = _beat(env, periods=1)["routes"][0]
     assert out["expect_seconds"] == 30.0 and out["transitions"] == []
