@@ -374,3 +374,46 @@ def test_a_duplicate_invocation_of_the_group_does_nothing_while_one_runs(env: En
     assert out["skipped"] == "the group's lease is held" and out["routes"] == []
     env.clock.sleep(130)
     assert _beat(env)["routes"][0]["route"] == "primary"
+
+
+def test_each_route_s_expectation_and_detection_bound_reach_the_fleet_report(env: Env) -> None:
+    """The Heartbeat saves E and its period with the route's state; the route's health (what
+    `replmon report --fleet` and the Report function read) gives E and the detection bound
+    ``T + 2 (E + 15 s) + 60 s`` (signals/stall.py), as the fleet row of docs/output.schema.json."""
+    import jsonschema
+
+    from replmon.fleet.risk import COLUMNS, fleet_rows
+    from replmon.signals.health import health_output, route_health
+    from replmon.signals.slo import SloSpec
+    from tests.test_operator_cli import SCHEMA
+
+    _deps(env)
+    env.fake.default = Scenario(latency=1.0)
+    _beat(env, periods=1)
+    h = health_output(route_health(env.store, "primary", env.clock.now(), SloSpec(), 3600).to_json(SloSpec()))
+    stall = h["stall"]
+    assert stall["expect_seconds"] == 20 and "floor" in stall["expect_basis"]
+    assert stall["detection_bound_seconds"] == 60 + 2 * (20 + 15) + 60
+    rows = fleet_rows([{"route": "primary", "group": "g00", "mode": "probe", "reason_code": "OK"}], {"primary": h}, {"primary": "ok"}, [],
+                      target_seconds=900.0)
+    assert (rows[0]["expect_seconds"], rows[0]["detect_bound_seconds"]) == (20, 190.0)
+    assert list(rows[0]) == list(COLUMNS)
+    fleet_row = jsonschema.Draft202012Validator({"$ref": "#/$defs/fleet_row", "$defs": SCHEMA["$defs"]})
+    assert [e.message for e in fleet_row.iter_errors(rows[0])] == []
+    assert [e.message for e in jsonschema.Draft202012Validator({"$ref": "#/$defs/health", "$defs": SCHEMA["$defs"]}).iter_errors(h)] == []
+
+
+def test_the_detection_bound_s_terms_are_the_template_s_and_the_heartbeat_s() -> None:
+    """The bound's alarm term is RouteStalled's period with 1 datapoint to alarm (an "M out of N"
+    alarm, M = DatapointsToAlarm: AWS, PutMetricAlarm DatapointsToAlarm,
+    https://docs.aws.amazon.com/sdk-for-kotlin/api/latest/cloudwatch/aws.sdk.kotlin.services.cloudwatch.model/-put-metric-alarm-request/datapoints-to-alarm.html):
+    the first evaluation of the minute that holds the point can alarm. Its idle term is the part of
+    the Heartbeat's minute it does not judge."""
+    from replmon.probe import heartbeat as hb
+    from replmon.signals.stall import ALARM_PERIOD_SECONDS, HEARTBEAT_IDLE_SECONDS
+    from tests.cfnutil import default_transformed
+
+    resources = default_transformed()["Resources"]
+    stalled = [r["Properties"] for n, r in resources.items() if n.startswith("RouteStalledG") and n.endswith("Alarm")]
+    assert stalled and all(p["Metrics"][0]["Period"] == ALARM_PERIOD_SECONDS and p["DatapointsToAlarm"] == 1 for p in stalled)
+    assert HEARTBEAT_IDLE_SECONDS == hb.INVOCATION_SECONDS - hb.WORK_SECONDS
