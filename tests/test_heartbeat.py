@@ -417,3 +417,23 @@ def test_the_detection_bound_s_terms_are_the_template_s_and_the_heartbeat_s() ->
     stalled = [r["Properties"] for n, r in resources.items() if n.startswith("RouteStalledG") and n.endswith("Alarm")]
     assert stalled and all(p["Metrics"][0]["Period"] == ALARM_PERIOD_SECONDS and p["DatapointsToAlarm"] == 1 for p in stalled)
     assert HEARTBEAT_IDLE_SECONDS == hb.INVOCATION_SECONDS - hb.WORK_SECONDS
+
+
+def test_the_learning_line_carries_every_field_the_dashboard_s_widget_reads(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    """fleet/dashboard.py's Logs Insights widget reads E and the bound from the line each route prints
+    when it learns E: every field its query reads is in that line, as the Heartbeat prints it."""
+    import re
+
+    from replmon.fleet.dashboard import EXPECTATION_QUERY
+    from replmon.probe.heartbeat import EXPECTATION_LEARNED
+
+    _deps(env)
+    env.fake.default = Scenario(latency=1.0)
+    capsys.readouterr()
+    _beat(env, periods=1)
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith("{")]
+    learned = [x for x in lines if x.get("message") == EXPECTATION_LEARNED]
+    assert len(learned) == 1
+    fields = set(re.findall(r"latest\((\w+)\)", EXPECTATION_QUERY)) | set(re.findall(r" by (\w+)", EXPECTATION_QUERY))
+    assert fields and fields <= set(learned[0]), fields - set(learned[0])
+    assert learned[0]["route"] == "primary" and learned[0]["detection_bound_seconds"] == 190.0
