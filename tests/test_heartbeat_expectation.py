@@ -119,3 +119,18 @@ def test_learning_reads_at_most_72_hour_items_in_one_query_on_dynamodb() -> None
     assert "LastEvaluatedKey" not in calls[0][1]
     assert learned.expectation.seconds == records_expectation(records, now)
     assert all(str(i["route"]) == roll_partition(ROUTE) for i in hour_items)
+
+
+def test_the_semantics_page_states_the_bound_the_code_computes() -> None:
+    """docs/SEMANTICS.md's detection bound, filled in at E = 20, 60 and 180 s, is signals/stall.py's."""
+    import re
+    from pathlib import Path
+
+    from replmon.signals.stall import detection_bound
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "SEMANTICS.md").read_text()
+    assert "detection ≤ T + 2 (E + g) + A = T + 2E + 90 s" in text
+    m = re.search(r"(\d+) s at the floor \(E = 20 s, T = 60 s\), (\d+) s at E = 60 s, (\d+) s at E = 180 s", text)
+    assert m is not None
+    assert [float(x) for x in m.groups()] == [detection_bound(e, 60.0) for e in (20.0, 60.0, 180.0)]
+    assert detection_bound(33.0, 10.0) == 10.0 + 2 * 33.0 + 90.0

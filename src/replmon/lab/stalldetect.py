@@ -25,7 +25,7 @@ from typing import Any
 from replmon.core.keys import HEARTBEAT_SIZE_CLASS, heartbeat_probe_id, heartbeat_run_id
 from replmon.core.partitions import HEARTBEAT_STATE, live_partition
 from replmon.core.record import ProbeRecord, ProbeStatus
-from replmon.signals.expectation import HISTORY_END_AGO, MIN_SAMPLES, QUANTILE
+from replmon.signals.expectation import HISTORY_END_AGO, MIN_SAMPLES
 from replmon.signals.stall import detection_bound
 from replmon.signals.windows import HOUR_SECONDS, floor_hour
 
@@ -50,19 +50,16 @@ class AllowAll:
 
 
 def history_latencies(expect: float, n: int, rng: random.Random) -> list[float]:
-    """``n`` heartbeat latencies whose q0.999 (nearest rank) is ``expect``: most well under it, the
-    top ``n - rank + 1`` exactly it.
+    """``n`` heartbeat latencies, one a minute, whose q0.999 (nearest rank) over any 72 hours of them is
+    ``expect``: every 600th (one each 10 hours: 7 or 8 in 72 hours, 5 are the top 0.1 % of 4,320)
+    is ``expect``, the rest well under it.
 
     >>> xs = history_latencies(60.0, 4320, random.Random(1))
     >>> from replmon.signals.expectation import nearest_rank
-    >>> nearest_rank(xs, 0.999), max(xs)
-    (60.0, 60.0)
+    >>> nearest_rank(xs, 0.999), max(xs), xs.count(60.0)
+    (60.0, 60.0, 7)
     """
-    import math
-
-    rank = math.ceil(QUANTILE * n)  # the q0.999's 1-based rank
-    top = n - rank + 1
-    return [round(rng.uniform(0.5, min(5.0, expect / 2)), 3) for _ in range(n - top)] + [expect] * top
+    return [expect if i % 600 == 300 else round(rng.uniform(0.5, min(5.0, expect / 2)), 3) for i in range(n)]
 
 
 def seed_history(store: Any, route: str, now: float, expect: float, rng: random.Random) -> int:
@@ -74,7 +71,6 @@ def seed_history(store: Any, route: str, now: float, expect: float, rng: random.
     end = floor_hour(now - HISTORY_END_AGO)
     times = [end - SEED_HOURS * HOUR_SECONDS + i * PERIOD for i in range(SEED_HOURS * HOUR_SECONDS // PERIOD)]
     lat = history_latencies(expect, len(times), rng)
-    rng.shuffle(lat)
     for t, latency in zip(times, lat, strict=True):
         run = heartbeat_run_id(t, PERIOD)
         record = ProbeRecord(route=route, probe_id=heartbeat_probe_id(run, route), run_id=run, planned_at=t, size_bytes=1024,
@@ -91,14 +87,16 @@ def _copy_hour_items(memory: Any, table: Any, route: str) -> int:
     return len(items)
 
 
-def measure_detection(expectations: list[float], reps: int, *, seed: int = 1,
+def measure_detection(expectations: list[float], reps: int, *, seed: int = 1, authorizer: Any = None, iam: str = "",
                       progress: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
-    """Fault -> STALLED -> page at each E of ``expectations`` (``reps`` faults each, one stack per E)."""
+    """Fault -> STALLED -> page at each E of ``expectations`` (``reps`` faults each, one stack per E);
+    ``authorizer`` decides IAM (local/stack.py ``Authorizer``; None: :class:`AllowAll`), ``iam`` says how."""
     from replmon.adapters.dynamodb import DynamoLatencyStore
     from replmon.adapters.memtable import MemoryLatencyTable
     from replmon.local.stack import AWAY, HOME, HUB, MEMBER_A, TABLE, DeployedStack
 
-    auth, iam = AllowAll(), "not evaluated here (tests/deployed evaluate the same wiring's IAM)"
+    auth = authorizer or AllowAll()
+    iam = iam or ("not evaluated here (tests/deployed evaluate the same wiring's IAM)" if authorizer is None else "evaluated")
     rng = random.Random(seed)
     out: dict[str, Any] = {"period_s": PERIOD, "alarm": ALARM, "iam": iam, "clock": "stepped (local/stack.py SteppedClock)", "runs": []}
     for expect in expectations:
