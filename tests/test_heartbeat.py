@@ -419,9 +419,11 @@ def test_the_detection_bound_s_terms_are_the_template_s_and_the_heartbeat_s() ->
     assert HEARTBEAT_IDLE_SECONDS == hb.INVOCATION_SECONDS - hb.WORK_SECONDS
 
 
-def test_the_learning_line_carries_every_field_the_dashboard_s_widget_reads(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_learning_line_carries_every_field_the_dashboard_s_widget_reads(env: Env, caplog: pytest.LogCaptureFixture) -> None:
     """fleet/dashboard.py's Logs Insights widget reads E and the bound from the line each route prints
-    when it learns E: every field its query reads is in that line, as the Heartbeat prints it."""
+    when it learns E: every field its query reads is in that line (a structured log's extra keys are
+    its top-level JSON fields: Powertools Logger)."""
+    import logging
     import re
 
     from replmon.fleet.dashboard import EXPECTATION_QUERY
@@ -429,10 +431,9 @@ def test_the_learning_line_carries_every_field_the_dashboard_s_widget_reads(env:
 
     _deps(env)
     env.fake.default = Scenario(latency=1.0)
-    capsys.readouterr()
-    _beat(env, periods=1)
-    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith("{")]
-    learned = [x for x in lines if x.get("message") == EXPECTATION_LEARNED]
+    with caplog.at_level(logging.INFO, logger="replmon"):
+        _beat(env, periods=1)
+    learned = [r.__dict__ for r in caplog.records if r.getMessage() == EXPECTATION_LEARNED]
     assert len(learned) == 1
     fields = set(re.findall(r"latest\((\w+)\)", EXPECTATION_QUERY)) | set(re.findall(r" by (\w+)", EXPECTATION_QUERY))
     assert fields and fields <= set(learned[0]), fields - set(learned[0])
