@@ -29,18 +29,20 @@ def test_detection_was_measured_at_e_20_60_and_180_s_with_e_learned_by_the_heart
         assert len(run["reps"]) >= 3 and run["denied"] == []
 
 
-def test_each_fault_paged_once_within_its_bound_and_never_before_two_late_beats(detection: dict) -> None:
+def test_each_fault_paged_once_within_its_bound_and_never_before_a_beat_was_late(detection: dict) -> None:
+    """Never before E (a beat put after the fault is late E after its PUT; a probe in flight when
+    replication stopped can be the first of the two late beats, so not 2E), never past the bound."""
     for run in detection["runs"]:
         for rep in run["reps"]:
             assert rep["pages"] == 1 and rep["stalled_s"] is not None and rep["page_s"] is not None, rep
-            assert 2 * run["learned_expect_s"] <= rep["stalled_s"] <= rep["page_s"] <= run["bound_s"], rep
+            assert run["learned_expect_s"] <= rep["stalled_s"] <= rep["page_s"] <= run["bound_s"], rep
             assert rep["ok_after_heal_s"] is not None
 
 
 def test_the_page_renders_the_detection_with_its_own_date_and_the_stepped_clock() -> None:
     doc = benchreport.load("bench-stall")
     text = benchreport.render(doc)
-    assert "## Detection at a learned expectation E" in text and "stepped" in text
+    assert "## Detection at a learned expectation E" in text and "stepped (local/stack.py SteppedClock)" in text
     assert f"- date: {doc['detection']['facts']['date']}" in text
     assert text.count("| 20 | 20 (") == 1 and text.count("| 180 | 180 (q0.999 of 4320 heartbeats (180.0 s))") == 1
 

@@ -21,6 +21,6 @@ def test_a_route_with_a_learned_e_of_60_s_pages_once_within_its_detection_bound(
     assert run["seeded_hour_items"] == 80 and run["bound_s"] == detection_bound(60.0, 60) == 270.0
     rep = run["reps"][0]
     assert rep["pages"] == 1 and rep["stalled_s"] is not None and rep["page_s"] is not None
-    assert 2 * 60 <= rep["stalled_s"] <= rep["page_s"] <= run["bound_s"], rep  # two late beats at least: never before 2E
+    assert 60 <= rep["stalled_s"] <= rep["page_s"] <= run["bound_s"], rep  # a late beat first: never before E
     assert rep["ok_after_heal_s"] is not None
     assert run["denied"] == []

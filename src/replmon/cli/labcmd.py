@@ -504,10 +504,11 @@ def lab_bench_stall(
         detect_facts["took_s"] = round(_time.time() - detect_began)
     est = fleet_estimate(100, ProbeClasses.parse(DEFAULTS.probe_classes))
     own = sum(x.dollars for x in est.per_route_lines if x.item.startswith(HEARTBEAT_PREFIX))
-    doc["stall"]["cost"] = {"heartbeat_seconds": DEFAULTS.heartbeat_seconds, "heartbeats_usd": round(own, 3),
-                            "with_metric_and_alarm_usd": round(own + stall_metric_and_alarm(est), 3),
-                            "probe_schedule_usd": round(est.per_route - own - stall_metric_and_alarm(est), 3),
-                            "probe_classes": DEFAULTS.probe_classes, "as_of": est.as_of, "modelled": True}
+    if not skip_lab:  # a kept lab section keeps the cost of its day
+        doc["stall"]["cost"] = {"heartbeat_seconds": DEFAULTS.heartbeat_seconds, "heartbeats_usd": round(own, 3),
+                                "with_metric_and_alarm_usd": round(own + stall_metric_and_alarm(est), 3),
+                                "probe_schedule_usd": round(est.per_route - own - stall_metric_and_alarm(est), 3),
+                                "probe_classes": DEFAULTS.probe_classes, "as_of": est.as_of, "modelled": True}
     finish(doc, started, json_path, output, close_facts=not skip_lab)  # a kept lab section keeps its own facts
     err.print(f"wrote {output}", highlight=False)
     return 0

@@ -524,10 +524,12 @@ def render_detection(d: dict[str, Any] | None) -> list[str]:
              f"(HeartbeatSeconds T = {d['period_s']} s), E learned by it from the route's 72 hour items (seeded with heartbeats whose "
              "q0.999 is E; E = 20 s is the StallFloorSeconds floor, nothing seeded), its StallSeconds EMF, the template's "
              f"`{d['alarm']}` evaluated each minute and the FleetPagesG00Rule EventBridge rule to the page topic. "
-             f"Time is **stepped** ({d['clock']}): the figures are deployment seconds, not real ones. IAM: {d['iam']}. "
+             f"Time is **{d['clock']}**: the figures are deployment seconds, not real ones. IAM: {d['iam']}. "
              "Each fault falls at a random point of the Heartbeat's minute; STALLED = the Heartbeat's evidence message, "
              "page = the contributor's ALARM on the page topic (EventBridge delivery is instant here; AWS documents no bound). "
-             "Bound = T + 2 (E + 15 s) + 60 s (docs/SEMANTICS.md, Stalls).", ""]
+             "Bound = T + 2 (E + 15 s) + 60 s (docs/SEMANTICS.md, Stalls). STALLED may come before 2E: the probe schedule "
+             "(every 5 minutes here) leaves a probe in flight when replication stops, and a late probe and a late heartbeat "
+             "stall a route (signals/stall.py).", ""]
     rows = []
     for run in d["runs"]:
         reps = run["reps"]
