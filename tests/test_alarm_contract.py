@@ -292,7 +292,7 @@ def dashboard_gaps(cfn: dict[str, Any], seen: Emitted) -> list[str]:
     body = _json.loads(r.resolve(cfn["Resources"]["Dashboard"]["Properties"]["DashboardBody"]))
     gaps, checked = [], 0
     for w in body["widgets"]:
-        for row in w["properties"]["metrics"]:
+        for row in w["properties"].get("metrics", []):  # a log widget has a Logs Insights query, no metrics
             if len(row) == 1 and row[0].get("expression", "").startswith("SELECT "):
                 # a Metrics Insights query: SCHEMA's keys must be exactly a dimension set the metric is
                 # emitted with (SCHEMA matches only metrics with exactly those keys)

@@ -17,6 +17,8 @@ AWS contracts encoded here:
 - GetMetricData (https://docs.aws.amazon.com/sdk-for-kotlin/api/latest/cloudwatch/aws.sdk.kotlin.services.cloudwatch.model/-get-metric-data-request/metric-data-queries.html):
   at most 500 MetricDataQuery structures per call (a widget's rows); a query's Id starts with a
   lowercase letter and is unique in the request.
+- The same page's log widget: ``properties.query`` is ``SOURCE '<log group>' | <Logs Insights
+  query>``, with ``region``, ``title`` and ``view`` (``table``, ``timeSeries``, ``bar``, ``pie``).
 - Search expressions (https://docs.aws.amazon.com/cdk/api/v2/docs/aws-cdk-lib.aws_cloudwatch.SearchExpressionProps.html):
   ``SEARCH('{Namespace,Dim,...} MetricName="m" ...', 'Stat', Period)``, up to 500 series each.
 """
@@ -52,6 +54,11 @@ def body_violations(body: dict[str, Any]) -> list[str]:
         title = w.get("properties", {}).get("title", "?")
         if not (w["x"] >= 0 and 1 <= w["width"] <= GRID_COLUMNS and w["x"] + w["width"] <= GRID_COLUMNS and w["y"] >= 0 and w["height"] >= 1):
             out.append(f"{title} | outside the 24-column grid")
+        if w["type"] == "log":  # a Logs Insights widget: SOURCE 'group' | query, a view (the body reference's "log" widget)
+            p = w["properties"]
+            if not re.match(r"SOURCE '[^']+'( \| SOURCE '[^']+')* \| ", p.get("query", "")) or p.get("view") not in ("table", "timeSeries", "bar", "pie"):
+                out.append(f"{title} | a log widget needs query \"SOURCE '<log group>' | ...\" and a view")
+            continue
         if w["type"] != "metric":
             continue
         rows = w["properties"]["metrics"]
@@ -101,7 +108,7 @@ def test_every_widget_of_the_deployed_dashboard_follows_the_body_rules() -> None
     body = deployed_body()
     assert body_violations(body) == []
     selects = [sum(1 for r in w["properties"]["metrics"] if isinstance(r[0], dict) and r[0].get("expression", "").startswith("SELECT"))
-               for w in body["widgets"] if isinstance(w["properties"]["metrics"][0][0], dict)]
+               for w in body["widgets"] if w["type"] == "metric" and isinstance(w["properties"]["metrics"][0][0], dict)]
     assert max(selects) == 1 and sum(selects) >= 15
 
 
@@ -119,7 +126,7 @@ def test_the_check_bites_on_two_queries_in_one_widget_a_bad_id_and_a_bad_row() -
 def test_unbounded_and_no_data_routes_are_named_not_hidden() -> None:
     """RpoSeconds leaves out a route without an RPO input; the top widgets name the unbounded and
     the no-data routes by Route."""
-    queries = [parse(r[0]["expression"]) for w in deployed_body()["widgets"]
+    queries = [parse(r[0]["expression"]) for w in deployed_body()["widgets"] if w["type"] == "metric"
                for r in w["properties"]["metrics"] if isinstance(r[0], dict) and r[0].get("expression", "").startswith("SELECT")]
     named = {q.metric for q in queries if q.group_by == (ROUTE,) and q.order == ("MAX", True) and q.limit == 10}
     assert {"RpoSeconds", "RpoUnbounded", "RouteNoData", "StallSeconds"} <= named
@@ -149,3 +156,18 @@ def test_the_route_picker_reads_a_metric_every_collected_route_emits(monkeypatch
 
     assert routes_in_picker(ROUTE_PICKER_METRIC) == set(routes)
     assert routes_in_picker("RpoSeconds") == {"bounded"}
+
+
+def test_each_route_s_expectation_and_detection_bound_are_a_table_of_the_heartbeat_s_log() -> None:
+    """The E / detection-bound widget queries the Heartbeat's log group (the LogGroupName
+    HeartbeatLogGroup is given) for the line the Heartbeat prints when a route learns E (probe/heartbeat.py
+    EXPECTATION_LEARNED); tests/test_heartbeat.py checks the line carries every field it reads."""
+    from replmon.probe.heartbeat import EXPECTATION_LEARNED
+
+    cfn = default_transformed()
+    group = resolver(cfn).resolve(cfn["Resources"]["HeartbeatLogGroup"]["Properties"]["LogGroupName"])
+    logs = [w for w in deployed_body()["widgets"] if w["type"] == "log"]
+    assert len(logs) == 1
+    query = logs[0]["properties"]["query"]
+    assert query.startswith(f"SOURCE '{group}' | filter message = '{EXPECTATION_LEARNED}' | stats ")
+    assert "by route" in query

@@ -238,23 +238,26 @@ def test_heartbeats_feed_the_rpo_so_a_stall_shows_in_minutes(env: Env) -> None:
 def test_the_expectation_is_learned_from_the_route_s_own_heartbeats_and_recorded(env: Env) -> None:
     """1,000 heartbeats of ~30 s in the 72 h that ended 6 h ago raise E to 30 s: a 25 s heartbeat is
     not late (no confirmation is put); the heartbeat's record names the expectation it was judged by.
-    Heartbeats of the last 6 hours (a degradation now) do not count."""
+    Heartbeats of the last 6 hours (a degradation now) do not count. Learned from the hour items the
+    heartbeats were stored with (signals/rollup.py ``store_record``), as the Heartbeat stores them."""
     from replmon.adapters.memtable import MemoryLatencyTable
-    from replmon.core.keys import heartbeat_run_id
+    from replmon.core.keys import heartbeat_probe_id, heartbeat_run_id
     from replmon.core.record import ProbeRecord, ProbeStatus
+    from replmon.signals.rollup import store_record
 
     _deps(env)
     env.deps.store = MemoryLatencyTable()
     now = env.clock.now()
+
+    def stored(at: float, latency: float) -> None:
+        run = heartbeat_run_id(at, 1)
+        assert store_record(env.deps.store, ProbeRecord("primary", heartbeat_probe_id(run, "primary"), run, at, 1024, "1KiB", 1,
+                                                        ProbeStatus.COMPLETED, put_end=at, latency_lo=latency - 1,
+                                                        latency_hi=latency), at + latency, threshold_seconds=900.0)
+
     for i in range(1000):
-        at = now - 7 * 3600 - i * 60
-        env.deps.store.put_item({**ProbeRecord("primary", f"p{i}", heartbeat_run_id(at), at, 1024, "1KiB", 1, ProbeStatus.COMPLETED,
-                                              put_end=at, latency_lo=29.0, latency_hi=30.0).to_item(),
-                                 "route": heartbeat_partition("primary")})
-        recent = now - 3600 - i
-        env.deps.store.put_item({**ProbeRecord("primary", f"r{i}", heartbeat_run_id(recent, 1), recent, 1024, "1KiB", 1, ProbeStatus.COMPLETED,
-                                              put_end=recent, latency_lo=299.0, latency_hi=300.0).to_item(),
-                                 "route": heartbeat_partition("primary")})
+        stored(now - 7 * 3600 - i * 60, 30.0)
+        stored(now - 3600 - i, 300.0)
     env.fake.default = Scenario(latency=25.0)
     out = _beat(env, periods=1)["routes"][0]
     assert out["expect_seconds"] == 30.0 and out["transitions"] == []
@@ -371,3 +374,67 @@ def test_a_duplicate_invocation_of_the_group_does_nothing_while_one_runs(env: En
     assert out["skipped"] == "the group's lease is held" and out["routes"] == []
     env.clock.sleep(130)
     assert _beat(env)["routes"][0]["route"] == "primary"
+
+
+def test_each_route_s_expectation_and_detection_bound_reach_the_fleet_report(env: Env) -> None:
+    """The Heartbeat saves E and its period with the route's state; the route's health (what
+    `replmon report --fleet` and the Report function read) gives E and the detection bound
+    ``T + 2 (E + 15 s) + 60 s`` (signals/stall.py), as the fleet row of docs/output.schema.json."""
+    import jsonschema
+
+    from replmon.fleet.risk import COLUMNS, fleet_rows
+    from replmon.signals.health import health_output, route_health
+    from replmon.signals.slo import SloSpec
+    from tests.test_operator_cli import SCHEMA
+
+    _deps(env)
+    env.fake.default = Scenario(latency=1.0)
+    _beat(env, periods=1)
+    h = health_output(route_health(env.store, "primary", env.clock.now(), SloSpec(), 3600).to_json(SloSpec()))
+    stall = h["stall"]
+    assert stall["expect_seconds"] == 20 and "floor" in stall["expect_basis"]
+    assert stall["detection_bound_seconds"] == 60 + 2 * (20 + 15) + 60
+    rows = fleet_rows([{"route": "primary", "group": "g00", "mode": "probe", "reason_code": "OK"}], {"primary": h}, {"primary": "ok"}, [],
+                      target_seconds=900.0)
+    assert (rows[0]["expect_seconds"], rows[0]["detect_bound_seconds"]) == (20, 190.0)
+    assert list(rows[0]) == list(COLUMNS)
+    fleet_row = jsonschema.Draft202012Validator({"$ref": "#/$defs/fleet_row", "$defs": SCHEMA["$defs"]})
+    assert [e.message for e in fleet_row.iter_errors(rows[0])] == []
+    assert [e.message for e in jsonschema.Draft202012Validator({"$ref": "#/$defs/health", "$defs": SCHEMA["$defs"]}).iter_errors(h)] == []
+
+
+def test_the_detection_bound_s_terms_are_the_template_s_and_the_heartbeat_s() -> None:
+    """The bound's alarm term is RouteStalled's period with 1 datapoint to alarm (an "M out of N"
+    alarm, M = DatapointsToAlarm: AWS, PutMetricAlarm DatapointsToAlarm,
+    https://docs.aws.amazon.com/sdk-for-kotlin/api/latest/cloudwatch/aws.sdk.kotlin.services.cloudwatch.model/-put-metric-alarm-request/datapoints-to-alarm.html):
+    the first evaluation of the minute that holds the point can alarm. Its idle term is the part of
+    the Heartbeat's minute it does not judge."""
+    from replmon.probe import heartbeat as hb
+    from replmon.signals.stall import ALARM_PERIOD_SECONDS, HEARTBEAT_IDLE_SECONDS
+    from tests.cfnutil import default_transformed
+
+    resources = default_transformed()["Resources"]
+    stalled = [r["Properties"] for n, r in resources.items() if n.startswith("RouteStalledG") and n.endswith("Alarm")]
+    assert stalled and all(p["Metrics"][0]["Period"] == ALARM_PERIOD_SECONDS and p["DatapointsToAlarm"] == 1 for p in stalled)
+    assert HEARTBEAT_IDLE_SECONDS == hb.INVOCATION_SECONDS - hb.WORK_SECONDS
+
+
+def test_the_learning_line_carries_every_field_the_dashboard_s_widget_reads(env: Env, caplog: pytest.LogCaptureFixture) -> None:
+    """fleet/dashboard.py's Logs Insights widget reads E and the bound from the line each route prints
+    when it learns E: every field its query reads is in that line (a structured log's extra keys are
+    its top-level JSON fields: Powertools Logger)."""
+    import logging
+    import re
+
+    from replmon.fleet.dashboard import EXPECTATION_QUERY
+    from replmon.probe.heartbeat import EXPECTATION_LEARNED
+
+    _deps(env)
+    env.fake.default = Scenario(latency=1.0)
+    with caplog.at_level(logging.INFO, logger="replmon"):
+        _beat(env, periods=1)
+    learned = [r.__dict__ for r in caplog.records if r.getMessage() == EXPECTATION_LEARNED]
+    assert len(learned) == 1
+    fields = set(re.findall(r"latest\((\w+)\)", EXPECTATION_QUERY)) | set(re.findall(r" by (\w+)", EXPECTATION_QUERY))
+    assert fields and fields <= set(learned[0]), fields - set(learned[0])
+    assert learned[0]["route"] == "primary" and learned[0]["detection_bound_seconds"] == 190.0

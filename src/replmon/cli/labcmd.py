@@ -464,16 +464,23 @@ def lab_bench_stall(
     fault: Annotated[str, typer.Option(help="hang, reset, latency or bandwidth (lab/faults.py).")] = "hang",
     lab_dir: Annotated[Path, typer.Option("--dir", metavar="DIR", help=LAB_DIR_HELP)] = Path("lab-data/bench-stall"),
     output: Annotated[Path, typer.Option(help="Where the generated report goes.")] = Path("docs/BENCH-STALL.md"),
+    expectations: Annotated[str, typer.Option(metavar="E,E,...", help="Learned expectations E (s) at which detection is measured "
+                                              "through the deployed stack's wiring, time stepped (lab/stalldetect.py); '' for none.")] = "20,60,180",
+    detection_reps: Annotated[int, typer.Option(min=1, max=20, help="Faults at each E.")] = 3,
+    skip_lab: Annotated[bool, typer.Option("--skip-lab", help="Keep the lab section of the previous run (docs/bench/bench-stall.json, "
+                                           "with its own date) and measure only the detection at each E.")] = False,
 ) -> int:
     """Stall detection: time from a fault on the replication path to the route STALLED and
     to the RouteStalled alarm, from healing to HEALTHY and OK, through the real Heartbeat function;
-    false alarms over a healthy run and 30 simulated days; the defaults' figure by simulation."""
+    false alarms over a healthy run and 30 simulated days; the defaults' figure by simulation; and
+    detection at each learned E through the deployed stack (its Heartbeat, alarm and page rule)."""
+    import json
     import time as _time
 
     from replmon.core.cadence import ProbeClasses
     from replmon.core.defaults import DEFAULTS
     from replmon.cost.fleet import HEARTBEAT_PREFIX, fleet_estimate, stall_metric_and_alarm
-    from replmon.lab.benchreport import SCHEMA, facts, finish, json_path_for
+    from replmon.lab.benchreport import SCHEMA, facts, finish, json_path_for, load_average
     from replmon.lab.faults import FAULTS
     from replmon.lab.lab import Lab
     from replmon.lab.servers import LabError
@@ -481,23 +488,46 @@ def lab_bench_stall(
 
     if fault not in FAULTS:
         fail(f"--fault {fault!r}: use one of {', '.join(FAULTS)}")
+    try:
+        es = [float(x) for x in expectations.split(",") if x.strip()]
+    except ValueError:
+        fail(f"--expectations {expectations!r}: give seconds separated by commas, e.g. 20,60,180")
+    if any(not 20 <= e <= 450 for e in es):
+        fail(f"--expectations {expectations!r}: each E must lie in [20, 450] s (the default floor, half the default 900 s target)")
     check_output_file(output, "--output")
     started = _time.time()
     command = f"replmon lab bench-stall --reps {reps} --healthy-periods {healthy_periods} --fault {fault}"
-    doc: dict[str, Any] = {"schema": SCHEMA, "report": "bench-stall", "facts": facts(command)}
-    try:
-        with Lab(lab_dir) as lab:
-            doc["stall"] = run_stall_bench(lab, reps=reps, healthy_periods=healthy_periods, fault=fault,
-                                           progress=lambda m: err.print(m, highlight=False))
-    except LabError as exc:
-        fail(str(exc), USAGE if str(exc).startswith("--dir") else INFRASTRUCTURE)
+    detect_command = f"replmon lab bench-stall --expectations {','.join(f'{e:g}' for e in es)} --detection-reps {detection_reps}"
+    json_path = json_path_for(output, "bench-stall")
+    if skip_lab:
+        try:
+            doc: dict[str, Any] = json.loads(json_path.read_text())
+        except (OSError, ValueError) as exc:
+            fail(f"--skip-lab: no previous run to keep ({json_path}: {exc}); run without --skip-lab first")
+    else:
+        doc = {"schema": SCHEMA, "report": "bench-stall", "facts": facts(command)}
+        try:
+            with Lab(lab_dir) as lab:
+                doc["stall"] = run_stall_bench(lab, reps=reps, healthy_periods=healthy_periods, fault=fault,
+                                               progress=lambda m: err.print(m, highlight=False))
+        except LabError as exc:
+            fail(str(exc), USAGE if str(exc).startswith("--dir") else INFRASTRUCTURE)
+    if es:
+        from replmon.lab.stalldetect import measure_detection
+
+        detect_facts = facts(detect_command)
+        detect_began = _time.time()
+        doc["detection"] = {"facts": detect_facts, **measure_detection(es, detection_reps, progress=lambda m: err.print(m, highlight=False))}
+        detect_facts["load_average_end"] = load_average()
+        detect_facts["took_s"] = round(_time.time() - detect_began)
     est = fleet_estimate(100, ProbeClasses.parse(DEFAULTS.probe_classes))
     own = sum(x.dollars for x in est.per_route_lines if x.item.startswith(HEARTBEAT_PREFIX))
-    doc["stall"]["cost"] = {"heartbeat_seconds": DEFAULTS.heartbeat_seconds, "heartbeats_usd": round(own, 3),
-                            "with_metric_and_alarm_usd": round(own + stall_metric_and_alarm(est), 3),
-                            "probe_schedule_usd": round(est.per_route - own - stall_metric_and_alarm(est), 3),
-                            "probe_classes": DEFAULTS.probe_classes, "as_of": est.as_of, "modelled": True}
-    finish(doc, started, json_path_for(output, "bench-stall"), output)
+    if not skip_lab:  # a kept lab section keeps the cost of its day
+        doc["stall"]["cost"] = {"heartbeat_seconds": DEFAULTS.heartbeat_seconds, "heartbeats_usd": round(own, 3),
+                                "with_metric_and_alarm_usd": round(own + stall_metric_and_alarm(est), 3),
+                                "probe_schedule_usd": round(est.per_route - own - stall_metric_and_alarm(est), 3),
+                                "probe_classes": DEFAULTS.probe_classes, "as_of": est.as_of, "modelled": True}
+    finish(doc, started, json_path, output, close_facts=not skip_lab)  # a kept lab section keeps its own facts
     err.print(f"wrote {output}", highlight=False)
     return 0
 

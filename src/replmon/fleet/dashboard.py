@@ -9,6 +9,8 @@ template.yaml by tools/render_fleet.py (edit this file, never the generated bloc
   variable: it replaces the stack's own ``RouteName`` everywhere in the body - a property variable
   would not reach the SEARCH expressions), whose choices are every route CollectSignals judged
   (``RpoUnbounded``, emitted for each of them every run).
+- **Each route's E and detection bound**: a Logs Insights table over the Heartbeat's log group (the
+  line each route prints when it learns E, hourly), longest bound first; no per-route metric.
 - **One Metrics Insights query per widget** (AWS, "Metrics Insights quotas": each GetMetricData
   request runs one query, and a dashboard may hold many widgets, each with its own); unbounded and
   no-data routes have their own top-10 widgets, since RpoSeconds leaves them out.
@@ -136,9 +138,26 @@ def _widget(n: int, title: str, stat: str, rows: list[Any], counter: list[int]) 
                            "metrics": metrics}}
 
 
+#: Each route's learned expectation E and stall detection bound (signals/stall.py detection_bound),
+#: from the line the Heartbeat prints each hour a route learns (probe/heartbeat.py EXPECTATION_LEARNED):
+#: a Logs Insights widget, not a metric: a per-route series of E would cost more a month than the
+#: widget's scans (priced per GB scanned, only when the dashboard is viewed), and nothing alarms on E.
+EXPECTATION_TITLE = "Routes: learned expectation E and stall detection bound (s; T + 2(E + 15) + 60), longest first"
+EXPECTATION_QUERY = ("SOURCE '${HeartbeatLog}' | filter message = 'route expectation learned'"
+                     " | stats latest(expectation_seconds) as E, latest(detection_bound_seconds) as bound,"
+                     " latest(heartbeat_seconds) as T, latest(expectation_samples) as heartbeats by route"
+                     " | sort bound desc | limit 100")
+
+
+def _log_widget(n: int, title: str, query: str) -> dict[str, Any]:
+    return {"type": "log", "x": 0, "y": (n // 2 + n % 2) * HEIGHT, "width": 2 * WIDTH, "height": HEIGHT,
+            "properties": {"title": title, "region": "${AWS::Region}", "view": "table", "query": query}}
+
+
 def dashboard_body() -> dict[str, Any]:
     counter = [0]
     widgets = [_widget(n, t, s, rows, counter) for n, (t, s, rows) in enumerate(FLEET + ROUTE_WIDGETS)]
+    widgets.append(_log_widget(len(widgets), EXPECTATION_TITLE, EXPECTATION_QUERY))
     variable = {"type": "pattern", "pattern": ROUTE, "inputType": "select", "id": "route", "label": "Route",
                 "visible": True, "search": f'{{${{Ns}},service,RouteGroup,Route}} MetricName="{ROUTE_PICKER_METRIC}"', "populateFrom": "Route"}
     return {"start": "-PT6H", "widgets": widgets, "variables": [variable]}
@@ -157,6 +176,7 @@ def render_dashboard() -> str:
         f"        - '{body}'",
         "        - Ns: !FindInMap [Telemetry, Metrics, Namespace]",
         "          Svc: !FindInMap [Telemetry, Metrics, Service]",
+        '          HeartbeatLog: !Sub "/replmon/${AWS::StackName}/Heartbeat"',  # HeartbeatLogGroup's LogGroupName (a test compares them)
         END,
         "",
     ])

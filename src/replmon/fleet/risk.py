@@ -47,8 +47,9 @@ from replmon.signals.slo import SloSpec, slo_for_route
 from replmon.signals.verdict import judge_health
 
 #: Columns of a fleet row, in order (table, json and csv alike).
-COLUMNS = ("route", "group", "mode", "verdict", "rpo_seconds", "stall_seconds", "rpo_share_of_target", "attainment_percent",
-           "budget_left_percent", "burn_1h", "burn_6h", "worst_size_class", "worst_max_seconds", "probes", "reason")
+COLUMNS = ("route", "group", "mode", "verdict", "rpo_seconds", "stall_seconds", "expect_seconds", "detect_bound_seconds",
+           "rpo_share_of_target", "attainment_percent", "budget_left_percent", "burn_1h", "burn_6h", "worst_size_class",
+           "worst_max_seconds", "probes", "reason")
 
 
 def _burn(health: Mapping[str, Any], window: str) -> float | None:
@@ -112,6 +113,9 @@ def fleet_rows(routes: Sequence[Mapping[str, Any]], health: Mapping[str, Mapping
             "route": name, "group": r.get("group"), "mode": r.get("mode"), "verdict": verdicts.get(name, "no_data"),
             "rpo_seconds": "unbounded" if unbounded else rpo,
             "stall_seconds": (stalls or {}).get(name) if stalls is not None else (h.get("stall") or {}).get("seconds"),
+            # the route's learned E and the longest a full stall takes to page (signals/stall.py detection_bound)
+            "expect_seconds": (h.get("stall") or {}).get("expect_seconds"),
+            "detect_bound_seconds": (h.get("stall") or {}).get("detection_bound_seconds"),
             "rpo_share_of_target": None if unbounded or rpo is None else round(float(rpo) / target_seconds, 3),
             "attainment_percent": slo.get("attainment_percent"), "budget_left_percent": slo.get("budget_left_percent"),
             "burn_1h": _burn(h, "1h"), "burn_6h": _burn(h, "6h"), "worst_size_class": worst, "worst_max_seconds": worst_max,

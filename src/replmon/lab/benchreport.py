@@ -119,12 +119,14 @@ def facts(command: str, *, mountpoint: Path | None = None) -> dict[str, Any]:
             "load_average_start": load_average(), "versions": versions(mountpoint=mountpoint), "command": command}
 
 
-def finish(doc: Doc, started: float, json_path: Path, output: Path | None) -> None:
-    """Close the facts, write the JSON, then render the page and the README block from it (all atomic)."""
+def finish(doc: Doc, started: float, json_path: Path, output: Path | None, *, close_facts: bool = True) -> None:
+    """Close the facts (unless ``close_facts`` is False: a kept earlier run's), write the JSON, then
+    render the page and the README block from it (all atomic)."""
     import time
 
-    doc["facts"]["load_average_end"] = load_average()
-    doc["facts"]["took_s"] = round(time.time() - started)
+    if close_facts:
+        doc["facts"]["load_average_end"] = load_average()
+        doc["facts"]["took_s"] = round(time.time() - started)
     json_path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(doc, indent=1, sort_keys=True) + "\n"
     write_atomic(json_path, text.encode(), mode=0o644)
@@ -501,6 +503,7 @@ def render_stall(doc: Doc) -> str:
     if lat:
         lines += ["", f"Lab heartbeat latency (hi, s) over the healthy run: min {min(lat):.3f}, median {median(lat):.3f}, max {max(lat):.3f} "
                   f"({len(lat)} completed)."]
+    lines += render_detection(doc.get("detection"))
     c = st.get("cost")
     if c:
         lines += ["", f"Cost (modelled, `replmon cost --routes`, list prices of {c['as_of']}): heartbeats every {c['heartbeat_seconds']} s add "
@@ -508,6 +511,43 @@ def render_stall(doc: Doc) -> str:
                   f"StallSeconds metric and RouteStalled's share; the probe schedule ({c['probe_classes']}) costs ${c['probe_schedule_usd']:.2f} "
                   "per route a month beside it."]
     return _text(lines)
+
+
+def render_detection(d: dict[str, Any] | None) -> list[str]:
+    """The detection at each learned E (lab/stalldetect.py), with its own run's facts."""
+    if not d:
+        return []
+    f, m = d["facts"], d["facts"]["machine"]
+    la, lb = f["load_average_start"], f.get("load_average_end") or ["?"] * 3
+    lines = ["", "## Detection at a learned expectation E (the deployed stack's wiring, time stepped)", "",
+             f"- date: {f['date']}",
+             f"- machine: {m['cores']} cores ({m['cpu']}), {m['memory_gib']} GiB, {m['system']} {m['kernel']} {m['architecture']}, {m['python']}",
+             f"- load average: {' / '.join(map(str, la))} at the start, {' / '.join(map(str, lb))} at the end; {f.get('took_s', '?')} s of real time",
+             f"- command: `{f['command']}`", "",
+             "local/stack.py's DeployedStack in moto: the Heartbeat function through its handler and the template's environment "
+             f"(HeartbeatSeconds T = {d['period_s']} s), E learned by it from the route's 72 hour items (seeded with heartbeats whose "
+             "q0.999 is E; E = 20 s is the StallFloorSeconds floor, nothing seeded), its StallSeconds EMF, the template's "
+             f"`{d['alarm']}` evaluated each minute and the FleetPagesG00Rule EventBridge rule to the page topic. "
+             f"Time is **{d['clock']}**: the figures are deployment seconds, not real ones. IAM: {d['iam']}. "
+             "Each fault falls at a random point of the Heartbeat's minute; STALLED = the Heartbeat's evidence message, "
+             "page = the contributor's ALARM on the page topic (EventBridge delivery is instant here; AWS documents no bound). "
+             "Bound = T + 2 (E + 15 s) + 60 s (docs/SEMANTICS.md, Stalls). STALLED may come before 2E: the probe schedule "
+             "(every 5 minutes here) leaves a probe in flight when replication stops, and a late probe and a late heartbeat "
+             "stall a route (signals/stall.py).", ""]
+    rows = []
+    for run in d["runs"]:
+        reps = run["reps"]
+        stalled = [r["stalled_s"] for r in reps if r["stalled_s"] is not None]
+        paged = [r["page_s"] for r in reps if r["page_s"] is not None]
+        within = sum(1 for r in reps if r["page_s"] is not None and r["page_s"] <= run["bound_s"])
+        rows.append([f"{run['expect_s']:g}", f"{fmt(run['learned_expect_s'], 'g')} ({run['learned_basis'] or '-'})", str(len(reps)),
+                     " / ".join(mmm(stalled, ".1f")), " / ".join(mmm(paged, ".1f")), f"{run['bound_s']:g}",
+                     f"{within} of {len(reps)}", " / ".join(str(r["pages"]) for r in reps),
+                     " / ".join(fmt(r["ok_after_heal_s"], ".0f") for r in reps)])
+    lines += [table("Fault -> STALLED and -> page (s; min / median / max)",
+                    ["E (s)", "learned E (basis)", "faults", "fault -> STALLED", "fault -> page", "bound", "paged within bound",
+                     "pages per fault", "heal -> OK (s)"], rows)]
+    return lines
 
 
 def readme_stall(doc: Doc) -> str:

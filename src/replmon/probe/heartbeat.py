@@ -46,7 +46,7 @@ from replmon.core.keys import (
     heartbeat_run_id,
     run_time,
 )
-from replmon.core.partitions import HEARTBEAT_CLAIMS, HEARTBEAT_STATE, RTC, heartbeat_partition, live_partition, signal_partition
+from replmon.core.partitions import HEARTBEAT_CLAIMS, HEARTBEAT_STATE, RTC, live_partition, signal_partition
 from replmon.core.ports import LatencyTable, LeaseStore, MetricsSink, Notifier, ObjectStores, RegistryStore, VersionInfo
 from replmon.core.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE, ProbeStatus
 from replmon.core.route import Route
@@ -58,10 +58,19 @@ from replmon.probe.request import PollSettings
 from replmon.probe.results import to_record
 from replmon.probe.state import Poll, ProbeState
 from replmon.probe.upload import UploadSettings, probe_key, upload_probe
-from replmon.signals.expectation import HISTORY_END_AGO, HISTORY_SPAN, REFRESH_SECONDS, Expectation, expectation
+from replmon.signals.expectation import REFRESH_SECONDS, Expectation, expectation, learn_expectation
 from replmon.signals.inflight import in_flight_probes
 from replmon.signals.rollup import HEARTBEAT_RETENTION_DAYS, store_record
-from replmon.signals.stall import Beat, StallPhase, StallState, advance, probe_expectation, stall_seconds, wants_confirmation
+from replmon.signals.stall import (
+    Beat,
+    StallPhase,
+    StallState,
+    advance,
+    detection_bound,
+    probe_expectation,
+    stall_seconds,
+    wants_confirmation,
+)
 
 __all__ = ["HeartbeatDeps", "heartbeat_routes", "heartbeat_step"]
 
@@ -75,6 +84,9 @@ MAX_PENDING_SECONDS = 7200  # a heartbeat pending this long is recorded STUCK an
 MAX_PENDING = 15  # ... and so is the oldest beyond this many pending
 RECENT = 8  # settled heartbeats kept in the state for the state machine
 WORKERS = 32
+#: The log message each route's hourly learning prints (its fields: route, expectation_seconds,
+#: detection_bound_seconds, ...): fleet/dashboard.py's Logs Insights widget filters on it.
+EXPECTATION_LEARNED = "route expectation learned"
 GROUP_LEASE_PREFIX = "#heartbeat/"  # the lease item of a group's invocation: <prefix><group>#live / lease
 
 
@@ -263,7 +275,7 @@ class RouteHeartbeat:
     def save(self, now: float) -> None:
         item = {PARTITION_KEY: live_partition(self.name), SORT_KEY: HEARTBEAT_STATE, "updated_at": now,
                 "pending": [p.dump() for p in self.pending], "recent": [[b.put_at, b.latency, b.failed] for b in self.recent],
-                **self.stall.to_item(), **(self.expect.to_item() if self.expect else {}),
+                **self.stall.to_item(), **(self.expect.to_item() if self.expect else {}), "heartbeat_seconds": self.period,
                 TTL_ATTRIBUTE: int(now + HEARTBEAT_RETENTION_DAYS * 86_400)}
         try:
             self.deps.store.put_item({k: v for k, v in item.items() if v is not None})
@@ -271,18 +283,24 @@ class RouteHeartbeat:
             self._error("state not saved", exc)
 
     def learn(self, now: float) -> None:
-        """Re-learn the expectation hourly from the route's heartbeat records (72 h ending 6 h ago)."""
-        # hourly, each route at its own minute (crc32 of the name): a group's routes do not all read 72 h at once
+        """Re-learn the expectation hourly from the route's 72 hour items of the learning window
+        (signals/expectation.py: each holds every heartbeat's latency; one Query, not 4,320 records)."""
+        # hourly, each route at its own minute (crc32 of the name): a group's routes do not all read at once
         if self.expect is not None and now - self.expect.learned_at < REFRESH_SECONDS + zlib.crc32(self.name.encode()) % 600:
             return
         floor, cap = self.deps.fleet.stall_floor_seconds, self.h.target_seconds / 2
+        items = 0
         try:
-            records = self.deps.store.query(heartbeat_partition(self.name), now - HISTORY_END_AGO - HISTORY_SPAN, now - HISTORY_END_AGO)
-            latencies = [r.latency_hi for r in records if r.status is ProbeStatus.COMPLETED and r.latency_hi is not None]
+            learned = learn_expectation(self.deps.store, self.name, now, floor=floor, cap=cap)
+            self.expect, items = learned.expectation, learned.items_read
         except Exception as exc:  # no history now: the floor, re-learned next hour
             self._error("history not read; expectation is the floor", exc)
-            latencies = []
-        self.expect = expectation(latencies, floor=floor, cap=cap, learned_at=now)
+            self.expect = expectation([], floor=floor, cap=cap, learned_at=now)
+        # one line a route an hour: the dashboard's "expectation and detection bound" widget reads it (fleet/dashboard.py)
+        log.info(EXPECTATION_LEARNED, extra={"route": self.name, "expectation_seconds": self.expect.seconds,
+                                             "expectation_samples": self.expect.samples, "expectation_basis": self.expect.basis,
+                                             "hour_items_read": items, "heartbeat_seconds": self.period,
+                                             "detection_bound_seconds": detection_bound(self.expect.seconds, self.period)})
 
     # ------------------------------------------------------------------ heartbeats
     def put(self, now: float, confirmation: bool = False) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from replmon.core.defaults import DEFAULTS
 from replmon.core.keys import HEARTBEAT_SIZE_CLASS
 from replmon.core.partitions import (
     EVENT_SHARDS,
@@ -20,13 +21,14 @@ from replmon.core.partitions import (
 from replmon.core.ports import LatencyTable, MetricsSink
 from replmon.core.record import ProbeStatus
 from replmon.core.telemetry import ROUTE
+from replmon.signals.expectation import Expectation
 from replmon.signals.heartbeat_rpo import heartbeat_window
 from replmon.signals.inflight import in_flight_put_ends
 from replmon.signals.rollup import event_counts as rollup_event_counts
 from replmon.signals.rtc import RtcSample, latest
 from replmon.signals.slo import Rpo, SloSpec, SloStatus, rpo, slo_status
 from replmon.signals.slo_rollup import first_read_hour, rollup_slo_status
-from replmon.signals.stall import StallState, live_state, stall_seconds
+from replmon.signals.stall import StallState, detection_bound, live_state, stall_seconds
 from replmon.signals.windows import SUB_SLOT_SECONDS, event_window, floor_5min, floor_hour, sub_slot, sub_slots
 
 #: A Lambda's longest run: a probe's PUT ends at most this long after its start (with the spread).
@@ -162,7 +164,13 @@ def stall_summary(state: Mapping[str, Any] | None, now: float) -> dict[str, Any]
     if state is None:
         return None
     s = StallState.from_item(dict(state))
-    return {"phase": str(s.phase), "since": s.since, "seconds": stall_seconds(s, now), "saved_at": state.get("updated_at")}
+    expect = Expectation.from_item(dict(state))
+    period = float(state.get("heartbeat_seconds") or DEFAULTS.heartbeat_seconds)
+    return {"phase": str(s.phase), "since": s.since, "seconds": stall_seconds(s, now), "saved_at": state.get("updated_at"),
+            # the route's learned expectation and what it makes of the stall's detection (signals/stall.py detection_bound)
+            "expect_seconds": None if expect is None else expect.seconds,
+            "expect_basis": None if expect is None else expect.basis,
+            "detection_bound_seconds": None if expect is None else detection_bound(expect.seconds, period)}
 
 
 #: A burn pair (signals/slo.py DEFAULT_PAIRS) -> its per-route metric, min(long, short) burn rate.

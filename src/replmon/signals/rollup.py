@@ -10,6 +10,7 @@ The hour item ``<route>#roll`` / ``h#<YYYY-MM-DDTHH>`` (core/partitions.py) hold
 | ``j_MM``, ``g_MM``, ``f_MM`` | judged / good / FAILED per 5-minute sub-slot (MM = 00, 05, ... 55) |
 | ``pj_MM``, ``pg_MM`` | judged / good probes per sub-slot (the SLO's burn windows, signals/slo_rollup.py) |
 | ``hx_<MMSSmmm>`` | each heartbeat's polled bound by its PUT end (-1: FAILED), set with its record (the RPO, signals/heartbeat_rpo.py) |
+| ``hs_<MMSSmmm>`` | 1 beside a STUCK heartbeat's ``hx_`` entry (its bound is ``lo``, not a latency: the expectation leaves it out, signals/expectation.py) |
 | ``eF_MM``, ``eM_MM``, ``eA_MM``, ``eN_MM``, ``eC_MM`` | replication events per kind per sub-slot |
 | ``eU_<name>_MM`` | events of a kind S3 does not document (stored as sent, flagged), per sub-slot |
 | ``x_<class>_MM`` | the largest polled upper bound per class and sub-slot (``record_max_ops``; not written by the record path: probes' bounds are read from their records, a replica event may narrow them) |
@@ -67,6 +68,7 @@ __all__ = [
     "NO_BOUND",
     "PROBE_GOOD",
     "PROBE_JUDGED",
+    "STUCK_PREFIX",
     "bucket_upper",
     "event_add",
     "event_attr",
@@ -88,6 +90,8 @@ SLOT_JUDGED, SLOT_GOOD, SLOT_FAILED = "j", "g", "f"
 #: A heartbeat's entry (``heartbeat_attr``): its polled bound; FAILED_MARK for a FAILED one, NO_BOUND
 #: for one judged without a bound (the RPO counts neither as a latency).
 HEARTBEAT_PREFIX, FAILED_MARK, NO_BOUND = "hx_", -1, -2
+#: Set (to 1) beside a STUCK heartbeat's entry: its bound is a lower one (``lo``), not a latency.
+STUCK_PREFIX = "hs_"
 #: S3's replication event names (signals/s3events.py REPLICATION_KINDS) -> their counter prefix.
 EVENT_ATTRS: Mapping[str, str] = {
     "OperationFailedReplication": "eF",
@@ -180,6 +184,8 @@ def record_ops(record: ProbeRecord, now: float, *, period_days: int = DEFAULTS.s
     if heartbeat:  # the RPO's heartbeat input (signals/heartbeat_rpo.py): each heartbeat's bound, in this transaction
         bound = _polled_bound(record)
         once[heartbeat_attr(when)] = FAILED_MARK if record.status is ProbeStatus.FAILED else bound if bound is not None else NO_BOUND
+        if record.status is ProbeStatus.STUCK:
+            once[STUCK_PREFIX + heartbeat_attr(when)[len(HEARTBEAT_PREFIX):]] = 1
     ops.append(TransactAdd(roll_partition(record.route), hour_sort_key(hour), {k: v for k, v in add.items() if v}, once))
     if not heartbeat and hour < floor_hour(now) - LATE_AFTER_HOURS * HOUR_SECONDS:  # the period cache folds probes only
         ops.append(TransactAdd(roll_partition(record.route), PERIOD, {GEN: 1}))

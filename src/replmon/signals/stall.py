@@ -55,7 +55,7 @@ from typing import Any
 from replmon.core.partitions import HEARTBEAT_STATE, live_partition
 from replmon.core.ports import SignalStore
 
-__all__ = ["STALE_AFTER_SECONDS", "Beat", "StallPhase", "StallState", "advance", "current_stall", "live_state", "probe_expectation", "stall_seconds", "wants_confirmation"]
+__all__ = ["ALARM_PERIOD_SECONDS", "HEARTBEAT_IDLE_SECONDS", "STALE_AFTER_SECONDS", "Beat", "StallPhase", "StallState", "advance", "current_stall", "detection_bound", "live_state", "probe_expectation", "stall_seconds", "wants_confirmation"]
 
 #: Settled heartbeats needed on time, in a row, before a recovering route is healthy again.
 RECOVERY_STREAK = 2
@@ -64,6 +64,30 @@ RECOVERY_STREAK = 2
 #: A probe in flight is late past the heartbeat's expectation plus its size at this rate: a lower bound
 #: of S3's replication throughput for one object, so a big probe is not late merely for being big.
 PROBE_BYTES_PER_SECOND = 50 * 2**20
+
+
+#: RouteStalled's Metrics Insights period (template.yaml: Period 60, DatapointsToAlarm 1 of 3): a
+#: StallSeconds point above 0 is seen by the evaluation of its minute, at most one period later.
+ALARM_PERIOD_SECONDS = 60.0
+#: The part of each minute the Heartbeat does not judge (probe/heartbeat.py INVOCATION_SECONDS -
+#: WORK_SECONDS: it stops polling 45 s into its minute): a beat turning late then is seen at the next
+#: invocation's start, at most this much later.
+HEARTBEAT_IDLE_SECONDS = 15.0
+
+
+def detection_bound(expect: float, period: float, *, idle: float = HEARTBEAT_IDLE_SECONDS,
+                    alarm_period: float = ALARM_PERIOD_SECONDS) -> float:
+    """Seconds from a full stall's start to RouteStalled's ALARM at most (docs/SEMANTICS.md,
+    Stalls): the first heartbeat put after it within ``period`` (T), late ``E`` after its PUT and
+    seen within ``idle``, its confirmation put then, late ``E`` later and seen within ``idle``
+    (STALLED, StallSeconds printed at once), then the alarm's evaluation of that minute. Not in it:
+    CloudWatch's ingestion of the point and EventBridge's delivery of the contributor's state change
+    to the page topic (AWS documents no bound for either).
+
+    >>> detection_bound(20.0, 60.0), detection_bound(180.0, 60.0)
+    (190.0, 510.0)
+    """
+    return period + 2 * (expect + idle) + alarm_period
 
 
 def probe_expectation(size_bytes: int, heartbeat_expect: float) -> float:
