@@ -277,7 +277,7 @@ def render_bench(doc: Doc) -> str:
     out.append(table(f"P5 cold start = handler import time from the layer, ms: min / median / max of {p5['interpreters']} cold "
                      f"interpreters (bytecode cached) on this machine ({p5['architecture']}, Python {p5['python']}; Lambda runs "
                      "the arm64 layer on python3.13)",
-                     ["function", "default min", "median", "max", "TraceAwsCalls=true min", "median", "max"],
+                     ["function", "default min", "median", "max", "trace_aws_calls=true min", "median", "max"],
                      [[fn, *mmm(t["false"], ".0f"), *mmm(t["true"], ".0f")] for fn, t in sorted(p5["imports_ms"].items())]))
     out.append(table("P5 the Lambda layer (python3.13 arm64 wheels, as `sam build` makes it)",
                      ["layer", "zipped MiB", "unzipped MiB", "Lambda's limit (unzipped, all layers)"],
@@ -329,7 +329,7 @@ def readme_bench(doc: Doc) -> str:
         f"{' / '.join(mmm(p3['upload_file_s'], '.2f'))} s.",
         f"- **Cold start** (P5: handler import time from the layer on this machine, {p5['architecture']}, Python "
         f"{p5['python']}, medians of {p5['interpreters']} cold interpreters): {min(med['false']):.0f} - "
-        f"{max(med['false']):.0f} ms, {min(med['true']):.0f} - {max(med['true']):.0f} ms with TraceAwsCalls=true (the "
+        f"{max(med['false']):.0f} ms, {min(med['true']):.0f} - {max(med['true']):.0f} ms with ExpertSettings trace_aws_calls=true (the "
         f"X-Ray SDK); the arm64 layer is {p5['layer_zipped'] / 2**20:.1f} MiB zipped, {p5['layer_unzipped'] / 2**20:.1f} MiB "
         "unzipped."])
 
