@@ -232,13 +232,14 @@ def test_enroll_apply_keeps_the_users_three_entries_and_eventbridge_then_is_idem
     assert member["TopicConfigurations"][0]["TopicArn"] == f"arn:aws:sns:eu-west-1:{MEMBER}:replmon-events"
     assert doc["subscriptions"][0]["action"] == "subscribed" and doc["subscriptions"][0]["subscription_arn"]
     topic = f"arn:aws:sns:eu-west-1:{MEMBER}:replmon-events"
-    subs = _member("sns", "eu-west-1").list_subscriptions_by_topic(TopicArn=topic)["Subscriptions"]
-    assert [(x["Protocol"], x["Endpoint"]) for x in subs] == [("sqs", QUEUE)]
+    hub_sns = boto3.client("sns", region_name="eu-west-1")  # ListSubscriptions: the requester's (the queue owner's) subscriptions
+    subs = [x for x in hub_sns.list_subscriptions()["Subscriptions"] if x["TopicArn"] == topic]
+    assert [(x["Protocol"], x["Endpoint"], x["Owner"]) for x in subs] == [("sqs", QUEUE, HUB)]
     # a second apply changes nothing
     again_code, again = _enroll("--route", "shop", "--route", "member", "--apply")
     assert again_code == 0 and {b["action"] for b in again["buckets"]} == {"none"}
     assert again["subscriptions"][0]["subscription_arn"] == doc["subscriptions"][0]["subscription_arn"]  # SNS: the same subscription
-    assert len(_member("sns", "eu-west-1").list_subscriptions_by_topic(TopicArn=topic)["Subscriptions"]) == 1
+    assert len([x for x in hub_sns.list_subscriptions()["Subscriptions"] if x["TopicArn"] == topic]) == 1
     assert _notification(fleet["hub"]["us-east-1"], "shop") == shop
     # unenroll takes out replmon's entries only: each bucket is as it was
     r = run("fleet", *ARGS, "--format", "json", "unenroll", "--route", "shop", "--route", "member", "--apply")
