@@ -271,3 +271,47 @@ def test_enroll_table_prints_the_diff_and_csv_one_row_a_bucket(fleet: dict[str, 
 def test_enroll_without_a_target_names_the_flag() -> None:
     r = run("fleet", *ARGS, "enroll")
     assert r.exit_code == 2 and "--events-queue-arn" in r.output
+
+
+# ---------------------------------------------------------------- IAM: the member prober role (templates/member-account.yaml)
+def test_the_prober_may_read_and_write_notification_configurations_of_its_own_account_only() -> None:
+    """Least privilege: s3:GetBucketNotification / s3:PutBucketNotification on this account's
+    buckets (s3:ResourceAccount), nothing on another account's."""
+    from tests.test_member_iam import OTHER, check, member_roles
+
+    prober = member_roles(MEMBER)["replmon-prober"]["policies"]
+    p = f"arn:aws:iam::{MEMBER}:role/replmon-prober"
+
+    def call(i: str, action: str, account: str = MEMBER) -> dict[str, Any]:
+        return {"id": i, "principal": p, "action": action, "resource": "arn:aws:s3:::orders", "accountId": account,
+                "context": {"s3:ResourceAccount": account, "aws:ResourceAccount": account}, "identityPolicies": prober}
+
+    got = check([call("get", "s3:GetBucketNotification"), call("put", "s3:PutBucketNotification"),
+                 call("other-get", "s3:GetBucketNotification", OTHER), call("other-put", "s3:PutBucketNotification", OTHER),
+                 call("lifecycle", "s3:PutLifecycleConfiguration")])
+    assert got == {"get": "Allowed", "put": "Allowed", "other-get": "ImplicitlyDenied", "other-put": "ImplicitlyDenied",
+                   "lifecycle": "ImplicitlyDenied"}
+
+
+def test_the_prober_trusts_the_operator_role_only_when_named_and_with_the_external_id() -> None:
+    """OperatorRoleArn (optional): that hub role may assume the prober, with the ExternalId as the
+    functions must; without the parameter, or as another hub role, it may not (AssumeRole API reference)."""
+    from tests.test_member_iam import check, member_roles
+
+    operator = f"arn:aws:iam::{HUB}:role/replmon-operator"
+    role = f"arn:aws:iam::{MEMBER}:role/replmon-prober"
+    anything = [{"name": "all", "policy": {"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Action": "sts:AssumeRole", "Resource": "*"}]}}]
+
+    def case(i: str, trust: dict[str, Any], principal: str = operator, external_id: str | None = "ext-1") -> dict[str, Any]:
+        context = {"aws:ResourceAccount": MEMBER, **({"sts:ExternalId": external_id} if external_id else {})}
+        return {"id": i, "principal": principal, "action": "sts:AssumeRole", "resource": role, "accountId": MEMBER,
+                "resourcePolicy": trust, "identityPolicies": anything, "context": context}
+
+    named = member_roles(MEMBER, OperatorRoleArn=operator)["replmon-prober"]["trust"]
+    unnamed = member_roles(MEMBER)["replmon-prober"]["trust"]
+    got = check([case("operator", named), case("no-external-id", named, external_id=None),
+                 case("someone-else", named, principal=f"arn:aws:iam::{HUB}:role/someone-else"),
+                 case("not-named", unnamed)])
+    assert got == {"operator": "Allowed", "no-external-id": "ImplicitlyDenied", "someone-else": "ImplicitlyDenied",
+                   "not-named": "ImplicitlyDenied"}
