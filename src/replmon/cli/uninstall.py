@@ -154,8 +154,9 @@ def uninstall(
     if fleet:
         assert table is not None
         done = {(side[1], p) for side in sides for p in side[4]}
+        hub_queue = next((t for t in targets if ":sqs:" in t), None)
         fleet_rows, fleet_left, order = _fleet(table, done, apply, member_role_prefix, external_id_env, stack_name,
-                                               source_region, dynamodb_endpoint, profile, verb)
+                                               source_region, dynamodb_endpoint, profile, verb, hub_queue)
         rows += fleet_rows
         left += fleet_left
     if table:
@@ -211,7 +212,7 @@ def _table_row(table: str, delete: bool, apply: bool, region: str | None, endpoi
 
 def _fleet(table: str, done: set[tuple[str, str]], apply: bool, member_role_prefix: str, external_id_env: str | None,
            stack_name: str | None, region: str | None, dynamodb_endpoint: str | None, profile: str | None,
-           verb: str) -> tuple[list[dict[str, Any]], int, list[str]]:
+           verb: str, hub_queue: str | None = None) -> tuple[list[dict[str, Any]], int, list[str]]:
     """Every registry route's buckets: probe objects under the route's prefix (every version,
     delete marker and incomplete upload) and replmon's notification entries, each bucket through its
     account's prober role; the rows, what is left after an apply, and the order of what remains."""
@@ -236,6 +237,7 @@ def _fleet(table: str, done: set[tuple[str, str]], apply: bool, member_role_pref
     where = wiring_cli.route_buckets(specs, member_role_prefix)
     rows: list[dict[str, Any]] = []
     left = 0
+    cleaned = {bucket for bucket, _ in done}  # the stack's own pair: its notification entries were handled above
     for spec in specs:
         route = spec.to_route(member_role_prefix)
         for side, ep in [("source", route.source), *(("destination", d) for d in route.destinations)]:
@@ -258,25 +260,28 @@ def _fleet(table: str, done: set[tuple[str, str]], apply: bool, member_role_pref
                          "found": len(versions) + len(uploads), "action": f"{verb} {len(versions)} versions, {len(uploads)} uploads"})
     plans, _ = wiring_cli.wire(False, specs, store, hub=None, override=None, apply=apply, member_role_prefix=member_role_prefix)
     for p in plans:
+        if p.bucket in cleaned:
+            continue
         if p.action == wiring_cli.ERROR:
             fail(f"--fleet: bucket {p.bucket!r}: {p.reason}; {p.fix}", INFRASTRUCTURE)
         gone = [e.removeprefix("remove ") for e in p.entries if e.startswith("remove ")]
         rows.append({"bucket": p.bucket, "side": "+".join(p.sides), "what": "notification entries", "found": len(gone),
                      "action": f"{verb} {'; '.join(gone)}" if gone else "none of replmon's"})
     accounts = sorted({w.account for w in where.values() if w.account})
-    regions = sorted({(w.account, w.region) for w in where.values() if w.account and w.region})
+    hub = (hub_queue.split(":")[4], hub_queue.split(":")[3]) if hub_queue else None
+    regions = sorted({(w.account, w.region) for w in where.values() if w.account and w.region and (w.account, w.region) != hub})
     stack = stack_name or "<hub stack>"
     order = [
-        f"disable the hub's schedules and wait for running executions: sam deploy --stack-name {stack} "
-        "--parameter-overrides ScheduleState=DISABLED (done before this command, or probes come back)",
+        f"keep the hub's schedules disabled until its stack is deleted (sam deploy --stack-name {stack} --parameter-overrides "
+        "ScheduleState=DISABLED, before this command: a run would put probes back)",
         "unsubscribe the hub's events queue from each member-Region topic in another account: aws sns list-subscriptions "
         "(in the hub account, each topic's Region), then aws sns unsubscribe --subscription-arn ARN",
-        "delete the member-Region stacks, one per (account, Region): "
-        + (", ".join(f"{a}/{r}" for a, r in regions) or "none in the registry")
+        "delete the member-Region stacks, one per (account, Region) outside the hub's that holds a registry bucket: "
+        + (", ".join(f"{a}/{r}" for a, r in regions) or "none")
         + " (with StackSets: aws cloudformation delete-stack-instances --stack-set-name NAME --accounts ... --regions ... "
         "--no-retain-stacks, then delete-stack-set)",
         f"delete the hub stack: sam delete --stack-name {stack} (the latency table is retained; --delete-table after)",
-        "delete the member-account stacks (the roles) in every account, the hub's last: "
+        "delete the member-account stacks (the roles; this command needed them) in every account, the hub's included: "
         + (", ".join(accounts) or "none in the registry") + " (StackSets: delete-stack-instances, then delete-stack-set)",
     ]
     return rows, left, order
