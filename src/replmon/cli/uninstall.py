@@ -122,12 +122,12 @@ def uninstall(
         store = S3ObjectStore(s3, s3)
         try:
             for p in prefixes:
-                versions, uploads = store.list_versions(bucket, p), store.list_uploads(bucket, p)
+                versions, uploads = store.list_versions(bucket, p), _uploads(store, bucket, p)
                 if apply:
                     store.delete_versions(bucket, versions)
                     for u in uploads:
                         store.abort_multipart(bucket, u.key, u.upload_id)
-                    left += len(store.list_versions(bucket, p)) + len(store.list_uploads(bucket, p))
+                    left += len(store.list_versions(bucket, p)) + len(_uploads(store, bucket, p))
                 rows.append({"bucket": bucket, "side": role, "what": f"objects under {p}",
                              "found": len(versions) + len(uploads), "action": f"{verb} {len(versions)} versions, {len(uploads)} uploads"})
             notification = s3.get_bucket_notification_configuration(Bucket=bucket)
@@ -177,6 +177,13 @@ def uninstall(
         err.print(f"next: sam delete --stack-name {stack_name} (the latency table {table} is retained; "
                   "`replmon uninstall --table NAME --delete-table --apply` deletes it)", highlight=False)
     return OK
+
+
+def _uploads(store: Any, bucket: str, prefix: str) -> list[Any]:
+    """Incomplete uploads under ``prefix``: listed without a prefix and filtered here, because MinIO
+    lists an upload only for its exact key or no prefix (a folder prefix finds none: the lab shows
+    it). ListMultipartUploads has no prefix condition key, so the IAM it needs is the same."""
+    return [u for u in store.list_uploads(bucket, "") if u.key.startswith(prefix)]
 
 
 def _lifecycle(s3: Any, bucket: str) -> dict[str, Any]:
@@ -247,12 +254,12 @@ def _fleet(table: str, done: set[tuple[str, str]], apply: bool, member_role_pref
             role = None if ep.endpoint_url else ep.role_arn
             try:
                 objects = S3ObjectStore(store.s3(ep.region, ep.endpoint_url, role))
-                versions, uploads = objects.list_versions(ep.bucket, route.prefix), objects.list_uploads(ep.bucket, route.prefix)
+                versions, uploads = objects.list_versions(ep.bucket, route.prefix), _uploads(objects, ep.bucket, route.prefix)
                 if apply:
                     objects.delete_versions(ep.bucket, versions)
                     for u in uploads:
                         objects.abort_multipart(ep.bucket, u.key, u.upload_id)
-                    left += len(objects.list_versions(ep.bucket, route.prefix)) + len(objects.list_uploads(ep.bucket, route.prefix))
+                    left += len(objects.list_versions(ep.bucket, route.prefix)) + len(_uploads(objects, ep.bucket, route.prefix))
             except Exception as exc:
                 fail(f"--fleet: route {spec.name}, {side} bucket {ep.bucket!r} (as {role or 'the caller'}): {explain(exc)}",
                      INFRASTRUCTURE)
