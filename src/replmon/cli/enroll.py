@@ -30,12 +30,16 @@ class Where:
 
 def read_routes(registry: Any, names: Sequence[str] = ()) -> list[RouteSpec]:
     """Every registry route (or those named), in name order; an unknown name is a usage error."""
-    from replmon.cli.common import fail
+    from replmon.adapters.explain import explain
+    from replmon.cli.common import INFRASTRUCTURE, fail
     from replmon.core.registry import group_names, read_group
 
     specs: list[RouteSpec] = []
-    for group in group_names(MAX_ROUTE_GROUPS):
-        specs += read_group(registry, group).routes
+    try:
+        for group in group_names(MAX_ROUTE_GROUPS):
+            specs += read_group(registry, group).routes
+    except Exception as exc:
+        fail(f"latency store {getattr(registry, 'table', '?')!r}: {explain(exc)}", INFRASTRUCTURE)
     specs.sort(key=lambda s: s.name)
     if names:
         unknown = sorted(set(names) - {s.name for s in specs})
@@ -117,11 +121,12 @@ def exit_code(plans: Sequence[Any]) -> int:
 
 def show(command: str, plans: Sequence[Any], subs: Sequence[Mapping[str, Any]], fmt: Format, apply: bool) -> None:
     """The table (then each bucket's diff and fix), the CSV (one row a bucket) or one JSON document."""
-    rows = [{**p.to_json(), "side": "+".join(p.sides), "entries": p.entries} for p in plans]
+    rows = [{**p.to_json(), "side": "+".join(p.sides)} for p in plans]
+    table_rows = [{**r, "entries": "; ".join(r["entries"])} for r in rows]  # one cell, read as text
     changed = sum(p.changes for p in plans)
     title = (f"{command}: {len(plans)} buckets, {changed} {'changed' if apply else 'to change'}, "
              f"{sum(p.action == 'refused' for p in plans)} refused" + ("" if apply else " (dry run: nothing changed; --apply does it)"))
-    emit(rows, fmt, title, COLUMNS, document={"schema_version": 1, "command": command, "applied": apply,
+    emit(table_rows, fmt, title, COLUMNS, document={"schema_version": 1, "command": command, "applied": apply,
                                              "buckets": rows, "subscriptions": list(subs)})
     if fmt is not Format.table:
         return
