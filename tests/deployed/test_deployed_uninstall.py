@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from replmon.local.stack import HOME, MEMBER_A
+from replmon.local.stack import AWAY, HOME, MEMBER_A
 from tests.deployed.scenario import ROUTE, UNTAGGED, deployed, replmon
 
 pytestmark = pytest.mark.deployed
@@ -30,16 +30,25 @@ def uninstalled() -> Iterator[dict[str, Any]]:
         stack.advance(minutes=2)
         before = {b: stack.objects(b, prefix) for b in (*own, ROUTE)}
         stack.schedule("ProbeStateMachine").enabled = False  # step 1: ScheduleState=DISABLED (no run started yet)
-        # the member route's buckets were enrolled (replmon's entries beside one of the owner's)
+        # the member route's buckets are enrolled beside an entry of the owner's (the member-Region topics exist)
         src = stack.admin("s3", MEMBER_A)
         src.put_bucket_notification_configuration(Bucket=ROUTE, NotificationConfiguration={"QueueConfigurations": [
-            {"Id": "owners-audit", "QueueArn": f"arn:aws:sqs:{HOME}:{MEMBER_A}:audit", "Events": ["s3:ObjectRemoved:*"]},
-            {"Id": "replmon-events", "QueueArn": f"arn:aws:sqs:{HOME}:{MEMBER_A}:replmon-events", "Events": ["s3:Replication:*"]}]})
+            {"Id": "owners-audit", "QueueArn": f"arn:aws:sqs:{HOME}:{MEMBER_A}:audit", "Events": ["s3:ObjectRemoved:*"]}]})
+        for region in (HOME, AWAY):
+            stack.admin("sns", MEMBER_A, region).create_topic(Name="replmon-events")
+        enrolled = replmon(stack, "fleet", "--stack-name", "replmon", "enroll", "--apply")
+        wired = _ids(src, ROUTE), _ids(stack.admin("s3", MEMBER_A, AWAY), "orders-dr")
         code, out = replmon(stack, "uninstall", "--fleet", "--stack-name", "replmon", "--apply")
         after = {b: stack.objects(b, prefix) for b in (*own, ROUTE, "orders-dr", UNTAGGED, "plain-dr")}
-        entries = [e["Id"] for e in src.get_bucket_notification_configuration(Bucket=ROUTE).get("QueueConfigurations", [])]
+        entries = {b: _ids(stack.admin("s3", stack.owners[b], stack.regions[b]), b) for b in (*own, ROUTE, "orders-dr")}
         prober = [c for c in stack.calls if c.principal == f"arn:aws:iam::{MEMBER_A}:role/replmon-prober" and c.function == "operator"]
-        yield {"before": before, "after": after, "code": code, "out": out, "own": own, "entries": entries, "prober": prober}
+        yield {"before": before, "after": after, "code": code, "out": out, "own": own, "entries": entries, "prober": prober,
+               "enrolled": enrolled, "wired": wired}
+
+
+def _ids(s3: Any, bucket: str) -> list[str]:
+    config = s3.get_bucket_notification_configuration(Bucket=bucket)
+    return [e["Id"] for k in ("QueueConfigurations", "TopicConfigurations", "LambdaFunctionConfigurations") for e in config.get(k, [])]
 
 
 def test_g_the_documented_uninstall_leaves_no_probe_object_in_the_stacks_buckets(uninstalled: dict[str, Any]) -> None:
@@ -54,12 +63,22 @@ def test_g_the_documented_uninstall_leaves_no_probe_object_in_any_member_bucket(
     assert uninstalled["after"] == {b: [] for b in uninstalled["after"]}
 
 
+def test_g_enroll_wires_the_member_route_through_its_prober(uninstalled: dict[str, Any]) -> None:
+    """`replmon fleet enroll --apply`: the member source sends s3:Replication:* to its Region's
+    member topic beside the owner's entry, its destination (another Region) ObjectCreated on the
+    probe prefix to that Region's topic; the hub's queue subscribed to both topics."""
+    code, out = uninstalled["enrolled"]
+    assert code == 0, out
+    assert uninstalled["wired"] == (["owners-audit", "replmon-events"], ["replmon-replicas"])
+    assert out.count("subscription: arn:aws:sns:") == 2 and "subscribed" in out
+
+
 def test_g_the_member_buckets_are_reached_as_their_prober_and_keep_the_owners_entries(uninstalled: dict[str, Any]) -> None:
     """Each member call went through the prober role, every one allowed by its policy (the gate
-    decides with the evaluator); replmon's notification entry is gone, the owner's is kept."""
+    decides with the evaluator); replmon's notification entries are gone, the owner's is kept."""
     calls = uninstalled["prober"]
     assert {c.operation for c in calls} >= {"ListObjectVersions", "DeleteObjects", "GetBucketNotificationConfiguration",
                                             "PutBucketNotificationConfiguration"}
     assert [c for c in calls if c.denied] == []
-    assert uninstalled["entries"] == ["owners-audit"]
+    assert uninstalled["entries"] == {**{b: [] for b in uninstalled["entries"]}, ROUTE: ["owners-audit"]}
     assert "then, in this order:" in uninstalled["out"] and "delete the member-account stacks" in uninstalled["out"]
