@@ -104,6 +104,16 @@ def test_the_merge_keeps_every_entry_and_adds_replmons() -> None:
     assert plan_unenroll("orders-dr", "us-east-1", plan.after).after == THREE
 
 
+def test_preflight_prints_the_merge_enroll_applies() -> None:
+    """One merge: the document `replmon preflight` prints for a source is what enroll writes."""
+    from replmon.fleet.preflight import FAIL, notifications
+
+    check = notifications("orders", THREE, QUEUE)
+    w = Wanted("orders", "us-east-1", "source", EVENTS_ID, QUEUE, ("s3:Replication:*",))
+    assert check.verdict == FAIL and check.document == plan_enroll("orders", "us-east-1", THREE, [w]).after
+    assert "replmon fleet enroll --apply" in check.fix
+
+
 def test_an_entry_of_replmons_with_another_target_is_updated_not_duplicated() -> None:
     old = {"QueueConfigurations": [{"Id": EVENTS_ID, "QueueArn": "arn:aws:sqs:us-east-1:123456789012:old", "Events": ["s3:Replication:*"]}]}
     w = Wanted("orders", "us-east-1", "source", EVENTS_ID, QUEUE, ("s3:Replication:*",))
