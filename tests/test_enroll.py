@@ -32,6 +32,8 @@ from typing import Any
 import boto3
 import jsonschema
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from replmon.fleet.enroll import EVENTS_ID, REPLICAS_ID, Wanted, conflicts, filters_overlap, kept_intact, plan_enroll, plan_unenroll
 from replmon.local.tables import ensure_table
@@ -325,3 +327,50 @@ def test_the_prober_trusts_the_operator_role_only_when_named_and_with_the_extern
                  case("not-named", unnamed)])
     assert got == {"operator": "Allowed", "no-external-id": "ImplicitlyDenied", "someone-else": "ImplicitlyDenied",
                    "not-named": "ImplicitlyDenied"}
+
+
+# ---------------------------------------------------------------- the merge's invariants, on any configuration
+
+_EVENTS = ["s3:ObjectCreated:*", "s3:ObjectCreated:Put", "s3:ObjectRemoved:*", "s3:Replication:*",
+           "s3:Replication:OperationFailedReplication", "s3:ObjectRestore:Completed"]
+_KEYS = {"QueueConfigurations": ("QueueArn", AUDIT_Q), "TopicConfigurations": ("TopicArn", RESTORE_T),
+         "LambdaFunctionConfigurations": ("LambdaFunctionArn", LAMBDA)}
+
+
+@st.composite
+def _user_config(draw: Any) -> dict[str, Any]:
+    config: dict[str, Any] = {}
+    n = 0
+    for key, (field, arn) in _KEYS.items():
+        for _ in range(draw(st.integers(0, 2))):
+            n += 1
+            events = draw(st.lists(st.sampled_from(_EVENTS), min_size=1, max_size=2, unique=True))
+            target = draw(st.sampled_from([arn, QUEUE])) if key == "QueueConfigurations" else arn  # replmon's queue too: wired by hand
+            e = {"Id": f"user-{n}", field: target, **_entry(events, draw(st.sampled_from(["", "images/", "replmon-", "replmon-probes/x/"])),
+                                                         draw(st.sampled_from(["", ".jpg"])))}
+            config.setdefault(key, []).append(e)
+    if draw(st.booleans()):
+        config["EventBridgeConfiguration"] = {}
+    return config
+
+
+def _valid(config: dict[str, Any]) -> bool:
+    entries = [e for key in _KEYS for e in config.get(key, [])]
+    return not any(conflicts(a, b) for i, a in enumerate(entries) for b in entries[i + 1:])
+
+
+@settings(max_examples=200, deadline=None)
+@given(_user_config(), st.booleans())
+def test_the_merge_never_drops_or_changes_a_users_entry_and_is_undone_exactly(config: dict[str, Any], source: bool) -> None:
+    w = (Wanted("b", "us-east-1", "source", EVENTS_ID, QUEUE, ("s3:Replication:*",)) if source else
+         Wanted("b", "us-east-1", "destination", REPLICAS_ID, QUEUE, ("s3:ObjectCreated:*",), "replmon-probes/"))
+    plan = plan_enroll("b", "us-east-1", config, [w])
+    if plan.action == "refused":
+        assert plan.after == config and plan.reason and plan.fix
+        assert not _valid({**config, w.key: [*config.get(w.key, []), w.entry()]})  # refused only what S3 would refuse
+        return
+    assert kept_intact(config, plan.after) == []
+    assert plan.after.get("EventBridgeConfiguration") == config.get("EventBridgeConfiguration")
+    assert not _valid(config) or _valid(plan.after)  # S3 would accept what it writes, when it accepted what was there
+    assert plan_enroll("b", "us-east-1", plan.after, [w]).action == "none"
+    assert plan_unenroll("b", "us-east-1", plan.after).after == config
