@@ -205,12 +205,13 @@ def plan_enroll(bucket: str, region: str | None, current: Mapping[str, Any] | No
         clash = [_describe(k, e) for k, e in others if conflicts(e, entry)]
         if clash:
             what = f"{','.join(w.events)}" + (f" on prefix {w.prefix!r}" if w.prefix else " on every key")
+            fix = ("fan out instead: point that entry at an SNS topic that both its consumer and replmon's target subscribe to, or "
+                   "at replmon's target itself (replmon's entry has no filter, so narrowing that entry does not help)"
+                   if not w.prefix else
+                   f"narrow that entry so it no longer covers the probe prefix {w.prefix!r} (a prefix outside it), or fan out "
+                   "through an SNS topic; optional: without this entry probes are still measured by polling")
             refusals.append((f"{w.entry_id} ({what}) overlaps {'; '.join(clash)}: S3 refuses overlapping prefix/suffix filters "
-                             "for one event type",
-                             "fan out instead: point that entry at an SNS topic that both its consumer and replmon's target subscribe "
-                             f"to, or narrow its filter so it no longer covers {w.prefix or 'every key'!r}"
-                             + (" (a probe-prefix entry is optional: probes are still measured by polling)" if w.side == "destination"
-                                else "")))
+                             "for one event type", fix))
             continue
         if mine is not None:
             after[key] = [entry if e is mine else e for e in after[key]]
