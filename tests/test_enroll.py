@@ -374,3 +374,57 @@ def test_the_merge_never_drops_or_changes_a_users_entry_and_is_undone_exactly(co
     assert not _valid(config) or _valid(plan.after)  # S3 would accept what it writes, when it accepted what was there
     assert plan_enroll("b", "us-east-1", plan.after, [w]).action == "none"
     assert plan_unenroll("b", "us-east-1", plan.after).after == config
+
+
+# ---------------------------------------------------------------- the apply's checks, on a store that misbehaves
+class _Store:
+    """BucketNotifications' shape over a dict; ``drop`` is a key the store loses on every write,
+    ``denied`` buckets refuse reads as S3 refuses a role without s3:GetBucketNotification."""
+
+    def __init__(self, configs: dict[str, dict[str, Any]], drop: str | None = None, denied: tuple[str, ...] = ()) -> None:
+        self.configs, self.drop, self.denied, self.writes = configs, drop, denied, 0
+
+    def read(self, bucket: str, region: str | None, endpoint_url: str | None, role_arn: str | None) -> dict[str, Any]:
+        from replmon.core.ports import AccessDenied
+
+        if bucket in self.denied:
+            raise AccessDenied("s3:GetBucketNotification", f"{bucket} (as {role_arn})")
+        return copy.deepcopy(self.configs.get(bucket, {}))
+
+    def write(self, bucket: str, region: str | None, endpoint_url: str | None, role_arn: str | None, config: dict[str, Any]) -> None:
+        self.writes += 1
+        self.configs[bucket] = {k: v for k, v in config.items() if k != self.drop}
+
+
+def _spec(name: str, source: str, dest: str) -> Any:
+    from replmon.core.registry import load_route_spec
+
+    return load_route_spec({**ROUTE, "name": name, "group": "g00", "origin": "explicit",
+                            "source": {"account": MEMBER, "region": "us-east-1", "bucket": source},
+                            "destinations": [{"account": MEMBER, "region": "us-east-1", "bucket": dest}]})
+
+
+def test_a_put_that_loses_an_entry_of_the_users_is_an_error_naming_it() -> None:
+    from replmon.cli.enroll import ERROR, exit_code, wire
+    from replmon.fleet.enroll import Hub
+
+    store = _Store({"shop": copy.deepcopy(THREE)}, drop="EventBridgeConfiguration")
+    plans, _ = wire(True, [_spec("shop", "shop", "shop-dr")], store, hub=Hub(QUEUE, "replmon-events"), override=None, apply=True,
+                    member_role_prefix="replmon")
+    shop = next(p for p in plans if p.bucket == "shop")
+    assert shop.action == ERROR and "EventBridgeConfiguration" in shop.reason and "put back" in shop.fix
+    assert exit_code(plans) == 3
+
+
+def test_a_bucket_the_prober_cannot_read_is_an_error_naming_the_role_and_the_others_are_done() -> None:
+    from replmon.cli.enroll import ERROR, exit_code, wire
+    from replmon.fleet.enroll import Hub
+
+    store = _Store({}, denied=("shop-dr",))
+    plans, subs = wire(True, [_spec("shop", "shop", "shop-dr")], store, hub=Hub(QUEUE, "replmon-events"), override=None, apply=True,
+                       member_role_prefix="replmon")
+    got = {p.bucket: p for p in plans}
+    assert got["shop-dr"].action == ERROR and f"arn:aws:iam::{MEMBER}:role/replmon-prober" in got["shop-dr"].fix
+    assert got["shop"].action == "add" and store.writes == 1 and exit_code(plans, subs) == 3
+    assert subs == [{"topic": f"arn:aws:sns:us-east-1:{MEMBER}:replmon-events", "endpoint": QUEUE,
+                     "action": "would subscribe (sqs, raw delivery)"}]  # no SNS client given: nothing subscribed

@@ -87,10 +87,15 @@ def wire(enroll: bool, specs: Sequence[RouteSpec], store: Any, *, hub: Any, over
                     plan.action, plan.reason = ERROR, f"after the put S3 no longer holds: {'; '.join(lost)}"
                     plan.fix = f"put back the 'before' configuration (--format json) with aws s3api put-bucket-notification-configuration --bucket {bucket}"
         except Exception as exc:
-            plan = en.BucketPlan(bucket, w.region, ERROR, {}, {}, [], explain(exc),
-                                 f"the caller must be able to assume {w.role_arn} (s3:GetBucketNotification/s3:PutBucketNotification, "
-                                 "templates/member-account.yaml)" if w.role_arn else "check the credentials for this bucket",
-                                 w.sides, w.routes)
+            from replmon.core.ports import AccessDenied
+
+            denied = isinstance(exc, AccessDenied) or "AccessDenied" in str(exc)
+            fix = (f"the caller must be able to assume {w.role_arn} and it must allow s3:GetBucketNotification and "
+                   "s3:PutBucketNotification (templates/member-account.yaml, OperatorRoleArn)" if denied and w.role_arn else
+                   "the caller's credentials must allow s3:GetBucketNotification and s3:PutBucketNotification" if denied else
+                   "S3's message names the cause; a target whose policy does not let s3.amazonaws.com send to it is refused "
+                   "when the entry is saved (docs/ENROLL.md, Credentials)")
+            plan = en.BucketPlan(bucket, w.region, ERROR, {}, {}, [], explain(exc), fix, w.sides, w.routes)
         plan.sides, plan.routes = plan.sides or w.sides, plan.routes or w.routes
         plans.append(plan)
     subs: list[dict[str, Any]] = []
@@ -109,12 +114,13 @@ def wire(enroll: bool, specs: Sequence[RouteSpec], store: Any, *, hub: Any, over
     return plans, subs
 
 
-def exit_code(plans: Sequence[Any]) -> int:
-    """1 when a merge was refused (S3 would reject it), 3 when a bucket could not be read or written."""
+def exit_code(plans: Sequence[Any], subs: Sequence[Mapping[str, Any]] = ()) -> int:
+    """1 when a merge was refused (S3 would reject it), 3 when a bucket could not be read or written
+    or a subscription failed."""
     from replmon.cli.exitcodes import Exit
     from replmon.fleet.enroll import REFUSED
 
-    if any(p.action == ERROR for p in plans):
+    if any(p.action == ERROR for p in plans) or any(s.get("action") == ERROR for s in subs):
         return int(Exit.INFRASTRUCTURE)
     return int(Exit.BREACH) if any(p.action == REFUSED for p in plans) else int(Exit.OK)
 

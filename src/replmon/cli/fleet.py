@@ -411,7 +411,7 @@ def enroll(
     plans, subs = wiring_cli.wire(True, specs, store, hub=hub, override=events_target, apply=apply,
                                   member_role_prefix=member_role_prefix, sns=sns)
     wiring_cli.show("fleet enroll", plans, subs, fmt or where.fmt, apply)
-    return wiring_cli.exit_code(plans)
+    return wiring_cli.exit_code(plans, subs)
 
 
 @fleet_app.command("unenroll")
