@@ -44,8 +44,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from replmon.fleet.offboard import TARGETS, notification_without, ours
-from replmon.fleet.preflight import EVENTS_ID, REPLICATION_EVENTS
 
+#: The entry replmon needs on a source (docs/ENROLL.md), and on each destination.
+EVENTS_ID = "replmon-events"
+REPLICATION_EVENTS = "s3:Replication:*"
 REPLICAS_ID = "replmon-replicas"
 OBJECT_CREATED = "s3:ObjectCreated:*"
 #: What a bucket plan does: add (or update) replmon's entries, remove them, nothing, or refuse.
