@@ -177,14 +177,14 @@ def test_tables_wrap_and_never_cut_a_value(args: list[str], columns: int) -> Non
 
 #: Commands without --format, each because it prints no data: status lines on stderr (spool retry
 #: and drop), the shell unsets for ``eval`` (lab down), a fio job file (fio jobfile),
-#: nothing (lab serve), or figures written to docs/BENCH*.md (lab bench*). The README names them.
+#: nothing (lab serve), or figures written to docs/BENCH*.md (lab bench*). docs/CLI.md names them.
 NO_FORMAT = {"lab down", "lab serve", "lab bench", "lab bench-ingest", "lab bench-stall", "lab bench-fleet", "lab bench-collector",
              "lab bench-mounts", "fio jobfile", "spool retry", "spool drop"}
 
 
 def test_every_command_that_prints_data_takes_format() -> None:
     """Every command takes --format table|json|csv (its own, or its group's: ``replmon fleet
-    --format json put``) but the few of NO_FORMAT, which the README lists as printing no data."""
+    --format json put``) but the few of NO_FORMAT, which docs/CLI.md lists as printing no data."""
     import typer
 
     from replmon.cli.app import app
@@ -199,7 +199,7 @@ def test_every_command_that_prints_data_takes_format() -> None:
 
     without = {name for name, has in leaves(typer.main.get_command(app)) if not has}
     assert without == NO_FORMAT
-    readme = " ".join((ROOT / "README.md").read_text().split())
+    readme = " ".join((ROOT / "docs" / "CLI.md").read_text().split())
     listed = readme.split("Every command that prints data takes `--format table|json|csv`", 1)[1].split("none but", 1)[1].split(")", 1)[0]
     assert set(re.findall(r"`([a-z][a-z *-]*)`", listed)) == {"lab bench*" if n.startswith("lab bench") else n for n in NO_FORMAT}
 

@@ -113,16 +113,12 @@ def test_lab_fio_cli_on_local_prints_the_study_tables_and_writes_the_chart(tmp_p
     assert "<!-- lab-fio:nfs-matrix:start -->" in md and "machine:" in md and "R5 IOPS" in md
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "not reliable yet: on this machine 2 of 3 runs found no knee - once fio hit EIO through the throttled "
-    "Mountpoint, once the cap did not bite (mean 49.9 MB/s over the run, the 1 MiB/s-per-connection cap "
-    "should hold it near 22); passes when the cap takes hold. The throttle's arming is what to fix next."))
 def test_the_throttled_mount_shows_burst_write_s_knee_where_the_cap_bites(lab: Lab) -> None:
-    """`replmon lab fio --preset burst-write --scale small` on mountpoint-credits: 4 MiB/s per
-    connection from the start of the measured I/O, 1 MiB/s from 40 % of the run time on (45 s of
-    112 s), so the knee detector finds the burst, the fall and the sustained level with the knee at
-    the cap (within a bin of the resolution it read the log at, 5 s on this machine), and the
-    report prints it from the lab's store."""
+    """`replmon lab fio --preset burst-write --scale small` on mountpoint-credits: 20 MiB/s in all
+    from the start of the measured I/O, 3 MiB/s from 40 % of the run time on (45 s of 112 s), so
+    the knee detector finds the burst, the fall and the sustained level with the knee at the cap
+    (within a bin of the resolution it read the log at), and the report prints it from the lab's
+    store."""
     after = default_throttle_after("burst-write", "small")
     assert after == 45.0
     [r] = run_lab_fio(lab, "burst-write", "small", ["mountpoint-credits"])

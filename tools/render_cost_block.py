@@ -1,5 +1,6 @@
-"""Rewrite README.md's cost block from what `replmon cost` computes now (tests/test_docs.py checks
-every dollar figure in the block is in its output): `python tools/render_cost_block.py --write`."""
+"""Rewrite README.md's cost block from what `replmon cost --routes` computes now: one route's month and a
+40-route fleet's, with the largest lines one route adds (tests/test_docs.py checks the block is what this
+renders): `python tools/render_cost_block.py --write`."""
 
 from __future__ import annotations
 
@@ -10,13 +11,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CRR = ["--sizes", "crr-ladder", "--rate-minutes", "1440", "--cross-region"]
-ROWS = [
-    ("the default: 1MiB, 64MiB, 1GiB every 15 minutes, RTC, same region", [], 5),
-    ("`crr-ladder` (10 MiB .. 80 GiB x 10 trials) once a day, RTC, cross-region from us-east-1", CRR, 2),
-    ("the same from ap-northeast-1 (the study's Tokyo -> Singapore: transfer is billed at the source Region's rate)",
-     [*CRR, "--source-region", "ap-northeast-1"], 2),
-]
+#: the per-route figure (one route: the hub's fixed costs included) and the fleet example
+FLEET = [1, 40]
+ARGS = ["--routes", ",".join(map(str, FLEET))]
+TOP_LINES = 3
 
 
 def cost(args: list[str]) -> dict:
@@ -25,17 +23,17 @@ def cost(args: list[str]) -> dict:
     return json.loads(out)
 
 
-def row(label: str, doc: dict, lines: int) -> str:
-    top = sorted(doc["lines"], key=lambda line: -line["usd_per_month"])[:lines]
-    parts = [f"{line['item']} {line['usd_per_month']} ({round(line['share_percent'])} %)" for line in top]
-    return f"| {label} | {doc['total_usd_per_month']} | {', '.join(parts)} |"
-
-
-def block() -> str:
-    body = "\n".join(row(label, cost(args), n) for label, args, n in ROWS)
-    return ("<!-- cost:start -->\n| schedule | $ per month | largest lines |\n| --- | ---: | --- |\n" + body +
-            "\n\n(`replmon cost`, `replmon cost --sizes crr-ladder --rate-minutes 1440 --cross-region` and the same\n"
-            "with `--source-region ap-northeast-1`; every line, quantity and assumption with `--format json`.)\n<!-- cost:end -->")
+def block(doc: dict | None = None) -> str:
+    doc = doc or cost(ARGS)
+    rows = [f"| {f['routes']} | {f['usd_per_month']:.2f} | {f['usd_per_route_month']:.2f} | {f['marginal_usd_per_route_month']:.2f} |"
+            for f in doc["fleet"]]
+    top = sorted(doc["per_route_lines"], key=lambda line: -line["usd_per_month"])[:TOP_LINES]
+    largest = ", ".join(f"{line['item']} ${line['usd_per_month']:.2f}" for line in top)
+    return ("<!-- cost:start -->\n"
+            f"Modelled (`replmon cost {' '.join(ARGS)}`: {doc['region']} list prices of {doc['prices_as_of']}, probe classes "
+            f"{doc['probe_classes']}, heartbeats every {doc['assumptions']['heartbeat_seconds']} s; free tiers not applied):\n\n"
+            "| routes | $ per month | $ per route | $ one more route adds |\n| ---: | ---: | ---: | ---: |\n" + "\n".join(rows) +
+            f"\n\nThe largest lines one route adds: {largest}.\n<!-- cost:end -->")
 
 
 def main() -> int:

@@ -1,6 +1,6 @@
 """The exit codes, one table for every command: scripts and schedulers gate on them.
 
-The table in docs/SEMANTICS.md and the README is :func:`markdown` (tests/test_operator_cli.py
+The table in docs/SEMANTICS.md is :func:`markdown` (tests/test_operator_cli.py
 compares); each command's ``--help`` lists its own codes (:func:`help_for`).
 
 >>> int(Exit.NO_DATA), Exit.from_verdict("breach").name
@@ -125,7 +125,7 @@ def help_for(command: str) -> str:
 
 
 def markdown() -> str:
-    """The table docs/SEMANTICS.md and the README carry (between ``<!-- exit-codes:start/end -->``)."""
+    """The table docs/SEMANTICS.md carries (between ``<!-- exit-codes:start/end -->``)."""
     rows = ["| code | meaning | returned by |", "| ---: | --- | --- |"]
     for code, meaning in MEANING.items():
         users = [c for c, codes in COMMANDS.items() if code in codes]

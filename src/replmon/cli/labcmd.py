@@ -733,8 +733,10 @@ def lab_fio(
     throttle_after: Annotated[float | None, typer.Option(min=1, help="mountpoint-credits: seconds of burst, from the start of the measured "
                                                                      "I/O, before the cap (default: 40 % of the preset's run time "
                                                                      "at --scale).")] = None,
-    throttle_mibps: Annotated[int, typer.Option(min=1, help="mountpoint-credits: the cap per connection after the burst, MiB/s (Toxiproxy "
-                                                        "bandwidth; the burst is 4).")] = 1,
+    burst_mibps: Annotated[int, typer.Option(min=1, help="mountpoint-credits: the total rate during the burst, MiB/s (one budget over "
+                                                     "every connection, as a file system's credits are).")] = 20,
+    throttle_mibps: Annotated[int, typer.Option(min=1, help="mountpoint-credits: the total rate after the burst, MiB/s (a steeper "
+                                                        "fall than the study's 604/149, to stand above the lab's noise).")] = 3,
     lab_dir: Annotated[Path, typer.Option("--dir", help="The lab's directory.")] = Path("lab-data/fio"),
     charts: Annotated[Path | None, typer.Option(metavar="DIR", help="Write the PNG chart here, named per run "
                                                 "(lab-fio-<preset>-<time>.png; default: the lab's directory).")] = None,
@@ -768,13 +770,13 @@ def lab_fio(
     try:
         with Lab(lab_dir, events=False, least_privilege=False) as lab:
             runs = run_lab_fio(lab, preset, scale, targets, rtt_ms=rtt_ms, throttle_after=throttle_after, throttle_mibps=throttle_mibps,
-                               progress=lambda m: err.print(m, highlight=False))
+                               burst_mibps=burst_mibps, progress=lambda m: err.print(m, highlight=False))
     except LabError as exc:
         fail(str(exc), USAGE if str(exc).startswith(("--dir", "--mount")) else INFRASTRUCTURE)
     rep = report(preset, runs)
     png = draw(preset, runs, (charts or lab_dir) / f"lab-fio-{preset}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.png")
     print_report(rep, fmt, title=f"lab fio: {preset} at scale {scale}", document={
-        "scale": scale, "rtt_ms": rtt_ms, "throttle": {"after_s": throttle_after, "mibps_per_connection": throttle_mibps},
+        "scale": scale, "rtt_ms": rtt_ms, "throttle": {"after_s": throttle_after, "burst_mibps": burst_mibps, "sustained_mibps": throttle_mibps},
         "runs": summary(runs), "chart_files": [str(png)]})
     if fmt is Format.table:
         emit(summary(runs), fmt, "runs (stored in the lab's DynamoDB Local)")
@@ -787,6 +789,6 @@ def lab_fio(
     if markdown:
         command = f"replmon lab fio --preset {preset} --scale {scale}" + "".join(f" --mount {t}" for t in targets) + \
             (f" --rtt-ms {rtt_ms}" if "mountpoint-xregion" in targets else "") + \
-            (f" --throttle-after {throttle_after:g} --throttle-mibps {throttle_mibps}" if "mountpoint-credits" in targets else "")
+            (f" --throttle-after {throttle_after:g} --burst-mibps {burst_mibps} --throttle-mibps {throttle_mibps}" if "mountpoint-credits" in targets else "")
         err.print(f"wrote {write_markdown(markdown, preset, markdown_section(preset, scale, rep, runs, command))}", highlight=False)
     return 0 if all(r.result.exit_code == 0 for r in runs) else 1

@@ -5,13 +5,13 @@ probe's interval and HEAD counts, every repetition's seconds and MiB/s, the mode
 plus the facts of the run asked of git, the OS and the binaries (never typed): the commit and
 whether the checkout differed from it, the machine, its load average, tool versions, the date.
 That JSON (docs/bench/<report>.json) is the single source: docs/BENCH.md, docs/BENCH-MOUNTS.md and
-the README's bench blocks are rendered from it here, by one renderer, and tests/test_docs.py
+the summary blocks (BLOCK_FILES: the README and docs pages) are rendered from it here, by one renderer, and tests/test_docs.py
 renders them again and compares byte for byte.
 
 Figures that swing between runs (timings, throughput ratios) are measured in >= 3 repetitions
 and rendered as min / median / max.
 
-    python -m replmon.lab.benchreport          # re-render every report and README block from its JSON
+    python -m replmon.lab.benchreport          # re-render every report and summary block from its JSON
 
 A new report (P6, bench-ingest) adds a ``report`` name, its raw figures and one entry in RENDERERS
 and README_BLOCKS; the facts and the header are shared.
@@ -38,10 +38,14 @@ from replmon.core.stats import percentile
 
 ROOT = Path(__file__).resolve().parents[3]  # the checkout (the bench runs from one: `make bench`)
 SCHEMA = "replmon.bench/1"
-#: report name -> (its Markdown page under docs/, its README block name)
+#: report name -> (its Markdown page under docs/, its block's name in the page of BLOCK_FILES)
 PAGES = {"bench": ("BENCH.md", "bench"), "bench-mounts": ("BENCH-MOUNTS.md", "benchmounts"),
          "bench-stall": ("BENCH-STALL.md", "benchstall"), "bench-fleet": ("BENCH-FLEET.md", "benchfleet"),
          "bench-collector": ("BENCH-COLLECTOR.md", "benchcollector")}
+#: report name -> the file (from the checkout's root) that carries its summary block: the README keeps
+#: the detection time (its Limits); the rest sit beside the text they support.
+BLOCK_FILES = {"bench": "docs/LAB.md", "bench-mounts": "docs/ARCHITECTURE.md", "bench-stall": "README.md",
+               "bench-fleet": "docs/FLEET.md", "bench-collector": "docs/FLEET.md"}
 Doc = dict[str, Any]
 
 
@@ -127,7 +131,7 @@ def finish(doc: Doc, started: float, json_path: Path, output: Path | None) -> No
     doc = json.loads(text)  # render what the file holds (its key order), as the test and main() do
     if output is not None:
         write_atomic(output, render(doc).encode(), mode=0o644)
-        readme = output.resolve().parent.parent / "README.md"
+        readme = output.resolve().parent.parent / BLOCK_FILES[doc["report"]]
         name = PAGES[doc["report"]][1]
         if readme.exists() and f"<!-- {name}:start -->" in readme.read_text():
             write_atomic(readme, with_block(readme.read_text(), name, README_BLOCKS[doc["report"]](doc)).encode(), mode=0o644)
@@ -513,15 +517,13 @@ def readme_stall(doc: Doc) -> str:
     d = st["simulated"]["defaults"]
     stalled = [r["stalled_s"] for r in reps if r["stalled_s"] is not None]
     alarm = [r["alarm_s"] for r in reps if r["alarm_s"] is not None]
-    h, f30, c = st["healthy"], st["simulated"]["false_alarms_30d"], st.get("cost") or {}
+    h, f30 = st["healthy"], st["simulated"]["false_alarms_30d"]
     out = [f"Measured {doc['facts']['date']} in the lab (docs/BENCH-STALL.md; T = {T} s there): fault -> STALLED "
            f"{' / '.join(mmm(stalled, '.1f'))} s, -> RouteStalled ALARM {' / '.join(mmm(alarm, '.1f'))} s (min / median / max of "
            f"{len(reps)} `{reps[0]['fault'] if reps else '-'}` faults); simulated at the defaults (60 s, 20 s floor): STALLED "
            f"{' / '.join(mmm(d['stalled_s'], '.0f'))} s, ALARM {' / '.join(mmm(d['alarm_s'], '.0f'))} s after the fault. False alarms: "
            f"{h['stalled']} in a healthy lab run of {h['heartbeats']} heartbeats, {f30['stalled']} in {f30['days']:g} simulated days."]
-    if c:
-        out.append(f"Heartbeats cost ${c['with_metric_and_alarm_usd']:.2f} per route a month (modelled; ${c['heartbeats_usd']:.2f} without "
-                   "their metric and alarm).")
+    # No cost here: the README's cost block is `replmon cost` now; a bench's modelled cost is of its day (docs/BENCH-STALL.md).
     return "\n".join(out) + "\n"
 
 
@@ -631,7 +633,7 @@ def render(doc: Doc) -> str:
 def block(text: str, name: str) -> str:
     m = re.search(rf"<!-- {name}:start -->\n(.*?)<!-- {name}:end -->", text, re.S)
     if not m:
-        raise ValueError(f"README has no {name} block")
+        raise ValueError(f"no {name} block")
     return m.group(1)
 
 
@@ -646,18 +648,16 @@ def load(report: str, root: Path = ROOT) -> Doc:
 
 
 def main(root: Path = ROOT) -> None:
-    """Re-render every bench page and README block from its JSON (after a merge, or a renderer change)."""
-    readme = root / "README.md"
-    text = readme.read_text()
+    """Re-render every bench page and summary block (BLOCK_FILES) from its JSON (after a merge, or a renderer change)."""
     for report, (page, name) in PAGES.items():
         path = root / "docs" / "bench" / f"{report}.json"
         if not path.exists():
             continue
         doc = load(report, root)
         write_atomic(root / "docs" / page, render(doc).encode(), mode=0o644)
-        text = with_block(text, name, README_BLOCKS[report](doc))
-        print(f"rendered docs/{page} and the README's {name} block from docs/bench/{report}.json", file=sys.stderr)
-    write_atomic(readme, text.encode(), mode=0o644)
+        target = root / BLOCK_FILES[report]
+        write_atomic(target, with_block(target.read_text(), name, README_BLOCKS[report](doc)).encode(), mode=0o644)
+        print(f"rendered docs/{page} and {BLOCK_FILES[report]}'s {name} block from docs/bench/{report}.json", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -6,14 +6,15 @@
   (half each way; 145 ms by default, about Ohio - Tokyo, the cross-region study's pair) - the
   study's drop on loopback: qualitative, since a real inter-region path also differs in bandwidth,
   loss and S3's own behaviour, and loopback has no bandwidth limit at all;
-- ``mountpoint-credits``: the same through a Toxiproxy listener that, ``throttle_after`` seconds
-  into the measured I/O (armed by the runner's ``on_io_start``, after mounting and laying out),
-  caps every connection to ``throttle_mibps`` (Toxiproxy's bandwidth toxic is per connection):
-  burst credits running out, as in the FSx for Lustre study, for the knee. Before the cap the
-  connections run at ``burst_mibps`` each (a burst rate of its own, steadier than the machine's),
-  the mount uploads 5 MiB parts, and by default the burst lasts 40 % of the preset's run time at
-  the scale (:func:`default_throttle_after`: 45 s of burst-write's 112 s at small scale), so the
-  knee detector sees a burst, the fall and the sustained level;
+- ``mountpoint-credits``: the same through a loopback proxy whose total rate, over all its
+  connections, is one budget (replmon.lab.credits: a file system's burst credits are one budget
+  for all its clients; Toxiproxy's bandwidth toxic caps each connection, so the level moved with
+  the number of connections the client opened). It runs at ``burst_mibps`` (20 MiB/s) from the
+  start of the measured I/O (armed by the runner's ``on_io_start``, after mounting and laying
+  out) and drops to ``throttle_mibps`` (3 MiB/s; a steeper fall than the study's 604/149 = 4.05: see BURST_MIBPS)
+  ``throttle_after`` seconds in: 40 % of the preset's run time at the scale by default
+  (:func:`default_throttle_after`: 45 s of burst-write's 112 s at small scale), so the knee
+  detector sees a burst, the fall and the sustained level. The mount uploads 5 MiB parts (below);
 - ``s3fs``: s3fs-fuse (Debian) on the same bucket;
 - ``local``: a directory on the lab's disk (the studies' EBS row).
 Results go to a results bucket on the same MinIO, then through the ingest code into the lab's
@@ -35,6 +36,7 @@ from typing import Any
 
 from replmon.adapters.metrics import NullMetrics
 from replmon.core.files import write_atomic
+from replmon.lab.credits import CreditBucket, CreditProxy
 from replmon.lab.servers import LabError, cache_dir
 from replmon.mounts import presets as presets_mod
 from replmon.mounts.charts import chart
@@ -50,13 +52,22 @@ FIO_BUCKET = "replmon-fio"
 RESULTS_BUCKET = "replmon-fio-results"
 RESULTS_PREFIX = "fio-results/"
 XREGION_PROXY = "fio-xregion"
-CREDITS_PROXY = "fio-credits"
 #: The cross-region study's pair, Ohio (us-east-2) - Tokyo (ap-northeast-1): a round trip of about 145 ms.
 STUDY_RTT_MS = 145
 
 
-#: mountpoint-credits' burst rate per connection (Toxiproxy bandwidth), before the cap, and its part size.
-BURST_MIBPS = 4
+#: mountpoint-credits' total rate during the burst and after it, both far under what this machine's
+#: plain mount writes (about 150 MB/s). Steeper than the study's fall (604/149 MB/s = 4.05): the
+#: mount completes writes a whole part at a time, so the slow phase's series is a few clumps a
+#: second, and at 20/3 the fall stands clear of that noise at the resolution the detector reads.
+BURST_MIBPS = 20
+SUSTAINED_MIBPS = 3
+#: Its part size:
+#: S3's smallest part, 5 MiB (Mountpoint's memory limit in the lab build, 512 MiB, refuses 32 files'
+#: larger parts with ENOMEM). At the burst rate some 32 parts in flight take about 8 s each: the CRT
+#: under Mountpoint times out and re-sends an UploadPart that runs long against its recent ones
+#: unless its first ten averaged over 5 s, and with that watchdog on, the fall to a quarter made
+#: every part "late" until the retries ran out as EIO in fio.
 CREDITS_PART_SIZE = 5 * 2**20
 #: The burst the lab's throttle leaves: this share of the preset's run time at the scale, at least MIN_BURST_S.
 BURST_SHARE = 0.4
@@ -125,7 +136,7 @@ def _lab_target(lab: Any, name: str, mnt: Path, endpoint: str) -> Target:
         return Target.from_json({"name": name, "kind": "s3fs", "bucket": FIO_BUCKET, "endpoint_url": endpoint,
                                  "mount_point": str(mnt / name), "env": {"AWS_ACCESS_KEY_ID": access, "AWS_SECRET_ACCESS_KEY": secret}})
     extra: dict[str, Any] = {"cache": str(mnt / "mp-cache")} if name == "mountpoint-cache" else {}
-    if name == "mountpoint-credits":  # parts of S3's smallest multipart size (5 MiB): a capped connection still completes one every few s
+    if name == "mountpoint-credits":  # long parts: see CREDITS_PART_SIZE
         extra["options"] = [f"--part-size={CREDITS_PART_SIZE}"]
     return Target.from_json({"name": name, "kind": "mountpoint", "bucket": FIO_BUCKET, "endpoint_url": endpoint, "region": "us-east-1",
                              "mount_point": str(mnt / name), "binary": str(mountpoint_binary()), **extra,
@@ -133,10 +144,10 @@ def _lab_target(lab: Any, name: str, mnt: Path, endpoint: str) -> Target:
 
 
 def run_lab_fio(lab: Any, preset: str, scale: str, targets: list[str], *, rtt_ms: int = STUDY_RTT_MS, throttle_after: float | None = None,
-                throttle_mibps: int = 1, burst_mibps: int = BURST_MIBPS, progress: Callable[[str], None] = lambda _: None) -> list[TargetRun]:
+                throttle_mibps: int = SUSTAINED_MIBPS, burst_mibps: int = BURST_MIBPS, progress: Callable[[str], None] = lambda _: None) -> list[TargetRun]:
     """``throttle_after``: seconds into the measured I/O before mountpoint-credits' cap (default
-    :func:`default_throttle_after`); ``throttle_mibps``: the cap per connection then;
-    ``burst_mibps``: the cap per connection before (the burst rate, as a file system's burst
+    :func:`default_throttle_after`); ``throttle_mibps``: the total rate then;
+    ``burst_mibps``: the total rate before (the burst rate, as a file system's burst
     throughput is a rate of its own: the lab machine's own rate would wander with its page cache
     and its other work)."""
     unknown = [t for t in targets if t not in LAB_TARGETS]
@@ -159,21 +170,16 @@ def run_lab_fio(lab: Any, preset: str, scale: str, targets: list[str], *, rtt_ms
             for stream in ("upstream", "downstream"):  # half the round trip each way
                 lab.toxiproxy.toxic(XREGION_PROXY, f"rtt-{stream}", "latency", stream, latency=rtt_ms // 2, jitter=0)
             endpoint = f"http://127.0.0.1:{port}"
-        throttle = None
+        throttle, credits = None, None
         if name == "mountpoint-credits":
-            endpoint = f"http://127.0.0.1:{lab.toxiproxy.proxy(CREDITS_PROXY, dst.port)}"
-
-            def cap(mibps: int) -> None:
-                lab.toxiproxy.heal(CREDITS_PROXY)
-                for stream in ("upstream", "downstream"):  # writes' bodies go up, reads' come down
-                    lab.toxiproxy.toxic(CREDITS_PROXY, f"credits-{stream}", "bandwidth", stream, rate=mibps * 1024)
-
-            cap(burst_mibps)
-            throttle = threading.Timer(after, cap, (throttle_mibps,))
-            progress(f"{name}: {burst_mibps} MiB/s per connection, then {throttle_mibps} MiB/s from {after:g} s into the measured I/O")
-        target = _lab_target(lab, name, mnt, endpoint)
-        progress(f"{name}: {preset} at scale {scale}")
+            budget = CreditBucket(burst_mibps * 2**20)
+            credits = CreditProxy(dst.port, budget).__enter__()
+            endpoint = f"http://127.0.0.1:{credits.port}"
+            throttle = threading.Timer(after, budget.set_rate, (throttle_mibps * 2**20,))
+            progress(f"{name}: {burst_mibps} MiB/s in all, then {throttle_mibps} MiB/s from {after:g} s into the measured I/O")
         try:  # the cap's clock starts with the measured I/O, not with mounting and laying out
+            target = _lab_target(lab, name, mnt, endpoint)
+            progress(f"{name}: {preset} at scale {scale}")
             result = run(target, preset, scale, S3Sink(f"s3://{RESULTS_BUCKET}/{RESULTS_PREFIX}", s3), workdir=str(lab.root),
                          on_io_start=throttle.start if throttle else None)
         finally:
@@ -181,8 +187,10 @@ def run_lab_fio(lab: Any, preset: str, scale: str, targets: list[str], *, rtt_ms
                 throttle.cancel()
                 if throttle.ident is not None:  # started (the run reached its I/O)
                     throttle.join()
-            if name in ("mountpoint-xregion", "mountpoint-credits"):
-                lab.toxiproxy.remove(XREGION_PROXY if name == "mountpoint-xregion" else CREDITS_PROXY)
+            if credits:
+                credits.close()
+            if name == "mountpoint-xregion":
+                lab.toxiproxy.remove(XREGION_PROXY)
             shutil.rmtree(mnt / "mp-cache", ignore_errors=True)
         if is_mounted(target.mount_point):
             raise LabError(f"{target.mount_point} is still mounted after the run")
