@@ -100,6 +100,10 @@ def iam_requests(service: str, operation: str, params: dict[str, Any], region: s
             "HeadBucket": lambda: [IamRequest("s3:ListBucket", bucket)],
             "GetBucketTagging": lambda: [IamRequest("s3:GetBucketTagging", bucket)],
             "GetBucketEncryption": lambda: [IamRequest("s3:GetEncryptionConfiguration", bucket)],
+            # replmon fleet enroll / unenroll, uninstall --fleet (service authorization reference for S3:
+            # the notification configuration's Get/Put are s3:GetBucketNotification / s3:PutBucketNotification)
+            "GetBucketNotificationConfiguration": lambda: [IamRequest("s3:GetBucketNotification", bucket)],
+            "PutBucketNotificationConfiguration": lambda: [IamRequest("s3:PutBucketNotification", bucket)],
         }
         if operation not in table:
             raise KeyError(f"no IAM mapping for s3:{operation}; add it to tests/iam.py with its documented actions")

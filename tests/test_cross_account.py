@@ -46,7 +46,7 @@ from replmon.adapters import clients
 from replmon.adapters.cloudwatch import CloudWatchReaders
 from replmon.core.registry import MEMBER_ROLES, load_route_spec, member_role_arn
 from replmon.core.route import Route
-from replmon.fleet.trust import ASSUMED_BY, DESTINATION_ROLE_ASSUMED_BY, assumes, function_role_pattern, render_into
+from replmon.fleet.trust import ASSUMED_BY, DESTINATION_ROLE_ASSUMED_BY, OPERATOR_ASSUMES, assumes, function_role_pattern, render_into
 from replmon.local.aslrun import LambdaContext, load_handler
 from replmon.local.tables import ensure_table
 from replmon.local.template import load_template
@@ -113,6 +113,8 @@ def test_the_member_trust_policies_are_rendered_from_the_functions_that_assume_e
         cond, with_id, without_id = statement["Condition"]["Fn::If"]
         assert cond == "HasExternalId"
         want = [{"Fn::Sub": function_role_pattern(f)} for f in ASSUMED_BY[kind]]
+        if kind in OPERATOR_ASSUMES:  # the hub's operator role, when the member stack names one (OperatorRoleArn)
+            want.append({"Fn::If": ["HasOperator", {"Ref": "OperatorRoleArn"}, {"Ref": "AWS::NoValue"}]})
         assert with_id == {"ArnLike": {"aws:PrincipalArn": want}, "StringEquals": {"sts:ExternalId": {"Ref": "ExternalId"}}}
         assert without_id == {"ArnLike": {"aws:PrincipalArn": want}}
 

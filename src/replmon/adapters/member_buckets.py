@@ -174,3 +174,45 @@ class AwsMembers:
         except ClientError as exc:
             raise AccessDenied("sts:AssumeRole", f"{self.role_arn(account)}: {_code(exc)}") from exc
         return AwsBucketReader(account, creds, self._make)
+
+
+class BucketNotifications:
+    """Buckets' notification configurations (GetBucketNotificationConfiguration and the put that
+    replaces it, the S3 API reference), each bucket read and written through its account's member
+    prober role (``<MemberRolePrefix>-prober``, assumed with the ExternalId when one is set:
+    adapters/clients.py, the one AssumeRole request). A bucket on an S3-compatible endpoint (the
+    lab's MinIO) is reached with ``keys``; the stack's own route's buckets (no role) with the
+    caller's credentials."""
+
+    def __init__(self, *, profile: str | None = None, external_id: str | None = None, keys: tuple[str, str] | None = None) -> None:
+        self.profile, self.external_id, self.keys = profile, external_id or None, keys
+        self._clients: dict[tuple[str | None, str | None, str | None], Any] = {}
+
+    def s3(self, region: str | None, endpoint_url: str | None, role_arn: str | None) -> Any:
+        k = (region, endpoint_url, None if endpoint_url else role_arn)
+        if k not in self._clients:
+            self._clients[k] = clients.client("s3", clients.CONTROL, region=region, endpoint_url=endpoint_url,
+                                              keys=self.keys if endpoint_url else None, profile=self.profile,
+                                              role_arn=k[2], external_id=self.external_id)
+        return self._clients[k]
+
+    def read(self, bucket: str, region: str | None, endpoint_url: str | None, role_arn: str | None) -> dict[str, Any]:
+        try:
+            got = self.s3(region, endpoint_url, role_arn).get_bucket_notification_configuration(Bucket=bucket)
+        except ClientError as exc:
+            if _code(exc) in _DENIED:
+                raise AccessDenied("s3:GetBucketNotification", f"{bucket} (as {role_arn or 'the caller'})") from exc
+            if _code(exc) in _MISSING:
+                raise BucketMissing(bucket, _code(exc)) from exc
+            raise
+        return {k: v for k, v in got.items() if k != "ResponseMetadata"}
+
+    def write(self, bucket: str, region: str | None, endpoint_url: str | None, role_arn: str | None,
+              configuration: Mapping[str, Any]) -> None:
+        try:
+            self.s3(region, endpoint_url, role_arn).put_bucket_notification_configuration(
+                Bucket=bucket, NotificationConfiguration=dict(configuration))
+        except ClientError as exc:
+            if _code(exc) in _DENIED:
+                raise AccessDenied("s3:PutBucketNotification", f"{bucket} (as {role_arn or 'the caller'})") from exc
+            raise

@@ -76,6 +76,8 @@ COMMANDS: dict[str, tuple[Exit, ...]] = {
     "fleet put": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE),
     "fleet inventory": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE),
     "fleet release": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE),
+    "fleet enroll": (Exit.OK, Exit.BREACH, Exit.USAGE, Exit.INFRASTRUCTURE),
+    "fleet unenroll": (Exit.OK, Exit.USAGE, Exit.INFRASTRUCTURE),
     "events parse": (Exit.OK, Exit.BREACH, Exit.USAGE),
     "fio parse": _PLAIN,
     "fio presets": _PLAIN,
@@ -103,6 +105,8 @@ SPECIFIC: dict[tuple[str, Exit], str] = {
     ("preflight", Exit.BREACH): "a check failed: the route is not ready to probe (each failure prints its fix)",
     ("preflight", Exit.INFRASTRUCTURE): "a configuration could not be read (the check says which permission to grant)",
     ("events parse", Exit.BREACH): "a record failed to parse (IngestEvents would retry it)",
+    ("fleet enroll", Exit.BREACH): "a bucket's merge was refused (S3 would reject it); its reason and fix are printed, the "
+                                   "other buckets were done",
     ("fleet release", Exit.OK): "the lease was ended and the release recorded, or no run held it",
     ("fleet put", Exit.USAGE): "the route is invalid (the field and its fix are named) or changed since the version given",
 }

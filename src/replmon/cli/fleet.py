@@ -342,3 +342,100 @@ def inventory(
         if not summary.complete:
             err.print("stopped at --max-seconds: run it again to resume from the checkpoint", highlight=False)
     return OK
+
+
+Apply = Annotated[bool, typer.Option("--apply", help="Write the merged configurations; without it nothing is changed (a dry run).")]
+RouteNames = Annotated[list[str] | None, typer.Option("--route", metavar="ROUTE", help="Only this route's buckets (repeat; default: every route).")]
+RolePrefix = Annotated[str, typer.Option(metavar="PREFIX", help="Member buckets are read and written as PREFIX-prober "
+                                         "(MemberRolePrefix).")]
+ExternalIdEnv = Annotated[str | None, typer.Option(metavar="VAR", help="Environment variable holding the roles' ExternalId "
+                                                   "(MemberExternalId).")]
+
+
+def _bucket_store(profile: str | None, external_id_env: str | None) -> Any:
+    import os
+
+    from replmon.adapters.member_buckets import BucketNotifications
+    from replmon.cli.common import keys_from_env
+
+    external_id = os.environ.get(external_id_env) if external_id_env else None
+    if external_id_env and not external_id:
+        fail(f"--external-id-env: {external_id_env} is not set; export it or drop the flag")
+    return BucketNotifications(profile=profile, external_id=external_id, keys=keys_from_env("REPLMON_"))
+
+
+@fleet_app.command("enroll")
+def enroll(
+    ctx: typer.Context,
+    route: RouteNames = None,
+    apply: Apply = False,
+    events_queue_arn: Annotated[str | None, typer.Option(metavar="ARN", help="The hub's events queue (default: the stack's "
+                                                         "EventsQueueArn output).")] = None,
+    events_topic_name: Annotated[str, typer.Option(metavar="NAME", help="The member-Region topics' name (EventsTopicName), for "
+                                                   "buckets outside the hub's account and Region.")] = DEFAULTS.events_topic_name,
+    events_target: Annotated[str | None, typer.Option(metavar="ARN", help="One target for every bucket instead (e.g. the lab's "
+                                                      "arn:minio:sqs::REPLMON:webhook); no subscriptions.")] = None,
+    member_role_prefix: RolePrefix = DEFAULTS.member_role_prefix,
+    external_id_env: ExternalIdEnv = None,
+    table: Table = None, stack_name: Stack = None, region: Region = None, profile: Profile = None,
+    dynamodb_endpoint: DynamoEndpoint = None,
+    fmt: Annotated[Format | None, typer.Option("--format", help=FORMAT_HELP + " (default: the group's --format)")] = None,
+) -> int:
+    """Add replmon's notification entries to the routes' buckets (a dry run unless --apply).
+
+    Each source gets replmon-events (s3:Replication:*, every key), each destination
+    replmon-replicas (s3:ObjectCreated:* on the probe prefix), sent to the hub's events queue in
+    its account and Region, else to the member-Region topic of the bucket's account and Region.
+    Every entry already there is kept exactly; a merge S3 would reject (overlapping filters for
+    one event type, a target in another Region) is refused with its fix. The hub's queue is
+    subscribed to other accounts' topics. Running it again changes nothing (docs/ENROLL.md).
+    """
+    from replmon.adapters import clients
+    from replmon.cli import enroll as wiring_cli
+    from replmon.fleet.enroll import Hub
+
+    where = ctx.obj if isinstance(ctx.obj, _Where) else _Where(None, None, None, None, None)
+    registry = _subcommand_registry(ctx, table, stack_name, region, profile, dynamodb_endpoint)
+    stack = stack_name or where.stack_name
+    queue = events_queue_arn or (stack_outputs(stack, region or where.region, profile or where.profile).get("EventsQueueArn")
+                                 if stack else None)
+    if not queue and not events_target:
+        fail("--events-queue-arn or --stack-name: where do the events go? (the stack's output EventsQueueArn), or --events-target")
+    hub = Hub(queue, events_topic_name) if queue else None
+    specs = wiring_cli.read_routes(registry, route or [])
+    store = _bucket_store(profile or where.profile, external_id_env)
+
+    def sns(reg: str) -> Any:  # the hub account's credentials: the queue's owner subscribes it
+        return clients.client("sns", clients.CONTROL, region=reg, profile=profile or where.profile)
+
+    plans, subs = wiring_cli.wire(True, specs, store, hub=hub, override=events_target, apply=apply,
+                                  member_role_prefix=member_role_prefix, sns=sns)
+    wiring_cli.show("fleet enroll", plans, subs, fmt or where.fmt, apply)
+    return wiring_cli.exit_code(plans, subs)
+
+
+@fleet_app.command("unenroll")
+def unenroll(
+    ctx: typer.Context,
+    route: RouteNames = None,
+    apply: Apply = False,
+    member_role_prefix: RolePrefix = DEFAULTS.member_role_prefix,
+    external_id_env: ExternalIdEnv = None,
+    table: Table = None, stack_name: Stack = None, region: Region = None, profile: Profile = None,
+    dynamodb_endpoint: DynamoEndpoint = None,
+    fmt: Annotated[Format | None, typer.Option("--format", help=FORMAT_HELP + " (default: the group's --format)")] = None,
+) -> int:
+    """Remove replmon's notification entries (Id starting "replmon") from the routes' buckets.
+
+    Every other entry, and EventBridge delivery, is written back as it was (a dry run unless
+    --apply). Subscriptions are left: `replmon uninstall --fleet` prints the order to delete them.
+    """
+    from replmon.cli import enroll as wiring_cli
+
+    where = ctx.obj if isinstance(ctx.obj, _Where) else _Where(None, None, None, None, None)
+    registry = _subcommand_registry(ctx, table, stack_name, region, profile, dynamodb_endpoint)
+    specs = wiring_cli.read_routes(registry, route or [])
+    store = _bucket_store(profile or where.profile, external_id_env)
+    plans, subs = wiring_cli.wire(False, specs, store, hub=None, override=None, apply=apply, member_role_prefix=member_role_prefix)
+    wiring_cli.show("fleet unenroll", plans, subs, fmt or where.fmt, apply)
+    return wiring_cli.exit_code(plans)

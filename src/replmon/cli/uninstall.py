@@ -46,6 +46,13 @@ def uninstall(
     delete_table: Annotated[bool, typer.Option("--delete-table", help="Also delete the latency table and its history (only "
                                                "once the stack is gone; turns deletion protection off first).")] = False,
     apply: Annotated[bool, typer.Option("--apply", help="Do it; without this flag nothing is changed (a dry run).")] = False,
+    fleet: Annotated[bool, typer.Option("--fleet", help="Also every registry route's buckets (the table from --stack-name or "
+                                        "--table): probe objects and replmon's notification entries, through each account's "
+                                        "PREFIX-prober role; then the order to delete member stacks and subscriptions.")] = False,
+    member_role_prefix: Annotated[str, typer.Option(metavar="PREFIX", help="With --fleet: member buckets are reached as "
+                                                    "PREFIX-prober (MemberRolePrefix).")] = DEFAULTS.member_role_prefix,
+    external_id_env: Annotated[str | None, typer.Option(metavar="VAR", help="With --fleet: environment variable holding the "
+                                                        "member roles' ExternalId (MemberExternalId).")] = None,
     source_region: Annotated[str | None, typer.Option(envvar="AWS_REGION", metavar="REGION", help="The source bucket's AWS Region.")] = None,
     dest_region: Annotated[str | None, typer.Option(metavar="REGION", help="The destinations' AWS Region, if it differs.")] = None,
     source_endpoint: Annotated[str | None, typer.Option(envvar="REPLMON_SOURCE_ENDPOINT", metavar="URL",
@@ -98,8 +105,10 @@ def uninstall(
              "then run this again with --table")
     if delete_table and not table:
         fail("--delete-table: which table? pass --table NAME (the stack's LatencyTableName output)")
-    if not source_bucket and not (delete_table and table):
-        fail("--source-bucket and --dest-bucket (or --stack-name): which buckets?")
+    if fleet and not table:
+        fail("--fleet: which registry? pass --stack-name (its LatencyTableName output) or --table NAME")
+    if not source_bucket and not (delete_table and table) and not fleet:
+        fail("--source-bucket and --dest-bucket (or --stack-name, or --fleet with --table): which buckets?")
 
     sides: list[tuple[str, str, str | None, str | None, list[str]]] = []
     if source_bucket:
@@ -113,12 +122,12 @@ def uninstall(
         store = S3ObjectStore(s3, s3)
         try:
             for p in prefixes:
-                versions, uploads = store.list_versions(bucket, p), store.list_uploads(bucket, p)
+                versions, uploads = store.list_versions(bucket, p), _uploads(store, bucket, p)
                 if apply:
                     store.delete_versions(bucket, versions)
                     for u in uploads:
                         store.abort_multipart(bucket, u.key, u.upload_id)
-                    left += len(store.list_versions(bucket, p)) + len(store.list_uploads(bucket, p))
+                    left += len(store.list_versions(bucket, p)) + len(_uploads(store, bucket, p))
                 rows.append({"bucket": bucket, "side": role, "what": f"objects under {p}",
                              "found": len(versions) + len(uploads), "action": f"{verb} {len(versions)} versions, {len(uploads)} uploads"})
             notification = s3.get_bucket_notification_configuration(Bucket=bucket)
@@ -141,11 +150,25 @@ def uninstall(
                          "action": f"{verb} {', '.join(ids)}" if ids else "none of replmon's"})
         except Exception as exc:
             fail(f"{role} bucket {bucket!r}: {explain(exc)}", INFRASTRUCTURE)
+    order: list[str] = []
+    if fleet:
+        assert table is not None
+        done = {(side[1], p) for side in sides for p in side[4]}
+        hub_queue = next((t for t in targets if ":sqs:" in t), None)
+        fleet_rows, fleet_left, order = _fleet(table, done, apply, member_role_prefix, external_id_env, stack_name,
+                                               source_region, dynamodb_endpoint, profile, verb, hub_queue)
+        rows += fleet_rows
+        left += fleet_left
     if table:
         rows.append(_table_row(table, delete_table, apply, source_region, dynamodb_endpoint, profile))
     emit(rows, fmt, "replmon uninstall" + ("" if apply else " (dry run: nothing changed; --apply does it)"),
          columns=["bucket", "side", "what", "found", "action"],
-         document={"schema_version": 1, "command": "uninstall", "applied": apply, "actions": rows, "left_behind": left})
+         document={"schema_version": 1, "command": "uninstall", "applied": apply, "actions": rows, "left_behind": left,
+                   **({"order": order} if fleet else {})})
+    if order and fmt is Format.table:
+        err.print("then, in this order:", highlight=False)
+        for n, step in enumerate(order, 1):
+            err.print(f"{n}. {step}", highlight=False, soft_wrap=True)
     if left:
         err.print(f"{left} object versions or uploads are still there (a probe run in flight? stop the schedule and run again)",
                   highlight=False)
@@ -154,6 +177,13 @@ def uninstall(
         err.print(f"next: sam delete --stack-name {stack_name} (the latency table {table} is retained; "
                   "`replmon uninstall --table NAME --delete-table --apply` deletes it)", highlight=False)
     return OK
+
+
+def _uploads(store: Any, bucket: str, prefix: str) -> list[Any]:
+    """Incomplete uploads under ``prefix``: listed without a prefix and filtered here, because MinIO
+    lists an upload only for its exact key or no prefix (a folder prefix finds none: the lab shows
+    it). ListMultipartUploads has no prefix condition key, so the IAM it needs is the same."""
+    return [u for u in store.list_uploads(bucket, "") if u.key.startswith(prefix)]
 
 
 def _lifecycle(s3: Any, bucket: str) -> dict[str, Any]:
@@ -185,3 +215,80 @@ def _table_row(table: str, delete: bool, apply: bool, region: str | None, endpoi
     except Exception as exc:
         fail(f"--table {table}: {explain(exc)}", INFRASTRUCTURE)
     return {**row, "action": "deleted"}
+
+
+def _fleet(table: str, done: set[tuple[str, str]], apply: bool, member_role_prefix: str, external_id_env: str | None,
+           stack_name: str | None, region: str | None, dynamodb_endpoint: str | None, profile: str | None,
+           verb: str, hub_queue: str | None = None) -> tuple[list[dict[str, Any]], int, list[str]]:
+    """Every registry route's buckets: probe objects under the route's prefix (every version,
+    delete marker and incomplete upload) and replmon's notification entries, each bucket through its
+    account's prober role; the rows, what is left after an apply, and the order of what remains."""
+    import os
+
+    from replmon.adapters import clients
+    from replmon.adapters.explain import explain
+    from replmon.adapters.member_buckets import BucketNotifications
+    from replmon.adapters.registry_table import DynamoRegistry
+    from replmon.adapters.s3 import S3ObjectStore
+    from replmon.cli import enroll as wiring_cli
+
+    external_id = os.environ.get(external_id_env) if external_id_env else None
+    if external_id_env and not external_id:
+        fail(f"--external-id-env: {external_id_env} is not set; export it or drop the flag")
+    registry = DynamoRegistry(table, clients.dynamodb(clients.READ, endpoint_url=dynamodb_endpoint, region=region, profile=profile))
+    try:
+        specs = wiring_cli.read_routes(registry)
+    except Exception as exc:
+        fail(f"--fleet: registry in {table!r}: {explain(exc)}", INFRASTRUCTURE)
+    store = BucketNotifications(profile=profile, external_id=external_id, keys=keys_from_env("REPLMON_"))
+    where = wiring_cli.route_buckets(specs, member_role_prefix)
+    rows: list[dict[str, Any]] = []
+    left = 0
+    cleaned = {bucket for bucket, _ in done}  # the stack's own pair: its notification entries were handled above
+    for spec in specs:
+        route = spec.to_route(member_role_prefix)
+        for side, ep in [("source", route.source), *(("destination", d) for d in route.destinations)]:
+            if (ep.bucket, route.prefix) in done:
+                continue
+            done.add((ep.bucket, route.prefix))
+            role = None if ep.endpoint_url else ep.role_arn
+            try:
+                objects = S3ObjectStore(store.s3(ep.region, ep.endpoint_url, role))
+                versions, uploads = objects.list_versions(ep.bucket, route.prefix), _uploads(objects, ep.bucket, route.prefix)
+                if apply:
+                    objects.delete_versions(ep.bucket, versions)
+                    for u in uploads:
+                        objects.abort_multipart(ep.bucket, u.key, u.upload_id)
+                    left += len(objects.list_versions(ep.bucket, route.prefix)) + len(_uploads(objects, ep.bucket, route.prefix))
+            except Exception as exc:
+                fail(f"--fleet: route {spec.name}, {side} bucket {ep.bucket!r} (as {role or 'the caller'}): {explain(exc)}",
+                     INFRASTRUCTURE)
+            rows.append({"bucket": ep.bucket, "side": side, "what": f"objects under {route.prefix}",
+                         "found": len(versions) + len(uploads), "action": f"{verb} {len(versions)} versions, {len(uploads)} uploads"})
+    plans, _ = wiring_cli.wire(False, specs, store, hub=None, override=None, apply=apply, member_role_prefix=member_role_prefix)
+    for p in plans:
+        if p.bucket in cleaned:
+            continue
+        if p.action == wiring_cli.ERROR:
+            fail(f"--fleet: bucket {p.bucket!r}: {p.reason}; {p.fix}", INFRASTRUCTURE)
+        gone = [e.removeprefix("remove ") for e in p.entries if e.startswith("remove ")]
+        rows.append({"bucket": p.bucket, "side": "+".join(p.sides), "what": "notification entries", "found": len(gone),
+                     "action": f"{verb} {'; '.join(gone)}" if gone else "none of replmon's"})
+    accounts = sorted({w.account for w in where.values() if w.account})
+    hub = (hub_queue.split(":")[4], hub_queue.split(":")[3]) if hub_queue else None
+    regions = sorted({(w.account, w.region) for w in where.values() if w.account and w.region and (w.account, w.region) != hub})
+    stack = stack_name or "<hub stack>"
+    order = [
+        f"keep the hub's schedules disabled until its stack is deleted (sam deploy --stack-name {stack} --parameter-overrides "
+        "ScheduleState=DISABLED, before this command: a run would put probes back)",
+        "unsubscribe the hub's events queue from each member-Region topic in another account: aws sns list-subscriptions "
+        "(in the hub account, each topic's Region), then aws sns unsubscribe --subscription-arn ARN",
+        "delete the member-Region stacks, one per (account, Region) outside the hub's that holds a registry bucket: "
+        + (", ".join(f"{a}/{r}" for a, r in regions) or "none")
+        + " (with StackSets: aws cloudformation delete-stack-instances --stack-set-name NAME --accounts ... --regions ... "
+        "--no-retain-stacks, then delete-stack-set)",
+        f"delete the hub stack: sam delete --stack-name {stack} (the latency table is retained; --delete-table after)",
+        "delete the member-account stacks (the roles; this command needed them) in every account, the hub's included: "
+        + (", ".join(accounts) or "none in the registry") + " (StackSets: delete-stack-instances, then delete-stack-set)",
+    ]
+    return rows, left, order

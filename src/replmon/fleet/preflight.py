@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from replmon.fleet.discovery import Discovery, RuleRoute
+from replmon.fleet.enroll import EVENTS_ID, REPLICATION_EVENTS, Wanted, plan_enroll  # the merge `replmon fleet enroll` applies
 from replmon.fleet.offboard import TARGETS, ours
 
 PASS, WARN, FAIL, UNKNOWN = "pass", "warn", "fail", "unknown"
@@ -51,9 +52,6 @@ OPTIONAL_SOURCE_OBJECT_ACTIONS = {"s3:GetObjectVersionTagging": "object tags are
 OPTIONAL_DEST_OBJECT_ACTIONS = {"s3:ReplicateTags": "object tags are not replicated (the objects are)",
                                 "s3:ReplicateDelete": "delete markers are not replicated (only matters for rules with "
                                                       "DeleteMarkerReplication Enabled)"}
-#: The notification entry replmon needs on the source (docs/DEPLOY.md, "Passive signals").
-EVENTS_ID = "replmon-events"
-REPLICATION_EVENTS = "s3:Replication:*"
 
 
 @dataclass
@@ -226,13 +224,13 @@ def notifications(bucket: str, config: Mapping[str, Any] | None, target_arn: str
     if not target_arn:
         return Check(name, WARN, f"{bucket}: no conflicting entry; give --events-target (the stack's output EventsQueueArn) to "
                      "check replmon's own entry", "rerun with --events-target")
-    key, field_ = _target_key(target_arn)
-    merged = dict(cfg)
-    merged[key] = [e for e in cfg.get(key, []) if not ours(e.get("Id"))] + [
-        {"Id": EVENTS_ID, field_: target_arn, "Events": [REPLICATION_EVENTS]}]
+    plan = plan_enroll(bucket, None, cfg, [Wanted(bucket, "", "source", EVENTS_ID, target_arn, (REPLICATION_EVENTS,))])
+    if plan.action == "refused":  # e.g. an entry of yours to the target on a prefix: it overlaps replmon's
+        return Check(name, FAIL, f"{bucket}: {plan.reason}", plan.fix)
+    merged = plan.after
     return Check(name, FAIL, f"{bucket}: no s3:Replication:* entry for {target_arn}: no failure or missed-threshold events reach replmon",
-                 f"aws s3api put-bucket-notification-configuration --bucket {bucket} --notification-configuration file://notification.json "
-                 "(every existing entry kept)", merged)
+                 f"replmon fleet enroll --apply (this merge, for every registry route), or aws s3api put-bucket-notification-configuration "
+                 f"--bucket {bucket} --notification-configuration file://notification.json (every existing entry kept)", merged)
 
 
 def encryption(bucket: str, answer: Mapping[str, Any] | None, config: Mapping[str, Any] | None, chosen: Sequence[RuleRoute],

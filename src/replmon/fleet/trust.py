@@ -33,7 +33,7 @@ from collections.abc import Mapping
 
 from replmon.core.registry import MEMBER_ROLES
 
-__all__ = ["ASSUMED_BY", "DESTINATION_ROLE_ASSUMED_BY", "assumes", "function_role_pattern", "render_into", "render_trust"]
+__all__ = ["ASSUMED_BY", "DESTINATION_ROLE_ASSUMED_BY", "OPERATOR_ASSUMES", "assumes", "function_role_pattern", "render_into", "render_trust"]
 
 #: member role kind -> the hub functions that assume ``<MemberRolePrefix>-<kind>`` in a member account.
 ASSUMED_BY: Mapping[str, tuple[str, ...]] = {
@@ -63,9 +63,17 @@ def function_role_pattern(function: str) -> str:
     return f"arn:${{AWS::Partition}}:iam::${{HubAccountId}}:role/${{HubStackName}}-{function}FunctionRole-*"
 
 
+#: Member roles the hub's operator role (the member template's ``OperatorRoleArn``, optional) may assume
+#: too: ``replmon fleet enroll`` / ``unenroll`` and ``replmon uninstall --fleet`` reach the member
+#: buckets through the prober, as the functions do (its ExternalId condition included).
+OPERATOR_ASSUMES: tuple[str, ...] = ("prober",)
+
+
 def render_trust(kind: str, indent: int = 6) -> str:
     """The ``AssumeRolePolicyDocument`` of ``<prefix>-<kind>``, as YAML lines at ``indent``."""
     patterns = "".join(f"\n{' ' * (indent + 14)}- !Sub \"{function_role_pattern(f)}\"" for f in ASSUMED_BY[kind])
+    if kind in OPERATOR_ASSUMES:
+        patterns += f"\n{' ' * (indent + 14)}- !If [HasOperator, !Ref OperatorRoleArn, !Ref AWS::NoValue]"
     principal_arn = f'ArnLike:\n{" " * (indent + 12)}"aws:PrincipalArn":{patterns}'
     pad = " " * indent
     return (f"{pad}AssumeRolePolicyDocument:\n"
