@@ -181,3 +181,17 @@ def test_a_bad_expert_setting_fails_the_function_that_reads_it() -> None:
                   "REPLMON_FLEET": '{"tick_minutes": 15}'})
     # a 5-minute tick works with the default spread (half the tick when the default would not fit)
     assert from_env({"REPLMON_TABLE": "t", "REPLMON_METRICS": "none", "REPLMON_FLEET": '{"tick_minutes": 5}'}).fleet.spread_seconds == 150
+
+
+def test_the_events_queue_admits_every_bucket_of_the_hub_account_in_every_mode() -> None:
+    """`replmon fleet enroll` points buckets of the hub's account and Region that the stack does not
+    name at EventsQueue; S3 checks the queue policy when the configuration is put and refuses the
+    entry if its principal may not send. The queue policy grants the S3 service principal
+    sqs:SendMessage, scoped with aws:SourceAccount (AWS, "Granting permissions to publish event
+    notification messages to a destination":
+    https://docs.aws.amazon.com/AmazonS3/latest/userguide/grant-destinations-permissions-to-s3.html),
+    not with the stack's two bucket ARNs, whatever BucketMode is."""
+    policy = load_template(TEMPLATE)["Resources"]["EventsQueuePolicy"]["Properties"]["PolicyDocument"]
+    [s3] = [s for s in policy["Statement"] if isinstance(s, dict) and s.get("Sid") == "S3EventNotifications"]
+    assert s3["Principal"] == {"Service": "s3.amazonaws.com"} and s3["Action"] == "sqs:SendMessage"
+    assert s3["Condition"] == {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}
