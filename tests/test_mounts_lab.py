@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from replmon.lab.lab import TABLE, Lab
-from replmon.lab.mounts import RESULTS_BUCKET, default_throttle_after, report, run_lab_fio, xregion_drop
+from replmon.lab.mounts import RESULTS_BUCKET, default_throttle_after, fell_s, report, run_lab_fio, xregion_drop
 from replmon.mounts import presets
 from replmon.mounts.ingest import partition
 from replmon.mounts.targets import is_mounted
@@ -118,16 +118,25 @@ def test_the_throttled_mount_shows_burst_write_s_knee_where_the_cap_bites(lab: L
     from the start of the measured I/O, 3 MiB/s from 40 % of the run time on (45 s of 112 s), so
     the knee detector finds the burst, the fall and the sustained level with the knee at the cap
     (within a bin of the resolution it read the log at), and the report prints it from the lab's
-    store."""
+    store.
+
+    One run again if the first one's fio hit EIO: on a machine loaded far past its cores (load
+    average ~30 on 2, other suites beside it) the lab's Mountpoint has failed an upload now and then,
+    an error of the lab's machine, not of the knee; a second EIO fails the test with both runs' errors."""
     after = default_throttle_after("burst-write", "small")
     assert after == 45.0
     [r] = run_lab_fio(lab, "burst-write", "small", ["mountpoint-credits"])
-    assert r.result.exit_code == 0, r.result.run["errors"]
+    first = r.result.run["errors"]
+    if r.result.exit_code and any("Input/output error" in e for e in first):
+        [r] = run_lab_fio(lab, "burst-write", "small", ["mountpoint-credits"])
+    assert r.result.exit_code == 0, (first, r.result.run["errors"])
     write = r.result.run["knees"]["write"]
     knee = write["knee"]
     assert knee is not None, (write, r.result.run["bw_series"])
+    fell = fell_s(r)  # the cap's fall in the log's seconds: fio starts a little after the runner arms it
+    assert fell is not None and after - 15 <= fell <= after, (fell, r.throttled_at)
     slack = max(5, 2 * write["resolution_s"])
-    assert after - slack <= knee["at_s"] <= after + slack, (knee, write["resolution_s"])
+    assert fell - slack <= knee["at_s"] <= fell + slack, (knee, fell, write["resolution_s"])
     assert knee["decline_start_s"] <= knee["at_s"] + slack and knee["sustained"] <= 0.6 * knee["burst"], knee
     assert r.result.run["bw_series"]["write"]["t"] and r.result.run["versions"]["mountpoint"]
     [row] = [x for x in report("burst-write", [r]).tables[0].rows if x["target"] == "mountpoint-credits"]

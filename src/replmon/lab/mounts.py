@@ -29,6 +29,7 @@ import json
 import os
 import shutil
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,11 +65,16 @@ BURST_MIBPS = 20
 SUSTAINED_MIBPS = 3
 #: Its part size:
 #: S3's smallest part, 5 MiB (Mountpoint's memory limit in the lab build, 512 MiB, refuses 32 files'
-#: larger parts with ENOMEM). At the burst rate some 32 parts in flight take about 8 s each: the CRT
+#: larger parts with ENOMEM). At the burst rate the parts in flight take over 5 s each: the CRT
 #: under Mountpoint times out and re-sends an UploadPart that runs long against its recent ones
 #: unless its first ten averaged over 5 s, and with that watchdog on, the fall to a quarter made
 #: every part "late" until the retries ran out as EIO in fio.
 CREDITS_PART_SIZE = 5 * 2**20
+#: The CRT sizes its connection pool from the throughput it plans for (Mountpoint's default, 10 Gbit/s,
+#: is some 30 connections); planning for 40 lets as many parts be in flight as the memory limit
+#: allows, so each takes longer at the burst rate. With the default, a run on a loaded machine
+#: logged no write for the rest of the run once the rate fell.
+CREDITS_THROUGHPUT_GBPS = 40
 #: The burst the lab's throttle leaves: this share of the preset's run time at the scale, at least MIN_BURST_S.
 BURST_SHARE = 0.4
 MIN_BURST_S = 3.0
@@ -126,6 +132,7 @@ class TargetRun:
     rows: list[Row] = field(default_factory=list)
     bw_logs: dict[str, str] = field(default_factory=dict)
     stored: TargetResult | None = None  # what the store holds for this run (the report's input)
+    throttled_at: float | None = None  # mountpoint-credits: when the rate fell (Unix s; fio's logs use Unix ms)
 
 
 def _lab_target(lab: Any, name: str, mnt: Path, endpoint: str) -> Target:
@@ -137,7 +144,7 @@ def _lab_target(lab: Any, name: str, mnt: Path, endpoint: str) -> Target:
                                  "mount_point": str(mnt / name), "env": {"AWS_ACCESS_KEY_ID": access, "AWS_SECRET_ACCESS_KEY": secret}})
     extra: dict[str, Any] = {"cache": str(mnt / "mp-cache")} if name == "mountpoint-cache" else {}
     if name == "mountpoint-credits":  # long parts: see CREDITS_PART_SIZE
-        extra["options"] = [f"--part-size={CREDITS_PART_SIZE}"]
+        extra["options"] = [f"--part-size={CREDITS_PART_SIZE}", f"--throughput-gbps={CREDITS_THROUGHPUT_GBPS}"]
     return Target.from_json({"name": name, "kind": "mountpoint", "bucket": FIO_BUCKET, "endpoint_url": endpoint, "region": "us-east-1",
                              "mount_point": str(mnt / name), "binary": str(mountpoint_binary()), **extra,
                              "env": {"AWS_ACCESS_KEY_ID": access, "AWS_SECRET_ACCESS_KEY": secret}})
@@ -171,11 +178,17 @@ def run_lab_fio(lab: Any, preset: str, scale: str, targets: list[str], *, rtt_ms
                 lab.toxiproxy.toxic(XREGION_PROXY, f"rtt-{stream}", "latency", stream, latency=rtt_ms // 2, jitter=0)
             endpoint = f"http://127.0.0.1:{port}"
         throttle, credits = None, None
+        fell: list[float] = []  # when mountpoint-credits' rate fell
         if name == "mountpoint-credits":
             budget = CreditBucket(burst_mibps * 2**20)
             credits = CreditProxy(dst.port, budget).__enter__()
             endpoint = f"http://127.0.0.1:{credits.port}"
-            throttle = threading.Timer(after, budget.set_rate, (throttle_mibps * 2**20,))
+
+            def fall(budget: CreditBucket = budget, fell: list[float] = fell) -> None:
+                budget.set_rate(throttle_mibps * 2**20)
+                fell.append(time.time())
+
+            throttle = threading.Timer(after, fall)
             progress(f"{name}: {burst_mibps} MiB/s in all, then {throttle_mibps} MiB/s from {after:g} s into the measured I/O")
         try:  # the cap's clock starts with the measured I/O, not with mounting and laying out
             target = _lab_target(lab, name, mnt, endpoint)
@@ -211,10 +224,23 @@ def run_lab_fio(lab: Any, preset: str, scale: str, targets: list[str], *, rtt_ms
         items = [i for i in store.partition_items(partition(name, preset, scale)) if i.get("run_id") == stored["run_id"]]
         run_item = next(i for i in items if str(i["at"]).endswith("#run"))
         stored_result = TargetResult(name, stored["target"], run_item, {i["row"]: i for i in items if i.get("row")})
-        out.append(TargetRun(name, result, ingested, rows, logs, stored_result))
+        out.append(TargetRun(name, result, ingested, rows, logs, stored_result, fell[0] if fell else None))
+        if (at := fell_s(out[-1])) is not None:
+            progress(f"{name}: the rate fell {at:.1f} s into fio's write log")
         progress(f"{name}: {result.run['status']} in {result.run['wall_s']:.1f} s"
                  + (f" ({'; '.join(result.run['errors'])[:300]})" if result.run["errors"] else ""))
     return out
+
+
+def fell_s(run: TargetRun) -> float | None:
+    """When mountpoint-credits' rate fell, in the seconds the knee is read in (from the first
+    second fio logged a write): the knee's true place. fio starts a little after the runner's
+    ``on_io_start`` (processes, files opened through FUSE), so this is somewhat before
+    ``throttle_after``."""
+    from replmon.mounts.knee import read_bw_log
+
+    starts = [int(t) for name, text in run.bw_logs.items() for t, _, d, _ in read_bw_log(text, name) if d == "write"]
+    return run.throttled_at - min(starts) if run.throttled_at is not None and starts else None
 
 
 def report(preset: str, runs: list[TargetRun]) -> StudyReport:
