@@ -38,6 +38,13 @@ GiB = 2**30
 MiB = 2**20
 
 
+#: A run's own steps, whatever its probes: PlanProbes, BeginRouteRun, AnyRouteLeased, Probes (Map),
+#: Housekeeping, EndRouteRun, Done; of which 4 Lambda invocations at 256 MB. In the fleet one
+#: execution per tick serves every route (cost/fleet.py counts them once per tick).
+RUN_TRANSITIONS = 7.0
+RUN_INVOCATIONS = 4.0
+
+
 def pricing() -> dict[str, Any]:
     prices: dict[str, Any] = json.loads(Path(__file__).with_name("pricing.json").read_text())
     return prices
@@ -157,9 +164,9 @@ def estimate(request: ProbeRequest, runs_per_month: float, cross_region: bool, r
                    as_of=data["as_of"], region=data["region"])
     dests = sum(len(r.destinations) for r in request.routes) / len(request.routes)
 
-    transitions = 7.0  # PlanProbes, BeginRouteRun, AnyRouteLeased, Probes (Map), Housekeeping, EndRouteRun, Done
-    invocations = {"small": 4.0}  # PlanProbes, BeginRouteRun, Housekeeping and EndRouteRun, at 256 MB
-    gb_seconds = 2 * 0.25 * a["other_step_seconds"]
+    transitions = RUN_TRANSITIONS
+    invocations = {"small": RUN_INVOCATIONS}
+    gb_seconds = RUN_INVOCATIONS * 0.25 * a["other_step_seconds"]
     put_class = get_class = 0.0
     list_class = 4.0 * len(request.routes)  # Housekeeping's sweep: versions and uploads, both sides
     replicated_bytes = 0.0

@@ -149,6 +149,7 @@ class HandlerRun:
     at: float
     result: Any = None
     error: str | None = None
+    ended: float | None = None  # the stack clock when the handler returned (its billed duration: local/costcount.py)
 
 
 @dataclass
@@ -786,6 +787,7 @@ class DeployedStack:
             inv.error = f"{type(exc).__name__}: {exc}"
             raise
         finally:
+            inv.ended = self.clock.now()
             with self._time:
                 self._active -= counted
                 self._time.notify_all()
