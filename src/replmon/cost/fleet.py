@@ -38,8 +38,8 @@ from functools import lru_cache
 from typing import Any
 
 from replmon.core.cadence import ProbeClasses
-from replmon.core.telemetry import CONTINUOUS, FLEET_METRICS, PER_PROBE, PER_ROUTE, PER_ROUTE_CLASS, SWITCHED
 from replmon.core.defaults import DEFAULTS
+from replmon.core.telemetry import CONTINUOUS, FLEET_METRICS, PER_PROBE, PER_ROUTE, PER_ROUTE_CLASS, SWITCHED
 from replmon.cost.estimate import RUN_INVOCATIONS, RUN_TRANSITIONS, Line, estimate, pricing, slo_read_units, transfer_rate
 from replmon.fleet.alarms import FLEET_ALARMS
 from replmon.probe.request import load_request
@@ -114,21 +114,22 @@ HEARTBEAT_PREFIX = "Heartbeats: "
 HEARTBEAT_BYTES = 1024
 
 
-def heartbeat_lines(period_seconds: int, *, cross_region: bool, rtc: bool, source_region: str | None) -> list[Line]:
+def heartbeat_lines(period_seconds: int, *, cross_region: bool, rtc: bool, source_region: str | None,
+                    assumptions: dict[str, Any] | None = None) -> list[Line]:
     """One route's heartbeats a month (probe/heartbeat.py), modelled at a healthy route: one PUT per
-    period (and its replica's PUT, billed at the destination), ``heartbeat_heads`` HEADs (source,
+    period (and its replica's PUT, billed at the destination), the HEADs :func:`heartbeat_play` takes at ``replication_base_seconds`` (source,
     then the replica), one DeleteObjects a side (DELETE requests are free), DynamoDB writes (period
     claim, record, state: ``heartbeat_write_units``) and reads (state, in-flight markers), the
     hourly expectation (72 h of records read), the EMF log lines; replication bytes (RTC fee,
     inter-Region transfer) of 1 KiB each."""
     data = pricing()
-    p, a = data["prices"], data["assumptions"]
+    p, a = data["prices"], {**data["assumptions"], **(assumptions or {})}
     beats = MONTH_HOURS * 3600 / period_seconds
+    heads = heartbeat_play(a["replication_base_seconds"], a["head_seconds"])[1]  # at the route's own latency
     gb = beats * HEARTBEAT_BYTES / 2**30
     lines = [
         Line(f"{HEARTBEAT_PREFIX}S3 PUT (source and replica)", 2 * beats, "requests", 2 * beats / 1000 * p["s3_put_copy_post_list_per_1000"]),
-        Line(f"{HEARTBEAT_PREFIX}S3 HEAD (source and replica)", a["heartbeat_heads"] * beats, "requests",
-             a["heartbeat_heads"] * beats / 1000 * p["s3_get_head_per_1000"]),
+        Line(f"{HEARTBEAT_PREFIX}S3 HEAD (source and replica)", heads * beats, "requests", heads * beats / 1000 * p["s3_get_head_per_1000"]),
         Line(f"{HEARTBEAT_PREFIX}DynamoDB (claim, record, state; hourly expectation)",
              a["heartbeat_write_units"] * beats + a["heartbeat_read_units"] * beats
              + MONTH_HOURS * 72 * 3600 / period_seconds * a["record_bytes"] / 4096 / 2, "request units",
@@ -145,13 +146,13 @@ def heartbeat_lines(period_seconds: int, *, cross_region: bool, rtc: bool, sourc
     return lines
 
 
-def heartbeat_invocation_seconds(latency: float, head_seconds: float) -> float:
-    """One Heartbeat invocation's run time, played from probe/heartbeat.py: it PUTs each route's
-    heartbeat, HEADs the pending ones on the probe's poll policy (probe/polling.py) and returns as
-    soon as none is pending; a heartbeat still pending keeps it to its deadline, WORK_SECONDS after it
-    began. ``latency``: the group's slowest heartbeat replication this minute.
+def heartbeat_play(latency: float, head_seconds: float) -> tuple[float, int]:
+    """One heartbeat played from probe/heartbeat.py against a replication of ``latency`` seconds: the
+    seconds until nothing is pending (the Heartbeat returns then; a heartbeat still pending keeps it to
+    its deadline, WORK_SECONDS after it began) and the HEADs it took (source HEADs on the probe's poll
+    policy, probe/polling.py, then the replica's).
 
-    >>> heartbeat_invocation_seconds(4.0, 0.0) < 6.0, heartbeat_invocation_seconds(600.0, 0.0)
+    >>> heartbeat_play(4.0, 0.0)[0] < 6.0, heartbeat_play(600.0, 0.0)[0]
     (True, 45.0)
     """
     from replmon.probe.heartbeat import WORK_SECONDS
@@ -160,14 +161,19 @@ def heartbeat_invocation_seconds(latency: float, head_seconds: float) -> float:
 
     settings = PollSettings(use_history=False)
     policy = PollPolicy(settings.floor_seconds, settings.relative)
-    t, last = head_seconds, None  # the PUT
+    t, last, heads = head_seconds, None, 0  # after the PUT
     while t < WORK_SECONDS:
         sent = max(t, policy.next_head_at(last))
-        t = sent + head_seconds
+        t, heads = sent + head_seconds, heads + 1
         if sent >= latency:  # COMPLETED: the replica's HEAD, then nothing is pending
-            return min(WORK_SECONDS, t + head_seconds)
+            return min(WORK_SECONDS, t + head_seconds), heads + 1
         last = sent
-    return WORK_SECONDS
+    return WORK_SECONDS, heads
+
+
+def heartbeat_invocation_seconds(latency: float, head_seconds: float) -> float:
+    """:func:`heartbeat_play`'s run time."""
+    return heartbeat_play(latency, head_seconds)[0]
 
 
 def heartbeat_invocation_line(route_groups: int, routes_per_group: float, latency: float | None = None,
@@ -242,7 +248,8 @@ def fleet_estimate(routes: int, classes: ProbeClasses, *, cross_region: bool = F
                 q, d = own.get(line.item, (0.0, 0.0))
                 add(line.item, line.quantity - q, line.unit, line.dollars - d)
     if heartbeat_seconds:
-        for line in heartbeat_lines(heartbeat_seconds, cross_region=cross_region, rtc=rtc, source_region=source_region):
+        for line in heartbeat_lines(heartbeat_seconds, cross_region=cross_region, rtc=rtc, source_region=source_region,
+                                    assumptions=assumptions):
             add(line.item, line.quantity, line.unit, line.dollars)
     months = metric_months_per_route(classes, rtc, heartbeats=bool(heartbeat_seconds))
     add(METRICS_LINE, sum(months.values()), "metric-months",

@@ -23,6 +23,7 @@ test_deployed_cost.py).
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -42,6 +43,8 @@ class Counts:
 
     hours: float
     routes: int
+    since: float = 0.0
+    until: float = 0.0
     calls: Counter[tuple[str, str]] = field(default_factory=Counter)  # (service, operation) -> calls
     calls_by_function: Counter[tuple[str, str, str]] = field(default_factory=Counter)  # (function, service, operation)
     series_hours: dict[Series, set[int]] = field(default_factory=dict)  # series -> the hours (index) it had data in
@@ -72,7 +75,7 @@ class Counts:
 def count(stack: DeployedStack, since: float, until: float, routes: int) -> Counts:
     """What ``stack`` did from ``since`` to ``until`` (stack clock), over ``routes`` routes."""
     hours = (until - since) / 3600
-    out = Counts(hours=hours, routes=routes)
+    out = Counts(hours=hours, routes=routes, since=since, until=until)
     for c in stack.calls:
         if since <= c.at < until and c.function not in ("?", None) and not c.principal.endswith(":role/harness-admin"):
             out.calls[(c.service, c.operation)] += 1
@@ -90,6 +93,7 @@ def count(stack: DeployedStack, since: float, until: float, routes: int) -> Coun
         if not since <= at < until:
             continue
         hour = int((at - since) // 3600)
+        out.log_bytes[function] += len(json.dumps(doc, separators=(",", ":"))) + 1  # EMF is ingested as log bytes
         for directive in doc["_aws"]["CloudWatchMetrics"]:
             if directive.get("Namespace") != NAMESPACE:
                 continue
@@ -97,7 +101,7 @@ def count(stack: DeployedStack, since: float, until: float, routes: int) -> Coun
                 key = tuple(sorted((d, str(doc[d])) for d in dims))
                 for m in directive["Metrics"]:
                     out.series_hours.setdefault((m["Name"], key), set()).add(hour)
-    for function, line in stack.logs:
+    for function, line in stack.logs:  # what the handlers printed besides EMF (not stamped: the whole run)
         out.log_bytes[function] += len(line) + 1
     for alarm, props in mi_alarms(stack).items():
         q = parse(props)
