@@ -27,7 +27,7 @@ def test_the_readme_cost_table_is_what_replmon_cost_computes() -> None:
     readme = block((ROOT / "README.md").read_text(), "cost")
     outputs = ""
     crr = ["--sizes", "crr-ladder", "--rate-minutes", "1440", "--cross-region"]
-    for args in ([], crr, [*crr, "--source-region", "ap-northeast-1"]):
+    for args in (["--routes", "1,100,1000"], crr, [*crr, "--source-region", "ap-northeast-1"]):
         r = subprocess.run([sys.executable, "-m", "replmon.cli", "cost", "--format", "csv", *args], capture_output=True, text=True,
                            timeout=120, cwd=ROOT)
         assert r.returncode == 0, r.stderr

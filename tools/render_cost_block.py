@@ -11,8 +11,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CRR = ["--sizes", "crr-ladder", "--rate-minutes", "1440", "--cross-region"]
+FLEET = ["--routes", "1,100,1000"]
 ROWS = [
-    ("the default: 1MiB, 64MiB, 1GiB every 15 minutes, RTC, same region", [], 5),
     ("`crr-ladder` (10 MiB .. 80 GiB x 10 trials) once a day, RTC, cross-region from us-east-1", CRR, 2),
     ("the same from ap-northeast-1 (the study's Tokyo -> Singapore: transfer is billed at the source Region's rate)",
      [*CRR, "--source-region", "ap-northeast-1"], 2),
@@ -31,10 +31,27 @@ def row(label: str, doc: dict, lines: int) -> str:
     return f"| {label} | {doc['total_usd_per_month']} | {', '.join(parts)} |"
 
 
+def fleet() -> str:
+    """The one per-route figure: the fleet's marginal route at the defaults (`replmon cost --routes`)."""
+    doc = cost(FLEET)
+    rows = doc["fleet"]
+    per_route = rows[-1]["marginal_usd_per_route_month"]
+    total = sum(x["usd_per_month"] for x in doc["per_route_lines"])
+    top = sorted(doc["per_route_lines"], key=lambda x: -x["usd_per_month"])[:5]
+    shares = ", ".join(f"{x['item'].split(' (')[0]} {round(100 * x['usd_per_month'] / total)} %" for x in top)
+    table = "\n".join(f"| {r['routes']:,} | {r['usd_per_month']} | {r['usd_per_route_month']} |" for r in rows)
+    return (f"**${per_route} per route a month** (modelled: one more route of the fleet at the defaults, probe classes "
+            f"{doc['probe_classes']}, a heartbeat a minute, the RTC fee included; `replmon cost --routes 1,100,1000`). "
+            "Each line the deployed stack can count is checked against it within 5 % "
+            "(tests/deployed/test_deployed_cost.py). Largest shares of a route: " + shares + ".\n\n"
+            "| routes | $ per month | $ per route (the stack's fixed part shared) |\n| ---: | ---: | ---: |\n" + table)
+
+
 def block() -> str:
     body = "\n".join(row(label, cost(args), n) for label, args, n in ROWS)
-    return ("<!-- cost:start -->\n| schedule | $ per month | largest lines |\n| --- | ---: | --- |\n" + body +
-            "\n\n(`replmon cost`, `replmon cost --sizes crr-ladder --rate-minutes 1440 --cross-region` and the same\n"
+    return ("<!-- cost:start -->\n" + fleet() + "\n\nStudies on their own schedule (one route, `replmon cost --sizes ...`):\n\n"
+            "| schedule | $ per month | largest lines |\n| --- | ---: | --- |\n" + body +
+            "\n\n(`replmon cost --sizes crr-ladder --rate-minutes 1440 --cross-region` and the same\n"
             "with `--source-region ap-northeast-1`; every line, quantity and assumption with `--format json`.)\n<!-- cost:end -->")
 
 
