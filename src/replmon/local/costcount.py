@@ -53,6 +53,9 @@ class Counts:
     gb_seconds: dict[str, float] = field(default_factory=dict)
     seconds: dict[str, list[float]] = field(default_factory=dict)  # each invocation's duration, per function
     log_bytes: Counter[str] = field(default_factory=Counter)  # function -> bytes printed (EMF and log lines)
+    transitions: int = 0  # Step Functions state transitions of the executions started in the window (their own)
+    executions: int = 0
+    replicated_bytes: Counter[str] = field(default_factory=Counter)  # function whose PUT S3 replicated -> bytes
 
     def per_route_series(self) -> dict[Series, set[int]]:
         return {s: h for s, h in self.series_hours.items() if ROUTE in dict(s[1])}
@@ -101,6 +104,15 @@ def count(stack: DeployedStack, since: float, until: float, routes: int) -> Coun
                 key = tuple(sorted((d, str(doc[d])) for d in dims))
                 for m in directive["Metrics"]:
                     out.series_hours.setdefault((m["Name"], key), set()).add(hour)
+    out.executions, out.transitions = state_transitions(stack, since, until)
+    sizes = {}
+    for call in stack.calls:
+        if call.operation == "PutObject" and since <= call.at < until and isinstance(call.params.get("Body"), bytes | bytearray):
+            sizes[(call.params["Key"], call.function)] = len(call.params["Body"])
+    for (_dst, key, _version) in list(stack._replicas):
+        for (k, function), size in sizes.items():
+            if k == key:
+                out.replicated_bytes[function] += size
     for function, line in stack.logs:  # what the handlers printed besides EMF (not stamped: the whole run)
         out.log_bytes[function] += len(line) + 1
     for alarm, props in mi_alarms(stack).items():
@@ -135,3 +147,18 @@ def mi_alarms(stack: DeployedStack) -> dict[str, str]:
             if str(m.get("Expression", "")).startswith("SELECT"):
                 out[name] = m["Expression"]
     return out
+
+
+def state_transitions(stack: DeployedStack, since: float, until: float) -> tuple[int, int]:
+    """(executions, state transitions) of the probe state machine's executions started in the window:
+    every state entered in the execution's own history (Step Functions bills a Standard workflow per
+    state transition: "AWS Step Functions pricing"); the Map's child workflows are not in it."""
+    sfn = stack.machine.sfn
+    executions = transitions = 0
+    for arn, started in stack.execution_starts.items():
+        if not since <= started < until:
+            continue
+        executions += 1
+        for hist in sfn.get_paginator("get_execution_history").paginate(executionArn=arn):
+            transitions += sum(1 for ev in hist["events"] if ev["type"].endswith("StateEntered"))
+    return executions, transitions

@@ -290,6 +290,7 @@ class DeployedStack:
         self._failed: set[tuple[str, str, str]] = set()  # objects S3 failed to replicate (counted once)
         self._put_end: dict[tuple[str, str, str], float] = {}  # (source, key, version) -> when its PUT ended
         self._executions: list[str] = []  # started and not seen ended
+        self.execution_starts: dict[str, float] = {}  # every execution started -> its start (stack clock)
         self._ended = 0
         self._stack = contextlib.ExitStack()
         self._deps: dict[str, wiring.Deps] = {}
@@ -935,6 +936,7 @@ class DeployedStack:
         arn = str(self.machine.sfn.start_execution(stateMachineArn=self.machine.arn, name=uuid.uuid4().hex,
                                                    input=json.dumps(payload))["executionArn"])
         self._executions.append(arn)
+        self.execution_starts[arn] = self.clock.now()
         self._settled = False
         return arn
 
