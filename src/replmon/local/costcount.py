@@ -105,14 +105,13 @@ def count(stack: DeployedStack, since: float, until: float, routes: int) -> Coun
                 for m in directive["Metrics"]:
                     out.series_hours.setdefault((m["Name"], key), set()).add(hour)
     out.executions, out.transitions = state_transitions(stack, since, until)
-    sizes = {}
+    sizes: dict[str, tuple[str, int]] = {}  # object key -> (the function that PUT it, its bytes)
     for call in stack.calls:
         if call.operation == "PutObject" and since <= call.at < until and isinstance(call.params.get("Body"), bytes | bytearray):
-            sizes[(call.params["Key"], call.function)] = len(call.params["Body"])
-    for (_dst, key, _version) in list(stack._replicas):
-        for (k, function), size in sizes.items():
-            if k == key:
-                out.replicated_bytes[function] += size
+            sizes[call.params["Key"]] = (call.function, len(call.params["Body"]))
+    for (_dst, replica_key, _version) in list(stack._replicas):
+        if replica_key in sizes:
+            out.replicated_bytes[sizes[replica_key][0]] += sizes[replica_key][1]
     for function, line in stack.logs:  # what the handlers printed besides EMF (not stamped: the whole run)
         out.log_bytes[function] += len(line) + 1
     for alarm, props in mi_alarms(stack).items():
