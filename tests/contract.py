@@ -97,6 +97,7 @@ class ContractRun:
     stack_route: dict[str, Any] = field(default_factory=dict)  # CloudFormation's answer to the StackRoute custom resource
     heartbeats: list[str] = field(default_factory=list)  # the Heartbeat's transitions over the scenario
     event_first_run_ids: dict[str, str] = field(default_factory=dict)
+    health_sparse: dict[str, Any] = field(default_factory=dict)  # CollectSignals with a failing and a silent route
     invalid_plan: dict[str, Any] = field(default_factory=dict)  # PlanProbes' output with an invalid registry item
 
 
@@ -127,8 +128,15 @@ def run_contract_scenarios() -> ContractRun:
     recorder = CallRecorder(ACCOUNT, lambda fn, bucket: (fn, bucket) in allowed)
     run = ContractRun(recorder)
 
-    # The clock starts two days from now: probe keys and moto's own upload times compare sensibly.
-    clock = ManualClock(start=time.time() + 2 * 86_400, tick=0.001)
+    # The clock starts about two days from now (probe keys and moto's own upload times compare
+    # sensibly), placed so that the collector runs (after the sweep's SWEEP_AGE_SECONDS + 1 h step)
+    # 10 min into an hour 0 mod 6: an hour that emits ErrorBudgetRemaining (signals/health.py
+    # budget_hour), whatever hour the suite runs in.
+    from replmon.probe.housekeeping import SWEEP_AGE_SECONDS
+    from replmon.signals.health import BUDGET_EVERY_HOURS
+
+    every = BUDGET_EVERY_HOURS * 3600
+    clock = ManualClock(start=(time.time() // every + 48 * 3600 // every) * every + 600 - (SWEEP_AGE_SECONDS + 3600) % every, tick=0.001)
     s3 = make_buckets()
     ddb = boto3.client("dynamodb", region_name=REGION)
     ensure_table(ddb, TABLE, TEMPLATE)
@@ -333,6 +341,7 @@ def play_passive(run: ContractRun, deps: Deps, clock: ManualClock, wrap: Any, st
 
     reader.client.meta.events.register("before-call.cloudwatch.GetMetricData", down)
     run.health_without_rtc = collect({}, LambdaContext("CollectSignals"))
+    play_sparse_signals(run, deps, clock, store, collect)
     # The Report function reads what CollectSignals reads, per route and (fleet) per registry route.
     report = wrap("Report", load_handler("Report"))
     run.report = report({}, LambdaContext("Report"))
@@ -345,6 +354,31 @@ def play_passive(run: ContractRun, deps: Deps, clock: ManualClock, wrap: Any, st
                                                           "group": "g00", "origin": "explicit"}))
     run.invalid_plan = wrap("PlanProbes", load_handler("PlanProbes"))({}, LambdaContext("PlanProbes"))
     store.client.delete_item(TableName=TABLE, Key={"route": {"S": "#routes/g00"}, "at": {"S": "old..name"}})
+
+
+def play_sparse_signals(run: ContractRun, deps: Deps, clock: ManualClock, store: DynamoLatencyStore, collect: Any) -> None:
+    """The signals CollectSignals emits only when non-zero (signals/health.py publish_health): a probe-mode
+    route whose probes keep FAILING (RpoUnbounded, both burn pairs) and one without any data
+    (RouteNoData); then both leave the registry."""
+    from replmon.core.record import ProbeRecord, ProbeStatus
+    from replmon.core.registry import load_route_spec
+    from replmon.signals.rollup import store_record
+
+    assert deps.registry is not None
+    for name in ("failing", "silent"):
+        deps.registry.put_explicit(load_route_spec({
+            "name": name, "group": "g00", "origin": "explicit", "source": {"account": ACCOUNT, "region": REGION, "bucket": SRC},
+            "destinations": [{"account": ACCOUNT, "region": REGION, "bucket": DST}]}), None)
+    now = clock.now()
+    for i in range(6):  # more bad samples than SloMinBadEvents in the last 5 minutes
+        at = now - 240 + 30 * i
+        run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(at)) + "-f"
+        store_record(store, ProbeRecord(route="failing", probe_id=f"{run_id}-failing-1MiB-t1", run_id=run_id, planned_at=at,
+                                        size_bytes=MiB, size_class="1MiB", trial=1, status=ProbeStatus.FAILED, put_end=at + 1,
+                                        target_seconds=deps.slo.threshold_seconds), now, threshold_seconds=deps.slo.threshold_seconds)
+    run.health_sparse = collect({}, LambdaContext("CollectSignals"))
+    for name in ("failing", "silent"):
+        deps.registry.delete_route("g00", name)
 
 
 def play_heartbeat(run: ContractRun, deps: Deps, clock: ManualClock, wrap: Any, fake: Any) -> None:

@@ -31,7 +31,7 @@ import re
 from typing import Any
 
 from replmon.core.telemetry import ROUTE, SERVICE
-from replmon.fleet.dashboard import ROUTE_PICKER_METRIC
+from replmon.fleet.dashboard import ROUTE_PICKER_METRICS
 from replmon.local.insights import MAX_LIMIT, parse
 from replmon.signals.health import RouteHealth, publish_health
 from replmon.signals.slo import Rpo, SloStatus
@@ -134,7 +134,8 @@ def test_unbounded_and_no_data_routes_are_named_not_hidden() -> None:
 
 def test_the_route_picker_reads_a_metric_every_collected_route_emits(monkeypatch: Any, capsys: Any) -> None:
     """A bounded, an unbounded and a no-data route (what CollectSignals publishes for each, through
-    publish_health): each emits the picker's metric; RpoSeconds, the old picker, misses two."""
+    publish_health): each emits one of the picker's metrics (the 0/1 ones are sparse); RpoSeconds
+    alone misses two."""
     from replmon.adapters.metrics import EmfMetrics
     from replmon.local.insights import points_from_emf
 
@@ -148,13 +149,14 @@ def test_the_route_picker_reads_a_metric_every_collected_route_emits(monkeypatch
         publish_health(metrics, RouteHealth(name, r, slo, no_data=name == "nodata"))
     points = points_from_emf(json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"'))
     (var,) = deployed_body()["variables"]
-    assert var["search"].endswith(f'MetricName="{ROUTE_PICKER_METRIC}"') and var["populateFrom"] == ROUTE
+    assert var["search"].endswith("(" + " OR ".join(f'MetricName="{m}"' for m in ROUTE_PICKER_METRICS) + ")")
+    assert var["populateFrom"] == ROUTE
     schema = set(re.match(r"\{([^}]*)\}", var["search"]).group(1).split(",")[1:])  # type: ignore[union-attr]
 
     def routes_in_picker(metric: str) -> set[str]:
         return {p.dimensions[ROUTE] for p in points if p.metric == metric and set(p.dimensions) == schema}
 
-    assert routes_in_picker(ROUTE_PICKER_METRIC) == set(routes)
+    assert set().union(*(routes_in_picker(m) for m in ROUTE_PICKER_METRICS)) == set(routes)
     assert routes_in_picker("RpoSeconds") == {"bounded"}
 
 

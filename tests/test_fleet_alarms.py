@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 
 from replmon.core.registry import MAX_ROUTE_GROUPS, MAX_ROUTES_PER_GROUP, group_names
-from replmon.core.telemetry import CONTINUOUS, FLEET_METRICS, METRICS, NAMESPACE, ROUTE, ROUTE_GROUP, SWITCHED
+from replmon.core.telemetry import CONTINUOUS, FLEET_METRICS, METRICS, NAMESPACE, ROUTE, ROUTE_GROUP, SPARSE, SWITCHED
 from replmon.fleet import alarms as fa
 from replmon.local.insights import parse
 from replmon.local.template import load_template
@@ -116,8 +116,10 @@ def test_the_metrics_the_alarms_read_are_emitted_with_the_fleet_schema() -> None
         assert a.metric in SWITCHED, a.metric
         assert METRICS[a.metric].dimension_sets == (("service", *a.schema),), a.name
         assert parse(fa.query(a, "g00")).schema == fa.schema_dimensions(a)
-    # The continuous ones keep every route a contributor (a vanished series turns OK whatever TreatMissingData says).
-    assert {"RpoSeconds", "SloBurnPage", "SloBurnTicket", "RouteNoData"} <= {n for n, m in FLEET_METRICS.items() if m.cadence == CONTINUOUS}
+    # The continuous ones keep every route a contributor (a vanished series turns OK whatever TreatMissingData says);
+    # the 0/1 and burn signals are sparse: their 0 and their absence are the same OK (signals/health.py publish_health).
+    assert {"RpoSeconds", "StallSeconds"} <= {n for n, m in FLEET_METRICS.items() if m.cadence == CONTINUOUS}
+    assert {"SloBurnPage", "SloBurnTicket", "RouteNoData", "RpoUnbounded"} <= {n for n, m in FLEET_METRICS.items() if m.cadence == SPARSE}
 
 
 def test_past_500_routes_the_fleet_shards_by_group() -> None:

@@ -85,7 +85,8 @@ def test_emf_output_carries_latency_and_status(capsys: pytest.CaptureFixture[str
     # one set: the fleet's (RouteGroup from the route; core/telemetry.py SWITCHED)
     assert [sorted(b["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0]) for b in latency] == [["Route", "RouteGroup", "SizeClass"]]
     assert latency[0]["RouteGroup"] == "g00"
-    assert next(b for b in blobs if "ProbeCompleted" in names(b))["Route"] == "primary"
+    completed = next(b for b in blobs if "ProbeCompleted" in names(b))  # group-level: nothing reads it per route
+    assert completed["RouteGroup"] == "g00" and "Route" not in completed
     assert next(b for b in blobs if "ProbeStuck" in names(b))["ProbeStuck"] in (1.0, [1.0])
     assert not any("ReplicationLatencySeconds" in names(b) for b in blobs[-1:])
 

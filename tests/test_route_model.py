@@ -118,7 +118,8 @@ def test_collect_signals_judges_every_registry_route_and_no_data_is_not_an_rpo_o
     assert [r["route"] for r in out["routes"]] == ["measured", "passive", "primary", "silent"]  # "listed" (off) is not
     rpo = metrics.of("RpoSeconds")
     assert rpo == {"measured": pytest.approx(30.0, abs=2)}, "no route without data publishes an RPO, 0 or otherwise"
-    assert metrics.of("RouteNoData") == {"measured": 0, "primary": 1, "silent": 1}  # passive: none (idle S3 metrics are not a fault)
+    # sparse: 1 while a route is overdue, nothing otherwise; passive: none (idle S3 metrics are not a fault)
+    assert metrics.of("RouteNoData") == {"primary": 1, "silent": 1}
     by_route = {r["route"]: r for r in out["routes"]}
     assert by_route["silent"]["has_data"] is False and by_route["silent"]["no_data"] is True
     assert by_route["passive"]["no_data"] is None
@@ -126,18 +127,19 @@ def test_collect_signals_judges_every_registry_route_and_no_data_is_not_an_rpo_o
 
 def test_a_route_with_data_within_its_class_interval_is_not_no_data(table: DynamoLatencyStore) -> None:
     """Outside the 1 h RPO window but inside 1MiB@1h + the tick: no RpoSeconds (nothing in the window),
-    RouteNoData 0 (not yet overdue)."""
+    no RouteNoData (not yet overdue: the sparse signal is emitted only at 1)."""
     registry = MemoryRegistry([spec("r", "src", "dst")])
     table.put_once(record("r", NOW - 3600 - 300))
     metrics = Capture()
     with wiring.injected({"CollectSignals": deps(table, registry, metrics)}):
-        load_handler("CollectSignals")({"group": "g00"}, LambdaContext("CollectSignals"))
-    assert metrics.of("RpoSeconds") == {} and metrics.of("RouteNoData") == {"r": 0}
+        out = load_handler("CollectSignals")({"group": "g00"}, LambdaContext("CollectSignals"))
+    assert metrics.of("RpoSeconds") == {} and metrics.of("RouteNoData") == {}
+    assert [r["no_data"] for r in out["routes"]] == [False]  # judged, and not overdue
     with wiring.injected({"CollectSignals": deps(table, registry, metrics)}), pytest.raises(ConfigError, match="group"):
         load_handler("CollectSignals")({"group": "g05"}, LambdaContext("CollectSignals"))
 
 
-def test_each_route_is_judged_at_the_slo_its_own_classes_support(table: DynamoLatencyStore) -> None:
+def test_each_route_is_judged_at_the_slo_its_own_classes_support(table: DynamoLatencyStore, monkeypatch: pytest.MonkeyPatch) -> None:
     """Through the handler: the fleet's classes (1MiB@1h,1GiB@1d: 750 probes a 30-day period, a budget
     of 0.75 at 99.9 %) are judged at the highest target leaving 5 bad probes (99.33 %, signals/slo.py
     slo_for_route, what PlanProbes tickets as SloUnsupported); a route whose own classes support 99.9 %
@@ -154,6 +156,7 @@ def test_each_route_is_judged_at_the_slo_its_own_classes_support(table: DynamoLa
     for name in ("fleet", "rich", "thin"):  # with its hour item's counters, as RecordResult writes it
         assert store_record(table, record(name, NOW - 600), NOW - 590, threshold_seconds=900.0)
     metrics = Capture()
+    monkeypatch.setattr("replmon.signals.health.BUDGET_EVERY_HOURS", 1)  # the budget every hour here (NOW's hour is 2 mod 6)
     d = deps(table, registry, metrics)
     d.slo = dataclasses.replace(d.slo, target=0.999)
     with wiring.injected({"CollectSignals": d}):
@@ -168,15 +171,16 @@ def test_each_route_is_judged_at_the_slo_its_own_classes_support(table: DynamoLa
 
 def test_the_no_data_alarm_tickets_and_the_rpo_alarm_never_sees_a_made_up_zero() -> None:
     """RouteNoData: a per-route Metrics Insights alarm, ticket, >= 1, missing data notBreaching (a
-    missing series is the collector down: CollectorHeartbeatAlarm); its metric is continuous."""
-    from replmon.core.telemetry import CONTINUOUS, FLEET_METRICS
+    missing series is a route with data, or the collector down: CollectorHeartbeatAlarm); its metric
+    is sparse (1 while the route is overdue, else nothing: the same OK as a 0)."""
+    from replmon.core.telemetry import FLEET_METRICS, SPARSE
 
     t = load_template(TEMPLATE)
     (alarm,) = [a for a in fa.FLEET_ALARMS if a.metric == "RouteNoData"]
     assert (alarm.severity, alarm.op, alarm.threshold, alarm.notifies) == ("ticket", ">=", 1, True)
     p = t["Resources"][fa.logical_id(alarm, "g00")]["Properties"]
     assert p["TreatMissingData"] == "notBreaching" and "MAX(RouteNoData)" in p["Metrics"][0]["Expression"]
-    assert FLEET_METRICS["RouteNoData"].cadence == CONTINUOUS
+    assert FLEET_METRICS["RouteNoData"].cadence == SPARSE
     assert t["Resources"]["CollectorHeartbeatAlarm"]["Properties"]["TreatMissingData"] == "breaching"
     # The RPO alarm: a route without data has no series, so no contributor, never an "RPO 0" that reads healthiest.
     rpo = t["Resources"][fa.logical_id(fa.FLEET_ALARMS[0], "g00")]["Properties"]

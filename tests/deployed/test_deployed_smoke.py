@@ -17,7 +17,7 @@ def test_the_stacks_own_route_runs_on_its_schedule_with_every_call_allowed() -> 
         assert fired.count("ProbeStateMachine.Schedule") == 1 and fired.count("CollectSignalsFunction.Schedule") == 1
         assert fired.count("HeartbeatFunction.Group00") == 6
         assert [r.status.value for r in stack.deps("Report").store.query("primary", 0, 4e9)] == ["COMPLETED"]
-        assert stack.points("RpoSeconds", Route="primary") and stack.points("ProbeCompleted", Route="primary")
+        assert stack.points("RpoSeconds", Route="primary") and stack.points("ProbeCompleted", RouteGroup="g00")
         assert stack.denied() == []
         assert {c.function for c in stack.calls} >= {"PlanProbes", "BeginRouteRun", "UploadProbe", "PollReplication", "RecordResult",
                                                      "Cleanup", "Housekeeping", "EndRouteRun", "Heartbeat", "CollectSignals"}

@@ -160,7 +160,7 @@ def _fleet_cost(routes: str, probe_classes: str, route_groups: int, cross_region
             own = sum(x.dollars for x in beats)
             shares = stall_metric_and_alarm(last)
             err.print(f"heartbeats (every {heartbeat_seconds} s): ${own:.2f} per route a month in S3, DynamoDB and logs, "
-                      f"${own + shares:.2f} with the StallSeconds metric and RouteStalled's share (goal: under $1); "
+                      f"${own + shares:.2f} with the StallSeconds metric and what RouteStalled analyzes (goal: under $1); "
                       f"the probe schedule ({classes}) ${last.per_route - own - shares:.2f}; the Heartbeat function "
                       f"${next(x.dollars for x in last.fixed_lines if x.item.startswith('Heartbeat')):.2f} per RouteGroup", highlight=False)
         err.print("modelled: " + "; ".join(f"{k}={v}" for k, v in last.assumptions.items() if k != "metric_months_per_route"),

@@ -7,8 +7,8 @@ metric when ``POWERTOOLS_SERVICE_NAME`` is set (template.yaml sets it for every 
 test (tests/test_alarm_contract.py) runs each function's metric code with that function's
 environment and fails if an alarm watches a (namespace, metric, dimensions) nobody emits.
 
->>> METRICS["ProbeCompleted"].dimension_sets
-(('service', 'Route'),)
+>>> METRICS["ProbeCompleted"].dimension_sets  # switched: group-level (nothing reads it per route)
+(('service', 'RouteGroup'),)
 >>> METRICS["ProbeFailed"].dimension_sets  # switched: the fleet alarms' schema
 (('service', 'RouteGroup', 'Route'),)
 
@@ -142,16 +142,20 @@ FLEET_METRICS: dict[str, MetricDef] = {
     m.name: m
     for m in (
         # Per route, continuous: a probe-mode route never goes a period without RpoSeconds and StallSeconds
-        # (a vanished series turns its Metrics Insights contributor OK).
+        # (a vanished series turns its Metrics Insights contributor OK, and their values mean something).
         _f("RpoSeconds", "Seconds", PER_ROUTE, CONTINUOUS, "the route's RPO (signals/slo.py), every collector run with an RPO "
            "input; unbounded, the measured inputs' lower bound (a late route stays late; RpoUnbounded pages the failure)"),
         _f("StallSeconds", "Seconds", PER_ROUTE, CONTINUOUS, "0 when the route is healthy, else seconds since it stalled (heartbeat, every minute)"),
-        _f("SloBurnPage", "None", PER_ROUTE, CONTINUOUS, "min(burn 1h, burn 5m); 0 below SloMinBadEvents bad samples in 1 h"),
-        _f("SloBurnTicket", "None", PER_ROUTE, CONTINUOUS, "min(burn 6h, burn 30m); 0 below SloMinBadEvents bad samples in 6 h"),
         _f("ErrorBudgetRemaining", "Percent", PER_ROUTE, CONTINUOUS, "SLO budget left over the period; emitted in hours = 0 mod 6 only"),
-        _f("RouteNoData", "Count", PER_ROUTE, CONTINUOUS, "probe-mode routes, every collector run: 1 when the route has had no RPO "
-           "input for longer than its most frequent class interval (then it has no RpoSeconds), else 0"),
-        # Per route, sparse: only emitted when non-zero.
+        # Per route, sparse: only emitted when non-zero. A 0/1 or burn signal's 0 and its absence are
+        # the same to its alarm (missing data not breaching; a contributor whose series is gone is OK),
+        # and CloudWatch bills a metric only for the hours it receives data.
+        _f("SloBurnPage", "None", PER_ROUTE, SPARSE, "min(burn 1h, burn 5m) when above 0; 0 (not emitted) below SloMinBadEvents "
+           "bad samples in 1 h"),
+        _f("SloBurnTicket", "None", PER_ROUTE, SPARSE, "min(burn 6h, burn 30m) when above 0; 0 (not emitted) below SloMinBadEvents "
+           "bad samples in 6 h"),
+        _f("RouteNoData", "Count", PER_ROUTE, SPARSE, "probe-mode routes: 1 on each collector run while the route has had no RPO "
+           "input for longer than its most frequent class interval (then it has no RpoSeconds)"),
         _f("RpoUnbounded", "Count", PER_ROUTE, SPARSE, "1 when an object is known not to be on the destination"),
         _f("ProbeFailed", "Count", PER_ROUTE, SPARSE, "probes whose replication FAILED or whose replica did not match"),
         _f("ProbeStuck", "Count", PER_ROUTE, SPARSE, "probes still PENDING when their timeout ran out"),
@@ -194,6 +198,7 @@ FLEET_METRICS: dict[str, MetricDef] = {
 
 #: Today's metrics the fleet drops: S3 publishes the pending metrics itself (alarmed natively in the
 #: member Region). (SloBurnRate and its Window dimension are gone: SloBurnPage/SloBurnTicket replaced them.)
+#: Until then both are sparse: emitted only when above 0 (signals/health.py publish_health).
 RETIRING = frozenset({"RtcBytesPending", "RtcOperationsPending"})
 
 #: Fleet metrics the code already emits with their fleet dimension sets. A package that moves a
@@ -229,6 +234,10 @@ SWITCHED: frozenset[str] = frozenset({
     # an event no registry route owns is counted by reason
     "RouteNoData",
     "UnmappedEvent",
+    # group-level: nothing alarms on or draws them per route (the dashboard's fleet widgets sum them)
+    "ProbeCompleted",
+    "ReplicaArrivals",
+    "IntervalNarrowedByEvent",
 })
 
 #: What the code emits now: today's definitions, with each switched metric's fleet definition.

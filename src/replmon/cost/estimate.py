@@ -30,12 +30,20 @@ from replmon.core.ports import HeadResult
 from replmon.core.record import ProbeStatus
 from replmon.probe.plan import plan_probes
 from replmon.probe.poll import poll_replication, start_polling
+from replmon.probe.polling import MIN_HISTORY, earliest_completion
 from replmon.probe.request import ProbeRequest
 from replmon.probe.state import ProbeState, Upload
 from replmon.probe.upload import UploadSettings, plan_upload
 
 GiB = 2**30
 MiB = 2**20
+
+
+#: A run's own steps, whatever its probes: PlanProbes, BeginRouteRun, AnyRouteLeased, Probes (Map),
+#: Housekeeping, EndRouteRun, Done; of which 4 Lambda invocations at 256 MB. In the fleet one
+#: execution per tick serves every route (cost/fleet.py counts them once per tick).
+RUN_TRANSITIONS = 7.0
+RUN_INVOCATIONS = 4.0
 
 
 def pricing() -> dict[str, Any]:
@@ -95,16 +103,18 @@ class PollingModel:
     invocations: int
     waits: int
     lambda_seconds: float  # time spent inside PollReplication invocations (inline sleeps + HEADs)
+    latency_lo: float | None = None  # the last PENDING HEAD after the PUT: what the route's history keeps
 
 
-def model_polling(probe: ProbeState, latency: float, head_seconds: float) -> PollingModel:
-    """Play the real poller against a source that completes after ``latency`` seconds."""
+def model_polling(probe: ProbeState, latency: float, head_seconds: float, not_before: float = 0.0) -> PollingModel:
+    """Play the real poller against a source that completes after ``latency`` seconds; ``not_before``:
+    the route's history says completion is implausible before (probe/steps.py history_start)."""
     clock = ManualClock(0.0)
     state = probe.model_copy(deep=True)
     state.upload = Upload(key="k", version_id="v", etag='"m"', method="put", put_start=0.0, put_end=0.0)
     state.started_at = 0.0
     source = _ModelledSource(clock, 0.0, latency, head_seconds)
-    state = start_polling(state, 0.0)
+    state = start_polling(state, not_before)
     invocations = waits = 0
     inside = 0.0
     while True:
@@ -119,7 +129,18 @@ def model_polling(probe: ProbeState, latency: float, head_seconds: float) -> Pol
         if state.poll.wait_seconds:
             waits += 1
         clock.advance(state.poll.wait_seconds)
-    return PollingModel(state.poll.head_count, invocations, waits, inside)
+    return PollingModel(state.poll.head_count, invocations, waits, inside, state.poll.last_pending)
+
+
+def steady_polling(probe: ProbeState, latency: float, head_seconds: float) -> PollingModel:
+    """A probe of a route whose recent probes of the size took the same ``latency``: with
+    ``use_history`` its first HEAD waits for what the history makes implausible (probe/polling.py
+    earliest_completion of the earlier probes' ``latency_lo``), as the deployed poller does."""
+    first = model_polling(probe, latency, head_seconds)
+    if not probe.poll_settings.use_history or first.latency_lo is None:
+        return first
+    start = earliest_completion(probe.size_bytes, [(probe.size_bytes, first.latency_lo)] * MIN_HISTORY)
+    return model_polling(probe, latency, head_seconds, start)
 
 
 def transfer_rate(source_region: str) -> float:
@@ -157,9 +178,9 @@ def estimate(request: ProbeRequest, runs_per_month: float, cross_region: bool, r
                    as_of=data["as_of"], region=data["region"])
     dests = sum(len(r.destinations) for r in request.routes) / len(request.routes)
 
-    transitions = 7.0  # PlanProbes, BeginRouteRun, AnyRouteLeased, Probes (Map), Housekeeping, EndRouteRun, Done
-    invocations = {"small": 4.0}  # PlanProbes, BeginRouteRun, Housekeeping and EndRouteRun, at 256 MB
-    gb_seconds = 2 * 0.25 * a["other_step_seconds"]
+    transitions = RUN_TRANSITIONS
+    invocations = {"small": RUN_INVOCATIONS}
+    gb_seconds = RUN_INVOCATIONS * 0.25 * a["other_step_seconds"]
     put_class = get_class = 0.0
     list_class = 4.0 * len(request.routes)  # Housekeeping's sweep: versions and uploads, both sides
     replicated_bytes = 0.0
@@ -168,7 +189,7 @@ def estimate(request: ProbeRequest, runs_per_month: float, cross_region: bool, r
     for probe in probes:
         size = probe.size_bytes
         latency = a["replication_base_seconds"] + size / (a["replication_mib_per_s"] * MiB)
-        polling = model_polling(probe, latency, a["head_seconds"])
+        polling = steady_polling(probe, latency, a["head_seconds"])
         up = plan_upload(size, settings)
         if up.method == "put":
             put_class += 1

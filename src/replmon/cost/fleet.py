@@ -12,14 +12,17 @@ counted once per route. The rest is counted from what the code defines:
   = 0 mod 6 only: 4 of 24), a class's ``ReplicationLatencySeconds`` in the hours a probe of it
   completes (min(1, 1 h / cadence)), sparse ones (failures) not at all in a healthy month; plus
   S3's own replication metrics (4 per rule with RTC, billed as custom metrics);
-- **Metrics Insights alarms** (fleet/alarms.py, per RouteGroup): priced per metric analyzed at the
-  standard alarm's rate, one metric per route per alarm (AWS's per-metric-analyzed rate is not
-  confirmed here); the stack's other alarms at the standard rate;
+- **Metrics Insights alarms** (fleet/alarms.py, per RouteGroup): priced per metric analyzed (the
+  rate is an assumption, pricing.json ``cloudwatch_mi_alarms``): an alarm analyzes a route's series
+  only in the hours it has data, so a sparse metric at 0 costs nothing; the stack's other alarms at
+  the standard rate;
 - **the collector**: per route, the S3 replication metrics it reads (GetMetricData) and the SLO's
   rollups (the period cache and 7 hour items: estimate.py ``slo_read_units``), every run.
 
-Each class's run overhead (the parent execution's own transitions and steps) is counted per
-route: in the fleet one tick's run serves every route, so the probe lines are an upper bound.
+A run's own steps (the execution's PlanProbes, BeginRouteRun, Housekeeping, EndRouteRun and their
+transitions) are counted once per tick, fixed: in the fleet one tick's execution serves every route.
+Checked against what the deployed stack really does (local/costcount.py, tests/deployed/
+test_deployed_cost.py): within 5 % on each line it counts.
 
 >>> from replmon.core.cadence import ProbeClasses
 >>> one, hundred = (fleet_estimate(n, ProbeClasses.parse("1MiB@1h")) for n in (1, 100))
@@ -29,13 +32,15 @@ True
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 from replmon.core.cadence import ProbeClasses
+from replmon.core.defaults import DEFAULTS
 from replmon.core.telemetry import CONTINUOUS, FLEET_METRICS, PER_PROBE, PER_ROUTE, PER_ROUTE_CLASS, SWITCHED
-from replmon.cost.estimate import Line, estimate, pricing, slo_read_units, transfer_rate
+from replmon.cost.estimate import RUN_INVOCATIONS, RUN_TRANSITIONS, Line, estimate, pricing, slo_read_units, transfer_rate
 from replmon.fleet.alarms import FLEET_ALARMS
 from replmon.probe.request import load_request
 
@@ -87,27 +92,44 @@ def metric_months_per_route(classes: ProbeClasses, rtc: bool, heartbeats: bool =
     return out
 
 
+METRICS_LINE = "CloudWatch metrics (metric-months: the hours each is emitted in)"
+MI_LINE = "Metrics Insights alarms (per metric analyzed; rate assumed, pricing.json)"
+
+
+def mi_metrics_analyzed(months: dict[str, float]) -> dict[str, float]:
+    """Metric-months the fleet's Metrics Insights alarms analyze for one healthy route: each alarm's
+    query matches the route's series of its metric only while that series has data (a sparse metric
+    at 0 is not emitted, so not analyzed); priced per metric analyzed (CloudWatch pricing: alarms on
+    Metrics Insights queries are charged by the metrics they analyze)."""
+    out: dict[str, float] = {}
+    for a in FLEET_ALARMS:
+        if a.metric in months and not a.where:
+            out[a.name] = months[a.metric]
+    return out
+
+
 #: Heartbeat lines of one route (:func:`heartbeat_lines`): what a route's heartbeats add, apart from the
 #: StallSeconds metric and the RouteStalled alarm (counted with the metrics and alarms).
 HEARTBEAT_PREFIX = "Heartbeats: "
 HEARTBEAT_BYTES = 1024
 
 
-def heartbeat_lines(period_seconds: int, *, cross_region: bool, rtc: bool, source_region: str | None) -> list[Line]:
+def heartbeat_lines(period_seconds: int, *, cross_region: bool, rtc: bool, source_region: str | None,
+                    assumptions: dict[str, Any] | None = None) -> list[Line]:
     """One route's heartbeats a month (probe/heartbeat.py), modelled at a healthy route: one PUT per
-    period (and its replica's PUT, billed at the destination), ``heartbeat_heads`` HEADs (source,
+    period (and its replica's PUT, billed at the destination), the HEADs :func:`heartbeat_play` takes at ``replication_base_seconds`` (source,
     then the replica), one DeleteObjects a side (DELETE requests are free), DynamoDB writes (period
     claim, record, state: ``heartbeat_write_units``) and reads (state, in-flight markers), the
     hourly expectation (72 h of records read), the EMF log lines; replication bytes (RTC fee,
     inter-Region transfer) of 1 KiB each."""
     data = pricing()
-    p, a = data["prices"], data["assumptions"]
+    p, a = data["prices"], {**data["assumptions"], **(assumptions or {})}
     beats = MONTH_HOURS * 3600 / period_seconds
+    heads = heartbeat_play(a["replication_base_seconds"], a["head_seconds"])[1]  # at the route's own latency
     gb = beats * HEARTBEAT_BYTES / 2**30
     lines = [
         Line(f"{HEARTBEAT_PREFIX}S3 PUT (source and replica)", 2 * beats, "requests", 2 * beats / 1000 * p["s3_put_copy_post_list_per_1000"]),
-        Line(f"{HEARTBEAT_PREFIX}S3 HEAD (source and replica)", a["heartbeat_heads"] * beats, "requests",
-             a["heartbeat_heads"] * beats / 1000 * p["s3_get_head_per_1000"]),
+        Line(f"{HEARTBEAT_PREFIX}S3 HEAD (source and replica)", heads * beats, "requests", heads * beats / 1000 * p["s3_get_head_per_1000"]),
         Line(f"{HEARTBEAT_PREFIX}DynamoDB (claim, record, state; hourly expectation)",
              a["heartbeat_write_units"] * beats + a["heartbeat_read_units"] * beats
              + MONTH_HOURS * 72 * 3600 / period_seconds * a["record_bytes"] / 4096 / 2, "request units",
@@ -124,34 +146,89 @@ def heartbeat_lines(period_seconds: int, *, cross_region: bool, rtc: bool, sourc
     return lines
 
 
-def heartbeat_invocation_line(route_groups: int, routes_per_group: float) -> Line:
-    """The Heartbeat function: one invocation per group a minute, lasting about a heartbeat's replication
-    plus a poll round (``heartbeat_invocation_seconds``) at 512 MB, longer with more routes per group
-    (32 in parallel)."""
+def heartbeat_play(latency: float, head_seconds: float) -> tuple[float, int]:
+    """One heartbeat played from probe/heartbeat.py against a replication of ``latency`` seconds: the
+    seconds until nothing is pending (the Heartbeat returns then; a heartbeat still pending keeps it to
+    its deadline, WORK_SECONDS after it began) and the HEADs it took (source HEADs on the probe's poll
+    policy, probe/polling.py, then the replica's).
+
+    >>> heartbeat_play(4.0, 0.0)[0] < 6.0, heartbeat_play(600.0, 0.0)[0]
+    (True, 45.0)
+    """
+    from replmon.probe.heartbeat import WORK_SECONDS
+    from replmon.probe.polling import PollPolicy
+    from replmon.probe.request import PollSettings
+
+    settings = PollSettings(use_history=False)
+    policy = PollPolicy(settings.floor_seconds, settings.relative)
+    t, last, heads = head_seconds, None, 0  # after the PUT
+    while t < WORK_SECONDS:
+        sent = max(t, policy.next_head_at(last))
+        t, heads = sent + head_seconds, heads + 1
+        if sent >= latency:  # COMPLETED: the replica's HEAD, then nothing is pending
+            return min(WORK_SECONDS, t + head_seconds), heads + 1
+        last = sent
+    return WORK_SECONDS, heads
+
+
+def heartbeat_invocation_seconds(latency: float, head_seconds: float) -> float:
+    """:func:`heartbeat_play`'s run time."""
+    return heartbeat_play(latency, head_seconds)[0]
+
+
+def heartbeat_invocation_line(route_groups: int, routes_per_group: float, latency: float | None = None,
+                              head_seconds: float | None = None) -> Line:
+    """The Heartbeat function: one invocation per group a minute at 512 MB, lasting
+    :func:`heartbeat_invocation_seconds` at the group's slowest heartbeat (``heartbeat_slowest_seconds``:
+    a healthy group; a stalled route keeps every invocation of its group to the 45 s deadline)."""
     data = pricing()
     p, a = data["prices"], data["assumptions"]
     invocations = route_groups * MONTH_HOURS * 60
-    seconds = a["heartbeat_invocation_seconds"] * max(1.0, routes_per_group / 32)
+    # each round's HEADs go through WORKERS threads: a round of a large group takes that many HEADs' time
+    from replmon.probe.heartbeat import WORKERS
+
+    rounds = math.ceil(max(1.0, routes_per_group) / WORKERS)
+    seconds = heartbeat_invocation_seconds(a["heartbeat_slowest_seconds"] if latency is None else latency,
+                                           (a["head_seconds"] if head_seconds is None else head_seconds) * rounds)
     gb_s = invocations * seconds * 0.5
-    return Line("Heartbeat invocations (one per group a minute, 512 MB)", invocations, "invocations",
+    return Line(f"{HEARTBEAT_FUNCTION}, {seconds:.1f} s each at 512 MB)", invocations, "invocations",
                 gb_s * p["lambda_arm_per_gb_second"] + invocations * p["lambda_per_million_requests"] / 1e6)
+
+
+HEARTBEAT_FUNCTION = "Heartbeat invocations (one per group a minute"
 
 
 def stall_metric_and_alarm(est: FleetEstimate) -> float:
     """What the StallSeconds metric and RouteStalled's alarm share add per route (heartbeats on)."""
     p = pricing()["prices"]
     months = est.assumptions.get("metric_months_per_route", {}).get("StallSeconds", 0.0)
-    return float(float(months) * p["cloudwatch_per_metric_month"] + (p["cloudwatch_per_standard_alarm_month"] if months else 0.0))
+    return float(float(months) * (p["cloudwatch_per_metric_month"] + p["cloudwatch_per_mi_alarm_metric_month"]))
+
+
+def _run_steps(runs: float, a: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    """The lines of ``runs`` runs' own steps (estimate.py RUN_TRANSITIONS, RUN_INVOCATIONS): item ->
+    (quantity, dollars)."""
+    p = pricing()["prices"]
+    n = RUN_INVOCATIONS * runs
+    gb = n * 0.25 * a["other_step_seconds"]
+    return {"Step Functions transitions": (RUN_TRANSITIONS * runs, RUN_TRANSITIONS * runs / 1000 * p["sfn_per_1000_transitions"]),
+            "Lambda requests": (n, n / 1e6 * p["lambda_per_million_requests"]),
+            "Lambda duration (arm64)": (gb, gb * p["lambda_arm_per_gb_second"]),
+            "X-Ray traces": (n, n / 1e6 * p["xray_per_million_traces"]),
+            "CloudWatch Logs ingestion": (n * a["log_bytes_per_invocation"] / 1e9,
+                                          n * a["log_bytes_per_invocation"] / 1e9 * p["cloudwatch_logs_per_gb_ingested"])}
 
 
 def fleet_estimate(routes: int, classes: ProbeClasses, *, cross_region: bool = False, rtc: bool = True,
                    source_region: str | None = None, route_groups: int = 1, standard_alarms: int = 7, composite_alarms: int = 0,
-                   collector_rate_minutes: float | None = None, heartbeat_seconds: int | None = 60) -> FleetEstimate:
+                   collector_rate_minutes: float | None = None, heartbeat_seconds: int | None = 60,
+                   schedule_rate_minutes: float | None = None, assumptions: dict[str, Any] | None = None) -> FleetEstimate:
     """N routes on ``classes``; ``standard_alarms`` / ``composite_alarms``: the stack's own (the CLI
     counts them in template.yaml), the Metrics Insights alarms apart; ``heartbeat_seconds`` None: no
-    heartbeats (the template's ``Heartbeats: disabled``)."""
+    heartbeats (the template's ``Heartbeats: disabled``); ``schedule_rate_minutes``: the probe runs'
+    tick (one execution a tick serves every due route); ``assumptions`` override pricing.json's."""
     data = pricing()
-    p, a = data["prices"], data["assumptions"]
+    p, a = data["prices"], {**data["assumptions"], **(assumptions or {})}
     est = FleetEstimate(routes, as_of=data["as_of"], region=data["region"])
     per: dict[str, Line] = {}
 
@@ -164,19 +241,22 @@ def fleet_estimate(routes: int, classes: ProbeClasses, *, cross_region: bool = F
         request = load_request({"routes": [{"name": "r", "source": {"bucket": "src-bucket"}, "destinations": [{"bucket": "dst-bucket"}]}],
                                 "sizes": c.label, "trials": c.trials})
         runs = MONTH_HOURS * 3600 / c.every_seconds
-        one = estimate(request, runs, cross_region, rtc, source_region=source_region)
+        one = estimate(request, runs, cross_region, rtc, assumptions=assumptions, source_region=source_region)
+        own = _run_steps(runs, a)  # the run's own steps: once per tick for the whole fleet (fixed, below)
         for line in one.lines:
             if line.item in PROBE_LINES or line.item.startswith(TRANSFER):
-                add(line.item, line.quantity, line.unit, line.dollars)
+                q, d = own.get(line.item, (0.0, 0.0))
+                add(line.item, line.quantity - q, line.unit, line.dollars - d)
     if heartbeat_seconds:
-        for line in heartbeat_lines(heartbeat_seconds, cross_region=cross_region, rtc=rtc, source_region=source_region):
+        for line in heartbeat_lines(heartbeat_seconds, cross_region=cross_region, rtc=rtc, source_region=source_region,
+                                    assumptions=assumptions):
             add(line.item, line.quantity, line.unit, line.dollars)
     months = metric_months_per_route(classes, rtc, heartbeats=bool(heartbeat_seconds))
-    add("CloudWatch metrics (metric-months: the hours each is emitted in)", sum(months.values()), "metric-months",
+    add(METRICS_LINE, sum(months.values()), "metric-months",
         sum(months.values()) * p["cloudwatch_per_metric_month"])
-    mi = len([x for x in FLEET_ALARMS if heartbeat_seconds or x.metric != "StallSeconds"])
-    add("Metrics Insights alarms (per metric analyzed, standard rate; modelled)", mi, "alarm-metrics",
-        mi * p["cloudwatch_per_standard_alarm_month"])
+    analyzed = mi_metrics_analyzed(months)
+    mi = sum(analyzed.values())
+    add(MI_LINE, mi, "metric-months analyzed", mi * p["cloudwatch_per_mi_alarm_metric_month"])
     rate = collector_rate_minutes or a["collector_rate_minutes"]
     collector_runs = MONTH_HOURS * 60 / rate
     window_reads = slo_read_units(a)
@@ -190,16 +270,32 @@ def fleet_estimate(routes: int, classes: ProbeClasses, *, cross_region: bool = F
              standard_alarms * p["cloudwatch_per_standard_alarm_month"]),
         Line("CollectSignals invocations (one per group and run)", route_groups * collector_runs, "invocations",
              route_groups * collector_runs * p["lambda_per_million_requests"] / 1e6),
-        *([heartbeat_invocation_line(route_groups, routes / route_groups),
+        _run_steps_line(MONTH_HOURS * 60 / (schedule_rate_minutes or DEFAULTS.schedule_rate_minutes), a),
+        Line("CloudWatch metrics (group-level and fleet-wide, every run)", route_groups * GROUP_METRICS + FLEET_WIDE_METRICS, "metrics",
+             (route_groups * GROUP_METRICS + FLEET_WIDE_METRICS) * p["cloudwatch_per_metric_month"]),
+        *([heartbeat_invocation_line(route_groups, routes / route_groups, a["heartbeat_slowest_seconds"], a["head_seconds"]),
            Line("Heartbeat liveness alarms (HeartbeatRun, one per group)", route_groups, "alarms",
                 route_groups * p["cloudwatch_per_standard_alarm_month"])] if heartbeat_seconds else []),
         Line("Dashboard, composite alarms, KMS key", 1 + composite_alarms + 1, "resources",
              p["cloudwatch_per_dashboard_month"] + composite_alarms * p["cloudwatch_per_composite_alarm_month"] + p["kms_per_key_month"]),
     ]
     est.assumptions = {"probe_classes": str(classes), "metric_months_per_route": {k: round(v, 4) for k, v in months.items()},
-                       "metrics_insights_alarms_per_group": mi, "collector_rate_minutes": rate, "heartbeat_seconds": heartbeat_seconds,
-                       "probe_lines": "upper bound: each class's run overhead counted per route"}
+                       "metrics_insights_alarms_per_group": len(FLEET_ALARMS),
+                       "mi_metric_months_analyzed_per_route": {k: round(v, 4) for k, v in analyzed.items()}, "collector_rate_minutes": rate, "heartbeat_seconds": heartbeat_seconds,
+                       "probe_lines": "per probe; each run's own steps once per tick (fixed)"}
     return est
+
+
+#: Group-level series emitted every run of a healthy fleet (core/telemetry.py): HeartbeatRun and
+#: ProbeCompleted per RouteGroup; fleet-wide: CollectorHeartbeat, RoutesOverCap, SloUnsupported (and
+#: Inventory's RoutesDiscovered, RoutesUnprobeable).
+GROUP_METRICS = 2
+FLEET_WIDE_METRICS = 5
+
+
+def _run_steps_line(ticks: float, a: dict[str, Any]) -> Line:
+    steps = _run_steps(ticks, a)
+    return Line("Probe runs' own steps (one execution a tick for every route)", ticks, "executions", sum(d for _, d in steps.values()))
 
 
 @lru_cache(maxsize=256)

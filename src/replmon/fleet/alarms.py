@@ -27,10 +27,12 @@ Why this shape (AWS's pages, cited by tests/test_fleet_alarms.py):
   (core/registry.py MAX_ROUTES_PER_GROUP, 4,000 in all); past 500 a group's alarms report
   PARTIAL_DATA and ``ORDER BY ... DESC LIMIT 500`` makes the 500 worst routes the ones evaluated.
   8 groups x 15 alarms = 120 alarms.
-- A series that stops coming back turns its contributor OK whatever TreatMissingData says: the
-  continuous metrics (the burn pair, RouteNoData) are emitted for every probe-mode route on every
-  collector run. RpoSeconds is not, on purpose: a route without an RPO input has none (no data is
-  not an RPO of 0), and RouteNoData = 1 tickets once that outlasts its class interval. An unbounded
+- A series that stops coming back turns its contributor OK whatever TreatMissingData says. So the
+  0/1 and burn signals (RpoUnbounded, RouteNoData, the burn pair) are sparse, emitted only when
+  non-zero (signals/health.py): their 0 and their absence are the same OK, and CloudWatch bills a
+  metric only for the hours it has data. RpoSeconds and StallSeconds carry values and stay
+  continuous; RpoSeconds only with an RPO input, on purpose: a route without one has none (no data
+  is not an RPO of 0), and RouteNoData = 1 tickets once that outlasts its class interval. An unbounded
   route keeps its RpoSeconds (the measured lower bound, signals/health.py publish_health), so a late
   route turning unbounded sends no OK on RpoAboveTarget while RpoUnbounded pages.
 

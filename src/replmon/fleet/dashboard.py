@@ -8,7 +8,7 @@ template.yaml by tools/render_fleet.py (edit this file, never the generated bloc
 - **Drill-down**: the route widgets below follow the dashboard's ``Route`` variable (a *pattern*
   variable: it replaces the stack's own ``RouteName`` everywhere in the body - a property variable
   would not reach the SEARCH expressions), whose choices are every route CollectSignals judged
-  (``RpoUnbounded``, emitted for each of them every run).
+  (``RpoSeconds``, ``RpoUnbounded`` or ``RouteNoData``: one of them for each, every run).
 - **Each route's E and detection bound**: a Logs Insights table over the Heartbeat's log group (the
   line each route prints when it learns E, hourly), longest bound first; no per-route metric.
 - **One Metrics Insights query per widget** (AWS, "Metrics Insights quotas": each GetMetricData
@@ -47,10 +47,13 @@ GROUP_SCHEMA = 'SCHEMA("${Ns}", RouteGroup, service)'
 PERIOD = 300
 ROUTE = "${RouteName}"  # the stack's own route: the drill-down's default, replaced by the Route variable
 WIDTH, HEIGHT = 12, 6
-#: The Route variable's choices: a metric every collected route (probe or passive mode, bounded,
-#: unbounded or without data) carries on every CollectSignals run (signals/health.py publish_health
-#: emits RpoUnbounded 0 or 1 for each); RpoSeconds would leave out the unbounded and no-data routes.
-ROUTE_PICKER_METRIC = "RpoUnbounded"
+#: The Route variable's choices: the metrics one of which every collected route (probe or passive
+#: mode, bounded, unbounded or without data) carries on every CollectSignals run (signals/health.py
+#: publish_health): RpoSeconds (any RPO input, kept when unbounded), RpoUnbounded and RouteNoData
+#: (both sparse: emitted only at 1); RpoSeconds alone would leave out the unbounded and no-data
+#: routes. A search term may join terms with OR (AWS, "CloudWatch search expression syntax",
+#: https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/search-expression-syntax.html).
+ROUTE_PICKER_METRICS = ("RpoSeconds", "RpoUnbounded", "RouteNoData")
 
 
 def top(metric: str, fn: str = "MAX", order: str = "DESC", limit: int = 10) -> str:
@@ -96,7 +99,7 @@ FLEET: list[tuple[str, str, list[Any]]] = [
     ("Fleet: failed probes by route (top 10)", "Sum", [(top("ProbeFailed", "SUM"), "")]),
     ("Fleet: stuck probes by route (top 10)", "Sum", [(top("ProbeStuck", "SUM"), "")]),
     ("Fleet: probes completed (all routes)", "Sum",
-     [(total("ProbeCompleted", schema='SCHEMA("${Ns}", Route, service)'), "ProbeCompleted")]),
+     [(total("ProbeCompleted", schema=GROUP_SCHEMA), "ProbeCompleted")]),
     ("Fleet: heartbeat runs per RouteGroup", "Sum", [(total("HeartbeatRun", schema=GROUP_SCHEMA, group_by="RouteGroup"), "")]),
     ("Fleet: collector runs", "Sum", [(total("CollectorHeartbeat", schema='SCHEMA("${Ns}", service)'), "CollectorHeartbeat")]),
 ]
@@ -111,15 +114,13 @@ ROUTE_WIDGETS: list[tuple[str, str, list[Any]]] = [
     ("Route: SLO: error budget left (%) and burn pairs (page: min 1h/5m, ticket: min 6h/30m)", "Maximum", [
         (search("ErrorBudgetRemaining", "Minimum"), "ErrorBudgetRemaining"), (search("SloBurnPage", "Maximum"), "SloBurnPage"),
         (search("SloBurnTicket", "Maximum"), "SloBurnTicket")]),
-    ("Route: RTC pending bytes and operations", "Maximum", [
+    ("Route: RTC pending bytes and operations (drawn while above 0)", "Maximum", [
         _plain("RtcBytesPending", "Maximum", "Route", ROUTE), _plain("RtcOperationsPending", "Maximum", "Route", ROUTE)]),
     ("Route: failures and events", "Maximum", [
         (search("ProbeFailed", "Sum"), "ProbeFailed"), (search("ProbeStuck", "Sum"), "ProbeStuck"),
         *[(search("ReplicationEvents", "Sum", "service,RouteGroup,Route,Event", f' Event="{e}"'), f"ReplicationEvents {e}")
-          for e in ("OperationFailedReplication", "OperationMissedThreshold", "OperationReplicatedAfterThreshold")],
-        _plain("ReplicaArrivals", "Sum", "Route", ROUTE)]),
+          for e in ("OperationFailedReplication", "OperationMissedThreshold", "OperationReplicatedAfterThreshold")]]),
     ("Route: probe and collector health", "Maximum", [
-        _plain("ProbeCompleted", "Sum", "Route", ROUTE),
         *[(search(m, "Sum"), m) for m in ("ProbeError", "RecordSpooled", "RecordLost", "CleanupFailed", "RunSkipped")],
         _plain("CollectorHeartbeat", "SampleCount"), (search("RtcReadFailed", "Sum"), "RtcReadFailed")]),
 ]
@@ -159,7 +160,7 @@ def dashboard_body() -> dict[str, Any]:
     widgets = [_widget(n, t, s, rows, counter) for n, (t, s, rows) in enumerate(FLEET + ROUTE_WIDGETS)]
     widgets.append(_log_widget(len(widgets), EXPECTATION_TITLE, EXPECTATION_QUERY))
     variable = {"type": "pattern", "pattern": ROUTE, "inputType": "select", "id": "route", "label": "Route",
-                "visible": True, "search": f'{{${{Ns}},service,RouteGroup,Route}} MetricName="{ROUTE_PICKER_METRIC}"', "populateFrom": "Route"}
+                "visible": True, "search": "{${Ns},service,RouteGroup,Route} (" + " OR ".join(f'MetricName="{m}"' for m in ROUTE_PICKER_METRICS) + ")", "populateFrom": "Route"}
     return {"start": "-PT6H", "widgets": widgets, "variables": [variable]}
 
 

@@ -149,6 +149,7 @@ class HandlerRun:
     at: float
     result: Any = None
     error: str | None = None
+    ended: float | None = None  # the stack clock when the handler returned (its billed duration: local/costcount.py)
 
 
 @dataclass
@@ -289,6 +290,7 @@ class DeployedStack:
         self._failed: set[tuple[str, str, str]] = set()  # objects S3 failed to replicate (counted once)
         self._put_end: dict[tuple[str, str, str], float] = {}  # (source, key, version) -> when its PUT ended
         self._executions: list[str] = []  # started and not seen ended
+        self.execution_starts: dict[str, float] = {}  # every execution started -> its start (stack clock)
         self._ended = 0
         self._stack = contextlib.ExitStack()
         self._deps: dict[str, wiring.Deps] = {}
@@ -786,6 +788,7 @@ class DeployedStack:
             inv.error = f"{type(exc).__name__}: {exc}"
             raise
         finally:
+            inv.ended = self.clock.now()
             with self._time:
                 self._active -= counted
                 self._time.notify_all()
@@ -933,6 +936,7 @@ class DeployedStack:
         arn = str(self.machine.sfn.start_execution(stateMachineArn=self.machine.arn, name=uuid.uuid4().hex,
                                                    input=json.dumps(payload))["executionArn"])
         self._executions.append(arn)
+        self.execution_starts[arn] = self.clock.now()
         self._settled = False
         return arn
 

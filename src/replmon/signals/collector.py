@@ -55,7 +55,7 @@ def collect(routes: Sequence[Route], store: LatencyTable, readers: MetricReaders
         limit = (no_data_limits or {}).get(route.name)
         if limit is not None:
             h.no_data = not h.has_data and not had_data(store, route.name, now, limit)
-        publish_health(metrics, h)
+        publish_health(metrics, h, now)
         out.append(h)
     return out
 

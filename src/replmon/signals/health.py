@@ -177,7 +177,26 @@ def stall_summary(state: Mapping[str, Any] | None, now: float) -> dict[str, Any]
 BURN_METRICS = {"page": "SloBurnPage", "ticket": "SloBurnTicket"}
 
 
-def publish_health(metrics: MetricsSink, h: RouteHealth) -> None:
+#: ErrorBudgetRemaining is drawn (the route's SLO widget), never alarmed: one hour in six is enough
+#: to see it move, and CloudWatch bills a metric for each hour it receives data (cost/fleet.py).
+BUDGET_EVERY_HOURS = 6
+
+
+def budget_hour(now: float | None) -> bool:
+    """Is ``now`` in an hour ErrorBudgetRemaining is emitted in (hours = 0 mod 6, UTC)? None: always.
+
+    >>> budget_hour(6 * 3600 + 120), budget_hour(7 * 3600)
+    (True, False)
+    """
+    return now is None or int(now // 3600) % BUDGET_EVERY_HOURS == 0
+
+
+def publish_health(metrics: MetricsSink, h: RouteHealth, now: float | None = None) -> None:
+    """One route's health metrics (core/telemetry.py FLEET_METRICS). Only RpoSeconds (and the
+    Heartbeat's StallSeconds) are continuous per route; the 0/1 and burn signals are sparse, emitted
+    only when non-zero: their alarms treat a missing datapoint as not breaching and a contributor
+    whose series is gone is OK, the same as a 0, and CloudWatch bills a metric only for the hours it
+    receives data. ``now``: the run's time (ErrorBudgetRemaining in hours = 0 mod 6 only)."""
     # Unbounded, RpoSeconds stays: its value (the largest measured input) is a lower bound of the RPO.
     # A late route that turns unbounded keeps its RpoAboveTarget contributor in ALARM (a series that
     # stopped would send OK mid-incident) while RpoUnbounded pages for the new cause; a route that
@@ -186,17 +205,18 @@ def publish_health(metrics: MetricsSink, h: RouteHealth) -> None:
     # outlasts the route's class interval.
     if any(h.rpo.inputs.get(k) is not None for k in RPO_INPUTS):
         metrics.count("RpoSeconds", h.rpo.seconds, {ROUTE: h.route})
-    if h.no_data is not None:
-        metrics.count("RouteNoData", 1 if h.no_data else 0, {ROUTE: h.route})
-    metrics.count("RpoUnbounded", 1 if h.rpo.unbounded else 0, {ROUTE: h.route})
-    if h.slo.budget_left is not None and h.slo_judged:
+    if h.no_data:
+        metrics.count("RouteNoData", 1, {ROUTE: h.route})
+    if h.rpo.unbounded:
+        metrics.count("RpoUnbounded", 1, {ROUTE: h.route})
+    if h.slo.budget_left is not None and h.slo_judged and budget_hour(now):
         metrics.count("ErrorBudgetRemaining", round(h.slo.budget_left * 100, 4), {ROUTE: h.route})
     for pair, rate in h.slo.pair_burn.items():
-        if rate is not None and pair in BURN_METRICS and h.slo_judged:  # a window without a judged probe: no data, not zero
+        if rate and pair in BURN_METRICS and h.slo_judged:  # no judged probe in a window: no data, not zero
             metrics.count(BURN_METRICS[pair], rate, {ROUTE: h.route})
     for name, attr in (("RtcBytesPending", "rtc_bytes_pending"), ("RtcOperationsPending", "rtc_operations_pending")):
         value = h.rpo.inputs.get(attr)
-        if value is not None:
+        if value:  # nothing pending: nothing to draw, and PendingBytesAlarm ignores missing data
             metrics.count(name, value, {ROUTE: h.route})
     metrics.count("CollectorHeartbeat", 1)
 
