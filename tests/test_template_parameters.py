@@ -195,3 +195,14 @@ def test_the_events_queue_admits_every_bucket_of_the_hub_account_in_every_mode()
     [s3] = [s for s in policy["Statement"] if isinstance(s, dict) and s.get("Sid") == "S3EventNotifications"]
     assert s3["Principal"] == {"Service": "s3.amazonaws.com"} and s3["Action"] == "sqs:SendMessage"
     assert s3["Condition"] == {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}
+
+
+def test_expert_settings_accept_pretty_printed_json_and_refuse_what_is_not_an_object() -> None:
+    """CloudFormation matches AllowedPattern against the whole value (Java regex; `.` stops at a
+    line break), so a pretty-printed object must still match; a list or a word must not."""
+    import re
+
+    pattern = re.compile(T["Parameters"]["ExpertSettings"]["AllowedPattern"])
+    pretty = json.dumps({"trials": 2, "probe_sizes": "1MiB"}, indent=2)
+    assert "\n" in pretty and pattern.fullmatch(pretty) and pattern.fullmatch("{}")
+    assert not pattern.fullmatch("[1, 2]") and not pattern.fullmatch("trials=2")
