@@ -2,12 +2,20 @@
 read S3's RTC metrics (when the deployment reads them) into the store, evaluate the route's RPO and
 SLO (health.py) and emit them as metrics. A route without an RPO input publishes no RpoSeconds (no
 data is not an RPO of 0); a probe-mode route that has had none for longer than its class interval
-publishes RouteNoData = 1, which tickets (fleet/alarms.py)."""
+publishes RouteNoData = 1, which tickets (fleet/alarms.py).
+
+**At scale** (docs/BENCH-COLLECTOR.md): the routes are read ``WORKERS`` at a time (a boto3 client is
+thread-safe; the metrics are emitted from the calling thread), and each route reads a bounded
+number of items whatever the state of its period cache: a cache that is missing or behind folds at
+most ``CATCH_UP_HOURS`` hour items a run (slo_rollup.py ``fold_period``; the period's attainment
+and budget are published once it has caught up, its burn rates at once), and a late write carries
+its own counts to the cache (signals/rollup.py ``late_period_add``) instead of forcing a rebuild."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from replmon.core.clock import Clock
@@ -26,6 +34,13 @@ from replmon.signals.slo import SloSpec, slo_for_route
 
 log = logging.getLogger("replmon")
 
+#: Routes read at once. Each read is a round trip of a few ms; CPU is the parsing (the function's
+#: MemorySize sets its share of a vCPU).
+WORKERS = 16
+#: Older hour items a route's period cache folds at most per run: with the read hours (7-8), the
+#: period item, the records of the RPO window and the heartbeat state, a route reads <= 20 items.
+CATCH_UP_HOURS = 6
+
 
 def collect(routes: Sequence[Route], store: LatencyTable, readers: MetricReaders | None, metrics: MetricsSink, now: float,
             spec: SloSpec, window: float, retention_days: int, no_data_limits: Mapping[str, float] | None = None,
@@ -40,23 +55,27 @@ def collect(routes: Sequence[Route], store: LatencyTable, readers: MetricReaders
     rtc = collect_rtc_fleet(readers, routes, now) if readers is not None else None
     if rtc is not None:
         log.info("RTC metrics read", extra={"routes": len(routes), "get_metric_data_calls": rtc.calls, "failed_routes": len(rtc.failed)})
-    out = []
-    for route in routes:
-        if rtc is not None and route.name in rtc.failed:  # CloudWatch down or denied there: the rest of the evaluation stands
-            log.warning("RTC metrics unavailable", extra={"route": route.name, "error": rtc.failed[route.name]})
-            metrics.count("RtcReadFailed", dimensions={ROUTE: route.name})
-        elif rtc is not None:
+
+    def evaluate(route: Route) -> RouteHealth:
+        if rtc is not None and route.name not in rtc.failed:
             for s in rtc.samples.get(route.name, []):  # a store failure is not an RTC failure: it fails the run
                 store.put_item({PARTITION_KEY: signal_partition(route.name, RTC), SORT_KEY: f"{iso_ms(now)}#{s.destination}#{s.rule_id}",
                                 **s.to_item(), TTL_ATTRIBUTE: int(now + retention_days * 86_400)})
         judged = (slos or {}).get(route.name, spec)
-        h = route_health(store, route.name, now, judged or spec, window, save_cache=True)
+        h = route_health(store, route.name, now, judged or spec, window, save_cache=True, catch_up=CATCH_UP_HOURS)
         h.slo_judged = judged is not None
         limit = (no_data_limits or {}).get(route.name)
         if limit is not None:
             h.no_data = not h.has_data and not had_data(store, route.name, now, limit)
+        return h
+
+    with ThreadPoolExecutor(max(1, min(WORKERS, len(routes)))) as pool:
+        out = list(pool.map(evaluate, routes))  # in the routes' order; the first failure fails the run, as before
+    for route, h in zip(routes, out, strict=True):
+        if rtc is not None and route.name in rtc.failed:  # CloudWatch down or denied there: the rest of the evaluation stands
+            log.warning("RTC metrics unavailable", extra={"route": route.name, "error": rtc.failed[route.name]})
+            metrics.count("RtcReadFailed", dimensions={ROUTE: route.name})
         publish_health(metrics, h)
-        out.append(h)
     return out
 
 

@@ -107,15 +107,17 @@ def failure_events(store: LatencyTable, route: str, now: float, window: float) -
     return sum(1 for pk in pks for i in store.items(pk, now - window, now) if i.get("kind") == "OperationFailedReplication")
 
 
-def route_health(store: LatencyTable, route: str, now: float, spec: SloSpec, window: float, *, save_cache: bool = False) -> RouteHealth:
+def route_health(store: LatencyTable, route: str, now: float, spec: SloSpec, window: float, *, save_cache: bool = False,
+                 catch_up: int | None = None) -> RouteHealth:
     """The route's RPO and SLO from the store: records, in-flight markers, event counters and the
     RTC collections of the window (every collection in it, not only the latest). ``save_cache``:
-    the SLO's period cache is written back (CollectSignals only: the readers' roles cannot write)."""
+    the SLO's period cache is written back (CollectSignals only: the readers' roles cannot write);
+    ``catch_up``: at most this many older hour items folded into it (slo_rollup.py ``fold_period``)."""
     # Records of the RPO window only (its probes' latencies, FAILED ones): a record's key is its
     # planned time, its PUT ends within the probe interval (the spread) and a Lambda's 15 minutes.
     records = store.query(route, now - window - spec.probe_interval_seconds - PUT_LAG_SECONDS, now)
     if spec.aligned:
-        slo, fold = rollup_slo_status(store, route, now, spec, save=save_cache)  # the period's counts from the hour items (slo_rollup.py)
+        slo, fold = rollup_slo_status(store, route, now, spec, save=save_cache, catch_up=catch_up)  # the period's counts (slo_rollup.py)
         hours: dict[float, Any] | None = dict(fold.read)
     else:  # the lab's scaled windows (seconds long): only the records can give them
         slo = slo_status(store.query(route, now - spec.period_days * 86_400 - 86_400, now), now, spec)
