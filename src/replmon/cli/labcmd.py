@@ -487,8 +487,11 @@ def lab_bench_stall(
 @lab_app.command("bench-fleet")
 def lab_bench_fleet(
     routes: Annotated[str, typer.Option("--routes", metavar="N", help="The lab fleet's size (1-99).")] = "20",
-    reps: Annotated[int, typer.Option(min=3, max=20, help="Faults, each on a route drawn at random.")] = 3,
+    reps: Annotated[int, typer.Option(min=0, max=20, help="Faults, each on a route drawn at random (0: none; the report keeps "
+                                      "the last run's detection section).")] = 3,
     fault: Annotated[str, typer.Option(help="hang, reset, latency or bandwidth (lab/faults.py).")] = "hang",
+    heartbeat_routes: Annotated[int, typer.Option("--heartbeat-routes", min=0, max=1000, help="Also time the Heartbeat handler over "
+                                                  "this many routes in one group (0: not measured).")] = 0,
     lab_dir: Annotated[Path, typer.Option("--dir", metavar="DIR", help=LAB_DIR_HELP)] = Path("lab-data/bench-fleet"),
     output: Annotated[Path, typer.Option(help="Where the generated report goes.")] = Path("docs/BENCH-FLEET.md"),
 ) -> int:
@@ -496,14 +499,42 @@ def lab_bench_fleet(
     the fleet alarm in ALARM, and every other contributor that went into ALARM (none expected)."""
     from replmon.lab.faults import FAULTS
     from replmon.lab.fleetlab import run_fleet_bench
+    from replmon.lab.heartbeatscale import run_heartbeat_scale
     from replmon.lab.lab import Lab
 
     n = fleet_size(routes)
     if fault not in FAULTS:
         fail(f"--fault {fault!r}: use one of {', '.join(FAULTS)}")
-    return _bench_in_lab("bench-fleet", f"replmon lab bench-fleet --routes {n} --reps {reps} --fault {fault}", output, Lab(lab_dir),
-                         lambda lab: {"fleet": run_fleet_bench(lab, routes=n, reps=reps, fault=fault,
-                                                               progress=lambda m: err.print(m, highlight=False))})
+    say = lambda m: err.print(m, highlight=False)  # noqa: E731
+
+    def measure(lab: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if heartbeat_routes:
+            out["heartbeat_scale"] = run_heartbeat_scale(lab, routes=heartbeat_routes, progress=say)
+        if reps:
+            out["fleet"] = run_fleet_bench(lab, routes=n, reps=reps, fault=fault, progress=say)
+        elif (kept := _kept_section(output, "bench-fleet", "fleet")) is not None:
+            out |= kept  # detection not run this time: the last run's section, with its own facts
+        return out
+
+    command = f"replmon lab bench-fleet --routes {n} --reps {reps} --fault {fault} --heartbeat-routes {heartbeat_routes}"
+    return _bench_in_lab("bench-fleet", command, output, Lab(lab_dir), measure)
+
+
+def _kept_section(output: Path, report: str, section: str) -> dict[str, Any] | None:
+    """The ``section`` of the report's last JSON (next to ``output``) and the facts it was measured with."""
+    import json
+
+    from replmon.lab.benchreport import json_path_for
+
+    path = json_path_for(output, report)
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if section not in doc:
+        return None
+    return {section: doc[section], f"{section}_facts": doc.get(f"{section}_facts") or doc.get("facts")}
 
 
 def _bench_in_lab(report: str, command: str, output: Path, lab: Any, measure: Callable[[Any], dict[str, Any]]) -> int:

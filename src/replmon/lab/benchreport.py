@@ -26,7 +26,7 @@ import platform
 import re
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from statistics import mean, median
@@ -530,10 +530,20 @@ def render_fleet(doc: Doc) -> str:
     from replmon.lab.fleetlab import named_only
     from replmon.lab.stallbench import ALARM
 
+    lines = header(doc, " - the lab fleet", " Measured in the lab.")
+    if "heartbeat_scale" in doc:
+        lines += heartbeat_scale_lines(doc["heartbeat_scale"])
+    if "fleet" not in doc:
+        return _text(lines)
     fl = doc["fleet"]
     reps = fl["repetitions"]
     T = fl["period_s"]
-    lines = header(doc, " - detection in the lab fleet", " Measured in the lab (time-scaled: see below).")
+    kept = doc.get("fleet_facts")
+    lines += ["", "## Detection in the lab fleet (time-scaled: see below)", ""]
+    if kept and kept.get("date") != doc["facts"]["date"]:
+        lines += [f"Measured {kept['date']} by `{kept['command']}` (commit {(kept['commit'].get('sha') or '?')[:7]}, "
+                  f"{kept['machine']['cores']} cores, load average {' / '.join(map(str, kept['load_average_start']))} at the start); "
+                  "kept from that run (this run measured no fault).", ""]
     not_in = [x for x in fl["survey"] if x["reason"] != "OK" or not x["bucket"].startswith("app-")]
     lines += ["", f"{fl['routes']} replicated bucket pairs on the lab's MinIO pair, found by the inventory's `survey_account` (lab/fleetlab.py), "
               "each replicating through its own Toxiproxy listener; the real Heartbeat function puts and polls a heartbeat on every route "
@@ -557,9 +567,31 @@ def render_fleet(doc: Doc) -> str:
     return _text(lines)
 
 
+def heartbeat_scale_lines(h: Mapping[str, Any]) -> list[str]:
+    rows = h["invocations"]
+    worst = max(r["wall_s"] for r in rows)
+    return ["", "## A full group: the Heartbeat at its cap", "",
+            f"The Heartbeat handler (one invocation, `{{\"group\": \"g00\"}}`, as its schedule sends it every minute) over {h['routes']} "
+            f"registry routes in one group (lab/heartbeatscale.py): each route the lab's MinIO pair under its own name, so its own "
+            f"heartbeat key, with real replication; {h['workers']} routes at a time (probe/heartbeat.py); `HeartbeatSeconds` = "
+            f"{h['heartbeat_seconds']} s. The cap on heartbeat routes in a group is {h['group_cap']} (fleet/caps.py), against the "
+            f"work deadline of {h['work_seconds']:.0f} s.", "",
+            table("Each invocation", ["#", "wall s", "CPU s (this process)", "routes served", "heartbeats pending at the end", "errors",
+                                      "stall phases"],
+                  [[str(r["invocation"]), f"{r['wall_s']:.2f}", f"{r['cpu_s']:.2f}", str(r["routes_served"]), str(r["pending_at_end"]),
+                    str(r["errors"]), ", ".join(f"{k} {v}" for k, v in sorted(r["phases"].items()))] for r in rows]), "",
+            f"Slowest invocation: {worst:.1f} s ({'within' if worst <= h['work_seconds'] else 'PAST'} the {h['work_seconds']:.0f} s deadline); "
+            f"{worst / max(1, h['routes']) * 1000:.0f} ms a route. This is the invocation time `replmon cost` prices "
+            "(cost/fleet.py `heartbeat_invocation_line`), measured on this host's shared cores."]
+
+
 def readme_fleet(doc: Doc) -> str:
     from replmon.lab.fleetlab import named_only
 
+    if "fleet" not in doc:
+        h = doc["heartbeat_scale"]
+        return (f"Measured {doc['facts']['date']} (docs/BENCH-FLEET.md): the Heartbeat over {h['routes']} routes in one group, "
+                f"{max(r['wall_s'] for r in h['invocations']):.1f} s an invocation at most (deadline {h['work_seconds']:.0f} s).\n")
     fl = doc["fleet"]
     reps = fl["repetitions"]
     def col(key: str) -> str:
