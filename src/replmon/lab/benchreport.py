@@ -617,9 +617,10 @@ def render_collector(doc: Doc) -> str:
               "", "Phases: *steady* (the period cache current); *late* (a record written 3 days late on every route: its counts ride on "
               "the period item, no rebuild); *cold* (every route's period cache deleted: each folds its "
               f"{c['catch_up_hours']} oldest hour items a run, and publishes its period attainment once caught up).",
-              "", table("Per collector run", ["phase", "wall s", "routes", "DynamoDB calls", "items read", "items per route (max / mean)",
-                                              "GetMetricData calls", "queries"],
-                        [[r["phase"], f"{r['wall_s']:.3f}", str(r["routes_evaluated"]), str(r["dynamodb_calls"]), str(r["items_read"]),
+              "", table("Per collector run (CPU s: the handler's process, the client side of every call)",
+                        ["phase", "wall s", "CPU s", "routes", "DynamoDB calls", "items read", "items per route (max / mean)",
+                         "GetMetricData calls", "queries"],
+                        [[r["phase"], f"{r['wall_s']:.3f}", fmt(r.get("cpu_s"), ".1f"), str(r["routes_evaluated"]), str(r["dynamodb_calls"]), str(r["items_read"]),
                           f"{r['items_read_per_route']['max']} / {r['items_read_per_route']['mean']}", str(r["get_metric_data_calls"]),
                           str(r["metric_queries"])] for r in c["runs"]])]
     worst_wall = max(r["wall_s"] for r in c["runs"])

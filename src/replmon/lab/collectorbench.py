@@ -381,13 +381,13 @@ def run_collector_bench(dynamodb_endpoint: str, table: str, routes: int, *, repe
         run_deps = dataclasses.replace(deps, metric_readers=readers)  # CloudWatch's stand-in (the module's docstring)
         counter.reset()
         out = io.StringIO()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         with environment(env), wiring.injected({"CollectSignals": run_deps}), contextlib.redirect_stdout(out):
             result = handler({}, LambdaContext("CollectSignals"))
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         judged = sum(1 for r in result["routes"] if r["route"] in set(names))
         per_route = counter.per_route(names)
-        row: dict[str, Any] = {"phase": phase, "wall_s": round(wall, 3), "routes_evaluated": len(result["routes"]), "bench_routes_evaluated": judged,
+        row: dict[str, Any] = {"phase": phase, "wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "routes_evaluated": len(result["routes"]), "bench_routes_evaluated": judged,
                "dynamodb_calls": sum(counter.calls.values()), "dynamodb_calls_by_operation": dict(sorted(counter.calls.items())),
                "dynamodb_calls_by_partition": dict(sorted(counter.by_kind.items())),
                "items_read": counter.items_read, "items_read_per_route": per_route,

@@ -132,10 +132,10 @@ def fold_period(store: LatencyTable, route: str, now: float, period_days: int, *
         fold.folded = {float(k): (int(v[0]), int(v[1])) for k, v in dict(period.get(HOURS, {})).items()
                        if period_start <= float(k) <= fold_to}
         # a late count of an hour the cache folded is added to it; of a later hour, it is in that hour's item
-        for hour, (j, g) in _late_counts(period).items() if late else ():
-            if period_start <= hour <= min(through, fold_to):
-                fj, fg = fold.folded.get(hour, (0, 0))
-                fold.folded[hour] = (fj + j, fg + g)
+        for late_hour, (j, g) in _late_counts(period).items() if late else ():
+            if period_start <= late_hour <= min(through, fold_to):
+                fj, fg = fold.folded.get(late_hour, (0, 0))
+                fold.folded[late_hour] = (fj + j, fg + g)
     else:
         fold.rebuilt = True
     first = max(through + HOUR_SECONDS, period_start)
@@ -145,7 +145,8 @@ def fold_period(store: LatencyTable, route: str, now: float, period_days: int, *
         older = store.roll_items(route, hour_sort_key(first), hour_sort_key(fold_to), limit=catch_up)
         fold.items_read += len(older)
         if len(older) == catch_up:  # perhaps more: the cache reaches the last hour read
-            new_through = max([x for x in (_hour_of(i) for i in older) if x is not None], default=first)
+            hours_read = [x for x in map(_hour_of, older) if x is not None]
+            new_through = max(hours_read) if hours_read else first
             fold.complete = False
         items = older + store.roll_items(route, hour_sort_key(first_read), hour_sort_key(h))
         fold.items_read += len(items) - len(older)
