@@ -4,6 +4,7 @@ caps' ticket) and names them, and `replmon fleet put` refuses one more, naming t
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -64,3 +65,22 @@ def test_fleet_put_refuses_a_heartbeat_route_the_group_has_no_room_for() -> None
     check_heartbeat_room(spec(HEARTBEAT_ROUTES_PER_GROUP, heartbeat=False), full)  # no heartbeat: room enough
     check_heartbeat_room(spec(7), full)  # an edit of a route already there
     assert heartbeat_routes_within_cap(full)[1] == []
+
+
+def test_a_full_group_fits_the_work_deadline_on_the_heartbeats_cpu_share() -> None:
+    """The CPU a steady invocation took per route in the lab (docs/bench/bench-fleet.json, written by
+    `replmon lab bench-fleet --heartbeat-routes 500`), times the cap, fits WORK_SECONDS on the CPU
+    share the template's MemorySize buys: "At 1,769 MB, a function has the equivalent of one vCPU"
+    (https://docs.aws.amazon.com/lambda/latest/dg/resource-model.html)."""
+    import json
+
+    from replmon.local.template import load_template
+    from replmon.probe.heartbeat import WORK_SECONDS
+
+    memory = int(load_template()["Resources"]["HeartbeatFunction"]["Properties"]["MemorySize"])
+    doc = json.loads((Path(__file__).resolve().parents[1] / "docs" / "bench" / "bench-fleet.json").read_text())
+    scale = doc["heartbeat_scale"]
+    assert scale["routes"] >= HEARTBEAT_ROUTES_PER_GROUP
+    steady = scale["invocations"][-1]  # the first is a cold start (every route's state and expectation loaded)
+    cpu_per_route = steady["cpu_s"] / steady["routes_served"]
+    assert cpu_per_route * HEARTBEAT_ROUTES_PER_GROUP <= WORK_SECONDS * memory / 1769

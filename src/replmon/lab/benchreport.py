@@ -568,6 +568,9 @@ def render_fleet(doc: Doc) -> str:
 
 
 def heartbeat_scale_lines(h: Mapping[str, Any]) -> list[str]:
+    from replmon.local.template import load_template
+
+    memory = int(load_template()["Resources"]["HeartbeatFunction"]["Properties"]["MemorySize"])
     rows = h["invocations"]
     worst = max(r["wall_s"] for r in rows)
     return ["", "## A full group: the Heartbeat at its cap", "",
@@ -580,9 +583,15 @@ def heartbeat_scale_lines(h: Mapping[str, Any]) -> list[str]:
                                       "stall phases"],
                   [[str(r["invocation"]), f"{r['wall_s']:.2f}", f"{r['cpu_s']:.2f}", str(r["routes_served"]), str(r["pending_at_end"]),
                     str(r["errors"]), ", ".join(f"{k} {v}" for k, v in sorted(r["phases"].items()))] for r in rows]), "",
-            f"Slowest invocation: {worst:.1f} s ({'within' if worst <= h['work_seconds'] else 'PAST'} the {h['work_seconds']:.0f} s deadline); "
-            f"{worst / max(1, h['routes']) * 1000:.0f} ms a route. This is the invocation time `replmon cost` prices "
-            "(cost/fleet.py `heartbeat_invocation_line`), measured on this host's shared cores."]
+            f"Slowest invocation: {worst:.1f} s wall here ({'within' if worst <= h['work_seconds'] else 'PAST'} the "
+            f"{h['work_seconds']:.0f} s deadline), on this host's shared cores (the load average above): the servers (MinIO, DynamoDB "
+            f"Local) and the function share them. The function's own CPU: {rows[-1]['cpu_s']:.1f} s a steady invocation "
+            f"({rows[-1]['cpu_s'] / max(1, rows[-1]['routes_served']) * 1000:.0f} ms a route), {rows[0]['cpu_s']:.1f} s the first (a cold "
+            f"start: every route's state and expectation loaded). On Lambda CPU comes with memory (1,769 MB = one vCPU): at the "
+            f"template's {memory} MB the steady invocation's CPU takes {rows[-1]['cpu_s'] * 1769 / memory:.1f} s "
+            f"({'within' if rows[-1]['cpu_s'] * 1769 / memory <= h['work_seconds'] else 'PAST'} the deadline; modelled from the measured "
+            "CPU seconds, not measured on Lambda). These are the figures `replmon cost` prices the Heartbeat's invocations with "
+            "(cost/fleet.py `heartbeat_invocation_line`)."]
 
 
 def readme_fleet(doc: Doc) -> str:
