@@ -1,10 +1,12 @@
 """CollectSignals reads a bounded number of items per route, steady and cold: through its handler in
 the deployed harness (template.yaml's environment and role, moto), over routes holding 30 days and
 a day of everything the default schedule writes (records, hour items, heartbeats). Items are counted
-as DynamoDB bills reads: a Query's ``ScannedCount`` (the items it read, whatever it returned) and
-one per GetItem that found its item (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Query.html
-"ScannedCount ... the number of items evaluated"; a Query's Limit is "the maximum number of items to
-evaluate", so a limited catch-up read is bounded in what it is billed, not only in what it returns).
+as DynamoDB reads them: a Query's ``ScannedCount`` and one per GetItem that found its item. From
+https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Query.Other.md: "With the Query
+operation, you can limit the number of items that it reads ... set the Limit parameter", and
+"ScannedCount - The number of items that matched the key condition expression before a filter
+expression (if present) was applied": so the catch-up's Limit bounds what is read, not only what is
+returned (``test_the_catch_up_read_sends_its_limit_to_dynamodb``).
 
 And the catch-up (slo_rollup.py ``fold_period`` with ``catch_up``) converges to the full fold's numbers."""
 
@@ -125,3 +127,48 @@ def test_the_catch_up_converges_to_the_full_folds_numbers(catch_up: int) -> None
     assert max(reads) <= 1 + catch_up + 7
     expected = slo_status(records, now, spec)
     assert dataclasses.asdict(status) == dataclasses.asdict(expected)
+
+
+def test_the_catch_up_read_sends_its_limit_to_dynamodb() -> None:
+    from replmon.adapters.dynamodb import DynamoLatencyStore
+
+    sent: list[dict[str, Any]] = []
+
+    class Client:
+        def query(self, **kwargs: Any) -> dict[str, Any]:
+            sent.append(kwargs)
+            return {"Items": [], "Count": 0, "ScannedCount": 0}
+
+    assert DynamoLatencyStore("t", Client()).roll_items("r", "h#a", "h#b", limit=CATCH_UP_HOURS) == []
+    assert sent[0]["Limit"] == CATCH_UP_HOURS and sent[0]["ConsistentRead"] is True
+
+
+def test_the_rtc_read_covers_the_rpo_window_within_getmetricdatas_data_point_limit() -> None:
+    """"You can use the GetMetricData API to retrieve as many as 500 different metrics in a single
+    request, with a total of as many as 100,800 data points" (https://fig.io/manual/aws/cloudwatch/get-metric-data,
+    the AWS CLI's reference). The collector reads the whole RPO window at a 60 s period (so a route's
+    RTC input is this run's read): 500 queries x 60 points is 30,000."""
+    from replmon.adapters.metrics import NullMetrics
+    from replmon.core.route import Route
+    from replmon.signals.collector import collect
+    from replmon.signals.rtc import MAX_QUERIES_PER_CALL
+
+    calls: list[tuple[int, float, float]] = []
+
+    class Readers:
+        def __call__(self, key: Any, /) -> Readers:
+            return self
+
+        def read(self, queries: Any, start: float, end: float) -> list[Any]:
+            from replmon.core.ports import MetricSeries
+
+            calls.append((len(queries), start, end))
+            return [MetricSeries(q.id, ((end - 120, 5.0),)) for q in queries]
+
+    routes = [Route.model_validate({"name": f"r{i}", "source": {"bucket": f"src-{i}"},
+                                    "destinations": [{"bucket": f"dst-{i}", "rule_id": "rule"}]}) for i in range(130)]
+    store, now, window = MemoryLatencyTable(), 1_795_430_000.0, 3600.0
+    health = collect(routes, store, Readers(), NullMetrics(), now, SloSpec(), window, 1)
+    assert calls and all(end - start == window and n <= MAX_QUERIES_PER_CALL for n, start, end in calls)
+    assert max(n for n, _, _ in calls) * window / 60 <= 100_800
+    assert all(h.rpo.inputs.get("rtc_replication_latency") == 5.0 for h in health)  # this run's samples, none read back
