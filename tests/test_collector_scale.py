@@ -172,3 +172,18 @@ def test_the_rtc_read_covers_the_rpo_window_within_getmetricdatas_data_point_lim
     assert calls and all(end - start == window and n <= MAX_QUERIES_PER_CALL for n, start, end in calls)
     assert max(n for n, _, _ in calls) * window / 60 <= 100_800
     assert all(h.rpo.inputs.get("rtc_replication_latency") == 5.0 for h in health)  # this run's samples, none read back
+
+
+def test_a_cache_of_the_layout_before_is_read_and_rewritten_packed() -> None:
+    """A period cache written before ``hours_packed`` (a map of hours) is still read, and rewritten packed."""
+    from replmon.signals.slo_rollup import first_read_hour, unpack_hours
+    from replmon.signals.windows import HOUR_SECONDS
+
+    t0, store = 1_795_428_000.0 + 60, MemoryLatencyTable()
+    fold_to = first_read_hour(t0) - HOUR_SECONDS
+    hours = {str(int(fold_to - n * HOUR_SECONDS)): [2, 1] for n in range(10)}
+    assert store.put_period("r", {"gen": 0, "cached_gen": 0, "through_hour": "h#old", "through_at": fold_to, "hours": hours}, None, 0)
+    status, fold = rollup_slo_status(store, "r", t0 + 3600, SloSpec(), catch_up=CATCH_UP_HOURS)  # an hour on: one more folded
+    assert fold.complete and not fold.rebuilt and (status.total, status.good) == (20, 10)
+    period = store.get_item(roll_partition("r"), PERIOD)
+    assert "hours" not in period and len(unpack_hours(period["hours_packed"])) == 10

@@ -21,7 +21,7 @@ from replmon.core.ports import TransactAdd
 from replmon.core.record import ProbeRecord, ProbeStatus
 from replmon.signals.rollup import GEN, narrow_ops, store_record
 from replmon.signals.slo import BurnPair, SloSpec, slo_status
-from replmon.signals.slo_rollup import READ_HOURS, rollup_slo_status
+from replmon.signals.slo_rollup import READ_HOURS, rollup_slo_status, unpack_hours
 
 T0 = 1_795_428_000.0  # 2026-11-23T10:00:00Z
 ROUTE = "dr-orders"
@@ -229,7 +229,7 @@ def test_the_collector_writes_the_period_cache_and_its_next_run_reads_eight_item
     spec = SloSpec(threshold_seconds=900.0, target=0.99, period_days=30)
     # the cache is built CATCH_UP_HOURS hours a run (a bounded read per route), then holds every hour older than the 7 read
     runs = 0
-    while len((store.get_item(roll_partition(ROUTE), PERIOD) or {}).get("hours", {})) < 48 - READ_HOURS:
+    while len(unpack_hours((store.get_item(roll_partition(ROUTE), PERIOD) or {}).get("hours_packed", ""))) < 48 - READ_HOURS:
         collect([route], store, None, NullMetrics(), T0 + 60, spec, 3600, 1)
         runs += 1
     assert runs == -(-(48 - READ_HOURS) // CATCH_UP_HOURS)

@@ -222,7 +222,7 @@ def period_item(route: str, now: float, classes: str = DEFAULTS.probe_classes, p
     ``H - 7 h``, each with the default schedule's probes judged and good (all good: a few seconds)."""
     from replmon.core.partitions import PERIOD, hour_sort_key, roll_partition
     from replmon.signals.rollup import DGEN, GEN
-    from replmon.signals.slo_rollup import CACHED_DGEN, CACHED_GEN, HOURS, THROUGH_AT, THROUGH_HOUR, first_read_hour
+    from replmon.signals.slo_rollup import CACHED_DGEN, CACHED_GEN, HOURS_PACKED, THROUGH_AT, THROUGH_HOUR, first_read_hour, pack_hours
     from replmon.signals.windows import HOUR_SECONDS, floor_hour, window_start
 
     fold_to = first_read_hour(now) - HOUR_SECONDS
@@ -236,7 +236,7 @@ def period_item(route: str, now: float, classes: str = DEFAULTS.probe_classes, p
                 counts[int(hour)] = counts.get(int(hour), 0) + 1
             t += c.every_seconds
     return {PARTITION_KEY: roll_partition(route), SORT_KEY: PERIOD, GEN: 0, CACHED_GEN: 0, DGEN: 0, CACHED_DGEN: 0,
-            THROUGH_HOUR: hour_sort_key(fold_to), THROUGH_AT: fold_to, HOURS: {str(h): [n, n] for h, n in sorted(counts.items())}}
+            THROUGH_HOUR: hour_sort_key(fold_to), THROUGH_AT: fold_to, HOURS_PACKED: pack_hours({float(h): (n, n) for h, n in counts.items()})}
 
 
 def _earlier_bench_routes(client: Any, table: str, groups: Sequence[str]) -> list[tuple[str, str]]:

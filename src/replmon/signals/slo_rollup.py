@@ -38,11 +38,43 @@ from replmon.signals.rollup import DGEN, GEN, LATE_GOOD, LATE_JUDGED, PROBE_GOOD
 from replmon.signals.slo import SloSpec, SloStatus, slo_from_counts
 from replmon.signals.windows import HOUR_SECONDS, SUB_SLOT_SECONDS, floor_hour, window_start
 
-__all__ = ["READ_HOURS", "PeriodFold", "first_read_hour", "rollup_slo_status"]
+__all__ = ["READ_HOURS", "PeriodFold", "first_read_hour", "pack_hours", "rollup_slo_status", "unpack_hours"]
 
 #: Hour items read each run: H - 6 h .. H (the 6 h burn window's, and every shorter window's sub-slots).
 READ_HOURS = 7
 CACHED_GEN, CACHED_DGEN, THROUGH_HOUR, THROUGH_AT, HOURS = "cached_gen", "cached_dgen", "through_hour", "through_at", "hours"
+#: The folded hours as one string (:func:`pack_hours`): a map of ~720 typed numbers costs the collector
+#: more CPU to parse than everything else it reads (docs/BENCH-COLLECTOR.md), and 4x the item size.
+#: ``hours`` (a map, the layout before) is still read.
+HOURS_PACKED = "hours_packed"
+
+
+def pack_hours(folded: Mapping[float, tuple[int, int]]) -> str:
+    """``"<first hour> j.g j.g - j.g"``: one token per hour from the first (``-``: none judged).
+
+    >>> pack_hours({1795428000.0: (2, 1), 1795435200.0: (1, 1)})
+    '1795428000 2.1 - 1.1'
+    >>> unpack_hours(pack_hours({1795428000.0: (2, 1), 1795435200.0: (1, 1)})) == {1795428000.0: (2, 1), 1795435200.0: (1, 1)}
+    True
+    """
+    if not folded:
+        return ""
+    first, last = int(min(folded)), int(max(folded))
+    tokens = [f"{folded[h][0]}.{folded[h][1]}" if (h := float(t)) in folded else "-" for t in range(first, last + 1, HOUR_SECONDS)]
+    return f"{first} " + " ".join(tokens)
+
+
+def unpack_hours(packed: str) -> dict[float, tuple[int, int]]:
+    parts = packed.split()
+    if not parts:
+        return {}
+    first = float(parts[0])
+    out: dict[float, tuple[int, int]] = {}
+    for i, token in enumerate(parts[1:]):
+        if token != "-":
+            j, _, g = token.partition(".")
+            out[first + i * HOUR_SECONDS] = (int(j), int(g))
+    return out
 
 
 def _hour_of(item: Mapping[str, Any]) -> float | None:
@@ -129,8 +161,9 @@ def fold_period(store: LatencyTable, route: str, now: float, period_days: int, *
     through = float(period[THROUGH_AT]) if valid and period else period_start - HOUR_SECONDS
     late = bool(valid and period and cached_gen != gen)
     if valid and period:
-        fold.folded = {float(k): (int(v[0]), int(v[1])) for k, v in dict(period.get(HOURS, {})).items()
-                       if period_start <= float(k) <= fold_to}
+        cached = unpack_hours(str(period[HOURS_PACKED])) if HOURS_PACKED in period else \
+            {float(k): (int(v[0]), int(v[1])) for k, v in dict(period.get(HOURS, {})).items()}
+        fold.folded = {k: v for k, v in cached.items() if period_start <= k <= fold_to}
         # a late count of an hour the cache folded is added to it; of a later hour, it is in that hour's item
         for late_hour, (j, g) in _late_counts(period).items() if late else ():
             if period_start <= late_hour <= min(through, fold_to):
@@ -165,7 +198,7 @@ def fold_period(store: LatencyTable, route: str, now: float, period_days: int, *
                 fold.folded[hour] = (j, g)
     if save and (fold.rebuilt or late or through < new_through):
         cache = {GEN: gen, CACHED_GEN: gen, DGEN: dgen, CACHED_DGEN: dgen, THROUGH_HOUR: hour_sort_key(new_through),
-                 THROUGH_AT: new_through, HOURS: {str(int(k)): [j, g] for k, (j, g) in sorted(fold.folded.items())}}
+                 THROUGH_AT: new_through, HOURS_PACKED: pack_hours(fold.folded)}
         old = str(period[THROUGH_HOUR]) if period and THROUGH_HOUR in period else None
         fold.cache_written = store.put_period(route, cache, old, gen)
     return fold
