@@ -126,7 +126,8 @@ def heartbeat_routes_within_cap(specs: Sequence[RouteSpec], cap: int = HEARTBEAT
 
     >>> from replmon.core.registry import load_route_spec
     >>> specs = [load_route_spec({"name": f"r{i}", "origin": "explicit", "group": "g00",
-    ...          "source": {"account": "111111111111", "bucket": f"src-{i}"}, "destinations": [{"account": "111111111111", "bucket": f"dst-{i}"}]})
+    ...          "source": {"account": "111111111111", "bucket": f"src-{i}", "region": "us-east-1"},
+    ...          "destinations": [{"account": "111111111111", "bucket": f"dst-{i}", "region": "us-west-2"}]})
     ...          for i in (3, 1, 2)]
     >>> [[s.name for s in part] for part in heartbeat_routes_within_cap(specs, 2)]
     [['r1', 'r2'], ['r3']]
