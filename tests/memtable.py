@@ -38,9 +38,9 @@ class MemTable:
         item[op.attribute] = op.value
         return True
 
-    def roll_items(self, route: str, first_sk: str, last_sk: str) -> list[Item]:
+    def roll_items(self, route: str, first_sk: str, last_sk: str, limit: int | None = None) -> list[Item]:
         pk = roll_partition(route)
-        return [copy.deepcopy(v) for (p, s), v in sorted(self.items.items()) if p == pk and first_sk <= s <= last_sk]
+        return [copy.deepcopy(v) for (p, s), v in sorted(self.items.items()) if p == pk and first_sk <= s <= last_sk][:limit]
 
     def put_period(self, route: str, item: Item, through_hour: str | None, gen: int | None) -> bool:
         key = (roll_partition(route), PERIOD)

@@ -234,7 +234,7 @@ class _Table:
     def get_item(self, *_: Any) -> None:  # no heartbeat state
         return None
 
-    def roll_items(self, *_: Any) -> list[Any]:  # the hour items' event counters
+    def roll_items(self, *_: Any, **__: Any) -> list[Any]:  # the hour items' event counters
         return []
 
     def put_item(self, item: dict[str, Any]) -> None:

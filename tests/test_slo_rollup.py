@@ -17,10 +17,11 @@ from hypothesis import strategies as st
 from replmon.adapters.memtable import MemoryLatencyTable
 from replmon.core.keys import heartbeat_probe_id, heartbeat_run_id, is_heartbeat
 from replmon.core.partitions import PERIOD, heartbeat_partition, roll_partition
+from replmon.core.ports import TransactAdd
 from replmon.core.record import ProbeRecord, ProbeStatus
 from replmon.signals.rollup import GEN, narrow_ops, store_record
 from replmon.signals.slo import BurnPair, SloSpec, slo_status
-from replmon.signals.slo_rollup import READ_HOURS, rollup_slo_status
+from replmon.signals.slo_rollup import READ_HOURS, rollup_slo_status, unpack_hours
 
 T0 = 1_795_428_000.0  # 2026-11-23T10:00:00Z
 ROUTE = "dr-orders"
@@ -114,7 +115,7 @@ def play(samples: list[Any], checks: list[float], interval: float, period_days: 
             assert same(from_rollups, from_records), (t, from_rollups, from_records)
 
 
-def test_a_run_reads_the_period_item_and_seven_hours_and_a_late_write_rebuilds_the_cache() -> None:
+def test_a_run_reads_the_period_item_and_seven_hours_and_a_late_write_adds_its_counts_to_the_cache() -> None:
     spec = SloSpec(threshold_seconds=900.0, target=0.99, period_days=30)
     store = MemoryLatencyTable()
     now = T0 + 20 * 86_400 + 1800
@@ -132,11 +133,18 @@ def test_a_run_reads_the_period_item_and_seven_hours_and_a_late_write_rebuilds_t
     # the period item, the hour folded now and the 6 hours after it (the new current hour holds nothing yet)
     assert not fold.rebuilt and fold.cache_written and fold.items_read == 1 + 1 + (READ_HOURS - 1)
     assert same(next_hour, slo_status(records, now + 3600, spec))
-    # a replayed record lands in an hour the cache holds: gen counts up, the next run rebuilds
+    # a replayed record lands in an hour the cache holds: gen counts up with its counts, the next run adds
+    # them to that hour (the period item and the read hours: no rebuild) and writes the cache without them
     late = probe(999, now - 10 * 86_400, ProbeStatus.FAILED, 1.0, True)
     store_record(store, late, now + 3700, threshold_seconds=900.0, period_days=30)
     after, fold = rollup_slo_status(store, ROUTE, now + 3700, spec)
-    assert fold.rebuilt and same(after, slo_status([*records, late], now + 3700, spec)) and after.total == next_hour.total + 1
+    assert not fold.rebuilt and fold.cache_written and fold.items_read <= 1 + READ_HOURS
+    assert same(after, slo_status([*records, late], now + 3700, spec)) and after.total == next_hour.total + 1
+    assert not any(k.startswith(("lj_", "lg_")) for k in store.get_item(roll_partition(ROUTE), PERIOD))
+    # a writer of the layout before (gen alone, no counts) still forces a rebuild: only it knows the hour
+    store.transact([TransactAdd(roll_partition(ROUTE), PERIOD, {GEN: 1})])
+    _, fold = rollup_slo_status(store, ROUTE, now + 3800, spec)
+    assert fold.rebuilt
 
 
 def test_a_late_write_racing_the_fold_is_never_folded_away() -> None:
@@ -211,7 +219,7 @@ def test_the_collector_writes_the_period_cache_and_its_next_run_reads_eight_item
     """CollectSignals is the cache's one writer: without its write every run would rebuild (~720 items a route)."""
     from replmon.adapters.metrics import NullMetrics
     from replmon.core.route import Route
-    from replmon.signals.collector import collect
+    from replmon.signals.collector import CATCH_UP_HOURS, collect
 
     store = MemoryLatencyTable()
     for n in range(48):
@@ -219,9 +227,12 @@ def test_the_collector_writes_the_period_cache_and_its_next_run_reads_eight_item
         store_record(store, r, r.put_end or 0, threshold_seconds=900.0)
     route = Route.model_validate({"name": ROUTE, "source": {"bucket": "src"}, "destinations": [{"bucket": "dst"}]})
     spec = SloSpec(threshold_seconds=900.0, target=0.99, period_days=30)
-    collect([route], store, None, NullMetrics(), T0 + 60, spec, 3600, 1)
-    period = store.get_item(roll_partition(ROUTE), PERIOD)
-    assert period is not None and len(period["hours"]) == 48 - READ_HOURS  # every hour older than the 7 read
+    # the cache is built CATCH_UP_HOURS hours a run (a bounded read per route), then holds every hour older than the 7 read
+    runs = 0
+    while len(unpack_hours((store.get_item(roll_partition(ROUTE), PERIOD) or {}).get("hours_packed", ""))) < 48 - READ_HOURS:
+        collect([route], store, None, NullMetrics(), T0 + 60, spec, 3600, 1)
+        runs += 1
+    assert runs == -(-(48 - READ_HOURS) // CATCH_UP_HOURS)
     _, fold = rollup_slo_status(store, ROUTE, T0 + 120, spec, save=False)
     assert not fold.rebuilt and fold.items_read == 1 + READ_HOURS
 

@@ -92,6 +92,8 @@ class DynamoLatencyStore:
             "ExpressionAttributeValues": {":r": {"S": route}, ":a": {"S": iso_ms(start)}, ":b": {"S": iso_ms(end) + "~"}},
             "ScanIndexForward": not newest_first,
         }
+        if limit is not None:  # each page reads at most this many (a page is otherwise up to 1 MB of items read)
+            kwargs["Limit"] = limit
         out: list[ProbeRecord] = []
         for page in self.client.get_paginator("query").paginate(**kwargs):
             for raw in page["Items"]:
@@ -101,7 +103,7 @@ class DynamoLatencyStore:
         return out
 
     # ------------------------------------------------------------------ passive signals (signals.py)
-    def _items(self, pk: str, start: str, end: str, *, consistent: bool = False) -> list[dict[str, Any]]:
+    def _items(self, pk: str, start: str, end: str, *, consistent: bool = False, limit: int | None = None) -> list[dict[str, Any]]:
         kwargs: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": "#pk = :p AND #sk BETWEEN :a AND :b",
@@ -109,6 +111,10 @@ class DynamoLatencyStore:
             "ExpressionAttributeValues": {":p": {"S": pk}, ":a": {"S": start}, ":b": {"S": end}},
             "ConsistentRead": consistent,
         }
+        if limit is not None:  # Limit bounds the items DynamoDB reads (and bills), not only those returned
+            kwargs["Limit"] = limit
+            page = self._call(lambda: self.client.query(**kwargs))
+            return [_from_ddb({k: _de.deserialize(v) for k, v in raw.items()}) for raw in page["Items"]]
         out = []
         for page in self._call(lambda: list(self.client.get_paginator("query").paginate(**kwargs))):
             out += [_from_ddb({k: _de.deserialize(v) for k, v in raw.items()}) for raw in page["Items"]]
@@ -290,9 +296,9 @@ class DynamoLatencyStore:
             ConditionExpression="attribute_not_exists(#a) OR #a < :v", ExpressionAttributeNames={"#a": op.attribute},
             ExpressionAttributeValues={":v": _ser.serialize(_to_ddb(op.value))}))
 
-    def roll_items(self, route: str, first_sk: str, last_sk: str) -> list[dict[str, Any]]:
+    def roll_items(self, route: str, first_sk: str, last_sk: str, limit: int | None = None) -> list[dict[str, Any]]:
         # strongly consistent: the period cache's fold must see every transaction completed before it (slo_rollup.py)
-        return self._items(roll_partition(route), first_sk, last_sk, consistent=True)
+        return self._items(roll_partition(route), first_sk, last_sk, consistent=True, limit=limit)
 
     def put_period(self, route: str, item: dict[str, Any], through_hour: str | None, gen: int | None) -> bool:
         full = self._item({**item, PARTITION_KEY: roll_partition(route), SORT_KEY: PERIOD})

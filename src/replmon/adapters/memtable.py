@@ -111,8 +111,8 @@ class MemoryLatencyTable:
             item[op.attribute] = op.value
             return True
 
-    def roll_items(self, route: str, first_sk: str, last_sk: str) -> list[dict[str, Any]]:
-        return self._range(roll_partition(route), first_sk, last_sk)
+    def roll_items(self, route: str, first_sk: str, last_sk: str, limit: int | None = None) -> list[dict[str, Any]]:
+        return self._range(roll_partition(route), first_sk, last_sk)[:limit]
 
     def put_period(self, route: str, item: dict[str, Any], through_hour: str | None, gen: int | None) -> bool:
         key = (roll_partition(route), PERIOD)

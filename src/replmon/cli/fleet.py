@@ -171,6 +171,7 @@ def put(
     the current item.
     """
     from replmon.core.registry import group_of, load_route_spec
+    from replmon.fleet.caps import check_heartbeat_room
 
     try:
         text = sys.stdin.read() if file == "-" else Path(file).read_text()
@@ -196,6 +197,16 @@ def put(
     except ConfigError as exc:
         fail(config_message(exc))
     registry = _subcommand_registry(ctx, table, stack_name, region, profile, dynamodb_endpoint)
+    try:
+        group_routes = registry.routes(spec.group)
+    except Exception as exc:
+        from replmon.adapters.explain import explain
+
+        fail(f"latency store {registry.table!r}: {explain(exc)}", INFRASTRUCTURE)
+    try:
+        check_heartbeat_room(spec, group_routes)  # one Heartbeat invocation serves a group (fleet/caps.py)
+    except ConfigError as exc:
+        fail(config_message(exc))
     try:
         if expected is None:
             try:

@@ -535,8 +535,11 @@ def lab_bench_stall(
 @lab_app.command("bench-fleet")
 def lab_bench_fleet(
     routes: Annotated[str, typer.Option("--routes", metavar="N", help="The lab fleet's size (1-99).")] = "20",
-    reps: Annotated[int, typer.Option(min=3, max=20, help="Faults, each on a route drawn at random.")] = 3,
+    reps: Annotated[int, typer.Option(min=0, max=20, help="Faults, each on a route drawn at random (0: none; the report keeps "
+                                      "the last run's detection section).")] = 3,
     fault: Annotated[str, typer.Option(help="hang, reset, latency or bandwidth (lab/faults.py).")] = "hang",
+    heartbeat_routes: Annotated[int, typer.Option("--heartbeat-routes", min=0, max=1000, help="Also time the Heartbeat handler over "
+                                                  "this many routes in one group (0: not measured).")] = 0,
     lab_dir: Annotated[Path, typer.Option("--dir", metavar="DIR", help=LAB_DIR_HELP)] = Path("lab-data/bench-fleet"),
     output: Annotated[Path, typer.Option(help="Where the generated report goes.")] = Path("docs/BENCH-FLEET.md"),
 ) -> int:
@@ -544,14 +547,42 @@ def lab_bench_fleet(
     the fleet alarm in ALARM, and every other contributor that went into ALARM (none expected)."""
     from replmon.lab.faults import FAULTS
     from replmon.lab.fleetlab import run_fleet_bench
+    from replmon.lab.heartbeatscale import run_heartbeat_scale
     from replmon.lab.lab import Lab
 
     n = fleet_size(routes)
     if fault not in FAULTS:
         fail(f"--fault {fault!r}: use one of {', '.join(FAULTS)}")
-    return _bench_in_lab("bench-fleet", f"replmon lab bench-fleet --routes {n} --reps {reps} --fault {fault}", output, Lab(lab_dir),
-                         lambda lab: {"fleet": run_fleet_bench(lab, routes=n, reps=reps, fault=fault,
-                                                               progress=lambda m: err.print(m, highlight=False))})
+    say = lambda m: err.print(m, highlight=False)  # noqa: E731
+
+    def measure(lab: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if heartbeat_routes:
+            out["heartbeat_scale"] = run_heartbeat_scale(lab, routes=heartbeat_routes, progress=say)
+        if reps:
+            out["fleet"] = run_fleet_bench(lab, routes=n, reps=reps, fault=fault, progress=say)
+        elif (kept := _kept_section(output, "bench-fleet", "fleet")) is not None:
+            out |= kept  # detection not run this time: the last run's section, with its own facts
+        return out
+
+    command = f"replmon lab bench-fleet --routes {n} --reps {reps} --fault {fault} --heartbeat-routes {heartbeat_routes}"
+    return _bench_in_lab("bench-fleet", command, output, Lab(lab_dir), measure)
+
+
+def _kept_section(output: Path, report: str, section: str) -> dict[str, Any] | None:
+    """The ``section`` of the report's last JSON (next to ``output``) and the facts it was measured with."""
+    import json
+
+    from replmon.lab.benchreport import json_path_for
+
+    path = json_path_for(output, report)
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if section not in doc:
+        return None
+    return {section: doc[section], f"{section}_facts": doc.get(f"{section}_facts") or doc.get("facts")}
 
 
 def _bench_in_lab(report: str, command: str, output: Path, lab: Any, measure: Callable[[Any], dict[str, Any]]) -> int:
@@ -578,28 +609,22 @@ def _bench_in_lab(report: str, command: str, output: Path, lab: Any, measure: Ca
 
 @lab_app.command("bench-collector")
 def lab_bench_collector(
-    routes: Annotated[str, typer.Option("--routes", metavar="N[,N...]", help="Fleet sizes to measure (each loads the routes the "
-                                        "previous lacked: 30 days of the default schedule's records).")] = "1,10,100",
-    repeats: Annotated[int, typer.Option(min=3, max=20, help="Collector runs per fleet size (min / median / max).")] = 3,
+    routes: Annotated[int, typer.Option("--routes", metavar="N", min=1, max=5000,
+                                        help="Registry routes (each loaded with what a collector run reads: see the report).")] = 1000,
+    repeats: Annotated[int, typer.Option(min=1, max=20, help="Steady collector runs (min / median / max); then one after a late "
+                                         "write and one cold.")] = 3,
     lab_dir: Annotated[Path, typer.Option("--dir", metavar="DIR", help=LAB_DIR_HELP)] = Path("lab-data/bench-collector"),
     output: Annotated[Path, typer.Option(help="Where the generated report goes.")] = Path("docs/BENCH-COLLECTOR.md"),
 ) -> int:
-    """The collector against a fleet's history: wall time, DynamoDB calls and items read,
-    GetMetricData calls per run for N routes with 30 days of records in DynamoDB Local."""
+    """The CollectSignals handler (template.yaml's environment) over N routes in DynamoDB Local: wall
+    time, DynamoDB calls and items read per route, steady, after a late write and cold."""
     from replmon.lab.collectorbench import run_collector_bench
     from replmon.lab.lab import TABLE, Lab
 
-    try:
-        sizes = sorted({int(x) for x in routes.split(",") if x.strip()})
-    except ValueError:
-        sizes = []
-    if not sizes or sizes[0] < 1 or sizes[-1] > 5000:
-        fail(f"--routes {routes!r}: fleet sizes 1 to 5000, comma-separated (e.g. 1,10,100)")
-    command = f"replmon lab bench-collector --routes {','.join(map(str, sizes))} --repeats {repeats}"
+    command = f"replmon lab bench-collector --routes {routes} --repeats {repeats}"
     return _bench_in_lab("bench-collector", command, output, Lab(lab_dir, events=False, least_privilege=False),
-                         lambda lab: {"collector": {"sizes": run_collector_bench(lab.dynamodb_client(), TABLE, sizes, repeats=repeats,
-                                                                                 progress=lambda m: err.print(m, highlight=False)),
-                                                    "goal": {"routes": 1000, "wall_s": 60, "items_read_per_route": 20}}})
+                         lambda lab: {"collector": run_collector_bench(lab.servers["dynamodb"].url, TABLE, routes, repeats=repeats,
+                                                                       progress=lambda m: err.print(m, highlight=False))})
 
 
 @lab_app.command("bench-mounts")

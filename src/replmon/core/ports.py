@@ -507,9 +507,9 @@ class RollupStore(Protocol):
         """Apply a :class:`RaiseTo`; False when the stored value was already >= (not an error)."""
         ...
 
-    def roll_items(self, route: str, first_sk: str, last_sk: str) -> list[Item]:
-        """``<route>#roll`` items with ``first_sk <= at <= last_sk`` (all pages), in key order:
-        ``roll_items(r, hour_sort_key(H - 6h), PERIOD)`` is 7 hour items and the period cache."""
+    def roll_items(self, route: str, first_sk: str, last_sk: str, limit: int | None = None) -> list[Item]:
+        """``<route>#roll`` items with ``first_sk <= at <= last_sk`` (all pages; ``limit``: the first
+        that many), in key order: ``roll_items(r, hour_sort_key(H - 6h), PERIOD)`` is 7 hour items and the period cache."""
         ...
 
     def put_period(self, route: str, item: Item, through_hour: str | None, gen: int | None) -> bool:

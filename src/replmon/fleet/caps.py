@@ -16,6 +16,14 @@ routes, plus each route's own (:func:`~replmon.cost.fleet.route_monthly_usd`, fo
 its Regions, RTC on any destination, heartbeats). A route whose source Region has no transfer rate
 in cost/pricing.json is priced at the dearest rate there (an upper bound, logged).
 
+**Heartbeats per group** (:data:`HEARTBEAT_ROUTES_PER_GROUP`): one Heartbeat invocation a minute
+puts and polls every heartbeat route of its group within ``WORK_SECONDS`` (probe/heartbeat.py), so
+a group holds at most that many heartbeat routes. Past it, the routes after the first that many (in
+the caps' order) get no heartbeats (:func:`heartbeat_routes_within_cap`, which the Heartbeat applies):
+PlanProbes names them (cap ``heartbeat_routes_per_group``) and counts them in ``RoutesOverCap``
+(the same ticket); their probes still run. `replmon fleet put` refuses a heartbeat route the group
+has no room for. The fix is more groups (``RouteGroups``: each group its own invocation).
+
 **SLO** (signals/slo.py ``route_target``): every planned route's classes give a number of judged
 probes a period; a route whose target leaves under ``REFUSE_BELOW_EVENTS`` bad probes is judged at
 the highest target that leaves that many, or not at all. Each such route is named in a warning
@@ -58,12 +66,19 @@ R = TypeVar("R", bound=CappedRoute)
 
 log = logging.getLogger("replmon")
 
-__all__ = ["OVER_CAP", "SLO_UNSUPPORTED", "Admission", "LeftOut", "admit", "cap_routes", "route_cost"]
+__all__ = ["HEARTBEAT_CAP", "HEARTBEAT_ROUTES_PER_GROUP", "OVER_CAP", "SLO_UNSUPPORTED", "Admission", "LeftOut", "admit", "cap_routes",
+           "check_heartbeat_room", "heartbeat_routes_within_cap", "route_cost"]
 
 OVER_CAP = "RoutesOverCap"
 SLO_UNSUPPORTED = "SloUnsupported"
 #: How many left-out or unsupported routes a log line names (all are counted).
 NAMED = 100
+#: Heartbeat routes one group may hold: its invocation must put and poll them all within the Heartbeat's
+#: 45 s work deadline every minute. Measured: docs/BENCH-FLEET.md (the Heartbeat handler, 500 routes in one group).
+HEARTBEAT_ROUTES_PER_GROUP = 500
+HEARTBEAT_CAP = "heartbeat_routes_per_group"
+HEARTBEAT_FIX = ("raise RouteGroups (REPLMON_FLEET route_groups): routes spread over more groups, each its own Heartbeat "
+                 "invocation; or set \"probe\": {\"heartbeat\": false} on routes that need no minute-scale stall detection")
 
 
 class CapsDeps(Protocol):
@@ -100,6 +115,36 @@ def _rank(fr: CappedRoute) -> tuple[int, str]:
     if spec is None or spec.managed_by == "stack":
         return 0, fr.route.name
     return (1 if spec.origin is Origin.EXPLICIT else 2), fr.route.name
+
+
+def _spec_rank(spec: RouteSpec) -> tuple[int, str]:
+    return (0 if spec.managed_by == "stack" else 1 if spec.origin is Origin.EXPLICIT else 2), spec.name
+
+
+def heartbeat_routes_within_cap(specs: Sequence[RouteSpec], cap: int = HEARTBEAT_ROUTES_PER_GROUP) -> tuple[list[RouteSpec], list[RouteSpec]]:
+    """One group's heartbeat routes (``spec.heartbeat``), in the caps' order: (the first ``cap``, the rest).
+
+    >>> from replmon.core.registry import load_route_spec
+    >>> specs = [load_route_spec({"name": f"r{i}", "origin": "explicit", "group": "g00",
+    ...          "source": {"account": "111111111111", "bucket": f"src-{i}", "region": "us-east-1"},
+    ...          "destinations": [{"account": "111111111111", "bucket": f"dst-{i}", "region": "us-west-2"}]})
+    ...          for i in (3, 1, 2)]
+    >>> [[s.name for s in part] for part in heartbeat_routes_within_cap(specs, 2)]
+    [['r1', 'r2'], ['r3']]
+    """
+    beating = sorted((s for s in specs if s.heartbeat), key=_spec_rank)
+    return beating[:cap], beating[cap:]
+
+
+def check_heartbeat_room(spec: RouteSpec, group_specs: Sequence[RouteSpec], cap: int = HEARTBEAT_ROUTES_PER_GROUP) -> None:
+    """`replmon fleet put`: ConfigError if ``spec`` would be a heartbeat route past its group's cap
+    (``group_specs``: the group's routes as stored; the route itself, if there, is replaced)."""
+    if not spec.heartbeat:
+        return
+    others = [s for s in group_specs if s.name != spec.name and s.heartbeat]
+    if len(others) >= cap:
+        raise ConfigError(f"probe.heartbeat: group {spec.group} already holds {len(others)} heartbeat routes, the most one Heartbeat "
+                          f"invocation puts and polls within its 45 s ({HEARTBEAT_CAP} = {cap}); {HEARTBEAT_FIX}")
 
 
 def _dearest_region() -> str:
@@ -144,11 +189,28 @@ def cap_routes(routes: Sequence[R], fleet: FleetSettings, base: SloSpec) -> Admi
     return out
 
 
+def heartbeat_left_out(routes: Sequence[CappedRoute]) -> list[LeftOut]:
+    """The routes whose group holds more heartbeat routes than :data:`HEARTBEAT_ROUTES_PER_GROUP`:
+    those past it, which the Heartbeat leaves without heartbeats (their probes still run)."""
+    by_group: dict[str, list[RouteSpec]] = {}
+    for fr in routes:
+        if fr.spec is not None:
+            by_group.setdefault(fr.spec.group, []).append(fr.spec)
+    return [LeftOut(s.name, HEARTBEAT_CAP, 0.0) for specs in by_group.values() for s in heartbeat_routes_within_cap(specs)[1]]
+
+
 def admit(routes: Sequence[R], deps: CapsDeps) -> list[R]:
-    """:func:`cap_routes`, logged and counted (``RoutesOverCap``, ``SloUnsupported``): the routes to plan."""
+    """:func:`cap_routes`, logged and counted (``RoutesOverCap``, ``SloUnsupported``): the routes to plan;
+    and the heartbeat routes past their group's cap (:func:`heartbeat_left_out`), counted in
+    ``RoutesOverCap`` and named too (planned all the same: they lose their heartbeats only)."""
     fleet = deps.fleet
     a = cap_routes(routes, fleet, deps.slo)
-    deps.metrics.count(OVER_CAP, len(a.left_out))
+    no_beats = heartbeat_left_out(a.admitted)
+    deps.metrics.count(OVER_CAP, len(a.left_out) + len(no_beats))
+    if no_beats:
+        log.warning("routes left without heartbeats: their group holds more than one Heartbeat invocation serves", extra={
+            "left_out": [x.to_json() for x in no_beats[:NAMED]], "left_out_count": len(no_beats),
+            "routes": ", ".join(x.route for x in no_beats[:NAMED]), HEARTBEAT_CAP: HEARTBEAT_ROUTES_PER_GROUP, "fix": HEARTBEAT_FIX})
     deps.metrics.count(SLO_UNSUPPORTED, len(a.unsupported))
     if a.left_out:
         log.warning("routes left out by the fleet caps", extra={

@@ -26,7 +26,7 @@ import platform
 import re
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from statistics import mean, median
@@ -572,10 +572,20 @@ def render_fleet(doc: Doc) -> str:
     from replmon.lab.fleetlab import named_only
     from replmon.lab.stallbench import ALARM
 
+    lines = header(doc, " - the lab fleet", " Measured in the lab.")
+    if "heartbeat_scale" in doc:
+        lines += heartbeat_scale_lines(doc["heartbeat_scale"])
+    if "fleet" not in doc:
+        return _text(lines)
     fl = doc["fleet"]
     reps = fl["repetitions"]
     T = fl["period_s"]
-    lines = header(doc, " - detection in the lab fleet", " Measured in the lab (time-scaled: see below).")
+    kept = doc.get("fleet_facts")
+    lines += ["", "## Detection in the lab fleet (time-scaled: see below)", ""]
+    if kept and kept.get("date") != doc["facts"]["date"]:
+        lines += [f"Measured {kept['date']} by `{kept['command']}` (commit {(kept['commit'].get('sha') or '?')[:7]}, "
+                  f"{kept['machine']['cores']} cores, load average {' / '.join(map(str, kept['load_average_start']))} at the start); "
+                  "kept from that run (this run measured no fault).", ""]
     not_in = [x for x in fl["survey"] if x["reason"] != "OK" or not x["bucket"].startswith("app-")]
     lines += ["", f"{fl['routes']} replicated bucket pairs on the lab's MinIO pair, found by the inventory's `survey_account` (lab/fleetlab.py), "
               "each replicating through its own Toxiproxy listener; the real Heartbeat function puts and polls a heartbeat on every route "
@@ -599,9 +609,40 @@ def render_fleet(doc: Doc) -> str:
     return _text(lines)
 
 
+def heartbeat_scale_lines(h: Mapping[str, Any]) -> list[str]:
+    from replmon.local.template import load_template
+
+    memory = int(load_template()["Resources"]["HeartbeatFunction"]["Properties"]["MemorySize"])
+    rows = h["invocations"]
+    worst = max(r["wall_s"] for r in rows)
+    return ["", "## A full group: the Heartbeat at its cap", "",
+            f"The Heartbeat handler (one invocation, `{{\"group\": \"g00\"}}`, as its schedule sends it every minute) over {h['routes']} "
+            f"registry routes in one group (lab/heartbeatscale.py): each route the lab's MinIO pair under its own name, so its own "
+            f"heartbeat key, with real replication; {h['workers']} routes at a time (probe/heartbeat.py); `HeartbeatSeconds` = "
+            f"{h['heartbeat_seconds']} s. The cap on heartbeat routes in a group is {h['group_cap']} (fleet/caps.py), against the "
+            f"work deadline of {h['work_seconds']:.0f} s.", "",
+            table("Each invocation", ["#", "wall s", "CPU s (this process)", "routes served", "heartbeats pending at the end", "errors",
+                                      "stall phases"],
+                  [[str(r["invocation"]), f"{r['wall_s']:.2f}", f"{r['cpu_s']:.2f}", str(r["routes_served"]), str(r["pending_at_end"]),
+                    str(r["errors"]), ", ".join(f"{k} {v}" for k, v in sorted(r["phases"].items()))] for r in rows]), "",
+            f"Slowest invocation: {worst:.1f} s wall here ({'within' if worst <= h['work_seconds'] else 'PAST'} the "
+            f"{h['work_seconds']:.0f} s deadline), on this host's shared cores (the load average above): the servers (MinIO, DynamoDB "
+            f"Local) and the function share them. The function's own CPU: {rows[-1]['cpu_s']:.1f} s a steady invocation "
+            f"({rows[-1]['cpu_s'] / max(1, rows[-1]['routes_served']) * 1000:.0f} ms a route), {rows[0]['cpu_s']:.1f} s the first (a cold "
+            f"start: every route's state and expectation loaded). On Lambda CPU comes with memory (1,769 MB = one vCPU): at the "
+            f"template's {memory} MB the steady invocation's CPU takes {rows[-1]['cpu_s'] * 1769 / memory:.1f} s "
+            f"({'within' if rows[-1]['cpu_s'] * 1769 / memory <= h['work_seconds'] else 'PAST'} the deadline; modelled from the measured "
+            "CPU seconds, not measured on Lambda). These are the figures `replmon cost` prices the Heartbeat's invocations with "
+            "(cost/fleet.py `heartbeat_invocation_line`)."]
+
+
 def readme_fleet(doc: Doc) -> str:
     from replmon.lab.fleetlab import named_only
 
+    if "fleet" not in doc:
+        h = doc["heartbeat_scale"]
+        return (f"Measured {doc['facts']['date']} (docs/BENCH-FLEET.md): the Heartbeat over {h['routes']} routes in one group, "
+                f"{max(r['wall_s'] for r in h['invocations']):.1f} s an invocation at most (deadline {h['work_seconds']:.0f} s).\n")
     fl = doc["fleet"]
     reps = fl["repetitions"]
     def col(key: str) -> str:
@@ -617,44 +658,39 @@ def readme_fleet(doc: Doc) -> str:
 def render_collector(doc: Doc) -> str:
     c = doc["collector"]
     g = c["goal"]
-    lines = header(doc, " - the collector vs N routes", " Measured; CloudWatch is a stand-in that counts calls (see below).")
-    lines += ["", "CollectSignals' `collect` (signals/collector.py) over N routes, each with what the default schedule leaves in the "
-              "latency table (DynamoDB Local): 30 days and a day of `ProbeClasses` records, their hour items (the SLO's rollups) and "
-              f"the last two hours of heartbeats ({c['sizes'][0]['history_items_per_route']} items a route). A route's first run builds "
-              "its period cache from every hour item (signals/slo_rollup.py; again after a late write): measured apart, below the table. "
-              "The runs in the table are the steady ones that follow. Items read: DynamoDB's own `ScannedCount` of every Query "
-              "and one per GetItem that found its item. GetMetricData: a stand-in answers every query with no points (an idle route); "
-              "the calls and their queries are what the collector sends (at most 500 queries a call, one read per account and Region).",
-              "", table("Per collector run (wall time min / median / max of the runs)",
-                        ["routes", "wall s (min / median / max)", "DynamoDB calls", "items read", "items read per route",
-                         "GetMetricData calls", "queries", "largest call"],
-                        [[str(r["routes"]), " / ".join(f"{x:.3f}" for x in r["wall_s"]), str(r["dynamodb_calls"]), str(r["items_read"]),
-                          f"{r['items_read_per_route']:.1f}", str(r["get_metric_data_calls"]), str(r["metric_queries"]),
-                          str(r["largest_call_queries"])] for r in c["sizes"]])]
-    firsts = [r["first_run"] for r in c["sizes"] if r.get("first_run")]
-    if firsts:
-        lines += ["", "First runs (the new routes' period caches built): " + "; ".join(
-            f"{f['routes']} route(s) in {f['wall_s']:.3f} s, {f['items_read_per_route']:.1f} items read per route" for f in firsts) + "."]
-    big = c["sizes"][-1]
-    per_route_s = big["wall_s"][1] / big["routes"]
-    met = big["items_read_per_route"] <= g["items_read_per_route"]
-    lines += ["", f"The issue's goal at {g['routes']:,} routes: at most {g['wall_s']} s and {g['items_read_per_route']} items read per route. "
-              f"Measured at {big['routes']:,} routes: {big['items_read_per_route']:.1f} items read per route "
-              + ("(within the goal)." if met else "(over the goal: the SLO is read from the rollups, but the RPO still reads the "
-                 "window's heartbeat records, one a minute).")
-              + f" The wall time is DynamoDB Local on this host ({per_route_s * 1000:.0f} ms a route at {big['routes']:,}), not DynamoDB "
-              "from Lambda"
-              + (f"; at that rate {g['routes']:,} routes would take {per_route_s * g['routes']:.0f} s (extrapolated, not measured)."
-                 if big["routes"] < g["routes"] else ".")]
+    lines = header(doc, " - the collector at N routes", " Measured; CloudWatch is a stand-in that counts calls (see below).")
+    lines += ["", f"The CollectSignals handler with the environment template.yaml gives it (lab/collectorbench.py "
+              f"`function_environment`: DynamoDB Local and the lab's table in place of the stack's) over {c['routes']:,} registry routes, "
+              f"{c['workers']} routes read at a time (signals/collector.py). Loaded: {c['loaded']['what']} "
+              f"({c['loaded']['items']:,} items, {c['loaded']['items_per_route']} a route, in {c['loaded']['seconds']} s). "
+              "Items read: DynamoDB's own `ScannedCount` of every Query and one per GetItem that found its item, per route by "
+              "partition key. GetMetricData: a stand-in answers every query with no points (an idle route).",
+              "", "Phases: *steady* (the period cache current); *late* (a record written 3 days late on every route: its counts ride on "
+              "the period item, no rebuild); *cold* (every route's period cache deleted: each folds its "
+              f"{c['catch_up_hours']} oldest hour items a run, and publishes its period attainment once caught up).",
+              "", table("Per collector run (CPU s: the handler's process, the client side of every call)",
+                        ["phase", "wall s", "CPU s", "routes", "DynamoDB calls", "items read", "items per route (max / mean)",
+                         "GetMetricData calls", "queries"],
+                        [[r["phase"], f"{r['wall_s']:.3f}", fmt(r.get("cpu_s"), ".1f"), str(r["routes_evaluated"]), str(r["dynamodb_calls"]), str(r["items_read"]),
+                          f"{r['items_read_per_route']['max']} / {r['items_read_per_route']['mean']}", str(r["get_metric_data_calls"]),
+                          str(r["metric_queries"])] for r in c["runs"]])]
+    worst_wall = max(r["wall_s"] for r in c["runs"])
+    worst_items = max(r["items_read_per_route"]["max"] for r in c["runs"])
+    met = worst_wall <= g["wall_s"] and worst_items <= g["items_read_per_route"] and c["routes"] >= g["routes"]
+    lines += ["", f"Goal at {g['routes']:,} routes: at most {g['wall_s']} s and {g['items_read_per_route']} items read per route, "
+              f"steady and cold. Measured at {c['routes']:,} routes: at most {worst_wall:.1f} s and {worst_items} items read by any "
+              f"route in any phase ({'within' if met else 'NOT within'} the goal; the function's timeout is {c['function_timeout_s']} s). "
+              "The wall time is DynamoDB Local on this host's shared cores, not DynamoDB from Lambda."]
     return _text(lines)
 
 
 def readme_collector(doc: Doc) -> str:
     c = doc["collector"]
-    rows = "; ".join(f"N = {r['routes']}: {r['wall_s'][1]:.3f} s, {r['items_read_per_route']:.1f} items read per route, "
-                     f"{r['get_metric_data_calls']} GetMetricData calls" for r in c["sizes"])
-    return (f"Measured {doc['facts']['date']} (docs/BENCH-COLLECTOR.md, commit {doc['facts']['commit']['sha'][:7]}), the median of "
-            f"{c['sizes'][0]['repeats']} collector runs per fleet size: {rows}.\n")
+    runs = {r["phase"]: r for r in c["runs"]}
+    return (f"Measured {doc['facts']['date']} (docs/BENCH-COLLECTOR.md, commit {doc['facts']['commit']['sha'][:7]}): the CollectSignals "
+            f"handler over {c['routes']:,} routes, steady {c['steady_wall_s'][1]:.1f} s (median of {c['repeats']}), after a late write "
+            f"{runs['late']['wall_s']:.1f} s, cold {runs['cold']['wall_s']:.1f} s; at most "
+            f"{max(r['items_read_per_route']['max'] for r in c['runs'])} items read per route.\n")
 
 
 # ------------------------------------------------------------------------------------------ one entry point

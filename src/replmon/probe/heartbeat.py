@@ -52,6 +52,7 @@ from replmon.core.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE, ProbeSta
 from replmon.core.route import Route
 from replmon.core.sizes import parse_size
 from replmon.core.telemetry import ROUTE, ROUTE_GROUP
+from replmon.fleet.caps import HEARTBEAT_FIX, heartbeat_routes_within_cap
 from replmon.probe.poll import head_once
 from replmon.probe.polling import PollPolicy
 from replmon.probe.request import PollSettings
@@ -115,9 +116,13 @@ def heartbeat_routes(group: str, deps: HeartbeatDeps) -> list[HeartbeatRoute]:
     out: list[HeartbeatRoute] = []
     default_target = float(deps.defaults.get("target_seconds") or DEFAULTS.target_seconds)
     if deps.registry is not None:
-        for spec in deps.registry.routes(group):
-            if not spec.heartbeat:
-                continue
+        # at most HEARTBEAT_ROUTES_PER_GROUP: one invocation must serve them within WORK_SECONDS (fleet/caps.py;
+        # PlanProbes names the rest and tickets through RoutesOverCap)
+        beating, past = heartbeat_routes_within_cap(deps.registry.routes(group))
+        if past:
+            log.error("heartbeat routes past the group's cap get no heartbeats", extra={
+                "group": group, "routes": ", ".join(s.name for s in past[:100]), "count": len(past), "fix": HEARTBEAT_FIX})
+        for spec in beating:
             try:
                 route = spec.to_route(deps.fleet.member_role_prefix)
             except (ConfigError, ValueError) as exc:  # one bad item must not stop the group's heartbeats

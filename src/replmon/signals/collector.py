@@ -2,12 +2,21 @@
 read S3's RTC metrics (when the deployment reads them) into the store, evaluate the route's RPO and
 SLO (health.py) and emit them as metrics. A route without an RPO input publishes no RpoSeconds (no
 data is not an RPO of 0); a probe-mode route that has had none for longer than its class interval
-publishes RouteNoData = 1, which tickets (fleet/alarms.py)."""
+publishes RouteNoData = 1, which tickets (fleet/alarms.py).
+
+**At scale** (docs/BENCH-COLLECTOR.md): the routes are read ``WORKERS`` at a time (a boto3 client is
+thread-safe; the metrics are emitted from the calling thread), and each route reads a bounded
+number of items whatever the state of its period cache: a cache that is missing or behind folds at
+most ``CATCH_UP_HOURS`` hour items a run (slo_rollup.py ``fold_period``; the period's attainment
+and budget are published once it has caught up, its burn rates at once), and a late write carries
+its own counts to the cache (signals/rollup.py ``late_period_add``) instead of forcing a rebuild."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from replmon.core.clock import Clock
@@ -21,10 +30,24 @@ from replmon.core.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
 from replmon.core.route import Route
 from replmon.core.telemetry import ROUTE
 from replmon.signals.health import RouteHealth, had_data, publish_health, route_health
-from replmon.signals.rtc import collect_rtc_fleet
+from replmon.signals.rtc import RtcSample, Series, collect_rtc_fleet
 from replmon.signals.slo import SloSpec, slo_for_route
 
 log = logging.getLogger("replmon")
+
+#: Routes read at once. Each read is a round trip of a few ms; CPU is the parsing (the function's
+#: MemorySize sets its share of a vCPU).
+WORKERS = 16
+#: Older hour items a route's period cache folds at most per run: with the read hours (7-8), the
+#: period item, the records of the RPO window and the heartbeat state, a route reads <= 20 items.
+CATCH_UP_HOURS = 6
+#: The points a stored RTC collection keeps (the Report function and `replmon report` read them back).
+STORED_LOOKBACK = 900
+
+
+def trimmed(sample: RtcSample, since: float) -> RtcSample:
+    """The collection as stored: each series' points since ``since`` (what a 15-minute read held)."""
+    return dataclasses.replace(sample, series={m: Series(s.metric, [p for p in s.points if p[0] >= since]) for m, s in sample.series.items()})
 
 
 def collect(routes: Sequence[Route], store: LatencyTable, readers: MetricReaders | None, metrics: MetricsSink, now: float,
@@ -37,26 +60,34 @@ def collect(routes: Sequence[Route], store: LatencyTable, readers: MetricReaders
     routes get RouteNoData every run (0, or 1 past the limit), the rest none. ``slos``: route -> the
     SLO it is judged with (signals/slo.py ``slo_for_route``; None: its probes support no target, so it
     publishes no error budget or burn rate); a route not named is judged with ``spec``."""
-    rtc = collect_rtc_fleet(readers, routes, now) if readers is not None else None
+    # the whole RPO window in this read (GetMetricData is billed per metric, not per point), so a route's
+    # RTC input comes from this run's samples and the stored collections are not read back
+    rtc = collect_rtc_fleet(readers, routes, now, lookback=max(STORED_LOOKBACK, window)) if readers is not None else None
     if rtc is not None:
         log.info("RTC metrics read", extra={"routes": len(routes), "get_metric_data_calls": rtc.calls, "failed_routes": len(rtc.failed)})
-    out = []
-    for route in routes:
-        if rtc is not None and route.name in rtc.failed:  # CloudWatch down or denied there: the rest of the evaluation stands
-            log.warning("RTC metrics unavailable", extra={"route": route.name, "error": rtc.failed[route.name]})
-            metrics.count("RtcReadFailed", dimensions={ROUTE: route.name})
-        elif rtc is not None:
-            for s in rtc.samples.get(route.name, []):  # a store failure is not an RTC failure: it fails the run
+
+    def evaluate(route: Route) -> RouteHealth:
+        fresh = None  # None: read the stored collections (no RTC read this run, or it failed for this route)
+        if rtc is not None and route.name not in rtc.failed:
+            fresh = rtc.samples.get(route.name, [])
+            for s in fresh:  # a store failure is not an RTC failure: it fails the run
                 store.put_item({PARTITION_KEY: signal_partition(route.name, RTC), SORT_KEY: f"{iso_ms(now)}#{s.destination}#{s.rule_id}",
-                                **s.to_item(), TTL_ATTRIBUTE: int(now + retention_days * 86_400)})
+                                **trimmed(s, now - STORED_LOOKBACK).to_item(), TTL_ATTRIBUTE: int(now + retention_days * 86_400)})
         judged = (slos or {}).get(route.name, spec)
-        h = route_health(store, route.name, now, judged or spec, window, save_cache=True)
+        h = route_health(store, route.name, now, judged or spec, window, save_cache=True, catch_up=CATCH_UP_HOURS, rtc_samples=fresh)
         h.slo_judged = judged is not None
         limit = (no_data_limits or {}).get(route.name)
         if limit is not None:
             h.no_data = not h.has_data and not had_data(store, route.name, now, limit)
+        return h
+
+    with ThreadPoolExecutor(max(1, min(WORKERS, len(routes)))) as pool:
+        out = list(pool.map(evaluate, routes))  # in the routes' order; the first failure fails the run, as before
+    for route, h in zip(routes, out, strict=True):
+        if rtc is not None and route.name in rtc.failed:  # CloudWatch down or denied there: the rest of the evaluation stands
+            log.warning("RTC metrics unavailable", extra={"route": route.name, "error": rtc.failed[route.name]})
+            metrics.count("RtcReadFailed", dimensions={ROUTE: route.name})
         publish_health(metrics, h, now)
-        out.append(h)
     return out
 
 

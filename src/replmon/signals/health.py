@@ -109,15 +109,18 @@ def failure_events(store: LatencyTable, route: str, now: float, window: float) -
     return sum(1 for pk in pks for i in store.items(pk, now - window, now) if i.get("kind") == "OperationFailedReplication")
 
 
-def route_health(store: LatencyTable, route: str, now: float, spec: SloSpec, window: float, *, save_cache: bool = False) -> RouteHealth:
+def route_health(store: LatencyTable, route: str, now: float, spec: SloSpec, window: float, *, save_cache: bool = False,
+                 catch_up: int | None = None, rtc_samples: list[RtcSample] | None = None) -> RouteHealth:
     """The route's RPO and SLO from the store: records, in-flight markers, event counters and the
     RTC collections of the window (every collection in it, not only the latest). ``save_cache``:
-    the SLO's period cache is written back (CollectSignals only: the readers' roles cannot write)."""
+    the SLO's period cache is written back (CollectSignals only: the readers' roles cannot write);
+    ``catch_up``: at most this many older hour items folded into it (slo_rollup.py ``fold_period``);
+    ``rtc_samples``: the window's RTC collections as just read (CollectSignals), instead of the stored ones."""
     # Records of the RPO window only (its probes' latencies, FAILED ones): a record's key is its
     # planned time, its PUT ends within the probe interval (the spread) and a Lambda's 15 minutes.
     records = store.query(route, now - window - spec.probe_interval_seconds - PUT_LAG_SECONDS, now)
     if spec.aligned:
-        slo, fold = rollup_slo_status(store, route, now, spec, save=save_cache)  # the period's counts from the hour items (slo_rollup.py)
+        slo, fold = rollup_slo_status(store, route, now, spec, save=save_cache, catch_up=catch_up)  # the period's counts (slo_rollup.py)
         hours: dict[float, Any] | None = dict(fold.read)
     else:  # the lab's scaled windows (seconds long): only the records can give them
         slo = slo_status(store.query(route, now - spec.period_days * 86_400 - 86_400, now), now, spec)
@@ -127,7 +130,8 @@ def route_health(store: LatencyTable, route: str, now: float, spec: SloSpec, win
     beats = heartbeat_window(store, route, now, window, hours)
     beat_state = live_state(store, route, now)
     in_flight = in_flight_put_ends(store, route, now) + pending_heartbeat_put_ends(beat_state)
-    rtc_samples = [RtcSample.from_item(i) for i in store.items(signal_partition(route, RTC), now - window, now)]
+    if rtc_samples is None:
+        rtc_samples = [RtcSample.from_item(i) for i in store.items(signal_partition(route, RTC), now - window, now)]
     counts = event_counts(store, route, now, window, hours)
     # The counters' whole slots cover [now - window, now]: no failure counted there means none in
     # the window, and the kept items (a backlog's missed thresholds among them) are not read.

@@ -21,7 +21,9 @@ Good is judged as the record lands, against the SLO threshold then in force (REP
 replica event that narrows a record's interval moves its counters in the same transaction
 (``narrow_ops``). Counters are only ever added (``ADD``); an absent counter is 0. The period cache
 (``<route>#roll`` / ``period``) counts ``gen`` up when a record lands in an hour older than
-``LATE_AFTER_HOURS`` (the collector may have folded that hour: it recomputes).
+``LATE_AFTER_HOURS`` (the collector may have folded that hour), and with it ``dgen`` and the
+record's own counts for that hour (``lj_<hour>``, ``lg_<hour>``: the hour's epoch seconds), so
+the collector adds them to the hour it folded instead of re-reading the period (slo_rollup.py).
 
 One record's operations (signals/event_ingest.py batches events; signals/slo_rollup.py folds the hours):
 
@@ -54,6 +56,7 @@ from replmon.signals.windows import HOUR_SECONDS, floor_hour, record_time, sub_s
 
 __all__ = [
     "COUNTED_GOOD",
+    "DGEN",
     "EVENT_ATTRS",
     "FAILED_MARK",
     "GEN",
@@ -76,6 +79,7 @@ __all__ = [
     "heartbeat_attr",
     "heartbeat_entry_time",
     "hist_attr",
+    "late_attr",
     "latency_bucket",
     "max_attr",
     "narrow_ops",
@@ -107,6 +111,9 @@ HIST_BASE_SECONDS = 0.25
 HIST_RATIO = 1.25
 HIST_BUCKETS = 46
 GEN = "gen"  # the period cache's late-write generation
+#: Late writes that carry their counts (``late_attr``): the collector adds those to a folded hour.
+DGEN = "dgen"
+LATE_JUDGED, LATE_GOOD = "lj", "lg"
 COUNTED_GOOD = "counted_good"  # on a record: the verdict its hour item counted
 #: A write into an hour older than this (by the writer's clock) may land after the collector folded it.
 LATE_AFTER_HOURS = 5
@@ -124,6 +131,20 @@ def max_attr(size_class: str, t: float) -> str:
 
 def hist_attr(size_class: str, bucket: int) -> str:
     return f"h_{size_class}_{bucket}"
+
+
+def late_attr(prefix: str, hour: float) -> str:
+    """A late write's count on the period item: ``lj_<hour start, epoch seconds>`` (``lg_`` for good).
+
+    >>> late_attr(LATE_JUDGED, 1795428000.0)
+    'lj_1795428000'
+    """
+    return f"{prefix}_{int(hour)}"
+
+
+def late_period_add(hour: float, judged: int, good: int) -> dict[str, int]:
+    """What a write into a folded hour adds to the period item: the generations and its counts."""
+    return {k: v for k, v in {GEN: 1, DGEN: 1, late_attr(LATE_JUDGED, hour): judged, late_attr(LATE_GOOD, hour): good}.items() if v}
 
 
 def latency_bucket(seconds: float) -> int:
@@ -188,7 +209,7 @@ def record_ops(record: ProbeRecord, now: float, *, period_days: int = DEFAULTS.s
             once[STUCK_PREFIX + heartbeat_attr(when)[len(HEARTBEAT_PREFIX):]] = 1
     ops.append(TransactAdd(roll_partition(record.route), hour_sort_key(hour), {k: v for k, v in add.items() if v}, once))
     if not heartbeat and hour < floor_hour(now) - LATE_AFTER_HOURS * HOUR_SECONDS:  # the period cache folds probes only
-        ops.append(TransactAdd(roll_partition(record.route), PERIOD, {GEN: 1}))
+        ops.append(TransactAdd(roll_partition(record.route), PERIOD, late_period_add(hour, 1, good)))
     return ops
 
 
@@ -227,7 +248,7 @@ def narrow_ops(record: ProbeRecord, new_hi: float | None, threshold_seconds: flo
     >>> [dict(a.add) for a in narrow_ops(r, 880.0, 900.0, 1795428960.0, False)]
     [{'g': 1, 'g_15': 1, 'pg': 1, 'pg_15': 1}]
     >>> [(a.sk, dict(a.add)) for a in narrow_ops(r, 880.0, 900.0, 1795428960.0 + 86400, False)][1]
-    ('period', {'gen': 1})
+    ('period', {'gen': 1, 'dgen': 1, 'lg_1795428000': 1})
     """
     if record.status is not ProbeStatus.COMPLETED or new_hi is None or counted_good is None:
         return []
@@ -249,8 +270,8 @@ def narrow_ops(record: ProbeRecord, new_hi: float | None, threshold_seconds: flo
     hour = floor_hour(when)
     ops = [TransactAdd(roll_partition(record.route), hour_sort_key(hour), dict(sorted(add.items())),
                        {TTL_ATTRIBUTE: int(hour + HOUR_SECONDS + (period_days + 2) * 86400)})]
-    if GOOD in add and hour < floor_hour(now) - LATE_AFTER_HOURS * HOUR_SECONDS:
-        ops.append(TransactAdd(roll_partition(record.route), PERIOD, {GEN: 1}))
+    if PROBE_GOOD in add and hour < floor_hour(now) - LATE_AFTER_HOURS * HOUR_SECONDS:
+        ops.append(TransactAdd(roll_partition(record.route), PERIOD, late_period_add(hour, 0, 1)))
     return ops
 
 
