@@ -117,3 +117,16 @@ def test_the_planners_monthly_ceiling_prices_each_route_as_replmon_cost_does() -
     kinds = {(c, r): route_monthly_usd(CLASSES, cross_region=c, rtc=r, source_region="us-east-1" if c else None)
              for c in (False, True) for r in (False, True)}
     assert max(kinds, key=lambda k: kinds[k]) == (True, True) and min(kinds, key=lambda k: kinds[k]) == (False, False)
+
+
+def test_the_model_prices_each_function_at_the_memory_the_template_gives_it() -> None:
+    """Lambda bills GB-seconds at the function's configured memory: the model's memory for the
+    Heartbeat and CollectSignals is template.yaml's MemorySize (the layer carries no template)."""
+    from replmon.cost.fleet import pricing
+    from replmon.local.template import load_template
+    from tests.conftest import TEMPLATE
+
+    resources = load_template(TEMPLATE)["Resources"]
+    a = pricing()["assumptions"]
+    assert a["heartbeat_memory_mb"] == resources["HeartbeatFunction"]["Properties"]["MemorySize"]
+    assert a["collector_memory_mb"] == resources["CollectSignalsFunction"]["Properties"]["MemorySize"]

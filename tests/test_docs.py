@@ -40,7 +40,8 @@ def test_the_readme_cost_block_is_what_replmon_cost_computes() -> None:
                          timeout=120, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     dollars = [n for n in NUMBER.findall(block(readme, "cost")) if "." in n and not n.startswith("2026")]
-    assert len(dollars) >= 6 and [n for n in dollars[:6] if n not in out.stdout] == []
+    printed = {round(float(n), 2) for n in NUMBER.findall(out.stdout)}  # the block rounds to cents
+    assert len(dollars) >= 6 and [n for n in dollars[:6] if float(n.replace(",", "")) not in printed] == []
     assert len(doc["fleet"]) == 2 and doc["fleet"][0]["routes"] == 1 and doc["fleet"][1]["routes"] > 1  # one route, one fleet
 
 
@@ -116,13 +117,13 @@ def test_a_one_digit_edit_anywhere_in_a_readme_bench_block_fails(report: str, pa
     readme = block_file(report).read_text()
     text = block(readme, name)
     start = readme.index(text)
-    assert len(NUMBER.findall(text)) >= 15
+    assert len(NUMBER.findall(text)) >= (10 if report == "bench-collector" else 15)  # the collector's block: one N, three phases
     assert readme_block_is_rendered(readme, report, name)
     digits = [i for i, ch in enumerate(text) if ch.isdigit()]
     for i in digits:  # also those inside "16MiB", "0.971x", a date or the commit
         mutant = readme[:start + i] + str((int(text[i]) + 1) % 10) + readme[start + i + 1:]
         assert not readme_block_is_rendered(mutant, report, name), f"a changed digit passes: {text[max(0, i - 20):i + 20]!r}"
-    assert len(digits) >= 40
+    assert len(digits) >= (30 if report == "bench-collector" else 40)
 
 
 @pytest.mark.parametrize(("report", "page", "name"), BENCH_REPORTS)
@@ -156,10 +157,13 @@ def test_each_bench_json_records_what_it_measured_and_repeats_the_swinging_figur
         assert fl["routes"] >= 20 and len(fl["repetitions"]) >= 3
         assert all(r["contributors"] == fl["routes"] and isinstance(named_only(r), bool) for r in fl["repetitions"])
         assert {"minio", "toxiproxy-server", "dynamodb-local"} <= set(f["versions"])
-    elif report == "bench-collector":  # the collector at N = 1, 10, 100 (at least), each with >= 3 runs
-        sizes = doc["collector"]["sizes"]
-        assert {1, 10, 100} <= {r["routes"] for r in sizes} and all(len(r["wall_s"]) == 3 for r in sizes)
-        assert all(r["largest_call_queries"] <= 500 for r in sizes) and "dynamodb-local" in f["versions"]
+    elif report == "bench-collector":  # the CollectSignals handler at N >= 1,000: steady (>= 2 runs), after a late write, cold
+        c = doc["collector"]
+        phases = [r["phase"] for r in c["runs"]]
+        assert c["routes"] >= 1000 and phases.count("steady") >= 2 and {"late", "cold"} <= set(phases), phases
+        assert all(r["routes_evaluated"] >= c["routes"] and r["items_read_per_route"]["max"] >= 1 for r in c["runs"])
+        assert all(r["wall_s"] > 0 and r["cpu_s"] > 0 and r["metric_queries"] <= 500 * r["get_metric_data_calls"] for r in c["runs"])
+        assert "dynamodb-local" in f["versions"]
     else:
         assert {"fio", "s3fs", "mountpoint"} <= set(f["versions"])
         assert len(doc["M1"]["reps"]) >= 3 and len(doc["M2"]["reps"]) >= 3

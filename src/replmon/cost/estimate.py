@@ -237,7 +237,7 @@ def estimate(request: ProbeRequest, runs_per_month: float, cross_region: bool, r
     collector_runs = a["days_per_month"] * 24 * 60 / a["collector_rate_minutes"]
     n_inv += collector_runs
     est.add("CollectSignals (RPO, SLO, RTC metrics)", collector_runs, "runs",
-            collector_runs * (0.25 * a["collector_seconds"] * p["lambda_arm_per_gb_second"] + p["lambda_per_million_requests"] / 1e6)
+            collector_runs * (a["collector_memory_mb"] / 1024 * a["collector_seconds"] * p["lambda_arm_per_gb_second"] + p["lambda_per_million_requests"] / 1e6)
             + (collector_runs * a["s3_replication_metrics_per_rule"] * len(request.routes) / 1000 * p["cloudwatch_getmetricdata_per_1000_metrics"] if rtc else 0.0)
             + collector_runs * len(request.routes) * slo_read_units(a) / 1e6 * p["dynamodb_per_million_read_units"])
     metrics = len(request.routes) * (2 + len(sizes) + a["passive_metrics_per_route"]) + (a["s3_replication_metrics_per_rule"] * len(request.routes) if rtc else 0)

@@ -178,7 +178,8 @@ def heartbeat_invocation_seconds(latency: float, head_seconds: float) -> float:
 
 def heartbeat_invocation_line(route_groups: int, routes_per_group: float, latency: float | None = None,
                               head_seconds: float | None = None) -> Line:
-    """The Heartbeat function: one invocation per group a minute at 512 MB, lasting
+    """The Heartbeat function: one invocation per group a minute at its MemorySize (template.yaml;
+    ``heartbeat_memory_mb``, one vCPU), lasting
     :func:`heartbeat_invocation_seconds` at the group's slowest heartbeat (``heartbeat_slowest_seconds``:
     a healthy group; a stalled route keeps every invocation of its group to the 45 s deadline)."""
     data = pricing()
@@ -190,8 +191,8 @@ def heartbeat_invocation_line(route_groups: int, routes_per_group: float, latenc
     rounds = math.ceil(max(1.0, routes_per_group) / WORKERS)
     seconds = heartbeat_invocation_seconds(a["heartbeat_slowest_seconds"] if latency is None else latency,
                                            (a["head_seconds"] if head_seconds is None else head_seconds) * rounds)
-    gb_s = invocations * seconds * 0.5
-    return Line(f"{HEARTBEAT_FUNCTION}, {seconds:.1f} s each at 512 MB)", invocations, "invocations",
+    gb_s = invocations * seconds * a["heartbeat_memory_mb"] / 1024
+    return Line(f"{HEARTBEAT_FUNCTION}, {seconds:.1f} s each at {a['heartbeat_memory_mb']} MB)", invocations, "invocations",
                 gb_s * p["lambda_arm_per_gb_second"] + invocations * p["lambda_per_million_requests"] / 1e6)
 
 
@@ -263,7 +264,8 @@ def fleet_estimate(routes: int, classes: ProbeClasses, *, cross_region: bool = F
     add("CollectSignals per route (GetMetricData, the SLO's rollups, Lambda time)", collector_runs, "runs",
         collector_runs * ((a["s3_replication_metrics_per_rule"] / 1000 * p["cloudwatch_getmetricdata_per_1000_metrics"] if rtc else 0.0)
                           + window_reads / 1e6 * p["dynamodb_per_million_read_units"]
-                          + 0.25 * a["collector_seconds"] * p["lambda_arm_per_gb_second"]))
+                          # its run time per route at 1,000 routes (lab bench-collector: 24-38 s a run), at its MemorySize
+                          + a["collector_memory_mb"] / 1024 * a["collector_seconds_per_route"] * p["lambda_arm_per_gb_second"]))
     est.per_route_lines = list(per.values())
     est.fixed_lines = [
         Line("CloudWatch alarms (the stack's standard alarms)", standard_alarms, "alarms",
