@@ -202,14 +202,25 @@ def resolution(values: Sequence[float]) -> int:
     seconds, and a per-second series of them is mostly zeros and spikes. Steady I/O (fio on FSx
     at hundreds of MB/s) is read to the second.
 
+    When no width gets the empty bins under MAX_EMPTY_SHARE (a long silence in the log: jobs blocked
+    for tens of seconds), the width with the fewest empty bins (the finer on a tie), among those
+    that still give the detector 2 * MIN_SEGMENT bins: not 1 s, the noisiest reading of such a log.
+
     >>> resolution([5.0] * 60), resolution([10.0, 0.0] * 30), resolution([30.0, 0.0, 0.0] * 20)
     (1, 2, 3)
+    >>> resolution([20.0] * 40 + [0.0] * 25 + [9.0, 0.0, 0.0, 0.0, 0.0, 0.0] * 6)   # 25 s silent, then sparse
+    15
     """
+    shares: list[tuple[float, int]] = []
     for w in RESOLUTIONS:
         bins = [sum(values[i:i + w]) for i in range(0, len(values), w)]
-        if len(bins) >= 2 * MIN_SEGMENT and sum(1 for b in bins if b == 0) <= MAX_EMPTY_SHARE * len(bins):
+        if len(bins) < 2 * MIN_SEGMENT:
+            break
+        empty = sum(1 for b in bins if b == 0) / len(bins)
+        if empty <= MAX_EMPTY_SHARE:
             return w
-    return 1
+        shares.append((empty, w))
+    return min(shares)[1] if shares else 1
 
 
 def binned(times: Sequence[float], values: Sequence[float], width: int) -> tuple[list[float], list[float]]:
