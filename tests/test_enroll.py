@@ -35,7 +35,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replmon.fleet.enroll import EVENTS_ID, REPLICAS_ID, Wanted, conflicts, filters_overlap, kept_intact, plan_enroll, plan_unenroll
+from replmon.fleet.enroll import EVENTS_ID, REPLICAS_ID, Wanted, conflicts, filters_overlap, kept_intact, plan_enroll, plan_unenroll, replicas_id
 from replmon.local.tables import ensure_table
 from tests.conftest import TABLE, TEMPLATE
 from tests.test_fleet_cli import ROUTE, run
@@ -238,7 +238,7 @@ def test_enroll_apply_keeps_the_users_three_entries_and_eventbridge_then_is_idem
     assert [e["Id"] for e in shop["QueueConfigurations"]] == ["audit", EVENTS_ID]
     dr = _notification(fleet["hub"]["eu-west-1"], "shop-dr")
     assert kept_intact(fleet["three_dr"], dr) == []
-    ours = next(e for e in dr["TopicConfigurations"] if e["Id"] == REPLICAS_ID)
+    ours = next(e for e in dr["TopicConfigurations"] if e["Id"] == replicas_id("replmon-probes/"))
     assert ours["Events"] == ["s3:ObjectCreated:*"] and ours["Filter"]["Key"]["FilterRules"][0]["Value"] == "replmon-probes/"
     member = _notification(fleet["member"], "member-src")
     assert member["TopicConfigurations"][0]["TopicArn"] == f"arn:aws:sns:eu-west-1:{MEMBER}:replmon-events"
@@ -384,14 +384,16 @@ class _Store:
     def __init__(self, configs: dict[str, dict[str, Any]], drop: str | None = None, denied: tuple[str, ...] = ()) -> None:
         self.configs, self.drop, self.denied, self.writes = configs, drop, denied, 0
 
-    def read(self, bucket: str, region: str | None, endpoint_url: str | None, role_arn: str | None) -> dict[str, Any]:
+    def read(self, bucket: str, region: str | None, endpoint_url: str | None, role_arn: str | None,
+             owner: str | None = None) -> dict[str, Any]:
         from replmon.core.ports import AccessDenied
 
         if bucket in self.denied:
             raise AccessDenied("s3:GetBucketNotification", f"{bucket} (as {role_arn})")
         return copy.deepcopy(self.configs.get(bucket, {}))
 
-    def write(self, bucket: str, region: str | None, endpoint_url: str | None, role_arn: str | None, config: dict[str, Any]) -> None:
+    def write(self, bucket: str, region: str | None, endpoint_url: str | None, role_arn: str | None, config: dict[str, Any],
+              owner: str | None = None) -> None:
         self.writes += 1
         self.configs[bucket] = {k: v for k, v in config.items() if k != self.drop}
 
