@@ -451,7 +451,7 @@ def _wire(enroll: bool, specs: list[Any], store: Any, keep: tuple[Any, ...] = ()
     from replmon.fleet.enroll import Hub
 
     plans, _ = wire(enroll, specs, store, hub=Hub(QUEUE, "replmon-events") if enroll else None, override=None, apply=True,
-                    member_role_prefix="replmon", keep=keep)
+                    member_role_prefix="replmon", **({"keep": keep} if keep else {}))
     return plans
 
 
