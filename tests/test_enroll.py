@@ -13,6 +13,11 @@ The S3 and SNS rules the code encodes, as AWS documents them:
   https://github.com/awsdocs/amazon-s3-user-guide/blob/master/doc_source/setup-event-notification-destination.md
 - SNS Subscribe across accounts: the endpoint's (the queue's) owner subscribes, in the topic's
   Region — https://docs.aws.amazon.com/cli/latest/reference/sns/subscribe.html
+- "When the queue owner creates a subscription, the subscription doesn't require confirmation"
+  (so the hub's subscription to a member account's topic is active at once) —
+  https://docs.aws.amazon.com/sns/latest/dg/sns-send-message-to-sqs-cross-account.html
+- Get/PutBucketNotificationConfiguration take ExpectedBucketOwner —
+  https://docs.aws.amazon.com/AmazonS3/latest/API/API_PutBucketNotificationConfiguration.html
 - GetBucketNotificationConfiguration returns ``EventBridgeConfiguration`` when delivery to
   EventBridge is on (NotificationConfiguration: "EventBridgeConfiguration - Enables delivery of
   events to Amazon EventBridge") — https://docs.aws.amazon.com/goto/WebAPI/s3-2006-03-01/NotificationConfiguration
@@ -242,7 +247,10 @@ def test_enroll_apply_keeps_the_users_three_entries_and_eventbridge_then_is_idem
     assert ours["Events"] == ["s3:ObjectCreated:*"] and ours["Filter"]["Key"]["FilterRules"][0]["Value"] == "replmon-probes/"
     member = _notification(fleet["member"], "member-src")
     assert member["TopicConfigurations"][0]["TopicArn"] == f"arn:aws:sns:eu-west-1:{MEMBER}:replmon-events"
-    assert doc["subscriptions"][0]["action"] == "subscribed" and doc["subscriptions"][0]["subscription_arn"]
+    # the queue's owner subscribes: "the subscription doesn't require confirmation"
+    # (https://docs.aws.amazon.com/sns/latest/dg/sns-send-message-to-sqs-cross-account.html), so SNS
+    # answers the subscription's ARN, never "pending confirmation"
+    assert doc["subscriptions"][0]["action"] == "subscribed" and doc["subscriptions"][0]["subscription_arn"].startswith("arn:")
     topic = f"arn:aws:sns:eu-west-1:{MEMBER}:replmon-events"
     hub_sns = boto3.client("sns", region_name="eu-west-1")  # ListSubscriptions: the requester's (the queue owner's) subscriptions
     subs = [x for x in hub_sns.list_subscriptions()["Subscriptions"] if x["TopicArn"] == topic]

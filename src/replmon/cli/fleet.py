@@ -397,7 +397,7 @@ def enroll(
     """Add replmon's notification entries to the routes' buckets (a dry run unless --apply).
 
     Each source gets replmon-events (s3:Replication:*, every key), each destination
-    replmon-replicas (s3:ObjectCreated:* on the probe prefix), sent to the hub's events queue in
+    replmon-replicas-<hash of the prefix> (s3:ObjectCreated:* on the probe prefix), sent to the hub's events queue in
     its account and Region, else to the member-Region topic of the bucket's account and Region.
     Every entry already there is kept exactly; a merge S3 would reject (overlapping filters for
     one event type, a target in another Region) is refused with its fix. The hub's queue is
