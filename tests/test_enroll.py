@@ -40,7 +40,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replmon.fleet.enroll import EVENTS_ID, REPLICAS_ID, Wanted, conflicts, filters_overlap, kept_intact, plan_enroll, plan_unenroll, replicas_id
+from replmon.fleet.enroll import (
+    EVENTS_ID,
+    REPLICAS_ID,
+    Wanted,
+    conflicts,
+    filters_overlap,
+    kept_intact,
+    plan_enroll,
+    plan_unenroll,
+    replicas_id,
+)
 from replmon.local.tables import ensure_table
 from tests.conftest import TABLE, TEMPLATE
 from tests.test_fleet_cli import ROUTE, run
