@@ -13,6 +13,11 @@ The S3 and SNS rules the code encodes, as AWS documents them:
   https://github.com/awsdocs/amazon-s3-user-guide/blob/master/doc_source/setup-event-notification-destination.md
 - SNS Subscribe across accounts: the endpoint's (the queue's) owner subscribes, in the topic's
   Region — https://docs.aws.amazon.com/cli/latest/reference/sns/subscribe.html
+- "When the queue owner creates a subscription, the subscription doesn't require confirmation"
+  (so the hub's subscription to a member account's topic is active at once) —
+  https://docs.aws.amazon.com/sns/latest/dg/sns-send-message-to-sqs-cross-account.html
+- Get/PutBucketNotificationConfiguration take ExpectedBucketOwner —
+  https://docs.aws.amazon.com/AmazonS3/latest/API/API_PutBucketNotificationConfiguration.html
 - GetBucketNotificationConfiguration returns ``EventBridgeConfiguration`` when delivery to
   EventBridge is on (NotificationConfiguration: "EventBridgeConfiguration - Enables delivery of
   events to Amazon EventBridge") — https://docs.aws.amazon.com/goto/WebAPI/s3-2006-03-01/NotificationConfiguration
@@ -35,7 +40,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replmon.fleet.enroll import EVENTS_ID, REPLICAS_ID, Wanted, conflicts, filters_overlap, kept_intact, plan_enroll, plan_unenroll
+from replmon.fleet.enroll import (
+    EVENTS_ID,
+    REPLICAS_ID,
+    Wanted,
+    conflicts,
+    filters_overlap,
+    kept_intact,
+    plan_enroll,
+    plan_unenroll,
+    replicas_id,
+)
 from replmon.local.tables import ensure_table
 from tests.conftest import TABLE, TEMPLATE
 from tests.test_fleet_cli import ROUTE, run
@@ -238,11 +253,14 @@ def test_enroll_apply_keeps_the_users_three_entries_and_eventbridge_then_is_idem
     assert [e["Id"] for e in shop["QueueConfigurations"]] == ["audit", EVENTS_ID]
     dr = _notification(fleet["hub"]["eu-west-1"], "shop-dr")
     assert kept_intact(fleet["three_dr"], dr) == []
-    ours = next(e for e in dr["TopicConfigurations"] if e["Id"] == REPLICAS_ID)
+    ours = next(e for e in dr["TopicConfigurations"] if e["Id"] == replicas_id("replmon-probes/"))
     assert ours["Events"] == ["s3:ObjectCreated:*"] and ours["Filter"]["Key"]["FilterRules"][0]["Value"] == "replmon-probes/"
     member = _notification(fleet["member"], "member-src")
     assert member["TopicConfigurations"][0]["TopicArn"] == f"arn:aws:sns:eu-west-1:{MEMBER}:replmon-events"
-    assert doc["subscriptions"][0]["action"] == "subscribed" and doc["subscriptions"][0]["subscription_arn"]
+    # the queue's owner subscribes: "the subscription doesn't require confirmation"
+    # (https://docs.aws.amazon.com/sns/latest/dg/sns-send-message-to-sqs-cross-account.html), so SNS
+    # answers the subscription's ARN, never "pending confirmation"
+    assert doc["subscriptions"][0]["action"] == "subscribed" and doc["subscriptions"][0]["subscription_arn"].startswith("arn:")
     topic = f"arn:aws:sns:eu-west-1:{MEMBER}:replmon-events"
     hub_sns = boto3.client("sns", region_name="eu-west-1")  # ListSubscriptions: the requester's (the queue owner's) subscriptions
     subs = [x for x in hub_sns.list_subscriptions()["Subscriptions"] if x["TopicArn"] == topic]
@@ -384,14 +402,16 @@ class _Store:
     def __init__(self, configs: dict[str, dict[str, Any]], drop: str | None = None, denied: tuple[str, ...] = ()) -> None:
         self.configs, self.drop, self.denied, self.writes = configs, drop, denied, 0
 
-    def read(self, bucket: str, region: str | None, endpoint_url: str | None, role_arn: str | None) -> dict[str, Any]:
+    def read(self, bucket: str, region: str | None, endpoint_url: str | None, role_arn: str | None,
+             owner: str | None = None) -> dict[str, Any]:
         from replmon.core.ports import AccessDenied
 
         if bucket in self.denied:
             raise AccessDenied("s3:GetBucketNotification", f"{bucket} (as {role_arn})")
         return copy.deepcopy(self.configs.get(bucket, {}))
 
-    def write(self, bucket: str, region: str | None, endpoint_url: str | None, role_arn: str | None, config: dict[str, Any]) -> None:
+    def write(self, bucket: str, region: str | None, endpoint_url: str | None, role_arn: str | None, config: dict[str, Any],
+              owner: str | None = None) -> None:
         self.writes += 1
         self.configs[bucket] = {k: v for k, v in config.items() if k != self.drop}
 
@@ -428,3 +448,173 @@ def test_a_bucket_the_prober_cannot_read_is_an_error_naming_the_role_and_the_oth
     assert got["shop"].action == "add" and store.writes == 1 and exit_code(plans, subs) == 3
     assert subs == [{"topic": f"arn:aws:sns:us-east-1:{MEMBER}:replmon-events", "endpoint": QUEUE,
                      "action": "would subscribe (sqs, raw delivery)"}]  # no SNS client given: nothing subscribed
+
+
+# ---------------------------------------------------------------- several routes on one bucket
+def _route(name: str, source: str, dest: str, prefix: str, account: str = HUB) -> Any:
+    from replmon.core.registry import load_route_spec
+
+    return load_route_spec({**ROUTE, "name": name, "group": "g00", "origin": "explicit", "prefix": prefix,
+                            "source": {"account": account, "region": "us-east-1", "bucket": source},
+                            "destinations": [{"account": account, "region": "us-east-1", "bucket": dest}]})
+
+
+def _replicas(entry_id: str, prefix: str, target: str = QUEUE) -> dict[str, Any]:
+    return {"Id": entry_id, "QueueArn": target, "Events": ["s3:ObjectCreated:*"],
+            "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": prefix}]}}}
+
+
+def _wire(enroll: bool, specs: list[Any], store: Any, keep: tuple[Any, ...] = ()) -> list[Any]:
+    from replmon.cli.enroll import wire
+    from replmon.fleet.enroll import Hub
+
+    plans, _ = wire(enroll, specs, store, hub=Hub(QUEUE, "replmon-events") if enroll else None, override=None, apply=True,
+                    member_role_prefix="replmon", **({"keep": keep} if keep else {}))
+    return plans
+
+
+def test_enrolling_one_route_keeps_the_other_routes_entry_on_the_same_bucket() -> None:
+    """An older release's replmon-replicas (prefix a/) and replmon-replicas-2 (b/), both in place:
+    `enroll --route b` finds its entry by target and prefix, whatever its Id, and writes nothing
+    (it used to renumber the Ids over this run's routes only: a/'s entry became b/'s, two
+    s3:ObjectCreated:* entries on one prefix, which FilterRule's overlap rule makes S3 refuse)."""
+    legacy = {"QueueConfigurations": [_replicas(REPLICAS_ID, "replmon-probes/a/"), _replicas(f"{REPLICAS_ID}-2", "replmon-probes/b/")]}
+    store = _Store({"shop-dr": copy.deepcopy(legacy)})
+    [dr] = [p for p in _wire(True, [_route("b", "src-b", "shop-dr", "replmon-probes/b/")], store) if p.bucket == "shop-dr"]
+    assert dr.action == "none" and store.configs["shop-dr"] == legacy
+    # on a new bucket, each prefix's entry has the Id of its prefix: enrolling b then a adds a's beside b's
+    store = _Store({})
+    _wire(True, [_route("b", "src-b", "shop-dr", "replmon-probes/b/")], store)
+    _wire(True, [_route("a", "src-a", "shop-dr", "replmon-probes/a/")], store)
+    got = {e["Id"]: _rules_of(e) for e in store.configs["shop-dr"]["QueueConfigurations"]}
+    assert got == {replicas_id("replmon-probes/b/"): "replmon-probes/b/", replicas_id("replmon-probes/a/"): "replmon-probes/a/"}
+    assert _valid(store.configs["shop-dr"])
+
+
+def _rules_of(entry: dict[str, Any]) -> str:
+    return str(entry["Filter"]["Key"]["FilterRules"][0]["Value"])
+
+
+def test_nested_probe_prefixes_of_two_routes_become_one_entry_on_the_shorter_prefix() -> None:
+    """Two routes' destination prefixes p/ and p/x/ on one bucket would be two overlapping
+    s3:ObjectCreated:* entries (S3 refuses the put): replmon keeps one, on p/, which covers both."""
+    from replmon.fleet.enroll import Hub, wanted_for
+
+    specs = [_route("outer", "src-1", "shop-dr", "replmon-probes/"), _route("inner", "src-2", "shop-dr", "replmon-probes/x/")]
+    [w] = wanted_for(specs, Hub(QUEUE, "replmon-events"))[("shop-dr", "us-east-1")]
+    assert (w.prefix, w.entry_id, set(w.routes)) == ("replmon-probes/", replicas_id("replmon-probes/"), {"outer", "inner"})
+    plan = plan_enroll("shop-dr", "us-east-1", {}, [w])
+    assert plan.action == "add" and _valid(plan.after)
+    # the inner route enrolled first, the outer one later: the outer entry replaces the inner one
+    store = _Store({})
+    _wire(True, [specs[1]], store)
+    _wire(True, [specs[0]], store)
+    assert [_rules_of(e) for e in store.configs["shop-dr"]["QueueConfigurations"]] == ["replmon-probes/"]
+    # the outer one first: the inner route's events are delivered already, nothing is added
+    store = _Store({})
+    _wire(True, [specs[0]], store)
+    [dr] = [p for p in _wire(True, [specs[1]], store) if p.bucket == "shop-dr"]
+    assert dr.action == "none" and "delivered already by replmon's entry" in dr.entries[0]
+
+
+def test_replmons_own_entries_that_overlap_are_refused_with_the_fix() -> None:
+    """Nested prefixes to two targets cannot be folded into one entry: S3 would refuse both."""
+    a = Wanted("shop-dr", "us-east-1", "destination", replicas_id("p/"), QUEUE, ("s3:ObjectCreated:*",), "p/", ("a",))
+    b = Wanted("shop-dr", "us-east-1", "destination", replicas_id("p/x/"), AUDIT_Q, ("s3:ObjectCreated:*",), "p/x/", ("b",))
+    plan = plan_enroll("shop-dr", "us-east-1", {}, [a, b])
+    assert plan.action == "refused" and plan.after == {} and "overlap" in plan.reason and "routes a" in plan.reason
+    assert "do not nest" in plan.fix
+
+
+def test_unenrolling_one_route_keeps_the_entries_other_routes_still_need() -> None:
+    """`fleet unenroll --route a`: a's entries go, b's (same source bucket's replmon-events, its
+    own replicas entry) stay; with no route left (uninstall --fleet) everything of replmon's goes."""
+    a, b = _route("a", "shop", "shop-dr", "replmon-probes/a/"), _route("b", "shop", "shop-dr", "replmon-probes/b/")
+    store = _Store({"shop": copy.deepcopy(THREE)})
+    _wire(True, [a, b], store)
+    enrolled = copy.deepcopy(store.configs)
+    plans = {p.bucket: p for p in _wire(False, [a], store, keep=(b,))}
+    assert plans["shop"].action == "none" and store.configs["shop"] == enrolled["shop"]  # b still needs replmon-events
+    assert plans["shop-dr"].action == "remove"
+    assert [e["Id"] for e in store.configs["shop-dr"]["QueueConfigurations"]] == [replicas_id("replmon-probes/b/")]
+    assert any("route b still needs it" in line for line in plans["shop-dr"].entries)
+    _wire(False, [b], store)
+    assert store.configs["shop"] == THREE and store.configs["shop-dr"] == {}
+
+
+def test_a_failed_put_says_s3_tests_every_destination_in_the_configuration() -> None:
+    """S3 validates each SNS/SQS destination of the whole configuration at the put, the user's too."""
+
+    class Broken(_Store):
+        def write(self, *args: Any, **kwargs: Any) -> None:
+            raise RuntimeError("InvalidArgument: Unable to validate the following destination configurations")
+
+    [shop] = [p for p in _wire(True, [_route("shop", "shop", "shop-dr", "replmon-probes/")], Broken({})) if p.bucket == "shop"]
+    assert shop.action == "error" and "every SNS/SQS destination" in shop.fix and "yours too" in shop.fix
+
+
+def test_each_read_and_write_says_which_account_owns_the_bucket() -> None:
+    """ExpectedBucketOwner on Get/PutBucketNotificationConfiguration (both take it:
+    https://docs.aws.amazon.com/AmazonS3/latest/API/API_PutBucketNotificationConfiguration.html),
+    the route's account, as the x-amz-expected-bucket-owner header on the wire."""
+    from moto import mock_aws
+
+    from replmon.adapters.member_buckets import BucketNotifications
+
+    with mock_aws():
+        boto3.client("s3", region_name="us-east-1").create_bucket(Bucket="shop")
+        store = BucketNotifications()
+        seen: list[tuple[str, str | None]] = []
+        store.s3("us-east-1", None, None).meta.events.register(
+            "before-call.s3.*", lambda model, params, **_: seen.append((model.name, params["headers"].get("x-amz-expected-bucket-owner"))))
+        _wire(True, [_route("shop", "shop", "shop", "replmon-probes/")], _Owned(store))
+        assert seen and {h for _, h in seen} == {HUB}
+        assert {n for n, _ in seen} == {"GetBucketNotificationConfiguration", "PutBucketNotificationConfiguration"}
+
+
+class _Owned:
+    """BucketNotifications without the prober role (moto: the caller's credentials are the hub's)."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def read(self, bucket: str, region: str | None, endpoint_url: str | None, role_arn: str | None, owner: str | None = None) -> Any:
+        return self.store.read(bucket, region, endpoint_url, None, owner)
+
+    def write(self, bucket: str, region: str | None, endpoint_url: str | None, role_arn: str | None, config: Any,
+              owner: str | None = None) -> None:
+        self.store.write(bucket, region, endpoint_url, None, config, owner)
+
+
+def test_a_subscribed_topic_outside_event_source_accounts_is_warned_of() -> None:
+    """The queue policy's MemberRegionTopics statement admits topics of EventSourceAccounts only."""
+    from replmon.cli.enroll import unlisted_sources
+
+    subs = [{"topic": f"arn:aws:sns:eu-west-1:{MEMBER}:replmon-events"}, {"topic": "arn:aws:sns:eu-west-1:777788889999:replmon-events"}]
+    [line] = unlisted_sources(subs, f"{MEMBER}")
+    assert "777788889999" in line and "EventSourceAccounts" in line
+    assert unlisted_sources(subs, None) == []  # not known: no warning
+
+
+def test_the_hub_partition_is_the_queue_arns(fleet: dict[str, Any]) -> None:
+    """A hub in aws-cn: the member-Region topics' ARNs are in aws-cn too."""
+    r = run("fleet", *ARGS, "--format", "json", "enroll", "--route", "member", "--events-queue-arn",
+            f"arn:aws-cn:sqs:us-east-1:{HUB}:replmon-events")
+    doc = json.loads(r.stdout)
+    assert doc["subscriptions"][0]["topic"] == f"arn:aws-cn:sns:eu-west-1:{MEMBER}:replmon-events"
+
+
+def test_fleet_unenroll_of_one_route_keeps_the_entries_of_the_routes_left(fleet: dict[str, Any], tmp_path: Path) -> None:
+    """Through the CLI: the registry's other routes are the ones that stay enrolled."""
+    s3 = fleet["hub"]["us-east-1"]
+    _create(s3, "shared-dr", "us-east-1")
+    for name, prefix in (("one", "replmon-probes/one/"), ("two", "replmon-probes/two/")):
+        spec = {**ROUTE, "name": name, "prefix": prefix, "source": {"account": HUB, "region": "us-east-1", "bucket": "shop"},
+                "destinations": [{"account": HUB, "region": "us-east-1", "bucket": "shared-dr", "rule_id": "shop-dr"}]}
+        (tmp_path / f"{name}.json").write_text(json.dumps(spec))
+        assert run("fleet", *ARGS, "put", str(tmp_path / f"{name}.json")).exit_code == 0
+    assert _enroll("--route", "one", "--route", "two", "--apply")[0] == 0
+    r = run("fleet", *ARGS, "--format", "json", "unenroll", "--route", "one", "--apply")
+    assert r.exit_code == 0, r.output
+    assert [e["Id"] for e in _notification(s3, "shared-dr")["QueueConfigurations"]] == [replicas_id("replmon-probes/two/")]
+    assert EVENTS_ID in [e["Id"] for e in _notification(s3, "shop")["QueueConfigurations"]]  # route two's source

@@ -27,6 +27,7 @@ from botocore.exceptions import ClientError
 from typer.testing import CliRunner
 
 from replmon.cli.app import app
+from replmon.fleet.enroll import replicas_id
 from replmon.lab.lab import EVENTS_TARGET, PREFIX, Lab
 
 pytestmark = pytest.mark.lab
@@ -95,7 +96,7 @@ def test_enroll_then_uninstall_fleet_on_minio_leaves_nothing_of_replmons_and_kee
         assert code == 1 and applied["subscriptions"] == []
         assert _config(src, "shop") == {"QueueConfigurations": [AUDIT, THUMBS, {"Id": "replmon-events", "QueueArn": EVENTS_TARGET,
                                                                               "Events": ["s3:Replication:*"]}]}
-        replicas = {"Id": "replmon-replicas", "QueueArn": EVENTS_TARGET, "Events": ["s3:ObjectCreated:*"],
+        replicas = {"Id": replicas_id(PREFIX), "QueueArn": EVENTS_TARGET, "Events": ["s3:ObjectCreated:*"],
                     "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": PREFIX}]}}}
         assert _config(dst, "shop-dr") == {"QueueConfigurations": [DOCS, replicas]}
         assert _config(src, "clash") == {"QueueConfigurations": [OPS]}  # refused: left as it was (MinIO would have taken it)

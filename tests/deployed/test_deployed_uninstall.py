@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from replmon.core.defaults import DEFAULTS
+from replmon.fleet.enroll import replicas_id
 from replmon.local.stack import AWAY, HOME, MEMBER_A
 from tests.deployed.scenario import ROUTE, UNTAGGED, deployed, replmon
 
@@ -69,7 +71,7 @@ def test_g_enroll_wires_the_member_route_through_its_prober(uninstalled: dict[st
     probe prefix to that Region's topic; the hub's queue subscribed to both topics."""
     code, out = uninstalled["enrolled"]
     assert code == 0, out
-    assert uninstalled["wired"] == (["owners-audit", "replmon-events"], ["replmon-replicas"])
+    assert uninstalled["wired"] == (["owners-audit", "replmon-events"], [replicas_id(DEFAULTS.probe_prefix)])  # the route's probe prefix (the default)
     assert out.count("subscription: arn:aws:sns:") == 2 and "subscribed" in out
 
 

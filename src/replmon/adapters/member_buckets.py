@@ -176,6 +176,10 @@ class AwsMembers:
         return AwsBucketReader(account, creds, self._make)
 
 
+def _owner(account: str | None) -> dict[str, str]:
+    return {"ExpectedBucketOwner": account} if account else {}
+
+
 class BucketNotifications:
     """Buckets' notification configurations (GetBucketNotificationConfiguration and the put that
     replaces it, the S3 API reference), each bucket read and written through its account's member
@@ -196,9 +200,12 @@ class BucketNotifications:
                                               role_arn=k[2], external_id=self.external_id)
         return self._clients[k]
 
-    def read(self, bucket: str, region: str | None, endpoint_url: str | None, role_arn: str | None) -> dict[str, Any]:
+    def read(self, bucket: str, region: str | None, endpoint_url: str | None, role_arn: str | None,
+             owner: str | None = None) -> dict[str, Any]:
+        """``owner``: the account the route says owns the bucket, sent as ``ExpectedBucketOwner`` (S3
+        answers 403 when another account owns it: a bucket deleted and re-created elsewhere is not written)."""
         try:
-            got = self.s3(region, endpoint_url, role_arn).get_bucket_notification_configuration(Bucket=bucket)
+            got = self.s3(region, endpoint_url, role_arn).get_bucket_notification_configuration(Bucket=bucket, **_owner(owner))
         except ClientError as exc:
             if _code(exc) in _DENIED:
                 raise AccessDenied("s3:GetBucketNotification", f"{bucket} (as {role_arn or 'the caller'})") from exc
@@ -208,10 +215,10 @@ class BucketNotifications:
         return {k: v for k, v in got.items() if k != "ResponseMetadata"}
 
     def write(self, bucket: str, region: str | None, endpoint_url: str | None, role_arn: str | None,
-              configuration: Mapping[str, Any]) -> None:
+              configuration: Mapping[str, Any], owner: str | None = None) -> None:
         try:
             self.s3(region, endpoint_url, role_arn).put_bucket_notification_configuration(
-                Bucket=bucket, NotificationConfiguration=dict(configuration))
+                Bucket=bucket, NotificationConfiguration=dict(configuration), **_owner(owner))
         except ClientError as exc:
             if _code(exc) in _DENIED:
                 raise AccessDenied("s3:PutBucketNotification", f"{bucket} (as {role_arn or 'the caller'})") from exc

@@ -63,26 +63,29 @@ def route_buckets(specs: Iterable[RouteSpec], member_role_prefix: str | None, pa
 
 
 def wire(enroll: bool, specs: Sequence[RouteSpec], store: Any, *, hub: Any, override: str | None, apply: bool,
-         member_role_prefix: str | None, sns: Any = None) -> tuple[list[Any], list[dict[str, Any]]]:
+         member_role_prefix: str | None, sns: Any = None, keep: Sequence[RouteSpec] = ()) -> tuple[list[Any], list[dict[str, Any]]]:
     """Plan (and with ``apply`` do) every bucket's merge or removal; then the subscriptions.
     ``store``: adapters/member_buckets.py BucketNotifications; ``sns(region)``: an SNS client of the
-    hub's account. Returns the bucket plans and the subscription rows."""
+    hub's account; ``keep`` (unenroll): the routes that stay enrolled, whose entries stay. Returns
+    the bucket plans and the subscription rows."""
     from replmon.adapters.explain import explain
     from replmon.fleet import enroll as en
 
     where = route_buckets(specs, member_role_prefix)
     wanted = en.wanted_for(specs, hub, override) if enroll else {}
+    kept = {} if enroll else en.wanted_for(keep, None, en.ANY_TARGET)  # what the other routes still need
     plans = []
     for (bucket, region), w in sorted(where.items()):
         if enroll and (bucket, region) not in wanted:  # only routes in mode off use it
             continue
         try:
-            current = store.read(bucket, w.region, w.endpoint_url, w.role_arn)
+            owner = None if w.endpoint_url else w.account  # ExpectedBucketOwner: S3 refuses if another account owns it now
+            current = store.read(bucket, w.region, w.endpoint_url, w.role_arn, owner)
             plan = (en.plan_enroll(bucket, w.region, current, wanted[(bucket, region)]) if enroll else
-                    en.plan_unenroll(bucket, w.region, current, w.sides, w.routes))
+                    en.plan_unenroll(bucket, w.region, current, w.sides, w.routes, kept.get((bucket, region), [])))
             if apply and plan.changes:
-                store.write(bucket, w.region, w.endpoint_url, w.role_arn, plan.after)
-                lost = en.kept_intact(plan.before, store.read(bucket, w.region, w.endpoint_url, w.role_arn))
+                store.write(bucket, w.region, w.endpoint_url, w.role_arn, plan.after, owner)
+                lost = en.kept_intact(plan.before, store.read(bucket, w.region, w.endpoint_url, w.role_arn, owner))
                 if lost:
                     plan.action, plan.reason = ERROR, f"after the put S3 no longer holds: {'; '.join(lost)}"
                     plan.fix = f"put back the 'before' configuration (--format json) with aws s3api put-bucket-notification-configuration --bucket {bucket}"
@@ -93,8 +96,9 @@ def wire(enroll: bool, specs: Sequence[RouteSpec], store: Any, *, hub: Any, over
             fix = (f"the caller must be able to assume {w.role_arn} and it must allow s3:GetBucketNotification and "
                    "s3:PutBucketNotification (templates/member-account.yaml, OperatorRoleArn)" if denied and w.role_arn else
                    "the caller's credentials must allow s3:GetBucketNotification and s3:PutBucketNotification" if denied else
-                   "S3's message names the cause; a target whose policy does not let s3.amazonaws.com send to it is refused "
-                   "when the entry is saved (docs/ENROLL.md, Credentials)")
+                   "S3's message names the cause: at the put S3 tests every SNS/SQS destination in the configuration, "
+                   "yours too, so a target whose policy does not let s3.amazonaws.com send to it, or a deleted queue or "
+                   "topic of an existing entry, fails the whole put (docs/ENROLL.md, Credentials)")
             plan = en.BucketPlan(bucket, w.region, ERROR, {}, {}, [], explain(exc), fix, w.sides, w.routes)
         plan.sides, plan.routes = plan.sides or w.sides, plan.routes or w.routes
         plans.append(plan)
@@ -103,7 +107,7 @@ def wire(enroll: bool, specs: Sequence[RouteSpec], store: Any, *, hub: Any, over
         for topic in en.subscriptions(wanted, hub):
             row = {"topic": topic, "endpoint": hub.queue_arn, "action": "would subscribe (sqs, raw delivery)"}
             if apply and sns is not None:
-                try:
+                try:  # the queue's owner subscribes: no confirmation needed (docs/ENROLL.md, Credentials)
                     arn = sns(topic.split(":")[3]).subscribe(TopicArn=topic, Protocol="sqs", Endpoint=hub.queue_arn,
                                                               Attributes={"RawMessageDelivery": "true"},
                                                               ReturnSubscriptionArn=True)["SubscriptionArn"]
@@ -112,6 +116,19 @@ def wire(enroll: bool, specs: Sequence[RouteSpec], store: Any, *, hub: Any, over
                     row["action"], row["error"] = ERROR, explain(exc)
             subs.append(row)
     return plans, subs
+
+
+def unlisted_sources(subs: Sequence[Mapping[str, Any]], source_accounts: str | None) -> list[str]:
+    """One warning line per subscribed topic whose account is not in the hub's EventSourceAccounts
+    (the stack parameter, comma-separated; None: not known, no warning): the queue policy's
+    MemberRegionTopics statement admits only those accounts' topics, so SNS's deliveries from the
+    others are refused at the queue and nothing arrives."""
+    if source_accounts is None:
+        return []
+    listed = {a.strip() for a in source_accounts.split(",") if a.strip()}
+    return [f"warning: {s['topic']}: account {s['topic'].split(':')[4]} is not in the stack's EventSourceAccounts "
+            f"({', '.join(sorted(listed)) or 'empty'}): the events queue's policy refuses its deliveries; add it and update the stack"
+            for s in subs if s["topic"].split(":")[4] not in listed]
 
 
 def exit_code(plans: Sequence[Any], subs: Sequence[Mapping[str, Any]] = ()) -> int:

@@ -375,6 +375,19 @@ def _bucket_store(profile: str | None, external_id_env: str | None) -> Any:
     return BucketNotifications(profile=profile, external_id=external_id, keys=keys_from_env("REPLMON_"))
 
 
+def _stack(stack: str, region: str | None, profile: str | None) -> tuple[dict[str, str], dict[str, str]]:
+    """A deployed stack's outputs and parameters (one DescribeStacks)."""
+    from replmon.adapters import clients
+    from replmon.adapters.explain import explain
+
+    try:
+        [s] = clients.client("cloudformation", clients.CONTROL, region=region, profile=profile).describe_stacks(StackName=stack)["Stacks"]
+    except Exception as exc:
+        fail(f"--stack-name {stack}: {explain(exc)}", INFRASTRUCTURE)
+    return ({o["OutputKey"]: o["OutputValue"] for o in s.get("Outputs", [])},
+            {p["ParameterKey"]: p.get("ParameterValue", "") for p in s.get("Parameters", [])})
+
+
 @fleet_app.command("enroll")
 def enroll(
     ctx: typer.Context,
@@ -395,7 +408,7 @@ def enroll(
     """Add replmon's notification entries to the routes' buckets (a dry run unless --apply).
 
     Each source gets replmon-events (s3:Replication:*, every key), each destination
-    replmon-replicas (s3:ObjectCreated:* on the probe prefix), sent to the hub's events queue in
+    replmon-replicas-<hash of the prefix> (s3:ObjectCreated:* on the probe prefix), sent to the hub's events queue in
     its account and Region, else to the member-Region topic of the bucket's account and Region.
     Every entry already there is kept exactly; a merge S3 would reject (overlapping filters for
     one event type, a target in another Region) is refused with its fix. The hub's queue is
@@ -408,11 +421,11 @@ def enroll(
     where = ctx.obj if isinstance(ctx.obj, _Where) else _Where(None, None, None, None, None)
     registry = _subcommand_registry(ctx, table, stack_name, region, profile, dynamodb_endpoint)
     stack = stack_name or where.stack_name
-    queue = events_queue_arn or (stack_outputs(stack, region or where.region, profile or where.profile).get("EventsQueueArn")
-                                 if stack else None)
+    deployed = _stack(stack, region or where.region, profile or where.profile) if stack else ({}, {})
+    queue = events_queue_arn or deployed[0].get("EventsQueueArn")
     if not queue and not events_target:
         fail("--events-queue-arn or --stack-name: where do the events go? (the stack's output EventsQueueArn), or --events-target")
-    hub = Hub(queue, events_topic_name) if queue else None
+    hub = Hub(queue, events_topic_name, queue.split(":")[1]) if queue else None  # the partition of the queue's ARN
     specs = wiring_cli.read_routes(registry, route or [])
     store = _bucket_store(profile or where.profile, external_id_env)
 
@@ -422,6 +435,8 @@ def enroll(
     plans, subs = wiring_cli.wire(True, specs, store, hub=hub, override=events_target, apply=apply,
                                   member_role_prefix=member_role_prefix, sns=sns)
     wiring_cli.show("fleet enroll", plans, subs, fmt or where.fmt, apply)
+    for line in wiring_cli.unlisted_sources(subs, deployed[1].get("EventSourceAccounts")):  # warn, do not fail
+        err.print(line, highlight=False, markup=False, soft_wrap=True)
     return wiring_cli.exit_code(plans, subs)
 
 
@@ -438,7 +453,7 @@ def unenroll(
 ) -> int:
     """Remove replmon's notification entries (Id starting "replmon") from the routes' buckets.
 
-    Every other entry, and EventBridge delivery, is written back as it was (a dry run unless
+    An entry another enrolled route of the registry still needs on that bucket stays. Every other entry, and EventBridge delivery, is written back as it was (a dry run unless
     --apply). Subscriptions are left: `replmon uninstall --fleet` prints the order to delete them.
     """
     from replmon.cli import enroll as wiring_cli
@@ -446,7 +461,10 @@ def unenroll(
     where = ctx.obj if isinstance(ctx.obj, _Where) else _Where(None, None, None, None, None)
     registry = _subcommand_registry(ctx, table, stack_name, region, profile, dynamodb_endpoint)
     specs = wiring_cli.read_routes(registry, route or [])
+    names = {s.name for s in specs}
+    keep = [s for s in wiring_cli.read_routes(registry) if s.name not in names] if route else []  # their entries stay
     store = _bucket_store(profile or where.profile, external_id_env)
-    plans, subs = wiring_cli.wire(False, specs, store, hub=None, override=None, apply=apply, member_role_prefix=member_role_prefix)
+    plans, subs = wiring_cli.wire(False, specs, store, hub=None, override=None, apply=apply, member_role_prefix=member_role_prefix,
+                                  keep=keep)
     wiring_cli.show("fleet unenroll", plans, subs, fmt or where.fmt, apply)
     return wiring_cli.exit_code(plans)
