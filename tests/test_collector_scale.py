@@ -187,3 +187,12 @@ def test_a_cache_of_the_layout_before_is_read_and_rewritten_packed() -> None:
     assert fold.complete and not fold.rebuilt and (status.total, status.good) == (20, 10)
     period = store.get_item(roll_partition("r"), PERIOD)
     assert "hours" not in period and len(unpack_hours(period["hours_packed"])) == 10
+
+
+def test_the_store_client_keeps_a_connection_for_each_collector_thread() -> None:
+    """botocore keeps max_pool_connections per client (default 10); 16 threads on one client would
+    open and drop connections past that (urllib3: "Connection pool is full, discarding connection")."""
+    from replmon.adapters.clients import STORE
+    from replmon.signals.collector import WORKERS
+
+    assert STORE.config().max_pool_connections >= WORKERS

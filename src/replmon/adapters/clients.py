@@ -66,7 +66,8 @@ DATA = CallClass("data", 5, 60, 4, "S3 PUT and parts: a part takes a while on a 
 CONTROL = CallClass("control", 3, 10, 2, "S3 HEAD, list, delete (and other control-plane reads): a hung endpoint costs "
                     "seconds, not minutes; the state machine retries the step")
 STORE = CallClass("store", 3, 10, 3, "DynamoDB, the SQS spool and event queue, CloudWatch reads, GetBucketReplication: "
-                  "a store that does not answer costs seconds, then the record is spooled")
+                  "a store that does not answer costs seconds, then the record is spooled; the collector's 16 threads "
+                  "share its client", pool=20)
 READ = CallClass("read", 3, 5, 2, "reading the store for a person (reports): a dead store is reported in ~10 s")
 PREFLIGHT = CallClass("preflight", 3, 5, 1, "`replmon probe` checks every bucket and the store before it writes anything")
 RESULTS = CallClass("results", 3, 20, 3, "IngestFioResults reading a run's result files; the lab's own setup and checks")

@@ -143,7 +143,7 @@ def _widget(n: int, title: str, stat: str, rows: list[Any], counter: list[int]) 
 #: from the line the Heartbeat prints each hour a route learns (probe/heartbeat.py EXPECTATION_LEARNED):
 #: a Logs Insights widget, not a metric: a per-route series of E would cost more a month than the
 #: widget's scans (priced per GB scanned, only when the dashboard is viewed), and nothing alarms on E.
-EXPECTATION_TITLE = "Routes: learned expectation E and stall detection bound (s; T + 2(E + 15) + 60), longest first"
+EXPECTATION_TITLE = "Routes: learned expectation E and stall detection bound (s; T + 2(E + 15) + 60, before CloudWatch ingestion and alarm evaluation lag), longest first"
 EXPECTATION_QUERY = ("SOURCE '${HeartbeatLog}' | filter message = 'route expectation learned'"
                      " | stats latest(expectation_seconds) as E, latest(detection_bound_seconds) as bound,"
                      " latest(heartbeat_seconds) as T, latest(expectation_samples) as heartbeats by route"
