@@ -44,7 +44,9 @@ def _routes_from(path: Path | None) -> list[Route]:
     try:
         return [Route.model_validate(r) for r in items]
     except ValidationError as exc:
-        fail(f"--routes-file {path}: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
+        # a key may hold a line break or any other character: escaped, so the error stays one line
+        fail(f"--routes-file {path}: " + "; ".join(f"{'.'.join(str(p).encode('unicode_escape').decode() for p in e['loc'])}: {e['msg']}"
+                                                  for e in exc.errors()))
     except RecursionError:
         fail(f"--routes-file {path}: a route nested too deep to read")
 

@@ -609,8 +609,8 @@ def _bench_in_lab(report: str, command: str, output: Path, lab: Any, measure: Ca
 
 @lab_app.command("bench-collector")
 def lab_bench_collector(
-    routes: Annotated[int, typer.Option("--routes", metavar="N", min=1, max=5000,
-                                        help="Registry routes (each loaded with what a collector run reads: see the report).")] = 1000,
+    routes: Annotated[str, typer.Option("--routes", metavar="N", help="Registry routes, 1-5000 (each loaded with what a "
+                                        "collector run reads: see the report).")] = "1000",
     repeats: Annotated[int, typer.Option(min=1, max=20, help="Steady collector runs (min / median / max); then one after a late "
                                          "write and one cold.")] = 3,
     lab_dir: Annotated[Path, typer.Option("--dir", metavar="DIR", help=LAB_DIR_HELP)] = Path("lab-data/bench-collector"),
@@ -621,9 +621,12 @@ def lab_bench_collector(
     from replmon.lab.collectorbench import run_collector_bench
     from replmon.lab.lab import TABLE, Lab
 
-    command = f"replmon lab bench-collector --routes {routes} --repeats {repeats}"
+    n = int(routes) if routes.isdigit() else 0  # a string like every other --routes (a count here)
+    if not 1 <= n <= 5000:
+        fail(f"--routes {routes!r}: give a number of routes from 1 to 5000")
+    command = f"replmon lab bench-collector --routes {n} --repeats {repeats}"
     return _bench_in_lab("bench-collector", command, output, Lab(lab_dir, events=False, least_privilege=False),
-                         lambda lab: {"collector": run_collector_bench(lab.servers["dynamodb"].url, TABLE, routes, repeats=repeats,
+                         lambda lab: {"collector": run_collector_bench(lab.servers["dynamodb"].url, TABLE, n, repeats=repeats,
                                                                        progress=lambda m: err.print(m, highlight=False))})
 
 

@@ -42,6 +42,7 @@ from typing import Generic, Protocol, TypeVar
 from replmon.core.cadence import ProbeClasses
 from replmon.core.errors import ConfigError
 from replmon.core.fleetconfig import FleetSettings
+from replmon.core.heartbeatcap import HEARTBEAT_CAP, HEARTBEAT_FIX, HEARTBEAT_ROUTES_PER_GROUP, heartbeat_routes_within_cap
 from replmon.core.ports import MetricsSink
 from replmon.core.registry import Origin, RouteSpec
 from replmon.core.route import Route
@@ -73,14 +74,6 @@ OVER_CAP = "RoutesOverCap"
 SLO_UNSUPPORTED = "SloUnsupported"
 #: How many left-out or unsupported routes a log line names (all are counted).
 NAMED = 100
-#: Heartbeat routes one group may hold: its invocation must put and poll them all within the Heartbeat's
-#: 45 s work deadline every minute. Measured: docs/BENCH-FLEET.md (the Heartbeat handler, 500 routes in one group).
-HEARTBEAT_ROUTES_PER_GROUP = 500
-HEARTBEAT_CAP = "heartbeat_routes_per_group"
-HEARTBEAT_FIX = ("raise RouteGroups (REPLMON_FLEET route_groups): routes spread over more groups, each its own Heartbeat "
-                 "invocation; or set \"probe\": {\"heartbeat\": false} on routes that need no minute-scale stall detection")
-
-
 class CapsDeps(Protocol):
     fleet: FleetSettings
     metrics: MetricsSink
@@ -115,25 +108,6 @@ def _rank(fr: CappedRoute) -> tuple[int, str]:
     if spec is None or spec.managed_by == "stack":
         return 0, fr.route.name
     return (1 if spec.origin is Origin.EXPLICIT else 2), fr.route.name
-
-
-def _spec_rank(spec: RouteSpec) -> tuple[int, str]:
-    return (0 if spec.managed_by == "stack" else 1 if spec.origin is Origin.EXPLICIT else 2), spec.name
-
-
-def heartbeat_routes_within_cap(specs: Sequence[RouteSpec], cap: int = HEARTBEAT_ROUTES_PER_GROUP) -> tuple[list[RouteSpec], list[RouteSpec]]:
-    """One group's heartbeat routes (``spec.heartbeat``), in the caps' order: (the first ``cap``, the rest).
-
-    >>> from replmon.core.registry import load_route_spec
-    >>> specs = [load_route_spec({"name": f"r{i}", "origin": "explicit", "group": "g00",
-    ...          "source": {"account": "111111111111", "bucket": f"src-{i}", "region": "us-east-1"},
-    ...          "destinations": [{"account": "111111111111", "bucket": f"dst-{i}", "region": "us-west-2"}]})
-    ...          for i in (3, 1, 2)]
-    >>> [[s.name for s in part] for part in heartbeat_routes_within_cap(specs, 2)]
-    [['r1', 'r2'], ['r3']]
-    """
-    beating = sorted((s for s in specs if s.heartbeat), key=_spec_rank)
-    return beating[:cap], beating[cap:]
 
 
 def check_heartbeat_room(spec: RouteSpec, group_specs: Sequence[RouteSpec], cap: int = HEARTBEAT_ROUTES_PER_GROUP) -> None:

@@ -309,12 +309,11 @@ def load(client: Any, table: str, items: Sequence[Mapping[str, Any]], *, threads
 
 def loading_client(endpoint: str) -> Any:
     """A client for loading only: long timeouts (DynamoDB Local on a busy host answers a batch late)."""
-    import boto3
-    from botocore.config import Config
+    from replmon.adapters import clients
 
-    return boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="lab", aws_secret_access_key="lab",
-                        config=Config(connect_timeout=10, read_timeout=120, retries={"max_attempts": 3, "mode": "standard"},
-                                      max_pool_connections=LOAD_THREADS * 2))
+    loading = clients.CallClass("bench-load", 10, 120, 3, "the collector bench's loading: DynamoDB Local on a busy host "
+                                "answers a batch late", pool=LOAD_THREADS * 2)
+    return clients.dynamodb(loading, endpoint_url=endpoint, keys=("lab", "lab"))
 
 
 def run_collector_bench(dynamodb_endpoint: str, table: str, routes: int, *, repeats: int = 3,

@@ -39,6 +39,7 @@ from replmon.core.clock import Clock
 from replmon.core.defaults import DEFAULTS
 from replmon.core.errors import ConfigError
 from replmon.core.fleetconfig import FleetSettings
+from replmon.core.heartbeatcap import HEARTBEAT_FIX, heartbeat_routes_within_cap
 from replmon.core.keys import (
     HEARTBEAT_SIZE_BYTES,
     HEARTBEAT_SIZE_CLASS,
@@ -52,7 +53,6 @@ from replmon.core.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE, ProbeSta
 from replmon.core.route import Route
 from replmon.core.sizes import parse_size
 from replmon.core.telemetry import ROUTE, ROUTE_GROUP
-from replmon.fleet.caps import HEARTBEAT_FIX, heartbeat_routes_within_cap
 from replmon.probe.poll import head_once
 from replmon.probe.polling import PollPolicy
 from replmon.probe.request import PollSettings
