@@ -132,7 +132,6 @@ def run_contract_scenarios() -> ContractRun:
     # sensibly), placed so that the collector runs (after the sweep's SWEEP_AGE_SECONDS + 1 h step)
     # 10 min into an hour 0 mod 6: an hour that emits ErrorBudgetRemaining (signals/health.py
     # budget_hour), whatever hour the suite runs in.
-    from replmon.probe.housekeeping import SWEEP_AGE_SECONDS
     from replmon.signals.health import BUDGET_EVERY_HOURS
 
     every = BUDGET_EVERY_HOURS * 3600
