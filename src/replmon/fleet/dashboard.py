@@ -26,7 +26,7 @@ route and metric). Every metric and dimension set here is one replmon emits
 ['Worst RPO now (s): top 10 routes', 'Stalled routes (StallSeconds): top 10']
 >>> body["variables"][0]["pattern"], body["variables"][0]["populateFrom"]
 ('${RouteName}', 'Route')
->>> max(sum(1 for row in w["properties"]["metrics"] if isinstance(row[0], dict) and row[0]["expression"].startswith("SELECT"))
+>>> max(sum(1 for row in w["properties"].get("metrics", []) if isinstance(row[0], dict) and row[0]["expression"].startswith("SELECT"))
 ...     for w in body["widgets"])
 1
 """
