@@ -131,7 +131,7 @@ def knee_where_the_cap_bit(r: TargetRun, after: float) -> str | None:
     return None
 
 
-@pytest.mark.xfail(strict=False, reason=(
+@pytest.mark.xfail(run=False, reason=(  # not run (it takes 4-8 min for no verdict); `pytest --runxfail` runs it
     "not reliable on a loaded machine yet: with the credit proxy (one budget over every connection, 20 then 3 MiB/s) the "
     "knee was found where the cap fell in every run on a quiet machine (3 of 3), but with other suites beside it (load "
     "average 13-45 on 2 cores) runs ended with no sustained phase in fio's log, a knee at the wrong place, or an EIO "
