@@ -132,25 +132,30 @@ def _parse_each_definition_once() -> None:
 
 
 def _serialize_moto_transactions() -> None:
-    """moto applies a TransactWriteItems by iterating its tables unlocked: two at once from the
-    emulated Lambdas' threads (a Map of probes recording together) fail with "dictionary changed
-    size during iteration", a RuntimeError DynamoDB never answers. DynamoDB serializes them itself
-    (a conflict is a TransactionConflict, which adapters/dynamodb.py retries): so does this lock."""
+    """moto's DynamoDB backend keeps its tables in plain dicts, unlocked: a TransactWriteItems (which
+    iterates its tables) or a Query beside a write from another emulated Lambda's thread (a Map of
+    probes recording together) fails with "dictionary changed size during iteration", a RuntimeError
+    DynamoDB never answers. DynamoDB serializes conflicting writes itself (a conflict is a
+    TransactionConflict, which adapters/dynamodb.py retries): so every call of moto's DynamoDB
+    backend takes one lock here (its calls never wait on anything, so nothing is held long)."""
     import functools
+    import inspect
     import threading
 
     from moto.dynamodb.models import DynamoDBBackend
 
-    original = DynamoDBBackend.transact_write_items
-    lock = threading.Lock()
+    lock = threading.RLock()
 
-    @functools.wraps(original)
-    def serialized(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with lock:
-            return original(self, *args, **kwargs)
+    def serialized(original: Any) -> Any:
+        @functools.wraps(original)
+        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            with lock:
+                return original(self, *args, **kwargs)
+        return call
 
-    DynamoDBBackend.transact_write_items = serialized  # type: ignore[method-assign]
-
+    for name, member in inspect.getmembers(DynamoDBBackend, inspect.isfunction):
+        if not name.startswith("_") and member.__qualname__.startswith("DynamoDBBackend."):
+            setattr(DynamoDBBackend, name, serialized(member))
 
 
 @pytest.fixture(autouse=True)
