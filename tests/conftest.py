@@ -131,6 +131,17 @@ def _parse_each_definition_once() -> None:
     asl_parser.AmazonStateLanguageParser.parse = staticmethod(parse_once)  # type: ignore[method-assign]
 
 
+def tool_module(name: str) -> Any:
+    """tools/<name>.py as a module (the tools are scripts, not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "tools" / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _serialize_moto_transactions() -> None:
     """moto's DynamoDB backend keeps its tables in plain dicts, unlocked: a TransactWriteItems (which
     iterates its tables) or a Query beside a write from another emulated Lambda's thread (a Map of

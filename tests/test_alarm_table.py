@@ -18,24 +18,19 @@ AWS contracts encoded here:
 from __future__ import annotations
 
 import copy
-import importlib.util
 import re
 from types import ModuleType
 from typing import Any
 
 from replmon.local.template import load_template
 from tests.cfnutil import default_transformed, resolver
-from tests.conftest import ROOT, TEMPLATE
+from tests.conftest import ROOT, TEMPLATE, tool_module
 
 TOPIC_CONDITION = {"page": "CreatePageTopic", "ticket": "CreateTicketTopic"}
 
 
 def tool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("alarm_table", ROOT / "tools" / "alarm_table.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return tool_module("alarm_table")  # type: ignore[no-any-return]
 
 
 def notifies(template: dict[str, Any], name: str) -> bool:

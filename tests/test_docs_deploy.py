@@ -20,7 +20,6 @@ AWS contracts encoded here:
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shlex
@@ -32,17 +31,13 @@ from typing import Any
 import pytest
 
 from replmon.local.template import load_template
-from tests.conftest import ROOT, TABLE, TEMPLATE
+from tests.conftest import ROOT, TABLE, TEMPLATE, tool_module
 
 DEPLOY = ROOT / "docs" / "DEPLOY.md"
 
 
 def tool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("render_permissions", ROOT / "tools" / "render_permissions.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return tool_module("render_permissions")  # type: ignore[no-any-return]
 
 
 def test_the_permissions_table_is_the_templates() -> None:

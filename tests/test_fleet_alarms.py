@@ -26,7 +26,6 @@ AWS contracts encoded here:
 
 from __future__ import annotations
 
-import importlib.util
 from types import ModuleType
 from typing import Any
 
@@ -38,7 +37,7 @@ from replmon.fleet import alarms as fa
 from replmon.local.insights import parse
 from replmon.local.template import load_template
 from tests.cfnutil import default_transformed, resolver
-from tests.conftest import ROOT, TEMPLATE
+from tests.conftest import ROOT, TEMPLATE, tool_module
 
 #: Alarms that still name RouteName, until their replacement lands (docs/ALARMS.md says so too).
 #: ("No probe completed" for the stack's route is gone: RouteNoData, emitted for every probe-mode
@@ -50,11 +49,7 @@ STILL_PER_ROUTE = {
 
 
 def tool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("render_fleet", ROOT / "tools" / "render_fleet.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return tool_module("render_fleet")  # type: ignore[no-any-return]
 
 
 #: Metrics Insights alarms that are not per route (no RouteGroup shard): fleet-wide counts.

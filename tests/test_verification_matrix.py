@@ -6,20 +6,15 @@ this version."""
 from __future__ import annotations
 
 import ast
-import importlib.util
 import re
 from pathlib import Path
 
 from replmon import __version__
-from tests.conftest import ROOT
+from tests.conftest import ROOT, tool_module
 
 
 def matrix() -> object:
-    spec = importlib.util.spec_from_file_location("verification_matrix", ROOT / "tools" / "verification_matrix.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return tool_module("verification_matrix")  # type: ignore[no-any-return]
 
 
 def test_every_test_the_matrix_names_exists() -> None:
