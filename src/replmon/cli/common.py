@@ -177,13 +177,28 @@ def check_output_dir(path: Path | None, flag: str) -> None:
 
 
 def check_output_file(path: Path | None, flag: str) -> None:
+    """A file to write: refused (exit 2, naming the flag and why) if it is a directory, or its
+    directory is missing or cannot take a file (a file is made and removed there, as for
+    :func:`check_output_dir`: /proc answers os.access as writable for root)."""
     if path is None:
         return
-    parent = path.expanduser().resolve().parent
+    path = path.expanduser()
+    if path.is_dir():
+        fail(f"{flag}: {path} is a directory; give a file path (e.g. {path / 'report.md'})")
+    parent = path.resolve().parent
     if not parent.is_dir():
         fail(f"{flag}: directory {parent} does not exist; create it or choose another path")
-    if not os.access(parent, os.W_OK):
-        fail(f"{flag}: directory {parent} is not writable")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        fail(f"{flag}: directory {parent} is not writable; choose another path")
+    import tempfile
+
+    try:
+        with tempfile.NamedTemporaryFile(dir=parent, prefix=".replmon-check-"):
+            pass
+    except OSError as exc:
+        from replmon.core.files import describe_os_error
+
+        fail(f"{flag}: cannot write in {parent}: {describe_os_error(exc, parent)}; choose another path")
 
 
 def keys_from_env(prefix: str, env: Mapping[str, str] = os.environ) -> tuple[str, str] | None:

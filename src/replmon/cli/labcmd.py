@@ -452,7 +452,7 @@ def lab_bench_ingest(
     try:
         run_ingest_bench(out, lab_dir, output, ingest_events=events, hour_events=hour_events, concurrency=concurrency)
     except LabError as exc:
-        fail(str(exc), INFRASTRUCTURE)
+        fail(str(exc), USAGE if str(exc).startswith("--dir") else INFRASTRUCTURE)
     return 0
 
 
@@ -644,6 +644,7 @@ def lab_bench_mounts(
     from replmon.lab.servers import LabError
 
     check_output_file(output, "--output")
+    check_output_dir(lab_dir, "--dir")  # M1 writes DIR/overhead before the lab claims DIR/lab
     try:
         run_mount_bench(out, lab_dir, output, reps=reps, rtt_ms=rtt_ms)
     except LabError as exc:
@@ -839,6 +840,7 @@ def lab_fio(
     if bad:
         fail(f"--mount {bad[0]!r}: use any of {', '.join(LAB_TARGETS)}")
     check_output_dir(charts, "--charts")
+    check_output_file(markdown, "--markdown")
     if throttle_after is None:
         from replmon.lab.mounts import default_throttle_after
 

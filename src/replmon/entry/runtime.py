@@ -15,6 +15,7 @@ Powertools Tracer that patches botocore only.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -25,7 +26,9 @@ from botocore.exceptions import ClientError
 from replmon import wiring
 from replmon.core.telemetry import SERVICE
 
-logger = Logger(service=SERVICE)
+#: In Lambda, Powertools' default stream (stdout; Lambda sends stdout and stderr to CloudWatch Logs);
+#: anywhere else (the CLI, the lab, a local run) stderr: stdout holds a command's output alone.
+logger = Logger(service=SERVICE, stream=None if os.environ.get("AWS_LAMBDA_FUNCTION_NAME") else sys.stderr)
 
 
 def quiet_handler_logs() -> None:

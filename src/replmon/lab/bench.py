@@ -554,7 +554,7 @@ def run_ingest_bench(console: Console, lab_dir: Path, output: Path | None, inges
     from replmon.adapters.dynamodb import DynamoLatencyStore
     from replmon.core.defaults import DEFAULTS
     from replmon.fleet.stack_route import spec_of_route, upsert_stack_route
-    from replmon.lab.lab import TABLE
+    from replmon.lab.lab import TABLE, claim_directory
     from replmon.lab.servers import dynamodb_local
     from replmon.local.tables import ensure_table
     from replmon.local.template import TEMPLATE
@@ -569,7 +569,9 @@ def run_ingest_bench(console: Console, lab_dir: Path, output: Path | None, inges
                 f"(1-minute load average at the start: {load:.1f} on {os.cpu_count()} cores; other work on the machine slows every figure)")
     report.text()
     root = Path(lab_dir)
-    shutil.rmtree(root, ignore_errors=True)
+    lock = claim_directory(root)  # the lab's directory, never another's: only its own dynamodb/ is emptied
+    for folder in ("dynamodb", "tmp"):  # each bench starts from an empty table (and what a killed one left goes)
+        shutil.rmtree(root / folder, ignore_errors=True)
     server = dynamodb_local(root / "dynamodb", root / "logs")
     server.start()
     try:
@@ -584,6 +586,7 @@ def run_ingest_bench(console: Console, lab_dir: Path, output: Path | None, inges
         p6_ingest(report, store, deps, ingest_events, hour_events, concurrency)
     finally:
         server.stop()
+        lock.close()
     report.text(f"Bench took {time.time() - started:.0f} s.")
     if output is not None:
         write_atomic(output, report.markdown().encode(), mode=0o644)

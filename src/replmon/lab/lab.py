@@ -183,6 +183,7 @@ class Lab:
 
     def start(self) -> None:
         root = Path(self.root)
+        servers.check_dynamodb_data(root / "dynamodb")  # a damaged store is named before any server starts
         logs = root / "logs"
         stale = self.pidfile.stop_stale()  # servers of a lab that was killed
         if stale:

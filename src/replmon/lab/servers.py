@@ -262,9 +262,35 @@ def minio(name: str, data: Path, logs: Path, root_user: str, root_password: str,
 
 
 DDB_LOCAL_VERSION = "2.5.4"
+#: With -sharedDb, DynamoDB Local keeps every table in this one file under -dbPath (AWS's usage notes).
+DDB_LOCAL_FILE = "shared-local-instance.db"
+#: The first 16 bytes of every SQLite database file (sqlite.org/fileformat.html); an empty file is an empty database.
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def check_dynamodb_data(data: Path) -> None:
+    """DynamoDB Local's database file in ``data`` (the lab's ``dynamodb`` folder), if there is one,
+    is a SQLite database: a damaged one is named before any server starts (DynamoDB Local would
+    start, then fail every call on it)."""
+    db = data / DDB_LOCAL_FILE
+    fix = f"move {data} away (the lab then starts an empty latency history) or choose another --dir"
+    if db.is_symlink() or (db.exists() and not db.is_file()):
+        raise LabError(f"--dir {data.parent}: {db} is not a file; {fix}")
+    try:
+        with db.open("rb") as fh:
+            head = fh.read(len(SQLITE_HEADER))
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        from replmon.core.files import describe_os_error
+
+        raise LabError(f"--dir {data.parent}: DynamoDB Local's data cannot be read ({describe_os_error(exc, db)}); {fix}") from None
+    if head and head != SQLITE_HEADER:
+        raise LabError(f"--dir {data.parent}: {db} is not a SQLite database (DynamoDB Local's data, damaged); {fix}")
 
 
 def dynamodb_local(data: Path, logs: Path) -> Server:
+    check_dynamodb_data(data)
     home = cache_dir() / f"dynamodb-local-{DDB_LOCAL_VERSION}"
     if not (home / "DynamoDBLocal.jar").exists() or not (home / "launcher" / "LoopbackDynamoDB.class").exists():
         raise LabError(f"DynamoDB Local or its loopback launcher is missing under {home}: run scripts/lab-deps.sh")

@@ -26,7 +26,7 @@ from typing import Any
 
 from replmon.core.files import write_atomic
 from replmon.lab.lab import DEST_BUCKET, MARKER, SOURCE_BUCKET, TABLE, Lab, check_layout
-from replmon.lab.servers import LabError, Pidfile, _start_ticks
+from replmon.lab.servers import LabError, Pidfile, _start_ticks, check_dynamodb_data
 
 STATE, ENV, SECRET, LOG = "lab-up.json", "lab.env", "lab.secret", "logs/lab-up.log"
 #: What the exports set (lab down unsets the same names).
@@ -83,6 +83,7 @@ def check_directory(root: Path) -> None:
     """The checks Lab makes when it claims the directory, before a supervisor is started (a
     usage error is reported here, at once)."""
     check_layout(root)
+    check_dynamodb_data(root / "dynamodb")
 
 
 def claim(root: Path) -> None:
