@@ -404,13 +404,15 @@ def test_a_directory_the_lab_did_not_make_is_never_touched(tmp_path: Path) -> No
 
 
 def test_a_corrupt_dynamodb_local_file_is_one_line_and_exit_3(tmp_path: Path) -> None:
-    """The issue's traceback (exit 1, read as a breach): DynamoDB Local's database damaged."""
+    """The issue's traceback (exit 1, read as a breach): DynamoDB Local's database damaged past its
+    header (a file that is not SQLite at all is named before any server starts: tests/test_cli_hostile.py)."""
+    from replmon.lab.servers import SQLITE_HEADER
     from tests.test_hostile_inputs import one_error_line
 
     root = tmp_path / "lab"
     (root / "dynamodb").mkdir(parents=True)
     (root / ".replmon-lab").write_text("{}")
-    (root / "dynamodb" / "shared-local-instance.db").write_bytes(os.urandom(20_000))
+    (root / "dynamodb" / "shared-local-instance.db").write_bytes(SQLITE_HEADER + os.urandom(20_000))
     r = subprocess.run([*REPLMON, "lab", "run", "--dir", str(root), "--sizes", "1MiB", "--format", "json"], capture_output=True,
                        text=True, timeout=300, env={**os.environ, "REPLMON_PROGRESS": "0"})
     line = one_error_line(r.stderr)
