@@ -7,6 +7,7 @@ state files and the catch-all)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import sqlite3
 import subprocess
@@ -192,3 +193,46 @@ def test_the_crash_log_directory_is_where_the_docs_say(tmp_path: Path) -> None:
         assert crash_log_dir() == Path.home() / ".local" / "state" / "replmon" / "logs"
     docs = (ROOT / "docs" / "CLI.md").read_text()
     assert "$XDG_STATE_HOME/replmon/logs/replmon-error-" in docs and "~/.local/state/replmon/logs/" in docs
+
+
+# ------------------------------------------------------------------ the lab's other state files
+def test_a_damaged_lab_secret_is_one_line_for_lab_preflight(tmp_path: Path) -> None:
+    """A lab that is up (this process stands in for its supervisor) whose lab.secret is not the
+    secret: named, exit 3, before any endpoint is contacted."""
+    from replmon.lab import session
+    from replmon.lab.servers import _start_ticks
+
+    root = tmp_path / "lab"
+    root.mkdir()
+    (root / MARKER).write_text("{}")
+    (root / session.STATE).write_text(json.dumps({"pid": os.getpid(), "start_ticks": _start_ticks(os.getpid()), "bandwidth": "100MiB",
+                                                  "endpoints": {"source": E, "destination": E, "dynamodb": E, "access_key_id": "k"}}))
+    for content in (b"\xff\xfe", b"", b"two words\n"):
+        (root / session.SECRET).write_bytes(content)
+        r = cli("lab", "preflight", "--dir", str(root))
+        assert r.returncode == 3 and f"the lab's secret ({root / session.SECRET}) is damaged" in one_error_line(r.stderr)
+
+
+def test_a_lock_file_of_any_bytes_held_by_another_lab_names_it(tmp_path: Path) -> None:
+    import fcntl
+
+    from replmon.lab.lab import claim_directory
+
+    root = tmp_path / "lab"
+    root.mkdir()
+    (root / MARKER).write_text("{}")
+    (root / ".lock").write_bytes(b"\xff\xfe\x00")
+    with (root / ".lock").open("rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another lab holds the directory
+        with pytest.raises(LabError, match=r"--dir .* is in use by another replmon lab \(pid .*\); wait for it"):
+            claim_directory(root)
+
+
+@pytest.mark.parametrize(("content", "says"), [
+    (b"\xff# report", "is not UTF-8 text"),
+    (b"# r\n<!-- lab-fio:mountpoint-xregion:start -->\ncut here", "without <!-- lab-fio:mountpoint-xregion:end --> after it"),
+], ids=["not-utf8", "section-cut"])
+def test_lab_fio_markdown_it_could_not_rewrite_is_refused_before_the_run(tmp_path: Path, content: bytes, says: str) -> None:
+    (tmp_path / "LAB.md").write_bytes(content)
+    r = cli("lab", "fio", "--dir", str(tmp_path / "lab"), "--markdown", str(tmp_path / "LAB.md"))
+    assert r.returncode == 2 and says in one_error_line(r.stderr) and not (tmp_path / "lab").exists()

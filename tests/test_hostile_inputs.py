@@ -124,7 +124,7 @@ def test_what_nothing_else_named_is_exit_5_one_line_and_a_log(tmp_path: Path) ->
 
 
 # ------------------------------------------------------------------ properties: arbitrary bytes
-QUICK = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+QUICK = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 BYTES = st.one_of(st.binary(max_size=300), st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
                                                          lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4),
                                                          max_leaves=12).map(lambda v: json.dumps(v).encode()))

@@ -373,9 +373,14 @@ def lab_preflight(
     if s is None or not s.alive:
         fail(f"--dir {lab_dir}: no lab is up there; start one with: replmon lab up --dir {lab_dir}")
     try:
-        secret = (lab_dir / session.SECRET).read_text().strip()
+        secret = (lab_dir / session.SECRET).read_bytes().decode("ascii").strip()
     except OSError as exc:
         fail(f"--dir {lab_dir}: cannot read the lab's secret ({exc.strerror}); restart it with replmon lab down / lab up", INFRASTRUCTURE)
+    except UnicodeDecodeError:
+        secret = ""
+    if not secret or any(c.isspace() for c in secret):
+        fail(f"--dir {lab_dir}: the lab's secret ({lab_dir / session.SECRET}) is damaged; restart it with replmon lab down / lab up",
+             INFRASTRUCTURE)
     # the lab's credentials, as `eval "$(replmon lab up)"` would export them (never on the command line)
     os.environ.update({"REPLMON_ACCESS_KEY_ID": s.endpoints["access_key_id"], "REPLMON_SECRET_ACCESS_KEY": secret})
     src, dst = s.endpoints["source"], s.endpoints["destination"]
@@ -798,6 +803,22 @@ def _chaos_fleet(fault: str, routes: int, route: str | None, lab_dir: Path, fmt:
     return OK if ok else Exit.BREACH
 
 
+def _check_markdown(path: Path | None, preset: str) -> None:
+    """The generated report `lab fio --markdown` rewrites, checked before the run (not after its
+    minutes): UTF-8 text, and the preset's section whole if it has one."""
+    if path is None or not path.exists():
+        return
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        fail(f"--markdown: cannot read {path}: {exc.strerror}")
+    except UnicodeDecodeError as exc:
+        fail(f"--markdown: {path} is not UTF-8 text (byte {exc.start}); give the generated report or a new file")
+    start, end = f"<!-- lab-fio:{preset}:start -->", f"<!-- lab-fio:{preset}:end -->"
+    if start in text and end not in text[text.index(start):]:
+        fail(f"--markdown: {path} has {start} without {end} after it; restore the end marker or remove the section")
+
+
 @lab_app.command("fio")
 def lab_fio(
     preset: Annotated[str, typer.Option(help="A mount preset (replmon fio presets).")] = "mountpoint-xregion",
@@ -841,6 +862,7 @@ def lab_fio(
         fail(f"--mount {bad[0]!r}: use any of {', '.join(LAB_TARGETS)}")
     check_output_dir(charts, "--charts")
     check_output_file(markdown, "--markdown")
+    _check_markdown(markdown, preset)
     if throttle_after is None:
         from replmon.lab.mounts import default_throttle_after
 

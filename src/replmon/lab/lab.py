@@ -119,7 +119,8 @@ def claim_directory(root: Path) -> IO[str]:
         root.chmod(0o700)  # servers' data, logs and credentials: the owner's alone
         if not (root / MARKER).exists():
             write_atomic(root / MARKER, json.dumps({"made_by": "replmon lab", "note": "replmon may delete this directory's contents"}).encode())
-        lock = os.fdopen(os.open(root / ".lock", os.O_RDWR | os.O_CREAT, 0o600), "a+")
+        # errors="replace": the holder's pid is read back for the message, whatever the file holds
+        lock = os.fdopen(os.open(root / ".lock", os.O_RDWR | os.O_CREAT, 0o600), "a+", encoding="utf-8", errors="replace")
     except OSError as exc:
         from replmon.core.files import describe_os_error, disk_full
 
