@@ -196,17 +196,23 @@ def test_the_crash_log_directory_is_where_the_docs_say(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------ the lab's other state files
-def test_a_damaged_lab_secret_is_one_line_for_lab_preflight(tmp_path: Path) -> None:
-    """A lab that is up (this process stands in for its supervisor) whose lab.secret is not the
-    secret: named, exit 3, before any endpoint is contacted."""
+def _up_lab(root: Path) -> Path:
+    """A lab that is up as far as its state file says: this process stands in for its supervisor."""
     from replmon.lab import session
     from replmon.lab.servers import _start_ticks
 
-    root = tmp_path / "lab"
-    root.mkdir()
+    root.mkdir(exist_ok=True)
     (root / MARKER).write_text("{}")
     (root / session.STATE).write_text(json.dumps({"pid": os.getpid(), "start_ticks": _start_ticks(os.getpid()), "bandwidth": "100MiB",
                                                   "endpoints": {"source": E, "destination": E, "dynamodb": E, "access_key_id": "k"}}))
+    return root
+
+
+def test_a_damaged_lab_secret_is_one_line_for_lab_preflight(tmp_path: Path) -> None:
+    """lab.secret not the secret: named, exit 3, before any endpoint is contacted."""
+    from replmon.lab import session
+
+    root = _up_lab(tmp_path / "lab")
     for content in (b"\xff\xfe", b"", b"two words\n"):
         (root / session.SECRET).write_bytes(content)
         r = cli("lab", "preflight", "--dir", str(root))
@@ -236,3 +242,17 @@ def test_lab_fio_markdown_it_could_not_rewrite_is_refused_before_the_run(tmp_pat
     (tmp_path / "LAB.md").write_bytes(content)
     r = cli("lab", "fio", "--dir", str(tmp_path / "lab"), "--markdown", str(tmp_path / "LAB.md"))
     assert r.returncode == 2 and says in one_error_line(r.stderr) and not (tmp_path / "lab").exists()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(content=st.binary(max_size=40) | st.text(alphabet="abcXYZ019-_", min_size=1, max_size=40).map(str.encode))
+def test_any_bytes_as_the_lab_secret(tmp_path_factory: pytest.TempPathFactory, content: bytes) -> None:
+    """lab preflight reads lab.secret: any bytes end in its documented code 3 (damaged, or the lab's
+    endpoints unreachable here) with no traceback."""
+    from replmon.lab import session
+
+    root = _up_lab(tmp_path_factory.mktemp("lab") / "lab")
+    (root / session.SECRET).write_bytes(content)
+    r = cli("lab", "preflight", "--dir", str(root), "--format", "json")
+    assert r.returncode == 3 and "Traceback" not in r.stderr, r.stderr
+    _json_or_nothing(r.stdout)
