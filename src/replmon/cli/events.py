@@ -25,7 +25,8 @@ def json_text(raw: bytes, what: str, code: int) -> object:
     except json.JSONDecodeError as exc:
         fail(f"{what}: not JSON ({exc.msg}, line {exc.lineno} column {exc.colno})", code)
     except RecursionError:
-        fail(f"{what}: JSON nested too deep to read (over {sys.getrecursionlimit()} levels)", code)
+        fail(f"{what}: JSON nested too deep to read (over {sys.getrecursionlimit()} levels); is it the right file? "
+             "(a payload or a routes file is a few levels deep)", code)
 
 
 def _routes_from(path: Path | None) -> list[Route]:
@@ -66,7 +67,9 @@ def parse(
         raw = sys.stdin.buffer.read() if str(file) == "-" else file.read_bytes()
     except OSError as exc:
         fail(f"{file}: {exc.strerror or exc}")
-    payload = json_text(raw, str(file), MEASURED_FAILURE)  # what IngestEvents could not parse either
+    # A file that is not JSON text holds no record to fail: the input is wrong (2), as for --routes-file;
+    # 1 stays what the command's help says, a record of a payload that IngestEvents could not parse.
+    payload = json_text(raw, str(file), USAGE)
     rs = _routes_from(routes)
     try:
         plans = [plan_ingest(p, rs, probe_prefixes(rs)) for p in parse_payload(payload)]
