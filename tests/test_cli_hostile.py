@@ -256,3 +256,24 @@ def test_any_bytes_as_the_lab_secret(tmp_path_factory: pytest.TempPathFactory, c
     r = cli("lab", "preflight", "--dir", str(root), "--format", "json")
     assert r.returncode == 3 and "Traceback" not in r.stderr, r.stderr
     _json_or_nothing(r.stdout)
+
+
+def test_lab_down_with_a_damaged_state_file_and_a_lab_still_running_says_which_pid(tmp_path: Path) -> None:
+    """`lab down` stops only what lab-up.json names; damaged, it names nothing, and the lab that holds
+    the directory (its pid in .lock) is said with the way to stop it: exit 3, never "no lab was up"."""
+    import fcntl
+
+    from replmon.lab import session
+
+    root = tmp_path / "lab"
+    root.mkdir()
+    (root / MARKER).write_text("{}")
+    (root / session.STATE).write_bytes(b'{"pid": 12')  # cut by a full disk
+    with (root / ".lock").open("a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.write("4242")
+        held.flush()
+        r = cli("lab", "down", "--dir", str(root))
+    line = one_error_line(r.stderr)
+    assert r.returncode == 3 and f"{root / session.STATE} damaged" in line and "(pid 4242)" in line and "kill 4242" in line
+    assert r.stdout == ""

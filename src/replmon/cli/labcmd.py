@@ -345,9 +345,15 @@ def lab_down(
 
     if lab_dir.exists() and not lab_dir.is_dir():
         fail(f"--dir {lab_dir} is a file; give the directory `replmon lab up` used")
+    damaged = session.damaged(lab_dir)
     stopped = session.down(lab_dir)
-    err.print(f"lab down in {lab_dir}: stopped {', '.join(stopped)}" if stopped else f"no lab was up in {lab_dir}", highlight=False,
-              soft_wrap=True)  # one line, whatever the path's length (scripts grep it)
+    holder = session.holder(lab_dir) if damaged else None
+    if holder is not None:  # a lab still runs there, and the file that named it is unreadable
+        fail(f"--dir {lab_dir}: {', '.join(str(p) for p in damaged)} damaged, and a replmon lab (pid {holder}) still holds the directory; "
+             f"if `replmon lab up` started it, stop it with: kill {holder}", INFRASTRUCTURE)
+    note = f" ({', '.join(p.name for p in damaged)} damaged, naming no process: ignored)" if damaged else ""
+    err.print(f"lab down in {lab_dir}: stopped {', '.join(stopped)}{note}" if stopped else f"no lab was up in {lab_dir}{note}",
+              highlight=False, soft_wrap=True)  # one line, whatever the path's length (scripts grep it)
     sys.stdout.write("".join(f"unset {name}\n" for name in session.EXPORTED))
     return OK
 

@@ -187,6 +187,33 @@ def _unlocked(root: Path) -> bool:
         return True
 
 
+def holder(root: Path) -> str | None:
+    """The pid the lab holding ``root``'s lock wrote in it ("?" if unreadable); None when no lab holds it."""
+    if _unlocked(root):
+        return None
+    try:
+        text = (root / ".lock").read_bytes().decode("utf-8", "replace").strip()
+    except OSError:
+        text = ""
+    return text if text.isdigit() else "?"
+
+
+def damaged(root: Path) -> list[Path]:
+    """The state files in ``root`` that are there but are not what `lab up` or a lab wrote (cut by a
+    full disk, edited by hand): they name no process, so none can be stopped through them."""
+    bad = [root / STATE] if (root / STATE).exists() and read(root) is None else []
+    pidfile = root / "servers.json"
+    try:
+        entries = json.loads(pidfile.read_bytes().decode("utf-8"))
+        whole = isinstance(entries, list) and all(isinstance(e, dict) and isinstance(e.get("pid"), int) and e["pid"] > 1
+                                                  and isinstance(e.get("start_ticks"), int | None) for e in entries)
+    except FileNotFoundError:
+        whole = True
+    except (OSError, ValueError, RecursionError):
+        whole = False
+    return bad if whole else [*bad, pidfile]
+
+
 def describe(session: Session) -> dict[str, Any]:
     return {"dir": str(session.root), "supervisor_pid": session.pid, "bandwidth": session.bandwidth,
             "endpoints": {k: v for k, v in session.endpoints.items() if k != "access_key_id"},
