@@ -277,3 +277,21 @@ def test_lab_down_with_a_damaged_state_file_and_a_lab_still_running_says_which_p
     line = one_error_line(r.stderr)
     assert r.returncode == 3 and f"{root / session.STATE} damaged" in line and "(pid 4242)" in line and "kill 4242" in line
     assert r.stdout == ""
+
+
+def test_lab_up_on_a_directory_another_lab_holds_touches_nothing(tmp_path: Path) -> None:
+    import fcntl
+
+    from replmon.lab import session
+
+    root = tmp_path / "lab"
+    root.mkdir()
+    (root / MARKER).write_text("{}")
+    (root / session.SECRET).write_text("the running lab's\n")
+    with (root / ".lock").open("a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.write("4242")
+        held.flush()
+        r = cli("lab", "up", "--dir", str(root), "--format", "json")
+    assert r.returncode == 2 and "is in use by another replmon lab (pid 4242)" in one_error_line(r.stderr) and r.stdout == ""
+    assert (root / session.SECRET).read_text() == "the running lab's\n" and not (root / "logs").exists()

@@ -106,6 +106,9 @@ def up(root: Path, bandwidth: str, wait: float = 300.0) -> Session:
     if running is not None and running.alive:
         return running
     check_directory(root)
+    held = holder(root) if root.is_dir() else None
+    if held is not None:  # a `lab run`, or a lab whose lab-up.json is damaged: its files are left alone
+        raise LabError(f"--dir {root} is in use by another replmon lab (pid {held}); wait for it or choose another --dir")
     claim(root)
     for name in (STATE, ENV, SECRET):
         (root / name).unlink(missing_ok=True)
@@ -189,7 +192,7 @@ def _unlocked(root: Path) -> bool:
 
 def holder(root: Path) -> str | None:
     """The pid the lab holding ``root``'s lock wrote in it ("?" if unreadable); None when no lab holds it."""
-    if _unlocked(root):
+    if not (root / ".lock").is_file() or _unlocked(root):  # (no lock file: none is made here)
         return None
     try:
         text = (root / ".lock").read_bytes().decode("utf-8", "replace").strip()
