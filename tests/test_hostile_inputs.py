@@ -164,6 +164,8 @@ def test_every_lab_state_file_takes_any_bytes(tmp_path_factory: pytest.TempPathF
     (root / MARKER).write_text("{}")
     (root / name).write_bytes(content)
     assert session.read(root) is None or session.read(root).pid > 1  # type: ignore[union-attr]
+    assert set(session.damaged(root)) <= {root / "servers.json", root / "lab-up.json"}  # lab down's note reads both
+    assert session.holder(root) is None  # no lab holds it, whatever .lock holds
     assert Pidfile(root / "servers.json").stop_stale() == []  # nothing it names is a live server of ours
     session.check_directory(root)
     claim_directory(root).close()
