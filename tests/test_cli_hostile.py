@@ -295,3 +295,45 @@ def test_lab_up_on_a_directory_another_lab_holds_touches_nothing(tmp_path: Path)
         r = cli("lab", "up", "--dir", str(root), "--format", "json")
     assert r.returncode == 2 and "is in use by another replmon lab (pid 4242)" in one_error_line(r.stderr) and r.stdout == ""
     assert (root / session.SECRET).read_text() == "the running lab's\n" and not (root / "logs").exists()
+
+
+# ------------------------------------------------------------------ what nothing else named
+@pytest.mark.parametrize(("module", "args"), [
+    ("replmon.cli.probe", ["presets"]),
+    ("replmon.cli.cost", ["cost", "--sizes", "1MiB"]),
+    ("replmon.cli.fio", ["fio", "presets"]),
+    ("replmon.cli.events", ["events", "parse", "{tmp}/payload.json"]),
+], ids=["presets", "cost", "fio-presets", "events-parse"])
+def test_an_error_no_command_named_is_exit_5_in_every_command(tmp_path: Path, module: str, args: list[str]) -> None:
+    """cli/app.main's catch-all, whatever the command: one line with the log's path, exit 5, never 1."""
+    from unittest import mock
+
+    (tmp_path / "payload.json").write_text(PAYLOAD)
+
+    def broken(*a: object, **k: object) -> None:
+        raise ZeroDivisionError("a bug nothing named")
+
+    with mock.patch(f"{module}.emit", broken):
+        r = cli(*[a.format(tmp=tmp_path) for a in args], "--format", "json", env={**AWS_LESS, "XDG_STATE_HOME": str(tmp_path / "state")})
+    line = one_error_line(r.stderr)
+    assert r.returncode == 5 and "ZeroDivisionError: a bug nothing named" in line and r.stdout == ""
+    log = Path(line.rsplit("the traceback is in ", 1)[1])
+    assert log.parent == tmp_path / "state" / "replmon" / "logs"
+    assert "ZeroDivisionError" in log.read_text() and "Traceback (most recent call last)" in log.read_text()
+
+
+def test_the_crash_log_falls_back_to_the_temporary_directory(tmp_path: Path) -> None:
+    import tempfile
+    from unittest import mock
+
+    def broken(*a: object, **k: object) -> None:
+        raise ZeroDivisionError("a bug nothing named")
+
+    with mock.patch("replmon.cli.probe.emit", broken):
+        r = cli("presets", env={**AWS_LESS, "XDG_STATE_HOME": "/proc/replmon-cannot-write"})
+    line = one_error_line(r.stderr)
+    log = Path(line.rsplit("the traceback is in ", 1)[1])
+    try:
+        assert r.returncode == 5 and log.parent == Path(tempfile.gettempdir()) and "ZeroDivisionError" in log.read_text()
+    finally:
+        log.unlink(missing_ok=True)
