@@ -337,3 +337,12 @@ def test_the_crash_log_falls_back_to_the_temporary_directory(tmp_path: Path) -> 
         assert r.returncode == 5 and log.parent == Path(tempfile.gettempdir()) and "ZeroDivisionError" in log.read_text()
     finally:
         log.unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("args", [["/dev/zero"], ["{tmp}/payload.json", "--routes-file", "/dev/zero"]], ids=["payload", "routes-file"])
+def test_events_parse_reads_no_endless_file(tmp_path: Path, args: list[str]) -> None:
+    """At most 64 MiB: ten times the 6 MB Lambda delivers in one synchronous invocation
+    (https://docs.aws.amazon.com/lambda/latest/dg/API_Invoke.html)."""
+    (tmp_path / "payload.json").write_text(PAYLOAD)
+    r = cli("events", "parse", *[a.format(tmp=tmp_path) for a in args])
+    assert r.returncode == 2 and "larger than 64 MiB" in one_error_line(r.stderr) and "/dev/zero" in r.stderr

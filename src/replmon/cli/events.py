@@ -16,6 +16,26 @@ from replmon.core.route import Route
 events_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="S3 event notifications: what IngestEvents would store.")
 
 
+#: The most `events parse` reads of a file: ten times what Lambda delivers in one invocation (6 MB, its
+#: synchronous payload limit), so /dev/zero or a wrong multi-GB file ends in one line, not in memory.
+MAX_INPUT_BYTES = 64 * 2**20
+
+
+def read_input(path: Path, what: str) -> bytes:
+    """``path`` ('-': stdin) whole, or one line (exit 2) naming it and why it cannot be read."""
+    try:
+        if str(path) == "-":
+            raw = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+        else:
+            with path.open("rb") as fh:
+                raw = fh.read(MAX_INPUT_BYTES + 1)
+    except OSError as exc:
+        fail(f"{what}: {exc.strerror or exc}")
+    if len(raw) > MAX_INPUT_BYTES:
+        fail(f"{what}: larger than {MAX_INPUT_BYTES // 2**20} MiB; a payload as Lambda delivers it is at most 6 MB - is it the right file?")
+    return raw
+
+
 def json_text(raw: bytes, what: str, code: int) -> object:
     """``raw`` as JSON, or one line naming ``what`` and why not (not UTF-8, not JSON, nested too deep)."""
     try:
@@ -34,10 +54,7 @@ def _routes_from(path: Path | None) -> list[Route]:
 
     if path is None:
         return []
-    try:
-        raw = json_text(path.read_bytes(), f"--routes-file {path}", USAGE)
-    except OSError as exc:
-        fail(f"--routes-file {path}: {exc.strerror or exc}")
+    raw = json_text(read_input(path, f"--routes-file {path}"), f"--routes-file {path}", USAGE)
     items = raw.get("routes", raw) if isinstance(raw, dict) else raw
     if not isinstance(items, list):
         fail(f"--routes-file {path}: \"routes\" is a JSON {type(items).__name__}; give a list of routes "
@@ -63,10 +80,7 @@ def parse(
     from replmon.signals.event_ingest import plan_ingest, probe_prefixes
     from replmon.signals.s3events import parse_payload
 
-    try:
-        raw = sys.stdin.buffer.read() if str(file) == "-" else file.read_bytes()
-    except OSError as exc:
-        fail(f"{file}: {exc.strerror or exc}")
+    raw = read_input(file, str(file))
     # A file that is not JSON text holds no record to fail: the input is wrong (2), as for --routes-file;
     # 1 stays what the command's help says, a record of a payload that IngestEvents could not parse.
     payload = json_text(raw, str(file), USAGE)
