@@ -80,15 +80,16 @@ def parse(
     from replmon.signals.event_ingest import plan_ingest, probe_prefixes
     from replmon.signals.s3events import parse_payload
 
-    raw = read_input(file, str(file))
+    what = "stdin" if str(file) == "-" else str(file)
+    raw = read_input(file, what)
     # A file that is not JSON text holds no record to fail: the input is wrong (2), as for --routes-file;
     # 1 stays what the command's help says, a record of a payload that IngestEvents could not parse.
-    payload = json_text(raw, str(file), USAGE)
+    payload = json_text(raw, what, USAGE)
     rs = _routes_from(routes)
     try:
         plans = [plan_ingest(p, rs, probe_prefixes(rs)) for p in parse_payload(payload)]
     except RecursionError:
-        fail(f"{file}: a record nested too deep to read", MEASURED_FAILURE)
+        fail(f"{what}: a record nested too deep to read", MEASURED_FAILURE)
     docs = [p.to_json() for p in plans]
     failed = [d for d in docs if d.get("error")]
     rows = []
