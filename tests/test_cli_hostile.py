@@ -346,3 +346,9 @@ def test_events_parse_reads_no_endless_file(tmp_path: Path, args: list[str]) -> 
     (tmp_path / "payload.json").write_text(PAYLOAD)
     r = cli("events", "parse", *[a.format(tmp=tmp_path) for a in args])
     assert r.returncode == 2 and "larger than 64 MiB" in one_error_line(r.stderr) and "/dev/zero" in r.stderr
+
+
+@pytest.mark.parametrize("command", [["fio", "parse"], ["fio", "targets"], ["fio", "knee"]])
+def test_fio_reads_no_endless_file(command: list[str]) -> None:
+    r = cli(*command, "/dev/zero")
+    assert r.returncode == 2 and "/dev/zero: larger than 256 MiB" in one_error_line(r.stderr)

@@ -21,9 +21,21 @@ if TYPE_CHECKING:
 fio_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Mount throughput baselines: fio results, presets, reports, knees and costs.")
 
 
+#: The most read of one fio file: far past a json+ output or a per-second bandwidth log, so /dev/zero
+#: or a wrong multi-GB file ends in one line, not in memory.
+MAX_INPUT_BYTES = 256 * 2**20
+
+
 def _read(path: Path) -> str:
     try:
-        return sys.stdin.read() if str(path) == "-" else path.read_text()
+        if str(path) == "-":
+            raw = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+        else:
+            with path.open("rb") as fh:
+                raw = fh.read(MAX_INPUT_BYTES + 1)
+        if len(raw) > MAX_INPUT_BYTES:
+            fail(f"{path}: larger than {MAX_INPUT_BYTES // 2**20} MiB; is it fio's output (or a bandwidth log)?")
+        return raw.decode("utf-8")
     except OSError as exc:
         fail(f"{path}: {exc.strerror}")
     except UnicodeDecodeError:
