@@ -285,6 +285,7 @@ class DeployedStack:
         self._running: set[str] = set()  # schedules whose invocation has not ended (not fired again meanwhile)
         self._iam_lock = threading.Lock()
         self._hangs: dict[str, threading.Event] = {}
+        self._throttled: set[str] = set()  # routes whose latency-table reads are throttled (:meth:`throttle`)
         self._hung = 0
         self._replicas: dict[tuple[str, str, str], str] = {}  # (destination, key, source version) -> replica version
         self._failed: set[tuple[str, str, str]] = set()  # objects S3 failed to replicate (counted once)
@@ -582,6 +583,11 @@ class DeployedStack:
                 answer: Any = {"Error": {"Code": code, "Message": f"User: {session} is not authorized to perform: {'; '.join(call.denied)}"},
                                "ResponseMetadata": {"HTTPStatusCode": status}}
                 raise ClientError(answer, operation)
+            if service == "dynamodb" and stack._throttled and operation in ("Query", "GetItem") and stack._throttled_read(params):
+                throttled: Any = {"Error": {"Code": "ProvisionedThroughputExceededException",
+                                            "Message": "The level of configured provisioned throughput for the table was exceeded"},
+                                  "ResponseMetadata": {"HTTPStatusCode": 400}}
+                raise ClientError(throttled, operation)
             params = stack._before_s3(service, operation, params)
             try:
                 response = original(client, operation, params)
@@ -702,6 +708,17 @@ class DeployedStack:
         """S3 fails to replicate ``source``'s objects (FAILED)."""
         for r in self.replication[source]:
             r.latency, r.outcome = 1.0, "FAILED"
+
+    def throttle(self, route: str) -> None:
+        """Every read (Query, GetItem) of ``route``'s own items in the latency table is throttled from
+        now on, as DynamoDB throttles one hot partition key and not the table: the route's records,
+        rollups and heartbeat state (``<route>`` and ``<route>#...`` partitions; core/partitions.py)."""
+        self._throttled.add(route)
+
+    def _throttled_read(self, params: Mapping[str, Any]) -> bool:
+        values = [(params.get("Key") or {}).get("route"), *(params.get("ExpressionAttributeValues") or {}).values()]
+        keys = {str(v["S"]) for v in values if isinstance(v, Mapping) and "S" in v}  # a GetItem's key, a Query's :pk
+        return any(k == r or k.startswith(f"{r}#") for k in keys for r in self._throttled)
 
     def hang(self, route: str, function: str = "UploadProbe") -> threading.Event:
         """Steps of ``route`` in ``function`` hang (a connection that never answers) until the
