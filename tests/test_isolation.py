@@ -164,3 +164,21 @@ def test_ingest_events_maps_the_readable_routes_and_reads_an_unread_group_again(
     good = MemoryRegistry([spec("aa")])
     registry_routes(good, ["g00"], 100.0)
     assert [r.name for r in registry_routes(good, ["g00"], 101.0)] == ["aa"]  # a whole read is cached a minute
+
+
+def test_the_report_function_names_a_route_whose_reads_fail_and_reports_the_others() -> None:
+    from types import SimpleNamespace
+
+    from replmon.core.fleetconfig import FleetSettings
+    from replmon.probe.steps import report_step
+    from replmon.signals.slo import SloSpec
+
+    deps = SimpleNamespace(store=Throttled(MemoryLatencyTable(), "hot"), registry=MemoryRegistry([spec("aa"), spec("hot"), spec("zz")]),
+                           fleet=FleetSettings(route_groups=1), clock=SimpleNamespace(now=lambda: 1_795_000_000.0), slo=SloSpec(),
+                           rpo_window=3600.0)
+    out = report_step({}, deps)  # type: ignore[arg-type]
+    assert [h["route"] for h in out["health"]] == ["aa", "zz"]
+    assert [(u["route"], u["error"]) for u in out["unreadable"]] == [("hot", "StoreUnavailable: latency: ProvisionedThroughputExceededException")]
+    deps.store = Throttled(MemoryLatencyTable(), "aa")
+    with pytest.raises(StoreUnavailable):  # the only route unreadable: the store's failure, raised
+        report_step({"routes": ["aa"]}, deps)  # type: ignore[arg-type]

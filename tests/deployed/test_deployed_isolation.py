@@ -81,6 +81,7 @@ def isolated() -> Iterator[dict[str, Any]]:
         seen["fleet_table"] = replmon(stack, "fleet")
         seen["report"] = replmon(stack, "report", "--fleet", "--format", "json")
         seen["report_fn"] = stack.invoke("Report", {"fleet": True})
+        seen["report_plain"] = stack.invoke("Report", {})
         # The InvalidRoute alarms sum one hour (Period 3600): they are evaluated at its end, over what
         # the readers emitted in it (the clock is set there without firing the schedules in between).
         stack.settle()
@@ -148,6 +149,9 @@ def test_g_report_fleet_marks_only_them_and_exits_3_for_the_unread_route(isolate
     by_fn = {r["route"]: r for r in isolated["report_fn"]["fleet"]}
     assert by_fn[ROUTE]["verdict"] == "ok" and by_fn[THROTTLED]["verdict"] == "not_measured"
     assert {by_fn[n]["verdict"] for n in BAD} == {"no_data"}
+    plain = isolated["report_plain"]  # the Report function's {}: every measured route of the registry
+    assert ROUTE in [h["route"] for h in plain["health"]] and THROTTLED not in [h["route"] for h in plain["health"]]
+    assert [u["route"] for u in plain["unreadable"]] == [THROTTLED]
 
 
 def test_g_fleet_put_refuses_the_bad_item_at_the_edge(isolated: dict[str, Any]) -> None:
