@@ -80,6 +80,7 @@ def isolated() -> Iterator[dict[str, Any]]:
         seen["fleet"] = replmon(stack, "fleet", "--format", "json")
         seen["fleet_table"] = replmon(stack, "fleet")
         seen["report"] = replmon(stack, "report", "--fleet", "--format", "json")
+        seen["report_csv"] = replmon(stack, "report", "--fleet", "--format", "csv")  # csv: no column cut at the runner's width
         seen["report_fn"] = stack.invoke("Report", {"fleet": True})
         seen["report_plain"] = stack.invoke("Report", {})
         # The InvalidRoute alarms sum one hour (Period 3600): they are evaluated at its end, over what
@@ -146,6 +147,8 @@ def test_g_report_fleet_marks_only_them_and_exits_3_for_the_unread_route(isolate
     for name, (reason, field) in BAD.items():
         assert rows[name]["verdict"] == "no_data" and rows[name]["mode"] == "invalid"
         assert rows[name]["reason"].startswith(f"INVALID_{reason}: {field}")
+    code, out = isolated["report_csv"]
+    assert code == 3 and all(any(line.startswith(f"{n},") and "INVALID_" in line for line in out.splitlines()) for n in BAD), out
     by_fn = {r["route"]: r for r in isolated["report_fn"]["fleet"]}
     assert by_fn[ROUTE]["verdict"] == "ok" and by_fn[THROTTLED]["verdict"] == "not_measured"
     assert {by_fn[n]["verdict"] for n in BAD} == {"no_data"}
