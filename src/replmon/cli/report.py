@@ -16,6 +16,7 @@ from replmon.cli.common import INFRASTRUCTURE, aws_region_or_fail, check_output_
 from replmon.cli.exitcodes import Exit, combine
 from replmon.cli.render import FORMAT_HELP, WIDE_HELP, Format, emit, err, footnotes, out, print_headline, print_table, summary_rows
 from replmon.core.defaults import DEFAULTS
+from replmon.core.errors import StoreUnavailable
 from replmon.core.names import check_route_name
 
 
@@ -120,7 +121,7 @@ def report(
                     continue
                 records += mine
             if route and len(unreadable) == len(route):  # no route answered: the store, not a route
-                fail(f"latency store {table!r}: {unreadable[route[0]]}", INFRASTRUCTURE)
+                raise StoreUnavailable(unreadable[route[0]])
             outside = outside_window(store, [r for r in route if r not in unreadable], records, start, now)
         else:
             records = records_in(store, route, start, now)
