@@ -176,9 +176,39 @@ def test_the_report_function_names_a_route_whose_reads_fail_and_reports_the_othe
     deps = SimpleNamespace(store=Throttled(MemoryLatencyTable(), "hot"), registry=MemoryRegistry([spec("aa"), spec("hot"), spec("zz")]),
                            fleet=FleetSettings(route_groups=1), clock=SimpleNamespace(now=lambda: 1_795_000_000.0), slo=SloSpec(),
                            rpo_window=3600.0)
-    out = report_step({}, deps)  # type: ignore[arg-type]
+    out = report_step({}, deps)
     assert [h["route"] for h in out["health"]] == ["aa", "zz"]
     assert [(u["route"], u["error"]) for u in out["unreadable"]] == [("hot", "StoreUnavailable: latency: ProvisionedThroughputExceededException")]
     deps.store = Throttled(MemoryLatencyTable(), "aa")
     with pytest.raises(StoreUnavailable):  # the only route unreadable: the store's failure, raised
-        report_step({"routes": ["aa"]}, deps)  # type: ignore[arg-type]
+        report_step({"routes": ["aa"]}, deps)
+
+
+def test_the_planner_leaves_out_only_a_route_whose_lease_cannot_be_read() -> None:
+    """BatchGetItem "returns a partial result if ... the table's provisioned throughput is exceeded"
+    and names the unread keys in UnprocessedKeys; "if none of the items can be processed" it returns
+    ProvisionedThroughputExceededException (BatchGetItemRequest, AWS SDK for .NET API reference,
+    https://docs.aws.amazon.com/sdkfornet1/latest/apidocs/html/T_Amazon_DynamoDBv2_Model_BatchGetItemRequest.htm). The lease
+    adapter retries unprocessed keys, then raises StoreUnavailable for the whole batch: the planner
+    reads each route on its own and leaves out only the hot one."""
+    from types import SimpleNamespace
+
+    from replmon.core.cadence import ProbeClasses
+    from replmon.fleet.planner import FleetRoute, route_leases
+
+    class Leases:
+        def __init__(self, hot: set[str]) -> None:
+            self.hot = hot
+
+        def leases(self, routes: list[str]) -> dict[str, Any]:
+            if self.hot & set(routes):
+                raise StoreUnavailable("latency: BatchGetItem left keys unprocessed after 8 attempts")
+            return {}
+
+    routes = [FleetRoute(Route.model_validate({"name": n, "source": {"bucket": f"{n}-src"}, "destinations": [{"bucket": f"{n}-dst"}]}),
+                         "g00", ProbeClasses.parse("1KiB@5m"), 900) for n in ("aa", "hot", "zz")]
+    metrics = Counted()
+    _, kept = route_leases(routes, SimpleNamespace(leases=Leases({"hot"}), metrics=metrics))
+    assert [r.route.name for r in kept] == ["aa", "zz"] and metrics.invalid() == [("g00", "hot", "ReadFailed")]
+    with pytest.raises(StoreUnavailable):  # every read fails: the table, raised after the first few
+        route_leases(routes, SimpleNamespace(leases=Leases({"aa", "hot", "zz"}), metrics=Counted()))

@@ -19,7 +19,10 @@ AWS behaviour the scenario relies on (each looked up, cited here):
   https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/throttling-key-range-limit-exceeded-mitigation.html).
   So one route's reads can fail while every other route's are answered (the harness's
   :meth:`DeployedStack.throttle` answers that route's Query and GetItem with
-  ProvisionedThroughputExceededException).
+  ProvisionedThroughputExceededException, and a BatchGetItem with its keys in UnprocessedKeys: "If at
+  least one of the items is successfully processed, then BatchGetItem completes successfully, while
+  returning the keys of the unread items in UnprocessedKeys", BatchGetItemRequest,
+  https://docs.aws.amazon.com/sdkfornet1/latest/apidocs/html/T_Amazon_DynamoDBv2_Model_BatchGetItemRequest.htm).
 """
 
 from __future__ import annotations
@@ -119,6 +122,10 @@ def test_g_a_route_whose_reads_are_throttled_is_marked_alone(isolated: dict[str,
     assert marked, "the throttled route was not marked"
     assert stack.alarm_state("InvalidRouteG00Alarm", THROTTLED) == "ALARM"
     assert [p for p in stack.points("RpoSeconds", Route=ROUTE) if p.timestamp >= after], "the other route was not judged"
+    # PlanProbes: the route's lease is unreadable (BatchGetItem leaves its key unprocessed): it alone waits
+    assert [d for f, d in stack.emf if f == "PlanProbes" and "InvalidRoute" in d and d.get("Route") == THROTTLED
+            and d.get("Reason") == "ReadFailed"], "PlanProbes did not mark the throttled route"
+    assert uploads(stack, THROTTLED, since=after) == 0 and uploads(stack, ROUTE, since=after) == 1
     last = [i for i in stack.invocations if i.function == "CollectSignals"][-1].result
     assert [r["route"] for r in last["routes"]] == [ROUTE] or THROTTLED not in [r["route"] for r in last["routes"]]
     assert {(s["name"], s["reason"]) for s in last["skipped"]} >= {(THROTTLED, "ReadFailed"), *((n, r) for n, (r, _) in BAD.items())}

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from replmon.core.cadence import ProbeClass, ProbeClasses, due_classes, start_offset, tick_start
-from replmon.core.errors import ConfigError
+from replmon.core.errors import ConfigError, StoreUnavailable
 from replmon.core.fleetconfig import FleetSettings
 from replmon.core.keys import new_run_id, plan_object_key, tick_id
 from replmon.core.ports import Lease, LeaseStore, PlanStore, RegistryStore
@@ -169,6 +169,37 @@ def registry_routes(deps: FleetPlanDeps) -> list[FleetRoute]:
     return out
 
 
+#: Per-route lease reads tried before a failed batch is taken as the table's failure, not one route's.
+LEASE_PROBE_ROUTES = 3
+
+
+def route_leases(routes: Sequence[FleetRoute], deps: FleetPlanDeps) -> tuple[dict[str, Lease], list[FleetRoute]]:
+    """The routes' leases in batches, and the routes whose lease could be read. BatchGetItem returns a
+    throttled key in ``UnprocessedKeys`` while it answers the others ("Amazon DynamoDB API Reference",
+    BatchGetItem), so one hot route's lease item fails the whole batch read once its retries run out;
+    then each route is read on its own and only a route whose lease cannot be read is left out of this
+    tick, counted as ``InvalidRoute{Reason=ReadFailed}``. When the first reads on their own fail too,
+    it is the table: the first error is raised (the run fails, ExecutionsFailed)."""
+    if deps.leases is None or not routes:
+        return {}, list(routes)
+    try:
+        return deps.leases.leases([r.route.name for r in routes]), list(routes)
+    except StoreUnavailable as batch:
+        out: dict[str, Lease] = {}
+        kept: list[FleetRoute] = []
+        failed: list[FleetRoute] = []
+        for fr in routes:
+            try:
+                out.update(deps.leases.leases([fr.route.name]))
+                kept.append(fr)
+            except StoreUnavailable as exc:
+                failed.append(fr)
+                note_invalid(deps.metrics, InvalidRoute(fr.group, fr.route.name, "ReadFailed", "(lease)", f"{type(exc).__name__}: {exc}"))
+                if not kept and len(failed) >= min(LEASE_PROBE_ROUTES, len(routes)):
+                    raise batch from exc
+        return out, kept
+
+
 def _default_timeout(deps: ProbeDeps) -> int:
     return int(deps.defaults.get("timeout_seconds") or ProbeRequest.model_fields["timeout_seconds"].default)
 
@@ -191,7 +222,7 @@ def fleet_plan(routes: Sequence[FleetRoute], deps: FleetPlanDeps, event: Mapping
     tick_s = fleet.tick_seconds
     start = tick_start(now, tick_s)
     run_id = settings.run_id or new_run_id(now)
-    leases: dict[str, Lease] = deps.leases.leases([r.route.name for r in routes]) if deps.leases else {}
+    leases, routes = route_leases(routes, deps)
 
     candidates: list[_Candidate] = []
     for fr in routes:

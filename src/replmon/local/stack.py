@@ -588,6 +588,8 @@ class DeployedStack:
                                             "Message": "The level of configured provisioned throughput for the table was exceeded"},
                                   "ResponseMetadata": {"HTTPStatusCode": 400}}
                 raise ClientError(throttled, operation)
+            if service == "dynamodb" and stack._throttled and operation == "BatchGetItem":
+                return stack._batch_get_throttled(client, original, params)
             params = stack._before_s3(service, operation, params)
             try:
                 response = original(client, operation, params)
@@ -712,13 +714,40 @@ class DeployedStack:
     def throttle(self, route: str) -> None:
         """Every read (Query, GetItem) of ``route``'s own items in the latency table is throttled from
         now on, as DynamoDB throttles one hot partition key and not the table: the route's records,
-        rollups and heartbeat state (``<route>`` and ``<route>#...`` partitions; core/partitions.py)."""
+        rollups, heartbeat state and lease (``<route>`` and ``<route>#...`` partitions; core/partitions.py);
+        a BatchGetItem answers the others and returns the route's keys in ``UnprocessedKeys``."""
         self._throttled.add(route)
 
     def _throttled_read(self, params: Mapping[str, Any]) -> bool:
         values = [(params.get("Key") or {}).get("route"), *(params.get("ExpressionAttributeValues") or {}).values()]
         keys = {str(v["S"]) for v in values if isinstance(v, Mapping) and "S" in v}  # a GetItem's key, a Query's :pk
         return any(k == r or k.startswith(f"{r}#") for k in keys for r in self._throttled)
+
+    def _batch_get_throttled(self, client: Any, original: Callable[..., Any], params: dict[str, Any]) -> Any:
+        """BatchGetItem with throttled keys: the others are read and the throttled ones come back in
+        ``UnprocessedKeys``; none readable is ProvisionedThroughputExceededException (BatchGetItem,
+        DynamoDB API reference)."""
+        from botocore.exceptions import ClientError
+
+        hot: dict[str, Any] = {}
+        rest: dict[str, Any] = {}
+        for table, request in params["RequestItems"].items():
+            keys = request["Keys"]
+            throttled = [k for k in keys if self._throttled_read({"Key": k})]
+            if throttled:
+                hot[table] = {**request, "Keys": throttled}
+            if len(throttled) < len(keys):
+                rest[table] = {**request, "Keys": [k for k in keys if k not in throttled]}
+        if not hot:
+            return original(client, "BatchGetItem", params)
+        if not rest:
+            answer: Any = {"Error": {"Code": "ProvisionedThroughputExceededException",
+                                     "Message": "The level of configured provisioned throughput for the table was exceeded"},
+                           "ResponseMetadata": {"HTTPStatusCode": 400}}
+            raise ClientError(answer, "BatchGetItem")
+        response = original(client, "BatchGetItem", {**params, "RequestItems": rest})
+        response["UnprocessedKeys"] = {**response.get("UnprocessedKeys", {}), **hot}
+        return response
 
     def hang(self, route: str, function: str = "UploadProbe") -> threading.Event:
         """Steps of ``route`` in ``function`` hang (a connection that never answers) until the
