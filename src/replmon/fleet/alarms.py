@@ -207,7 +207,7 @@ FLEET_ALARMS: tuple[FleetAlarm, ...] = (
         "reader skips only it, the other routes run.",
         "a registry item was written by hand or by an older version and fails validation (no destinations, a name like "
         "'old..name', an unknown field), or the registry group's read (PlanProbes, CollectSignals) or one route's own "
-        "items (CollectSignals) were throttled or denied (Reason ReadFailed)",
+        "items (its lease in PlanProbes, its records in CollectSignals) were throttled or denied (Reason ReadFailed)",
         "replmon fleet --stack-name STACK names the item, the field and the fix; correct it with replmon fleet put FILE "
         "(or delete the item); ReadFailed: replmon report --fleet names the route and the error; check the functions' "
         "roles and the table's throttling",
