@@ -100,27 +100,16 @@ def fleet(
     if ctx.invoked_subcommand is not None:
         return
     from replmon.adapters.explain import explain
-    from replmon.core.registry import group_names, read_group
+    from replmon.core.registry import group_names, read_registry
 
     registry = _registry(table, stack_name, region, profile, dynamodb_endpoint)
-    specs: list[RouteSpec] = []
-    invalid: list[InvalidRoute] = []
-    try:
-        for group in group_names(MAX_ROUTE_GROUPS):
-            try:
-                read = read_group(registry, group)
-            except Exception as exc:  # one group unreadable (throttled, denied): named, the others listed
-                invalid.append(InvalidRoute(group, f"#routes/{group}", "ReadFailed", "(query)", explain(exc)))
-                continue
-            specs += read.routes
-            invalid += read.invalid
+    try:  # each item and each group on its own: a bad item or an unreadable group is named, the others listed
+        read = read_registry(registry, group_names(MAX_ROUTE_GROUPS), explain)  # no group answering raises: the table
         accounts = registry.accounts()
     except Exception as exc:
         fail(f"latency store {registry.table!r}: {explain(exc)}", INFRASTRUCTURE)
-    unread = [b for b in invalid if b.reason == "ReadFailed"]
-    if len(unread) == MAX_ROUTE_GROUPS:  # no group answered: the table, not a group
-        fail(f"latency store {registry.table!r}: {unread[0].detail}", INFRASTRUCTURE)
-    specs.sort(key=lambda s: s.name)
+    specs: list[RouteSpec] = sorted(read.routes, key=lambda s: s.name)
+    invalid: list[InvalidRoute] = read.invalid
     probing = sum(1 for s in specs if s.probing)
     title = f"{len(specs)} routes, {probing} probed" + (f", {len(invalid)} invalid items skipped" if invalid else "")
     emit([route_row(s) for s in specs], fmt, title, COLUMNS, document=_document(specs, accounts, invalid))

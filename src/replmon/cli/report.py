@@ -16,6 +16,7 @@ from replmon.cli.common import INFRASTRUCTURE, aws_region_or_fail, check_output_
 from replmon.cli.exitcodes import Exit, combine
 from replmon.cli.render import FORMAT_HELP, WIDE_HELP, Format, emit, err, footnotes, out, print_headline, print_table, summary_rows
 from replmon.core.defaults import DEFAULTS
+from replmon.core.errors import StoreUnavailable
 from replmon.core.names import check_route_name
 
 
@@ -104,13 +105,28 @@ def report(
             registry_rows = read_registry(DynamoRegistry(store.table, store.client))  # type: ignore[attr-defined]
         except Exception as exc:
             fail(f"route registry in {table!r}: {explain(exc)}", INFRASTRUCTURE)
-        route = [str(r["route"]) for r in registry_rows]
-        if not route:
+        if not registry_rows:
             fail(f"--fleet: the registry in {table!r} has no routes (replmon fleet put, or the inventory, adds them)", Exit.NO_DATA)
+        route = [str(r["route"]) for r in registry_rows if r["mode"] != "invalid"]  # an invalid item has no records to read
+    unreadable: dict[str, str] = {}  # --fleet: a route whose reads fail (throttled, denied) is marked, the others reported
     try:
-        records = records_in(store, route, start, now)
-        health = [route_health(store, r, now, spec, rpo_window).to_json(spec) for r in route]
-        outside = outside_window(store, route, records, start, now)
+        if fleet:
+            records, health = [], []
+            for name in route:
+                try:
+                    mine = records_in(store, [name], start, now)
+                    health.append(route_health(store, name, now, spec, rpo_window).to_json(spec))
+                except Exception as exc:
+                    unreadable[name] = explain(exc)
+                    continue
+                records += mine
+            if route and len(unreadable) == len(route):  # no route answered: the store, not a route
+                raise StoreUnavailable(unreadable[route[0]])
+            outside = outside_window(store, [r for r in route if r not in unreadable], records, start, now)
+        else:
+            records = records_in(store, route, start, now)
+            health = [route_health(store, r, now, spec, rpo_window).to_json(spec) for r in route]
+            outside = outside_window(store, route, records, start, now)
     except Exception as exc:
         fail(f"latency store {table!r}: {explain(exc)}", INFRASTRUCTURE)
     verdicts = [judge_health(h, [x for x in records if x.route == h["route"]], target_seconds=target, rpo_window_seconds=rpo_window, now=now)
@@ -135,11 +151,19 @@ def report(
                    probes=len(records), summaries=[summary_json(s, counts) for s in summaries],
                    health=[health_output(h) for h in health], chart_files=chart_files)
     if fleet:
-        from replmon.fleet.risk import COLUMNS, fleet_rows
+        from replmon.fleet.risk import COLUMNS, fleet_rows, invalid_verdicts
 
-        rows_f = fleet_rows(registry_rows, {h["route"]: h for h in doc["health"]}, {v.route: str(v.verdict) for v in verdicts},
-                            doc["summaries"], target_seconds=target)
+        # an invalid item: no data (exit 4, a configuration to fix, not a breach); a route or group unread: not measured (3)
+        by_route = {v.route: str(v.verdict) for v in verdicts} | invalid_verdicts(registry_rows) | dict.fromkeys(unreadable, "not_measured")
+        for r in registry_rows:
+            if str(r["route"]) in unreadable:
+                r["reason_code"], r["reason"] = "READ_FAILED", unreadable[str(r["route"])]
+        rows_f = fleet_rows(registry_rows, {h["route"]: h for h in doc["health"]}, by_route, doc["summaries"], target_seconds=target)
         doc["fleet"] = rows_f
+        from replmon.signals.verdict import PRECEDENCE as URGENCY
+
+        code = combine(Exit.from_verdict(v) for v in by_route.values())
+        doc["exit_code"], doc["verdict"] = code, next((str(v) for v in URGENCY if str(v) in by_route.values()), "no_data")
         if fmt is Format.table:  # one line for the fleet, then the table (a headline per route would repeat it)
             tally = {v: sum(1 for r in rows_f if r["verdict"] == v) for v in ("breach", "not_measured", "no_data", "ok")}
             out.print(f"fleet: {len(rows_f)} routes: "

@@ -19,9 +19,9 @@ from collections.abc import Iterable
 
 from replmon.core.cadence import ProbeClasses
 from replmon.core.ports import RegistryStore
-from replmon.core.registry import Mode, RouteSpec
+from replmon.core.registry import Mode, RegistryRead, RouteSpec, read_registry
 
-__all__ = ["measured_routes", "no_data_limit", "require_registry"]
+__all__ = ["measured_read", "measured_routes", "no_data_limit", "require_registry"]
 
 
 def require_registry(registry: RegistryStore | None, function: str) -> RegistryStore:
@@ -32,11 +32,17 @@ def require_registry(registry: RegistryStore | None, function: str) -> RegistryS
     return registry
 
 
-def measured_routes(registry: RegistryStore, groups: Iterable[str]) -> list[RouteSpec]:
+def measured_read(registry: RegistryStore, groups: Iterable[str]) -> RegistryRead:
     """Every route of ``groups`` in mode probe or passive (S3's metrics and events are read for both),
-    in group then name order. ``routes(group)`` returns only the valid items (a bad item is the
-    registry's to report)."""
-    return [spec for group in groups for spec in registry.routes(group) if spec.verdict.mode is not Mode.OFF]
+    in group then name order, with the items skipped (core/registry.py :func:`read_registry`: an
+    invalid item, a group whose read failed). Raises only when no group could be read."""
+    read = read_registry(registry, groups)
+    return RegistryRead([spec for spec in read.routes if spec.verdict.mode is not Mode.OFF], read.invalid)
+
+
+def measured_routes(registry: RegistryStore, groups: Iterable[str]) -> list[RouteSpec]:
+    """The routes of :func:`measured_read` (its findings are the caller's to report, or the planner's)."""
+    return measured_read(registry, groups).routes
 
 
 def no_data_limit(spec: RouteSpec, fleet_classes: ProbeClasses, tick_seconds: float) -> float | None:

@@ -26,9 +26,10 @@ probed, and :class:`Reason` why not, each with the sentence that fixes it:
 
 from __future__ import annotations
 
+import logging
 import re
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal
@@ -51,9 +52,11 @@ from replmon.core.names import (
 from replmon.core.partitions import registry_partition
 from replmon.core.record import PARTITION_KEY, SORT_KEY
 from replmon.core.route import Destination, Endpoint, Route
+from replmon.core.telemetry import REASON, ROUTE, ROUTE_GROUP
 
 __all__ = [
     "GROUP_RE",
+    "INVALID_ROUTE",
     "MAX_ROUTES_PER_GROUP",
     "MAX_ROUTE_GROUPS",
     "MEMBER_ROLES",
@@ -66,6 +69,7 @@ __all__ = [
     "Origin",
     "ProbeSpec",
     "Reason",
+    "RegistryRead",
     "RouteSlo",
     "RouteSpec",
     "RouteVerdict",
@@ -75,8 +79,10 @@ __all__ = [
     "group_of",
     "load_route_spec",
     "member_role_arn",
+    "note_invalid",
     "parse_item",
     "read_group",
+    "read_registry",
     "registry_partition",
 ]
 
@@ -407,6 +413,9 @@ def bucket_index(specs: Iterable[RouteSpec]) -> dict[str, list[str]]:
 
 
 # ------------------------------------------------------------------------------ a bad item is isolated
+log = logging.getLogger("replmon")
+#: The finding's metric (core/telemetry.py; the InvalidRouteGNN ticket alarms read it per route).
+INVALID_ROUTE = "InvalidRoute"
 #: ``InvalidRoute{Reason}``: why a registry item is not a route (the metric's dimension, a bounded set).
 INVALID_REASONS = ("MissingField", "BadName", "BadField", "UnknownField", "ReadFailed")
 
@@ -476,3 +485,61 @@ def read_group(store: Any, group: str) -> GroupRead:
     name invalid items: a dry-run preview, a test's registry)."""
     read = getattr(store, "read", None)
     return read(group) if callable(read) else GroupRead(routes=list(store.routes(group)))
+
+
+@dataclass(frozen=True)
+class RegistryRead:
+    """The registry as every reader gets it: the valid routes of the groups read, and one finding per
+    item skipped (an invalid item, or a group whose read failed: ``ReadFailed`` named by the group's
+    partition). Readers act on ``routes`` and report ``invalid``; nothing is dropped silently."""
+
+    routes: list[RouteSpec] = field(default_factory=list)
+    invalid: list[InvalidRoute] = field(default_factory=list)
+
+    @property
+    def unread(self) -> list[str]:
+        """The groups whose read failed (their routes are not in ``routes``)."""
+        return [b.group for b in self.invalid if b.reason == "ReadFailed" and b.field == "(query)"]
+
+
+def read_registry(store: Any, groups: Iterable[str], explain: Callable[[Exception], str] | None = None) -> RegistryRead:
+    """Every group of ``groups``, each item parsed on its own (:func:`read_group`): the one way every
+    reader (PlanProbes, the Heartbeat, CollectSignals, IngestEvents, Report, ``replmon fleet``) reads
+    the registry, so a bad item or a throttled group costs only itself. A group whose read fails is a
+    ``ReadFailed`` finding; when every group fails it is the table, not a group, and the first error
+    is raised (the caller fails as it would without a registry).
+
+    >>> class Store:
+    ...     def routes(self, group):
+    ...         if group == "g01":
+    ...             raise TimeoutError("throttled")
+    ...         return []
+    >>> read = read_registry(Store(), ["g00", "g01"])
+    >>> read.unread, read.invalid[0].line()
+    (['g01'], "registry item '#routes/g01' in g01 skipped (ReadFailed): TimeoutError: throttled")
+    """
+    out = RegistryRead()
+    names = list(groups)
+    failed: list[Exception] = []
+    for group in names:
+        try:
+            read = read_group(store, group)
+        except Exception as exc:  # throttled or denied: this group's routes wait for the next read, the others are read
+            detail = explain(exc) if explain is not None else f"{type(exc).__name__}: {exc}"
+            out.invalid.append(InvalidRoute(group, registry_partition(group), "ReadFailed", "(query)", detail))
+            failed.append(exc)
+            continue
+        out.routes.extend(read.routes)
+        out.invalid.extend(read.invalid)
+    if failed and len(failed) == len(names):
+        raise failed[0]
+    return out
+
+
+def note_invalid(metrics: Any, bad: InvalidRoute) -> None:
+    """Count and log one skipped registry item or unreadable route: ``InvalidRoute{RouteGroup, Route,
+    Reason}`` on ``metrics`` (a MetricsSink; the ticket alarm per route) and an error line naming the
+    item, the field and the fix."""
+    log.error("registry item skipped: " + bad.line(), extra={"route": bad.name, "group": bad.group, "reason": bad.reason,
+                                                              "field": bad.field})
+    metrics.count(INVALID_ROUTE, dimensions={ROUTE_GROUP: bad.group, ROUTE: bad.name, REASON: bad.reason})

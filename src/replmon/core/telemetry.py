@@ -170,7 +170,8 @@ FLEET_METRICS: dict[str, MetricDef] = {
         _f("ReplicationLatencySeconds", "Seconds", PER_ROUTE_CLASS, PER_PROBE, "a COMPLETED probe's latency upper bound (hi)"),
         _f("ReplicationEvents", "Count", PER_ROUTE_EVENT, SPARSE, "S3 replication events counted, by event name"),
         _f("InvalidRoute", "Count", PER_ROUTE_REASON, PER_RUN, "registry items skipped because they are not valid routes "
-           "(Route = the item's name, Reason = MissingField | BadName | BadField | UnknownField | ReadFailed), every plan"),
+           "(Route = the item's name, Reason = MissingField | BadName | BadField | UnknownField), every plan; "
+           "Reason ReadFailed: a group's registry read or a route's own reads failed (PlanProbes, CollectSignals)"),
         # Per group, every run.
         _f("CollectorHeartbeat", "Count", PER_GROUP, PER_RUN, "one per collector run of the group (missing = not running)"),
         _f("HeartbeatRun", "Count", PER_GROUP, PER_RUN, "one per heartbeat invocation of the group (missing = not running)"),
@@ -223,7 +224,7 @@ SWITCHED: frozenset[str] = frozenset({
     "EventClockDisagreement",
     "ReplicationLatencySeconds",
     "ReplicationEvents",
-    "InvalidRoute",  # the planner, for each registry item it skips (fleet/planner.py)
+    "InvalidRoute",  # the planner, for each registry item it skips (fleet/planner.py); the collector, a route it cannot read
     # Heartbeats (probe/heartbeat.py): the stall series and the Heartbeat's own liveness
     "StallSeconds",
     "HeartbeatRun",

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from replmon import wiring
-from replmon.core.measured import measured_routes, require_registry
+from replmon.core.measured import measured_read, require_registry
 from replmon.core.route import Route
 from replmon.entry.runtime import logger, trace_aws_calls, tracer
 from replmon.signals.event_ingest import IngestDeps, IngestPlan, ingest, plan_ingest
@@ -34,8 +34,12 @@ def registry_routes(registry: Any, groups: list[str], now: float) -> list[Route]
     cached = _routes.get(registry)
     if cached is not None and 0 <= now - cached[0] < ROUTES_TTL_SECONDS:
         return cached[1]
-    routes = [spec.to_route(None) for spec in measured_routes(registry, groups)]
-    _routes[registry] = (now, routes)
+    read = measured_read(registry, groups)  # one bad item or unreadable group costs only itself (core/registry.py)
+    for bad in read.invalid:  # PlanProbes counts them (InvalidRoute); their events are kept as UnmappedEvent
+        logger.warning("registry item not mapped: " + bad.line(), extra={"route": bad.name, "field": bad.field})
+    routes = [spec.to_route(None) for spec in read.routes]
+    if not read.unread:  # a group unread is read again by the next batch, not cached for a minute
+        _routes[registry] = (now, routes)
     return routes
 
 

@@ -203,12 +203,14 @@ FLEET_ALARMS: tuple[FleetAlarm, ...] = (
         "the probe prefix's lifecycle rule expires them; replmon uninstall --stack-name STACK (a dry run) lists what is left"),
     FleetAlarm(
         "InvalidRoute", "InvalidRoute", "SUM", ">=", 1, "ticket",
-        "A registry item is not a valid route (a field missing or wrong, or its group unreadable): the planner skips it, "
-        "the other routes run.",
+        "A registry item is not a valid route (a field missing or wrong), or a route's or group's reads fail: every "
+        "reader skips only it, the other routes run.",
         "a registry item was written by hand or by an older version and fails validation (no destinations, a name like "
-        "'old..name', an unknown field), or the registry group's read was throttled or denied (Reason ReadFailed)",
+        "'old..name', an unknown field), or the registry group's read (PlanProbes, CollectSignals) or one route's own "
+        "items (its lease in PlanProbes, its records in CollectSignals) were throttled or denied (Reason ReadFailed)",
         "replmon fleet --stack-name STACK names the item, the field and the fix; correct it with replmon fleet put FILE "
-        "(or delete the item); ReadFailed: check the PlanProbes role and the table's throttling",
+        "(or delete the item); ReadFailed: replmon report --fleet names the route and the error; check the functions' "
+        "roles and the table's throttling",
         # emitted once a plan (every ScheduleRateMinutes, 15 by default): an hour's period keeps a bad item
         # in ALARM between plans, where 5 minutes would send OK and ALARM again every tick
         schema=PER_ROUTE_REASON, period=3600),

@@ -38,14 +38,13 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from replmon.core.cadence import ProbeClass, ProbeClasses, due_classes, start_offset, tick_start
-from replmon.core.errors import ConfigError
+from replmon.core.errors import ConfigError, StoreUnavailable
 from replmon.core.fleetconfig import FleetSettings
 from replmon.core.keys import new_run_id, plan_object_key, tick_id
-from replmon.core.partitions import registry_partition
-from replmon.core.ports import Lease, LeaseStore, MetricsSink, PlanStore, RegistryStore
-from replmon.core.registry import InvalidRoute, RouteSpec, read_group
+from replmon.core.ports import Lease, LeaseStore, PlanStore, RegistryStore
+from replmon.core.registry import InvalidRoute, RouteSpec, note_invalid, read_registry
 from replmon.core.route import Route
-from replmon.core.telemetry import REASON, ROUTE, ROUTE_GROUP
+from replmon.core.telemetry import ROUTE
 from replmon.fleet.caps import admit
 from replmon.fleet.lease import RUN_SKIPPED
 from replmon.probe.plan import CLEANUP_BOUND_SECONDS, HOUSEKEEPING_BOUND_SECONDS, MAX_PLAN_BYTES, RECORD_BOUND_SECONDS
@@ -59,7 +58,6 @@ log = logging.getLogger("replmon")
 __all__ = ["DEFERRED_NAMED", "INLINE_PLAN_BYTES", "FleetPlanDeps", "FleetRoute", "fleet_plan", "named_routes", "plan_step"]
 
 #: The metric of a registry item the planner skips (core/telemetry.py; its ticket: fleet/alarms.py).
-INVALID_ROUTE = "InvalidRoute"
 #: Probe items above this many bytes go to the plan bucket: the state keeps room for the route
 #: list, the leases and the skips below the 256 KiB quota.
 INLINE_PLAN_BYTES = 96 * 1024
@@ -154,38 +152,52 @@ def registry_routes(deps: FleetPlanDeps) -> list[FleetRoute]:
     assert deps.registry is not None
     fleet_classes = deps.fleet.classes
     out: list[FleetRoute] = []
-    failed: list[Exception] = []
-    for group in deps.fleet.groups:
-        try:
-            read = read_group(deps.registry, group)
-        except Exception as exc:  # throttled or denied: this group's routes wait for the next tick, the others run
-            note_invalid(deps.metrics, InvalidRoute(group, registry_partition(group), "ReadFailed", "(query)",
-                                                    f"{type(exc).__name__}: {exc}"))
-            failed.append(exc)
+    read = read_registry(deps.registry, deps.fleet.groups)  # every group failing is the table: the run fails (ExecutionsFailed)
+    for bad in read.invalid:
+        note_invalid(deps.metrics, bad)
+    for spec in read.routes:
+        if not spec.probing:
             continue
-        for bad in read.invalid:
-            note_invalid(deps.metrics, bad)
-        for spec in read.routes:
-            if not spec.probing:
-                continue
-            probe = spec.probe
-            try:
-                out.append(FleetRoute(
-                    route=spec.to_route(deps.fleet.member_role_prefix), group=spec.group, classes=spec.classes(fleet_classes),
-                    timeout_seconds=probe.timeout_seconds if probe else _default_timeout(deps),
-                    max_concurrency=probe.max_concurrency if probe else 1, spec=spec))
-            except (ConfigError, ValueError) as exc:
-                note_invalid(deps.metrics, InvalidRoute(group, spec.name, "BadField", "probe", f"{type(exc).__name__}: {exc}"))
-    if failed and len(failed) == len(deps.fleet.groups):  # the table, not a group: the run fails (ExecutionsFailed)
-        raise failed[0]
+        probe = spec.probe
+        try:
+            out.append(FleetRoute(
+                route=spec.to_route(deps.fleet.member_role_prefix), group=spec.group, classes=spec.classes(fleet_classes),
+                timeout_seconds=probe.timeout_seconds if probe else _default_timeout(deps),
+                max_concurrency=probe.max_concurrency if probe else 1, spec=spec))
+        except (ConfigError, ValueError) as exc:
+            note_invalid(deps.metrics, InvalidRoute(spec.group, spec.name, "BadField", "probe", f"{type(exc).__name__}: {exc}"))
     return out
 
 
-def note_invalid(metrics: MetricsSink, bad: InvalidRoute) -> None:
-    """Count and log one skipped registry item (``InvalidRoute{RouteGroup, Route, Reason}``)."""
-    log.error("registry item skipped: " + bad.line(), extra={"route": bad.name, "group": bad.group, "reason": bad.reason,
-                                                              "field": bad.field})
-    metrics.count(INVALID_ROUTE, dimensions={ROUTE_GROUP: bad.group, ROUTE: bad.name, REASON: bad.reason})
+#: Per-route lease reads tried before a failed batch is taken as the table's failure, not one route's.
+LEASE_PROBE_ROUTES = 3
+
+
+def route_leases(routes: Sequence[FleetRoute], deps: FleetPlanDeps) -> tuple[dict[str, Lease], list[FleetRoute]]:
+    """The routes' leases in batches, and the routes whose lease could be read. BatchGetItem returns a
+    throttled key in ``UnprocessedKeys`` while it answers the others ("Amazon DynamoDB API Reference",
+    BatchGetItem), so one hot route's lease item fails the whole batch read once its retries run out;
+    then each route is read on its own and only a route whose lease cannot be read is left out of this
+    tick, counted as ``InvalidRoute{Reason=ReadFailed}``. When the first reads on their own fail too,
+    it is the table: the first error is raised (the run fails, ExecutionsFailed)."""
+    if deps.leases is None or not routes:
+        return {}, list(routes)
+    try:
+        return deps.leases.leases([r.route.name for r in routes]), list(routes)
+    except StoreUnavailable as batch:
+        out: dict[str, Lease] = {}
+        kept: list[FleetRoute] = []
+        failed: list[FleetRoute] = []
+        for fr in routes:
+            try:
+                out.update(deps.leases.leases([fr.route.name]))
+                kept.append(fr)
+            except StoreUnavailable as exc:
+                failed.append(fr)
+                note_invalid(deps.metrics, InvalidRoute(fr.group, fr.route.name, "ReadFailed", "(lease)", f"{type(exc).__name__}: {exc}"))
+                if not kept and len(failed) >= min(LEASE_PROBE_ROUTES, len(routes)):
+                    raise batch from exc
+        return out, kept
 
 
 def _default_timeout(deps: ProbeDeps) -> int:
@@ -210,7 +222,7 @@ def fleet_plan(routes: Sequence[FleetRoute], deps: FleetPlanDeps, event: Mapping
     tick_s = fleet.tick_seconds
     start = tick_start(now, tick_s)
     run_id = settings.run_id or new_run_id(now)
-    leases: dict[str, Lease] = deps.leases.leases([r.route.name for r in routes]) if deps.leases else {}
+    leases, routes = route_leases(routes, deps)
 
     candidates: list[_Candidate] = []
     for fr in routes:

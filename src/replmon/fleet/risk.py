@@ -37,9 +37,8 @@ from typing import Any
 
 from replmon.core.fleetconfig import FleetSettings
 from replmon.core.keys import iso_ms
-from replmon.core.partitions import registry_partition
 from replmon.core.ports import LatencyTable, RegistryStore
-from replmon.core.registry import MAX_ROUTE_GROUPS, group_names, read_group
+from replmon.core.registry import MAX_ROUTE_GROUPS, RegistryRead, group_names, read_registry
 from replmon.core.stats import summarize
 from replmon.probe.latency_report import records_in
 from replmon.signals.health import health_output, route_health
@@ -124,23 +123,26 @@ def fleet_rows(routes: Sequence[Mapping[str, Any]], health: Mapping[str, Mapping
     return sorted(rows, key=risk_key)
 
 
-def registry_rows(registry: RegistryStore) -> list[dict[str, Any]]:
-    """Every route of the registry (all groups) as the ``routes`` input of :func:`fleet_rows`; an item
-    that is not a valid route is a row too (mode ``invalid``, its reason naming the field and the fix),
-    and a group whose read fails is a row naming the group: nothing is missing silently."""
-    rows: list[dict[str, Any]] = []
-    for group in group_names(MAX_ROUTE_GROUPS):
-        try:
-            read = read_group(registry, group)
-        except Exception as exc:
-            rows.append({"route": registry_partition(group), "group": group, "mode": "invalid", "reason_code": "ReadFailed",
-                         "reason": f"{type(exc).__name__}: {exc}"})
-            continue
-        rows += [{"route": s.name, "group": s.group, "mode": s.verdict.mode.value, "reason_code": s.verdict.reason_code.value,
-                  "reason": s.verdict.reason} for s in read.routes]
-        rows += [{"route": b.name, "group": b.group, "mode": "invalid", "reason_code": f"INVALID_{b.reason}", "reason": b.detail}
-                 for b in read.invalid]
+def registry_rows(registry: RegistryStore, read: RegistryRead | None = None) -> list[dict[str, Any]]:
+    """Every route of the registry (all groups; ``read``: as already read by :func:`read_registry`) as
+    the ``routes`` input of :func:`fleet_rows`; an item that is not a valid route is a row too (mode
+    ``invalid``, its reason naming the field and the fix), and a group whose read fails is a row naming
+    the group (reason ``READ_FAILED``): nothing is missing silently. Every group failing raises."""
+    read = read or read_registry(registry, group_names(MAX_ROUTE_GROUPS))
+    rows: list[dict[str, Any]] = [{"route": s.name, "group": s.group, "mode": s.verdict.mode.value,
+                                   "reason_code": s.verdict.reason_code.value, "reason": s.verdict.reason} for s in read.routes]
+    for b in read.invalid:
+        code = "READ_FAILED" if b.reason == "ReadFailed" else f"INVALID_{b.reason}"
+        rows.append({"route": b.name, "group": b.group, "mode": "invalid", "reason_code": code, "reason": b.detail})
     return rows
+
+
+def invalid_verdicts(routes: list[dict[str, Any]]) -> dict[str, str]:
+    """The verdict of each row nothing could judge: an invalid item has no data (a configuration to fix,
+    exit 4 like a route that is not scheduled); a group whose read failed is not measured (the store
+    failed, exit 3). Neither is a breach."""
+    return {str(r["route"]): "not_measured" if r["reason_code"] == "READ_FAILED" else "no_data"
+            for r in routes if r["mode"] == "invalid"}
 
 
 def fleet_report(store: LatencyTable, registry: RegistryStore, *, slo: SloSpec, rpo_window_seconds: float, now: float,
@@ -149,11 +151,12 @@ def fleet_report(store: LatencyTable, registry: RegistryStore, *, slo: SloSpec, 
     whose reads fail (throttled, denied) is marked (verdict ``unreadable``, the error as its reason);
     the others are reported. With ``fleet``, each route's SLO is the one CollectSignals judges it
     with (signals/slo.py ``slo_for_route``), else ``slo`` for all."""
-    routes = registry_rows(registry)
+    read = read_registry(registry, group_names(MAX_ROUTE_GROUPS))  # once: the rows and the SLOs from the same read
+    routes = registry_rows(registry, read)
     slos: dict[str, SloSpec | None] = {}
     if fleet is not None:
-        for group in fleet.groups:
-            for spec in registry.routes(group):
+        for spec in read.routes:
+            if spec.group in fleet.groups:
                 slos[spec.name] = slo_for_route(spec, fleet, slo) if spec.probing else None
     names = [str(r["route"]) for r in routes if r["mode"] != "invalid"]
     start = now - hours * 3600
@@ -174,9 +177,9 @@ def fleet_report(store: LatencyTable, registry: RegistryStore, *, slo: SloSpec, 
     health = {n: health_output(h) for n, h in raw.items()}
     verdicts = {n: str(judge_health(raw[n], [r for r in records if r.route == n], target_seconds=slo.threshold_seconds,
                                     rpo_window_seconds=rpo_window_seconds, now=now).verdict) for n in raw}
-    # nothing judged them: not measured, and the reason says why (mode "invalid" or READ_FAILED)
+    # nothing judged them, and the reason says why (mode "invalid", or READ_FAILED: not measured)
     verdicts.update({n: "not_measured" for n in unreadable})
-    verdicts.update({str(r["route"]): "not_measured" for r in routes if r["mode"] == "invalid"})
+    verdicts.update(invalid_verdicts(routes))
     for r in routes:
         if str(r["route"]) in unreadable:
             r["reason_code"], r["reason"] = "READ_FAILED", unreadable[str(r["route"])]

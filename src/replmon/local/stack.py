@@ -285,6 +285,7 @@ class DeployedStack:
         self._running: set[str] = set()  # schedules whose invocation has not ended (not fired again meanwhile)
         self._iam_lock = threading.Lock()
         self._hangs: dict[str, threading.Event] = {}
+        self._throttled: set[str] = set()  # routes whose latency-table reads are throttled (:meth:`throttle`)
         self._hung = 0
         self._replicas: dict[tuple[str, str, str], str] = {}  # (destination, key, source version) -> replica version
         self._failed: set[tuple[str, str, str]] = set()  # objects S3 failed to replicate (counted once)
@@ -582,6 +583,13 @@ class DeployedStack:
                 answer: Any = {"Error": {"Code": code, "Message": f"User: {session} is not authorized to perform: {'; '.join(call.denied)}"},
                                "ResponseMetadata": {"HTTPStatusCode": status}}
                 raise ClientError(answer, operation)
+            if service == "dynamodb" and stack._throttled and operation in ("Query", "GetItem") and stack._throttled_read(params):
+                throttled: Any = {"Error": {"Code": "ProvisionedThroughputExceededException",
+                                            "Message": "The level of configured provisioned throughput for the table was exceeded"},
+                                  "ResponseMetadata": {"HTTPStatusCode": 400}}
+                raise ClientError(throttled, operation)
+            if service == "dynamodb" and stack._throttled and operation == "BatchGetItem":
+                return stack._batch_get_throttled(client, original, params)
             params = stack._before_s3(service, operation, params)
             try:
                 response = original(client, operation, params)
@@ -702,6 +710,44 @@ class DeployedStack:
         """S3 fails to replicate ``source``'s objects (FAILED)."""
         for r in self.replication[source]:
             r.latency, r.outcome = 1.0, "FAILED"
+
+    def throttle(self, route: str) -> None:
+        """Every read (Query, GetItem) of ``route``'s own items in the latency table is throttled from
+        now on, as DynamoDB throttles one hot partition key and not the table: the route's records,
+        rollups, heartbeat state and lease (``<route>`` and ``<route>#...`` partitions; core/partitions.py);
+        a BatchGetItem answers the others and returns the route's keys in ``UnprocessedKeys``."""
+        self._throttled.add(route)
+
+    def _throttled_read(self, params: Mapping[str, Any]) -> bool:
+        values = [(params.get("Key") or {}).get("route"), *(params.get("ExpressionAttributeValues") or {}).values()]
+        keys = {str(v["S"]) for v in values if isinstance(v, Mapping) and "S" in v}  # a GetItem's key, a Query's :pk
+        return any(k == r or k.startswith(f"{r}#") for k in keys for r in self._throttled)
+
+    def _batch_get_throttled(self, client: Any, original: Callable[..., Any], params: dict[str, Any]) -> Any:
+        """BatchGetItem with throttled keys: the others are read and the throttled ones come back in
+        ``UnprocessedKeys``; none readable is ProvisionedThroughputExceededException (BatchGetItem,
+        DynamoDB API reference)."""
+        from botocore.exceptions import ClientError
+
+        hot: dict[str, Any] = {}
+        rest: dict[str, Any] = {}
+        for table, request in params["RequestItems"].items():
+            keys = request["Keys"]
+            throttled = [k for k in keys if self._throttled_read({"Key": k})]
+            if throttled:
+                hot[table] = {**request, "Keys": throttled}
+            if len(throttled) < len(keys):
+                rest[table] = {**request, "Keys": [k for k in keys if k not in throttled]}
+        if not hot:
+            return original(client, "BatchGetItem", params)
+        if not rest:
+            answer: Any = {"Error": {"Code": "ProvisionedThroughputExceededException",
+                                     "Message": "The level of configured provisioned throughput for the table was exceeded"},
+                           "ResponseMetadata": {"HTTPStatusCode": 400}}
+            raise ClientError(answer, "BatchGetItem")
+        response = original(client, "BatchGetItem", {**params, "RequestItems": rest})
+        response["UnprocessedKeys"] = {**response.get("UnprocessedKeys", {}), **hot}
+        return response
 
     def hang(self, route: str, function: str = "UploadProbe") -> threading.Event:
         """Steps of ``route`` in ``function`` hang (a connection that never answers) until the

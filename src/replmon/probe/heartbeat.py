@@ -50,6 +50,7 @@ from replmon.core.keys import (
 from replmon.core.partitions import HEARTBEAT_CLAIMS, HEARTBEAT_STATE, RTC, live_partition, signal_partition
 from replmon.core.ports import LatencyTable, LeaseStore, MetricsSink, Notifier, ObjectStores, RegistryStore, VersionInfo
 from replmon.core.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE, ProbeStatus
+from replmon.core.registry import read_registry
 from replmon.core.route import Route
 from replmon.core.sizes import parse_size
 from replmon.core.telemetry import ROUTE, ROUTE_GROUP
@@ -118,7 +119,10 @@ def heartbeat_routes(group: str, deps: HeartbeatDeps) -> list[HeartbeatRoute]:
     if deps.registry is not None:
         # at most HEARTBEAT_ROUTES_PER_GROUP: one invocation must serve them within WORK_SECONDS (fleet/caps.py;
         # PlanProbes names the rest and tickets through RoutesOverCap)
-        beating, past = heartbeat_routes_within_cap(deps.registry.routes(group))
+        read = read_registry(deps.registry, [group])  # the group unreadable: this invocation fails (its only group)
+        for bad in read.invalid:  # PlanProbes counts them (InvalidRoute) and `replmon fleet` names them
+            log.warning("registry item not heartbeated: " + bad.line(), extra={"route": bad.name, "field": bad.field})
+        beating, past = heartbeat_routes_within_cap(read.routes)
         if past:
             log.error("heartbeat routes past the group's cap get no heartbeats", extra={
                 "group": group, "routes": ", ".join(s.name for s in past[:100]), "count": len(past), "fix": HEARTBEAT_FIX})
@@ -173,7 +177,13 @@ def run_periods(routes: Sequence[RouteHeartbeat], periods: int, period: int, clo
     all stall at once (a Region's outage) still has every route polled every round."""
 
     def each(fn: Callable[[RouteHeartbeat], None], chosen: Sequence[RouteHeartbeat]) -> None:
-        list(pool.map(fn, chosen))
+        def one(r: RouteHeartbeat) -> None:
+            try:
+                fn(r)
+            except Exception as exc:  # this route only (its state, a read it was denied): marked in its row, the others beat on
+                r._error("heartbeat step failed", exc)
+
+        list(pool.map(one, chosen))
 
     start = clock.now()
     margin = min(5.0, period / 5)

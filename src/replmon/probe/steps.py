@@ -197,6 +197,19 @@ def report_step(event: Mapping[str, Any] | None, deps: ReportDeps) -> dict[str, 
         registry = require_registry(deps.registry, "Report")
         req.routes = [spec.name for spec in measured_routes(registry, deps.fleet.groups)]
     now = deps.clock.now()
+    health, unreadable, errors = [], [], []
+    for r in req.routes:  # a route whose reads fail (throttled, denied) is named; the others are reported
+        try:
+            health.append(route_health(deps.store, r, now, deps.slo, deps.rpo_window).to_json(deps.slo))
+        except Exception as exc:
+            unreadable.append({"route": r, "error": f"{type(exc).__name__}: {exc}"})
+            errors.append(exc)
+    if errors and not health:  # no route answered: the store, not a route
+        raise errors[0]
+    if unreadable:
+        log.warning("routes not reported: their reads failed", extra={"routes": unreadable})
+        req = req.model_copy(update={"routes": [h["route"] for h in health]})
     out = build_report(deps.store, req, now)
-    out["health"] = [route_health(deps.store, r, now, deps.slo, deps.rpo_window).to_json(deps.slo) for r in req.routes]
+    out["health"] = health
+    out["unreadable"] = unreadable
     return out

@@ -23,10 +23,11 @@ from replmon.core.clock import Clock
 from replmon.core.errors import ConfigError
 from replmon.core.fleetconfig import FleetSettings
 from replmon.core.keys import iso_ms
-from replmon.core.measured import measured_routes, no_data_limit, require_registry
+from replmon.core.measured import measured_read, no_data_limit, require_registry
 from replmon.core.partitions import RTC, signal_partition
 from replmon.core.ports import LatencyTable, MetricReaders, MetricsSink, RegistryStore
 from replmon.core.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
+from replmon.core.registry import InvalidRoute, note_invalid
 from replmon.core.route import Route
 from replmon.core.telemetry import ROUTE
 from replmon.signals.health import RouteHealth, had_data, publish_health, route_health
@@ -52,14 +53,17 @@ def trimmed(sample: RtcSample, since: float) -> RtcSample:
 
 def collect(routes: Sequence[Route], store: LatencyTable, readers: MetricReaders | None, metrics: MetricsSink, now: float,
             spec: SloSpec, window: float, retention_days: int, no_data_limits: Mapping[str, float] | None = None,
-            slos: Mapping[str, SloSpec | None] | None = None) -> list[RouteHealth]:
+            slos: Mapping[str, SloSpec | None] | None = None, groups: Mapping[str, str] | None = None) -> list[RouteHealth]:
     """Every route's RTC metrics in batched reads (each metric in the Region S3 publishes it, at most
     500 queries a GetMetricData call; signals/rtc.py), stored; then per route RPO and SLO, emitted. A
     route whose RTC read fails is still evaluated from probes and events (RtcReadFailed, logged).
     ``no_data_limits``: route -> seconds it may go without an RPO input (core/measured.py); those
     routes get RouteNoData every run (0, or 1 past the limit), the rest none. ``slos``: route -> the
     SLO it is judged with (signals/slo.py ``slo_for_route``; None: its probes support no target, so it
-    publishes no error budget or burn rate); a route not named is judged with ``spec``."""
+    publishes no error budget or burn rate); a route not named is judged with ``spec``. A route whose
+    own reads fail (a throttled or denied key) is left out of the answer and marked alone,
+    ``InvalidRoute{RouteGroup (from ``groups``), Route, Reason=ReadFailed}``; every route failing is
+    the store, not a route: the first error is raised and the run fails."""
     # the whole RPO window in this read (GetMetricData is billed per metric, not per point), so a route's
     # RTC input comes from this run's samples and the stored collections are not read back
     rtc = collect_rtc_fleet(readers, routes, now, lookback=max(STORED_LOOKBACK, window)) if readers is not None else None
@@ -81,9 +85,22 @@ def collect(routes: Sequence[Route], store: LatencyTable, readers: MetricReaders
             h.no_data = not h.has_data and not had_data(store, route.name, now, limit)
         return h
 
+    def isolated(route: Route) -> RouteHealth | Exception:
+        try:
+            return evaluate(route)
+        except Exception as exc:  # this route's reads or writes only: the others are judged
+            return exc
+
     with ThreadPoolExecutor(max(1, min(WORKERS, len(routes)))) as pool:
-        out = list(pool.map(evaluate, routes))  # in the routes' order; the first failure fails the run, as before
-    for route, h in zip(routes, out, strict=True):
+        results = list(pool.map(isolated, routes))  # in the routes' order
+    failed = [(route, r) for route, r in zip(routes, results, strict=True) if isinstance(r, Exception)]
+    if failed and len(failed) == len(routes):
+        raise failed[0][1]
+    for route, exc in failed:
+        note_invalid(metrics, InvalidRoute((groups or {}).get(route.name, "g00"), route.name, "ReadFailed", "(reads)",
+                                           f"{type(exc).__name__}: {exc}"))
+    out = [r for r in results if not isinstance(r, Exception)]
+    for route, h in ((route, r) for route, r in zip(routes, results, strict=True) if not isinstance(r, Exception)):
         if rtc is not None and route.name in rtc.failed:  # CloudWatch down or denied there: the rest of the evaluation stands
             log.warning("RTC metrics unavailable", extra={"route": route.name, "error": rtc.failed[route.name]})
             metrics.count("RtcReadFailed", dimensions={ROUTE: route.name})
@@ -116,18 +133,28 @@ def collect_step(event: Mapping[str, Any], deps: CollectorDeps) -> dict[str, Any
         raise ConfigError(f"group: {group!r} is not a RouteGroup of this deployment ({', '.join(deps.fleet.groups)}); "
                           'omit it for every group, or pass {"group": "g00"}')
     registry = require_registry(deps.registry, "CollectSignals")
-    specs = measured_routes(registry, [group] if group else deps.fleet.groups)
-    routes, limits, slos = [], {}, {}
-    for spec in specs:
+    read = measured_read(registry, [group] if group else deps.fleet.groups)  # one bad item or group costs only itself
+    for bad in read.invalid:  # PlanProbes counts invalid items (InvalidRoute); a group unread here is this run's finding
+        if bad.reason == "ReadFailed":
+            note_invalid(deps.metrics, bad)
+        else:
+            log.warning("registry item not collected: " + bad.line(), extra={"route": bad.name, "field": bad.field})
+    routes, limits, slos, groups = [], {}, {}, {}
+    for spec in read.routes:
         try:
             routes.append(spec.to_route(deps.fleet.member_role_prefix))
         except (ConfigError, ValueError) as exc:  # one bad item must not stop the fleet's signals
             log.error("registry route not collected", extra={"route": spec.name, "error": f"{type(exc).__name__}: {exc}"})
             continue
+        groups[spec.name] = spec.group
         slos[spec.name] = slo_for_route(spec, deps.fleet, deps.slo) if spec.probing else None
         limit = no_data_limit(spec, deps.fleet.classes, deps.fleet.tick_seconds)
         if limit is not None:
             limits[spec.name] = limit
     health = collect(routes, deps.store, deps.metric_readers, deps.metrics, deps.clock.now(), deps.slo,
-                     deps.rpo_window, deps.retention_days, limits, slos)
-    return {"routes": [h.to_json(slos.get(h.route) or deps.slo) for h in health]}
+                     deps.rpo_window, deps.retention_days, limits, slos, groups)
+    judged = {h.route for h in health}
+    skipped = [b.to_json() for b in read.invalid] + [{"name": r.name, "group": groups[r.name], "reason": "ReadFailed",
+                                                      "field": "(reads)"}
+                                                     for r in routes if r.name not in judged]
+    return {"routes": [h.to_json(slos.get(h.route) or deps.slo) for h in health], "skipped": skipped}
