@@ -46,18 +46,21 @@ def uploads(stack: DeployedStack, route: str, since: float = 0.0) -> int:
     return sum(1 for i in stack.invocations if i.function == "UploadProbe" and i.at >= since and i.event["route"]["name"] == route)
 
 
-def replmon(stack: DeployedStack, *args: str) -> tuple[int, str]:
-    """``replmon <args>`` as the hub's operator runs it; (exit code, output, and the traceback of an
-    unexpected error)."""
+def replmon(stack: DeployedStack, *args: str, stdin: str | None = None) -> tuple[int, str]:
+    """``replmon <args>`` as the hub's operator runs it, with the exit code cli/app.py ``main`` gives: a
+    command's returned code, or a CliError's (its one line appended to the output), or 5 and the
+    traceback of an unexpected error (main's catch-all)."""
     import traceback
 
     from typer.testing import CliRunner
 
     from replmon.cli.app import app
+    from replmon.cli.common import CliError
 
     with stack.operator():
-        result = CliRunner().invoke(app, list(args), catch_exceptions=True)
-    output = result.output
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        output += "".join(traceback.format_exception(result.exception))
-    return result.exit_code, output
+        r = CliRunner().invoke(app, list(args), input=stdin, standalone_mode=False)
+    if isinstance(r.exception, CliError):
+        return r.exception.code, f"{r.output}error: {r.exception}"
+    if r.exception is not None and not isinstance(r.exception, SystemExit):
+        return 5, r.output + "".join(traceback.format_exception(r.exception))
+    return (r.return_value if isinstance(r.return_value, int) else r.exit_code), r.output

@@ -34,27 +34,13 @@ from typing import Any
 import pytest
 
 from replmon.local.stack import HOME, HUB, MEMBER_A, TABLE, DeployedStack
-from tests.deployed.scenario import ROUTE, deployed, uploads
+from tests.deployed.scenario import ROUTE, deployed, replmon, uploads
 
 pytestmark = pytest.mark.deployed
 BAD = {"no-dests": ("MissingField", "destinations"), "old..name": ("BadName", "name")}
 THROTTLED = "primary"  # the stack's own route (fleet/stack_route.py): a registry route like the others
 
 
-def replmon(stack: DeployedStack, *args: str, stdin: str | None = None) -> tuple[int, str]:
-    """``replmon <args>`` as the hub's operator runs it, with the exit code cli/app.py ``main`` gives:
-    a command's returned code, or a CliError's (one line), never a traceback."""
-    from typer.testing import CliRunner
-
-    from replmon.cli.app import app
-    from replmon.cli.common import CliError
-
-    with stack.operator():
-        r = CliRunner().invoke(app, list(args), input=stdin, standalone_mode=False)
-    if isinstance(r.exception, CliError):
-        return r.exception.code, f"{r.output}error: {r.exception}"
-    assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
-    return (r.return_value if isinstance(r.return_value, int) else r.exit_code), r.output
 
 
 def write_bad_items(stack: DeployedStack) -> None:

@@ -97,7 +97,8 @@ COMMANDS = {name: tuple(sorted({*codes, Exit.NOT_RECORDED})) for name, codes in 
 SPECIFIC: dict[tuple[str, Exit], str] = {
     ("report", Exit.BREACH): "a route's RPO is over --target (a STUCK probe's age counts) or unbounded, or the page burn-rate alert fires",
     ("report", Exit.NO_DATA): "a route has no probe, in-flight probe or RTC metric in the RPO window, or (--fleet) a registry "
-                              "item is not a valid route: a configuration to fix, not a breach (replmon fleet names the field)",
+                              "item is not a valid route: a configuration to fix, not a breach (replmon fleet names the field); a route listed and not "
+                              "measured (mode off: not enrolled, superseded) is shown and never sets the code",
     ("report", Exit.INFRASTRUCTURE): "the store could not be read, or (--fleet) one route's or registry group's reads failed "
                                      "(throttled, denied): its row names the error, the other routes are reported",
     ("lab chaos", Exit.OK): "the fault showed as a breach and the healed route recovered (with --routes: the fleet alarm named that route alone)",

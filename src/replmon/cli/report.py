@@ -162,8 +162,12 @@ def report(
         doc["fleet"] = rows_f
         from replmon.signals.verdict import PRECEDENCE as URGENCY
 
-        code = combine(Exit.from_verdict(v) for v in by_route.values())
-        doc["exit_code"], doc["verdict"] = code, next((str(v) for v in URGENCY if str(v) in by_route.values()), "no_data")
+        # a route listed and not measured (mode off: not enrolled, superseded) is shown, not judged: a fleet
+        # with discovered buckets nobody enrolled would otherwise never exit 0
+        off = {str(r["route"]) for r in registry_rows if r["mode"] == "off"}
+        judged = {name: v for name, v in by_route.items() if name not in off}
+        code = combine(Exit.from_verdict(v) for v in judged.values()) if judged else int(Exit.NO_DATA)
+        doc["exit_code"], doc["verdict"] = code, next((str(v) for v in URGENCY if str(v) in judged.values()), "no_data")
         if fmt is Format.table:  # one line for the fleet, then the table (a headline per route would repeat it)
             tally = {v: sum(1 for r in rows_f if r["verdict"] == v) for v in ("breach", "not_measured", "no_data", "ok")}
             out.print(f"fleet: {len(rows_f)} routes: "
