@@ -105,6 +105,29 @@ def test_routestalled_is_1_of_3_minutes_missing_data_not_breaching() -> None:
     assert (a.period, a.evaluation_periods, a.datapoints_to_alarm, a.treat_missing) == (60, 3, 1, "notBreaching")
 
 
+def test_every_alarm_on_a_sparse_signal_treats_missing_data_as_not_breaching() -> None:
+    """A sparse signal (signals/health.py SPARSE_METRICS) is absent while healthy and between its
+    transitions: its alarms must count a missing datapoint as within the threshold (``notBreaching``:
+    "Configuring how CloudWatch alarms treat missing data", above), so absence never pages, and its
+    explicit 0 is what clears them. The fleet alarms and the stack's standard ones alike."""
+    from replmon.signals.health import SPARSE_METRICS
+    from tests.cfnutil import resolver
+
+    t = default_transformed()
+    r = resolver(t)
+    seen = {}
+    for name, res in t["Resources"].items():
+        if res["Type"] != "AWS::CloudWatch::Alarm" or not r.exists(name):
+            continue
+        props = res["Properties"]
+        metric = props.get("MetricName") or next((json.dumps(m.get("Expression", "")) for m in props.get("Metrics", [])), "")
+        for sparse in SPARSE_METRICS:
+            if sparse == metric or f"({sparse})" in metric:
+                seen[name] = props.get("TreatMissingData", "missing")
+    assert {"RpoUnboundedG00Alarm", "RouteNoDataG00Alarm", "SloFastBurnG00Alarm", "SloSlowBurnG00Alarm", "PendingBytesAlarm"} <= set(seen)
+    assert {n: tm for n, tm in seen.items() if tm != "notBreaching"} == {}
+
+
 def test_transcript_stall_with_missing_minute() -> None:
     """Healthy 3 minutes, stalled from minute 3 to 10 with minute 6 never emitted (a Heartbeat run
     lost), healthy again from 11: one page at minute 3, one OK after 3 healthy minutes (13)."""
