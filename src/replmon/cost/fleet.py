@@ -10,7 +10,9 @@ counted once per route. The rest is counted from what the code defines:
   CloudWatch bills a metric for each hour it receives data, so a per-route metric counts as the
   share of hours it is emitted in: continuous ones every hour (``ErrorBudgetRemaining`` in hours
   = 0 mod 6 only: 4 of 24), a class's ``ReplicationLatencySeconds`` in the hours a probe of it
-  completes (min(1, 1 h / cadence)), sparse ones (failures) not at all in a healthy month; plus
+  completes (min(1, 1 h / cadence)), sparse ones (failures) not at all in a healthy month (an
+  incident's sparse signal adds its hours, and its fall back one explicit 0: at most one more
+  metric-hour and analyzed hour, $0.0006, and one write of the period item, per transition); plus
   S3's own replication metrics (4 per rule with RTC, billed as custom metrics);
 - **Metrics Insights alarms** (fleet/alarms.py, per RouteGroup): priced per metric analyzed, a basis
   AWS's pricing page (as stored) names without its rate or proration (pricing.json

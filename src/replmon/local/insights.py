@@ -419,6 +419,8 @@ def judge(values: Sequence[float | None], n: int, m: int, treat_missing: str,
     TreatMissingData (``breaching``: breach, ``notBreaching``: within; ``missing`` / ``ignore``: not
     filled), as few as possible. ALARM when ``m`` (DatapointsToAlarm) of them breach. Returns (state,
     breaching, judged), or None when nothing can be judged (no real datapoint, missing / ignore).
+    Not modelled: the page's "premature alarm state" rule for ``missing`` / ``ignore`` (every fleet
+    alarm treats missing data as ``notBreaching``; tests/test_alarm_transcripts.py checks that).
 
     >>> judge([None, 50.0, 50.0, None, None], 1, 1, "notBreaching", lambda v: v > 10)  # the last real one
     ('ALARM', 1, 1)
