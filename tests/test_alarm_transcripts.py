@@ -405,3 +405,30 @@ def test_transcript_sparse_signal_falls_back(emf_points: Callable[..., list[Poin
     # the flag in the period item (the burn pair, raised by the same failure, is kept there too and falls back later)
     assert ["RpoUnbounded" in (kept[m] or "").split() for m in (5, 20, 25, 40)] == [True, True, False, False]
     assert kept[40] is None
+
+
+def test_the_sparse_flag_never_costs_a_late_writers_count() -> None:
+    """The flag is written into the period item on the fold's own conditions (signals/slo_rollup.py
+    save_sparse_up): a late record counted into the item after the collector read it (``gen`` up)
+    makes the write fail, the late count stays, and the flag is written by the next run."""
+    from replmon.adapters.memtable import MemoryLatencyTable
+    from replmon.core.partitions import PERIOD, roll_partition
+    from replmon.signals.rollup import GEN
+    from replmon.signals.slo import SloSpec
+    from replmon.signals.slo_rollup import SPARSE_UP, rollup_slo_status, save_sparse_up, sparse_up
+
+    store, route = MemoryLatencyTable(), "orders-to-dr"
+    spec = SloSpec(threshold_seconds=900.0, target=0.99, period_days=30)
+    _, fold = rollup_slo_status(store, route, T0 + 8 * 3600, spec, save=True)
+    assert fold.cache_written and fold.item is not None and sparse_up(fold.item) == frozenset()
+    assert save_sparse_up(store, route, fold.item, frozenset({"RpoUnbounded"}))
+    kept = store.get_item(roll_partition(route), PERIOD) or {}
+    assert kept[SPARSE_UP] == "RpoUnbounded" and {k: kept[k] for k in fold.item} == fold.item  # the cache as folded, plus the flag
+    late = {**kept, GEN: int(kept.get(GEN, 0)) + 1, "late_mark": 1}  # a late writer counted into the item meanwhile
+    store.put_item(late)
+    assert not save_sparse_up(store, route, kept, frozenset())  # read before the late write: refused
+    assert store.get_item(roll_partition(route), PERIOD) == late
+    # the next run's fold carries the flag over when it rewrites the cache
+    _, fold = rollup_slo_status(store, route, T0 + 9 * 3600, spec, save=True)
+    assert sparse_up(fold.item) == frozenset({"RpoUnbounded"}) and save_sparse_up(store, route, fold.item, frozenset())
+    assert SPARSE_UP not in (store.get_item(roll_partition(route), PERIOD) or {})

@@ -225,7 +225,8 @@ def sparse_up(item: Mapping[str, Any] | None) -> frozenset[str]:
 def save_sparse_up(store: LatencyTable, route: str, item: Mapping[str, Any] | None, names: frozenset[str]) -> bool:
     """Keep ``names`` in the route's period item, on the same conditions as the fold's write (its
     ``through_hour`` and ``gen`` unchanged, so a late writer's count is never lost): False when another
-    writer won; the next run then emits its 0 again (one more datapoint, nothing lost)."""
+    writer won; the next run compares again and writes again (a signal still up is kept then; one that
+    fell back emits its 0 once more)."""
     base = {k: v for k, v in (item or {}).items() if k not in (PARTITION_KEY, SORT_KEY, SPARSE_UP)}
     if names:
         base[SPARSE_UP] = " ".join(sorted(names))
