@@ -25,6 +25,7 @@ AWS contracts encoded here:
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -104,6 +105,29 @@ def test_routestalled_is_1_of_3_minutes_missing_data_not_breaching() -> None:
     assert (a.period, a.evaluation_periods, a.datapoints_to_alarm, a.treat_missing) == (60, 3, 1, "notBreaching")
 
 
+def test_every_alarm_on_a_sparse_signal_treats_missing_data_as_not_breaching() -> None:
+    """A sparse signal (signals/health.py SPARSE_METRICS) is absent while healthy and between its
+    transitions: its alarms must count a missing datapoint as within the threshold (``notBreaching``:
+    "Configuring how CloudWatch alarms treat missing data", above), so absence never pages, and its
+    explicit 0 is what clears them. The fleet alarms and the stack's standard ones alike."""
+    from replmon.signals.health import SPARSE_METRICS
+    from tests.cfnutil import resolver
+
+    t = default_transformed()
+    r = resolver(t)
+    seen = {}
+    for name, res in t["Resources"].items():
+        if res["Type"] != "AWS::CloudWatch::Alarm" or not r.exists(name):
+            continue
+        props = res["Properties"]
+        metric = props.get("MetricName") or next((json.dumps(m.get("Expression", "")) for m in props.get("Metrics", [])), "")
+        for sparse in SPARSE_METRICS:
+            if sparse == metric or f"({sparse})" in metric:
+                seen[name] = props.get("TreatMissingData", "missing")
+    assert {"RpoUnboundedG00Alarm", "RouteNoDataG00Alarm", "SloFastBurnG00Alarm", "SloSlowBurnG00Alarm", "PendingBytesAlarm"} <= set(seen)
+    assert {n: tm for n, tm in seen.items() if tm != "notBreaching"} == {}
+
+
 def test_transcript_stall_with_missing_minute() -> None:
     """Healthy 3 minutes, stalled from minute 3 to 10 with minute 6 never emitted (a Heartbeat run
     lost), healthy again from 11: one page at minute 3, one OK after 3 healthy minutes (13)."""
@@ -114,11 +138,21 @@ def test_transcript_stall_with_missing_minute() -> None:
 
     assert transcript({"RouteStalled": alarm("RouteStalled")}, 16, series) == [
         (3, "RouteStalled", "orders-to-dr", "ALARM"), (13, "RouteStalled", "orders-to-dr", "OK")]
-    # the one-period alarm it replaces: the missing minute sent OK ("recovered") and the next minute paged again
+    # The one-period alarm it replaces: over its evaluation range (3 periods) one missing minute is
+    # bridged by the last real datapoint, but its OK comes after one healthy minute, and three missing
+    # minutes (a Heartbeat down briefly) leave no datapoint in the range: OK ("recovered"), then a page again.
     old = alarm("RouteStalled", evaluation_periods=1, datapoints_to_alarm=1)
     assert transcript({"RouteStalled": old}, 16, series) == [
-        (3, "RouteStalled", "orders-to-dr", "ALARM"), (6, "RouteStalled", "orders-to-dr", "OK"),
-        (7, "RouteStalled", "orders-to-dr", "ALARM"), (11, "RouteStalled", "orders-to-dr", "OK")]
+        (3, "RouteStalled", "orders-to-dr", "ALARM"), (11, "RouteStalled", "orders-to-dr", "OK")]
+
+    def gap(minute: int) -> list[Point]:
+        return [] if minute in (6, 7, 8) else series(minute)
+
+    assert transcript({"RouteStalled": alarm("RouteStalled", evaluation_periods=1, datapoints_to_alarm=1)}, 16, gap) == [
+        (3, "RouteStalled", "orders-to-dr", "ALARM"), (8, "RouteStalled", "orders-to-dr", "OK"),
+        (9, "RouteStalled", "orders-to-dr", "ALARM"), (11, "RouteStalled", "orders-to-dr", "OK")]
+    assert transcript({"RouteStalled": alarm("RouteStalled")}, 16, gap) == [
+        (3, "RouteStalled", "orders-to-dr", "ALARM"), (13, "RouteStalled", "orders-to-dr", "OK")]
 
 
 @pytest.fixture
@@ -133,6 +167,27 @@ def emf_points(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[st
         for b in blobs:
             b["_aws"]["Timestamp"] = (T0 + minute * 60 + 5) * 1000
         return points_from_emf(blobs)
+    return run
+
+
+def collector(emf_points: Callable[..., list[Point]], health_at: Callable[[int], RouteHealth | list[RouteHealth]],
+              keep: bool = True, every: int = 5) -> Callable[[int], list[Point]]:
+    """CollectSignals every ``every`` minutes: each route's health, published with what the route's last
+    run emitted above 0 (signals/collector.py keeps it in the period item: an explicit 0 when a sparse
+    signal falls back). ``keep`` False: no memory (the sparse signals just stop)."""
+    up: dict[str, frozenset[str]] = {}
+
+    def run(minute: int) -> list[Point]:
+        if minute % every:
+            return []
+        got = health_at(minute)
+        healths = got if isinstance(got, list) else [got]
+
+        def emit(m: EmfMetrics) -> None:
+            for h in healths:
+                h.sparse_up = up.get(h.route, frozenset()) if keep else None
+                up[h.route] = publish_health(m, h)
+        return emf_points(emit, minute)
     return run
 
 
@@ -161,18 +216,18 @@ def test_transcript_late_then_unbounded_then_healthy(emf_points: Callable[..., l
         done = ProbeRecord(**{**probe, "probe_id": "q", "put_end": now - 100}, status=ProbeStatus.COMPLETED, latency_lo=30, latency_hi=40)
         return rpo(now, 3600, [done], [], None, 0)
 
-    def series(minute: int) -> list[Point]:
-        if minute % 5:
-            return []
-        h = RouteHealth("orders-to-dr", health(minute), slo, no_data=False)
-        return emf_points(lambda m: publish_health(m, h), minute)
-
     assert (health(0).seconds, health(15).unbounded, health(15).seconds, health(30).seconds) == (1205.0, True, 2100.0, 40.0)
     alarms = {n: alarm(n) for n in ("RpoAboveTarget", "RpoUnbounded")}
+    series = collector(emf_points, lambda minute: RouteHealth("orders-to-dr", health(minute), slo, no_data=False))
     assert transcript(alarms, 45, series) == [
         (4, "RpoAboveTarget", "orders-to-dr", "ALARM"),  # evaluated once its 5-minute period has ended
         (19, "RpoUnbounded", "orders-to-dr", "ALARM"),
+        # the run at 30 emits RpoUnbounded = 0 (it fell back): its period is judged at 34
         (34, "RpoAboveTarget", "orders-to-dr", "OK"), (34, "RpoUnbounded", "orders-to-dr", "OK")]
+    # had RpoUnbounded simply stopped, its last 1 (run 25) stays the most recent datapoint in the
+    # evaluation range (3 periods) until 44: OK two periods late
+    quiet = collector(emf_points, lambda minute: RouteHealth("orders-to-dr", health(minute), slo, no_data=False), keep=False)
+    assert transcript({n: alarm(n) for n in alarms}, 45, quiet)[-1] == (44, "RpoUnbounded", "orders-to-dr", "OK")
 
 
 def test_a_failed_probe_bounds_the_rpo_from_below_only_with_a_pending_answer_seen() -> None:
@@ -219,24 +274,29 @@ def test_transcript_route_that_only_fails_events(emf_points: Callable[..., list[
 
     event_at = T0 + 2 * 60 + 5
 
-    def series(minute: int) -> list[Point]:
-        out = []
-        if minute == 2:  # signals/event_ingest.py: deps.metrics.count("ReplicationEvents", n, {ROUTE: route, EVENT: kind})
-            out += emf_points(lambda m: m.count("ReplicationEvents", 3, {ROUTE: "orders-to-dr", EVENT: "OperationFailedReplication"}), 2)
-        if minute % 5 == 0:
-            now = T0 + minute * 60 + 5
-            h = _route_rpo(minute, 3 if now - 3600 <= event_at <= now else 0)
-            out += emf_points(lambda m: publish_health(m, RouteHealth("orders-to-dr", h, SLO, no_data=False)), minute)
-        return out
+    def health(minute: int) -> RouteHealth:
+        now = T0 + minute * 60 + 5
+        return RouteHealth("orders-to-dr", _route_rpo(minute, 3 if now - 3600 <= event_at <= now else 0), SLO, no_data=False)
+
+    def with_events(runs: Callable[[int], list[Point]]) -> Callable[[int], list[Point]]:
+        def series(minute: int) -> list[Point]:
+            out = []
+            if minute == 2:  # signals/event_ingest.py: deps.metrics.count("ReplicationEvents", n, {ROUTE: route, EVENT: kind})
+                out += emf_points(lambda m: m.count("ReplicationEvents", 3, {ROUTE: "orders-to-dr", EVENT: "OperationFailedReplication"}), 2)
+            return out + runs(minute)
+        return series
 
     assert (_route_rpo(5, 3).unbounded, _route_rpo(5, 3).seconds, _route_rpo(65).unbounded) == (True, 40.0, False)
-    alarms = {n: alarm(n) for n in EVENT_ALARMS}
-    assert transcript(alarms, 75, series) == [
+    assert transcript({n: alarm(n) for n in EVENT_ALARMS}, 85, with_events(collector(emf_points, health))) == [
         (9, "RpoUnbounded", "orders-to-dr", "ALARM"),  # the collector's run at minute 5, its period judged at 9
-        (69, "RpoUnbounded", "orders-to-dr", "OK"),  # the events left the hour's window at 62: run 65, judged at 69
+        (69, "RpoUnbounded", "orders-to-dr", "OK"),  # the events left the hour's window at 62: run 65 emits 0, judged at 69
     ]
+    # without the 0, the last 1 (run 60) is judged until it leaves the evaluation range: OK at 79
+    assert transcript({n: alarm(n) for n in EVENT_ALARMS}, 85, with_events(collector(emf_points, health, keep=False)))[-1] == \
+        (79, "RpoUnbounded", "orders-to-dr", "OK")
     # the cause was seen by the event alarm too, which notifies nobody: not a page, not a ticket
-    assert [t for t in transcript({n: alarm(n) for n in EVENT_ALARMS}, 75, series, topic=TICKET) if t[1] != "RpoUnbounded"] == []
+    assert [t for t in transcript({n: alarm(n) for n in EVENT_ALARMS}, 85, with_events(collector(emf_points, health)), topic=TICKET)
+            if t[1] != "RpoUnbounded"] == []
 
 
 def test_transcript_150_routes_go_bad_at_once(emf_points: Callable[..., list[Point]]) -> None:
@@ -250,10 +310,7 @@ def test_transcript_150_routes_go_bad_at_once(emf_points: Callable[..., list[Poi
     def rpo_at(minute: int, i: int) -> Rpo:  # a probe in flight 1,000 + i seconds while late
         return _route_rpo(minute, in_flight=1000.0 + i if minute < 15 else None)
 
-    def collect(minute: int) -> list[Point]:  # one collector run: every route's health
-        return emf_points(lambda m: [publish_health(m, RouteHealth(r, rpo_at(minute, i), SLO, no_data=False))
-                                     for i, r in enumerate(routes)], minute)
-
+    collect = collector(emf_points, lambda minute: [RouteHealth(r, rpo_at(minute, i), SLO, no_data=False) for i, r in enumerate(routes)])
     printed = {minute: collect(minute) for minute in range(0, 25, 5)}
 
     def series(minute: int) -> list[Point]:
@@ -296,3 +353,82 @@ def test_the_heartbeat_evidence_goes_to_the_ticket_topic_and_pages_arrive_as_con
                               ("contributor", "ALARM"): {PAGE}, ("contributor", "OK"): {PAGE}}, a.name
         else:
             assert PAGE not in set().union(*routes.values()), a.name
+
+
+def test_transcript_sparse_signal_falls_back(emf_points: Callable[..., list[Point]]) -> None:
+    """A route through CollectSignals itself (signals/collector.py ``collect`` on an in-memory table):
+    its probes replicate in 40 s, one probe FAILED at minute 2 makes it unbounded while that record is
+    in the 20-minute RPO window, then it is healthy. RpoUnbounded pages at the end of the first
+    period the collector saw the failure in, and sends OK at the end of the period its run emitted
+    the one explicit 0 in (the flag kept in the route's period item: signals/slo_rollup.py SPARSE_UP);
+    after that the series is quiet again: one datapoint per transition, not per run."""
+    from replmon.adapters.memtable import MemoryLatencyTable
+    from replmon.core.partitions import PERIOD, roll_partition
+    from replmon.core.record import ProbeRecord, ProbeStatus
+    from replmon.core.route import Route
+    from replmon.signals.collector import collect
+    from replmon.signals.rollup import store_record
+    from replmon.signals.slo import SloSpec
+    from replmon.signals.slo_rollup import SPARSE_UP
+
+    name, window = "orders-to-dr", 1200.0
+    store = MemoryLatencyTable()
+
+    def record(run: str, at: float, status: ProbeStatus, lo: float, hi: float | None) -> ProbeRecord:
+        run_id = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime(at))}-{run}"  # its key: the run's stamp (core/keys.py)
+        return ProbeRecord(route=name, probe_id=f"{run_id}-{name}-1KiB-t1", run_id=run_id, planned_at=at,
+                           size_bytes=1024, size_class="1KiB", trial=1, status=status, put_end=at + 1, latency_lo=lo, latency_hi=hi,
+                           target_seconds=900)
+
+    for minute in range(0, 60, 5):  # a probe every 5 minutes, 40 s each; the one planned at minute 2 FAILED
+        at = T0 + minute * 60 + 1.0
+        store_record(store, record(f"{minute:04d}", at, ProbeStatus.COMPLETED, 30.0, 40.0), at + 1, threshold_seconds=900.0)
+    failed = T0 + 2 * 60.0
+    store_record(store, record("9999", failed, ProbeStatus.FAILED, 0.0, None), failed + 1, threshold_seconds=900.0)
+    route = Route.model_validate({"name": name, "source": {"bucket": "src"}, "destinations": [{"bucket": "dst"}]})
+    spec = SloSpec(threshold_seconds=900.0, target=0.99, period_days=30)
+    kept: dict[int, str | None] = {}
+    emitted: list[tuple[int, float]] = []
+
+    def series(minute: int) -> list[Point]:
+        if minute % 5 or minute < 5:
+            return []
+        out = emf_points(lambda m: collect([route], store, None, m, T0 + minute * 60 + 5, spec, window, 1), minute)
+        kept[minute] = (store.get_item(roll_partition(name), PERIOD) or {}).get(SPARSE_UP)
+        emitted.extend((minute, p.value) for p in out if p.metric == "RpoUnbounded")
+        return out
+
+    pages = transcript({"RpoUnbounded": alarm("RpoUnbounded")}, 45, series)
+    # runs 5..20 see the FAILED record (planned at 2, in [now - 20 min, now]); run 25 no longer: its 0
+    assert pages == [(9, "RpoUnbounded", name, "ALARM"), (29, "RpoUnbounded", name, "OK")]
+    assert emitted == [(5, 1.0), (10, 1.0), (15, 1.0), (20, 1.0), (25, 0.0)]  # one 0, then nothing
+    # the flag in the period item (the burn pair, raised by the same failure, is kept there too and falls back later)
+    assert ["RpoUnbounded" in (kept[m] or "").split() for m in (5, 20, 25, 40)] == [True, True, False, False]
+    assert kept[40] is None
+
+
+def test_the_sparse_flag_never_costs_a_late_writers_count() -> None:
+    """The flag is written into the period item on the fold's own conditions (signals/slo_rollup.py
+    save_sparse_up): a late record counted into the item after the collector read it (``gen`` up)
+    makes the write fail, the late count stays, and the flag is written by the next run."""
+    from replmon.adapters.memtable import MemoryLatencyTable
+    from replmon.core.partitions import PERIOD, roll_partition
+    from replmon.signals.rollup import GEN
+    from replmon.signals.slo import SloSpec
+    from replmon.signals.slo_rollup import SPARSE_UP, rollup_slo_status, save_sparse_up, sparse_up
+
+    store, route = MemoryLatencyTable(), "orders-to-dr"
+    spec = SloSpec(threshold_seconds=900.0, target=0.99, period_days=30)
+    _, fold = rollup_slo_status(store, route, T0 + 8 * 3600, spec, save=True)
+    assert fold.cache_written and fold.item is not None and sparse_up(fold.item) == frozenset()
+    assert save_sparse_up(store, route, fold.item, frozenset({"RpoUnbounded"}))
+    kept = store.get_item(roll_partition(route), PERIOD) or {}
+    assert kept[SPARSE_UP] == "RpoUnbounded" and {k: kept[k] for k in fold.item} == fold.item  # the cache as folded, plus the flag
+    late = {**kept, GEN: int(kept.get(GEN, 0)) + 1, "late_mark": 1}  # a late writer counted into the item meanwhile
+    store.put_item(late)
+    assert not save_sparse_up(store, route, kept, frozenset())  # read before the late write: refused
+    assert store.get_item(roll_partition(route), PERIOD) == late
+    # the next run's fold carries the flag over when it rewrites the cache
+    _, fold = rollup_slo_status(store, route, T0 + 9 * 3600, spec, save=True)
+    assert sparse_up(fold.item) == frozenset({"RpoUnbounded"}) and save_sparse_up(store, route, fold.item, frozenset())
+    assert SPARSE_UP not in (store.get_item(roll_partition(route), PERIOD) or {})

@@ -130,3 +130,59 @@ def test_the_model_prices_each_function_at_the_memory_the_template_gives_it() ->
     a = pricing()["assumptions"]
     assert a["heartbeat_memory_mb"] == resources["HeartbeatFunction"]["Properties"]["MemorySize"]
     assert a["collector_memory_mb"] == resources["CollectSignalsFunction"]["Properties"]["MemorySize"]
+
+
+def test_the_metrics_insights_alarm_line_is_a_range_with_its_assumed_basis_named() -> None:
+    """AWS's pricing page (as stored: pricing.json cloudwatch_mi_alarms) says Metrics Insights alarms
+    are charged by the metrics they analyze, not at what rate or proration. The line is priced on the
+    assumed basis (hours with data: RpoSeconds and StallSeconds at a healthy route) and `replmon cost`
+    shows it beside the other plausible basis (each of the group's alarms bills each route a month)."""
+    from replmon.cost.estimate import pricing
+    from replmon.cost.fleet import MI_ASSUMED, MI_BASES, MI_LINE
+
+    rate = pricing()["prices"]["cloudwatch_per_mi_alarm_metric_month"]
+    assert "ASSUMED" in pricing()["sources"]["cloudwatch_mi_alarms"] and MI_ASSUMED in MI_BASES
+    est = fleet_estimate(10, CLASSES)
+    (r,) = est.ranges
+    line = next(x for x in est.per_route_lines if x.item == MI_LINE)
+    assert r.bases == {"hours-with-data": pytest.approx(2 * rate), "every-alarm-whole-month": pytest.approx(len(FLEET_ALARMS) * rate)}
+    assert line.dollars == pytest.approx(r.bases[MI_ASSUMED]) and (r.low, r.high) == (min(r.bases.values()), max(r.bases.values()))
+    assert est.per_route_range == pytest.approx((est.per_route, est.per_route - r.low + r.high))
+    doc = json.loads(cli("cost", "--routes", "1,40", "--format", "json").stdout)
+    assert doc["price_ranges"][0]["assumed_basis"] == MI_ASSUMED and doc["assumptions"]["mi_alarm_basis"] == MI_ASSUMED
+    lo, hi = doc["fleet"][0]["marginal_usd_per_route_month_range"]
+    assert lo == doc["fleet"][0]["marginal_usd_per_route_month"] and hi == pytest.approx(lo + r.high - r.low, abs=0.011)
+    table = cli("cost", "--routes", "1,40")
+    assert f"${r.low:.2f} per route a month on the assumed basis (hours-with-data)" in " ".join(table.stderr.split())
+    assert f"${r.high:.2f} on every-alarm-whole-month" in " ".join(table.stderr.split())
+
+
+def test_the_heartbeats_hourly_expectation_is_priced_as_one_query_of_72_hour_items() -> None:
+    """signals/expectation.py learn_expectation reads the route's 72 hour items of the learning window
+    in one strongly consistent Query (not 72 h of records: 4,320 at a heartbeat a minute); the model
+    prices that Query, ceil(72 x hour item bytes / 4 KB) read units, at the Heartbeat's re-learning
+    cadence. (DynamoDB units are modelled, not counted by the deployed cost test: its line says so.)"""
+    from replmon.cost.estimate import pricing
+    from replmon.cost.fleet import HEARTBEAT_PREFIX, expectation_read_units, heartbeat_lines, learnings_per_month
+    from replmon.signals.expectation import LEARN_HOURS, learn_expectation
+
+    class Hours:
+        def __init__(self) -> None:
+            self.reads: list[tuple[str, str, str]] = []
+
+        def roll_items(self, route: str, first_sk: str, last_sk: str) -> list[dict[str, object]]:
+            self.reads.append((route, first_sk, last_sk))
+            return [{"hx_0000050": 4.0} for _ in range(LEARN_HOURS)]
+
+    store = Hours()
+    learned = learn_expectation(store, "r", 1_795_428_000.0, floor=20.0, cap=450.0)
+    assert len(store.reads) == 1 and learned.items_read == LEARN_HOURS == 72
+    a = pricing()["assumptions"]
+    assert expectation_read_units(a) == -(-72 * a["hour_item_bytes"] // 4096)
+    assert 0.9 * 720 <= learnings_per_month() <= 720  # hourly, each route at its own offset of up to 10 minutes
+    line = next(x for x in heartbeat_lines(60, cross_region=False, rtc=False, source_region=None) if "DynamoDB" in x.item)
+    beats = 30 * 24 * 60
+    learning = line.quantity - (a["heartbeat_write_units"] + a["heartbeat_read_units"]) * beats
+    assert learning == pytest.approx(learnings_per_month() * expectation_read_units(a))
+    assert learning < 720 * 4320 * a["record_bytes"] / 4096 / 2 / 20  # 72 h of records cost 30x more
+    assert line.item.startswith(HEARTBEAT_PREFIX) and "not counted" in line.item

@@ -111,8 +111,9 @@ def test_the_metrics_the_alarms_read_are_emitted_with_the_fleet_schema() -> None
         assert a.metric in SWITCHED, a.metric
         assert METRICS[a.metric].dimension_sets == (("service", *a.schema),), a.name
         assert parse(fa.query(a, "g00")).schema == fa.schema_dimensions(a)
-    # The continuous ones keep every route a contributor (a vanished series turns OK whatever TreatMissingData says);
-    # the 0/1 and burn signals are sparse: their 0 and their absence are the same OK (signals/health.py publish_health).
+    # The continuous ones keep every route a contributor; the 0/1 and burn signals are sparse: emitted while
+    # above 0, and one explicit 0 when they fall back (signals/health.py publish_health), so the contributor
+    # goes OK at the next evaluation instead of when its last datapoint leaves the evaluation range.
     assert {"RpoSeconds", "StallSeconds"} <= {n for n, m in FLEET_METRICS.items() if m.cadence == CONTINUOUS}
     assert {"SloBurnPage", "SloBurnTicket", "RouteNoData", "RpoUnbounded"} <= {n for n, m in FLEET_METRICS.items() if m.cadence == SPARSE}
 

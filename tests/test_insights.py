@@ -20,7 +20,12 @@ AWS contracts encoded here:
   each series a contributor; GROUP BY and ORDER BY required; a series no longer returned goes OK ("No
   data was returned for this contributor") whatever TreatMissingData says, which applies per
   datapoint; an empty result makes the alarm INSUFFICIENT_DATA; > 500 series is PARTIAL_DATA; at
-  most 100 contributors in ALARM; only the latest 3 hours evaluate.
+  most 100 contributors in ALARM; only the latest 3 hours evaluate. And its section "How alarm state
+  is evaluated when data is missing": each evaluation retrieves the *evaluation range* (more
+  datapoints than EvaluationPeriods: 5 for 3 in its tables); with at least EvaluationPeriods real
+  datapoints in it the most recent real ones are judged and TreatMissingData is ignored, with fewer
+  every real one is judged and the missing ones are filled in per TreatMissingData
+  (test_the_evaluation_range_rows_of_awss_tables).
 """
 
 from __future__ import annotations
@@ -126,13 +131,63 @@ def test_contributors_m_of_n_vanished_series_go_ok_and_an_empty_result_is_insuff
     data = [rpo("a", 50, 0), rpo("a", 50, 1), rpo("b", 50, 0), rpo("b", 1, 1), rpo("b", 1, 2), rpo("a", 1, 2)]
     s = a.step(T0 + 180, data)
     assert s.state == "ALARM" and s.in_alarm() == [{"Route": "a"}]  # a: 2 of 3 breaching; b: 1 of 3
-    s = a.step(T0 + 240, [*data, rpo("b", 1, 3)])  # minutes 1-3: a breaches once, its missing minute 3 does not count
+    # minutes -1..3 (the evaluation range, 5): a's missing minute 3 is skipped, its 3 most recent real
+    # datapoints (minutes 0-2: 50, 50, 1) judged: still 2 of 3 breaching
+    s = a.step(T0 + 240, [*data, rpo("b", 1, 3)])
+    assert s.contributors[("a",)].state == "ALARM"
+    s = a.step(T0 + 300, [*data, rpo("b", 1, 3), rpo("a", 1, 4)])  # a's 3 most recent: 50, 1, 1
     assert s.contributors[("a",)].state == "OK" and s.state == "OK"
     s = a.step(T0 + 60 * 9, [rpo("b", 1, 7)])  # a returns nothing any more
     assert s.contributors[("a",)].state == "OK" and s.contributors[("a",)].reason == NO_DATA_REASON
     assert a.step(T0 + 3600, []).state == "INSUFFICIENT_DATA"
     breaching = alarm(evaluation_periods=2, datapoints_to_alarm=2, treat_missing="breaching")
     assert breaching.step(T0 + 120, [rpo("a", 50, 0)]).in_alarm() == [{"Route": "a"}]  # a missing minute breaches
+
+
+#: "Configuring how CloudWatch alarms treat missing data", "How alarm state is evaluated when data is
+#: missing" (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/alarms-and-missing-data.html):
+#: the rows of its two tables (Period 5 min, evaluation range 5, oldest first; 0 within, X breaching,
+#: - missing) with the states for BREACHING and NOT BREACHING. (The rows its "premature alarm state"
+#: section covers, for MISSING and IGNORE, are not modelled: no replmon alarm treats missing data so.)
+AWS_TABLE_ROWS = [
+    # DatapointsToAlarm 3 of EvaluationPeriods 3
+    (3, "0 - X - -", "OK", "OK"),  # "the one existing data point is not breaching" ... (the page's second row, read with its text)
+    (3, "- - - - -", "ALARM", "OK"),  # all missing (a Metrics Insights query then returns no series: the contributor goes OK)
+    (3, "0 X X - X", "ALARM", "ALARM"),  # 3 real in range: the most recent 3, the missing one skipped
+    (3, "- - X - -", "ALARM", "OK"),
+    # 2 of 3
+    (2, "0 X 0 X X", "ALARM", "ALARM"),
+    (2, "0 0 X 0 X", "ALARM", "ALARM"),
+    (2, "- - - - 0", "ALARM", "OK"),
+    (2, "- - X - -", "ALARM", "OK"),
+]
+
+
+@pytest.mark.parametrize(("m", "row", "breaching", "not_breaching"), AWS_TABLE_ROWS)
+def test_the_evaluation_range_rows_of_awss_tables(m: int, row: str, breaching: str | None, not_breaching: str | None) -> None:
+    from replmon.local.insights import judge
+
+    values = [None if c == "-" else 50.0 if c == "X" else 1.0 for c in row.split()]
+    got = {tm: judge(values, 3, m, tm, lambda v: v > 10) for tm in ("breaching", "notBreaching")}
+    assert [None if v is None else v[0] for v in got.values()] == [breaching, not_breaching]
+
+
+def test_a_series_that_stops_stays_in_alarm_while_its_last_datapoint_is_in_the_evaluation_range() -> None:
+    """The same page: "CloudWatch alarms might repeatedly re-evaluate the last set of data points for a
+    period of time after the metric has stopped flowing". A 5-minute alarm (EvaluationPeriods 1): a
+    route's breaching series stops; its contributor stays ALARM until the last datapoint leaves the
+    range (2 more periods), so a sparse signal that just stops clears late; an explicit 0 clears it
+    at the next evaluation, whatever the range's size."""
+    def stops(zero: bool, extra: int) -> int:
+        a = alarm(period=300, treat_missing="notBreaching", extra_range_periods=extra)
+        data = [Point("App", "Rpo", {"Route": "a"}, T0 + 5, 50.0)] + ([Point("App", "Rpo", {"Route": "a"}, T0 + 305, 0.0)] if zero else [])
+        for k in range(1, 8):
+            if a.step(T0 + 300 * k + 1, data).in_alarm() == []:
+                return k
+        return -1
+
+    assert [stops(False, extra) for extra in (0, 1, 2, 3)] == [2, 3, 4, 5]
+    assert [stops(True, extra) for extra in (0, 1, 2, 3)] == [2, 2, 2, 2]
 
 
 def test_partial_data_past_500_series_and_at_most_100_contributors_in_alarm() -> None:
@@ -168,11 +223,16 @@ def test_a_contributor_that_disappears_notifies_ok_once() -> None:
     a contributor whose series the query no longer returns goes OK ("No data was returned for this
     contributor") whatever TreatMissingData says: one OK notification, then it is gone."""
     a = alarm(treat_missing="breaching")
-    assert Notification("contributor", "ALARM", {"Route": "a"}) in a.step(T0 + 60, [rpo("a", 50, 0), rpo("b", 50, 0)]).notifications
-    s = a.step(T0 + 120, [rpo("b", 50, 1)])  # a stopped emitting
+    first = [rpo("a", 50, 0), rpo("b", 50, 0)]
+    assert Notification("contributor", "ALARM", {"Route": "a"}) in a.step(T0 + 60, first).notifications
+    # a stopped emitting: its last datapoint is still in the evaluation range (EvaluationPeriods 1 + 2)
+    # for two more minutes, and it is the most recent real one: ALARM, whatever TreatMissingData says
+    for minute in (1, 2):
+        assert a.step(T0 + 60 * (minute + 1), [*first, rpo("b", 50, minute)]).notifications == []
+    s = a.step(T0 + 240, [*first, rpo("b", 50, 3)])  # minute 0 left the range: a's series is not returned
     assert s.notifications == [Notification("contributor", "OK", {"Route": "a"})]
     assert s.contributors[("a",)].reason == NO_DATA_REASON
-    s = a.step(T0 + 180, [rpo("b", 50, 2)])
+    s = a.step(T0 + 300, [rpo("b", 50, 4)])
     assert s.notifications == [] and ("a",) not in s.contributors
 
 

@@ -33,7 +33,18 @@ def block(doc: dict | None = None) -> str:
             f"Modelled (`replmon cost {' '.join(ARGS)}`: {doc['region']} list prices of {doc['prices_as_of']}, probe classes "
             f"{doc['probe_classes']}, heartbeats every {doc['assumptions']['heartbeat_seconds']} s; free tiers not applied):\n\n"
             "| routes | $ per month | $ per route | $ one more route adds |\n| ---: | ---: | ---: | ---: |\n" + "\n".join(rows) +
-            f"\n\nThe largest lines one route adds: {largest}.\n<!-- cost:end -->")
+            f"\n\nThe largest lines one route adds: {largest}.{ranges(doc)}\n<!-- cost:end -->")
+
+
+def ranges(doc: dict) -> str:
+    """The lines priced on an assumed basis (AWS's pricing page does not confirm it): each basis's figure."""
+    out = []
+    lo, hi = doc["fleet"][-1]["marginal_usd_per_route_month_range"]
+    for r in doc.get("price_ranges", []):
+        bases = "; ".join(f"{b['basis']} ${b['usd_per_route_month']:.2f}" for b in r["bases"])
+        out.append(f" {r['item'].split(' (')[0]} are priced per metric analyzed on an assumed basis, {r['assumed_basis']} "
+                   f"(per route a month: {bases}): one more route adds ${lo:.2f} to ${hi:.2f}.")
+    return "".join(out)
 
 
 def main() -> int:

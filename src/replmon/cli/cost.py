@@ -136,7 +136,8 @@ def _fleet_cost(routes: str, probe_classes: str, route_groups: int, cross_region
     except ConfigError as exc:
         fail(str(exc))
     rows = [{"routes": e.routes, "usd_per_month": round(e.total, 2), "usd_per_route_month": round(e.total / e.routes, 2),
-             "marginal_usd_per_route_month": round(e.per_route, 2)} for e in ests]
+             "marginal_usd_per_route_month": round(e.per_route, 2),
+             "marginal_usd_per_route_month_range": [round(v, 2) for v in e.per_route_range]} for e in ests]
     last = ests[-1]
     doc = {"schema_version": 1, "command": "cost", "modelled": True, "region": last.region, "prices_as_of": last.as_of,
            "probe_classes": str(classes), "fleet": rows,
@@ -144,11 +145,13 @@ def _fleet_cost(routes: str, probe_classes: str, route_groups: int, cross_region
                                for x in last.per_route_lines],
            "fixed_lines": [{"item": x.item, "quantity": round(x.quantity, 3), "unit": x.unit, "usd_per_month": round(x.dollars, 2)}
                            for x in last.fixed_lines],
+           # lines whose pricing basis AWS's page does not confirm: each basis, and the one assumed above
+           "price_ranges": [r.to_json() for r in last.ranges],
            "assumptions": last.assumptions, "sources": pricing()["sources"]}
     if fmt is Format.json:
         emit([], fmt, document=doc)
     elif fmt is Format.csv:
-        emit(rows, fmt)
+        emit([{k: v for k, v in r.items() if not isinstance(v, list)} for r in rows], fmt)
     else:
         emit([{"routes": f"{r['routes']:,}", "$ per month": f"{r['usd_per_month']:,.2f}", "$ per route": f"{r['usd_per_route_month']:,.2f}",
                "marginal $ per route": f"{r['marginal_usd_per_route_month']:,.2f}"} for r in rows], fmt,
@@ -163,6 +166,12 @@ def _fleet_cost(routes: str, probe_classes: str, route_groups: int, cross_region
                       f"${own + shares:.2f} with the StallSeconds metric and what RouteStalled analyzes (goal: under $1); "
                       f"the probe schedule ({classes}) ${last.per_route - own - shares:.2f}; the Heartbeat function "
                       f"${next(x.dollars for x in last.fixed_lines if x.item.startswith('Heartbeat')):.2f} per RouteGroup", highlight=False)
+        lo, hi = last.per_route_range
+        for r in last.ranges:
+            other = next(b for b in r.bases if b != r.assumed)
+            err.print(f"{r.item.split(' (')[0]}: ${r.bases[r.assumed]:.2f} per route a month on the assumed basis ({r.assumed}), "
+                      f"${r.bases[other]:.2f} on {other}; AWS's pricing page does not say which (pricing.json cloudwatch_mi_alarms). "
+                      f"One route adds ${last.per_route:.2f} (${lo:.2f} to ${hi:.2f})", highlight=False)
         err.print("modelled: " + "; ".join(f"{k}={v}" for k, v in last.assumptions.items() if k != "metric_months_per_route"),
                   highlight=False)
     return OK

@@ -147,9 +147,10 @@ FLEET_METRICS: dict[str, MetricDef] = {
            "input; unbounded, the measured inputs' lower bound (a late route stays late; RpoUnbounded pages the failure)"),
         _f("StallSeconds", "Seconds", PER_ROUTE, CONTINUOUS, "0 when the route is healthy, else seconds since it stalled (heartbeat, every minute)"),
         _f("ErrorBudgetRemaining", "Percent", PER_ROUTE, CONTINUOUS, "SLO budget left over the period; emitted in hours = 0 mod 6 only"),
-        # Per route, sparse: only emitted when non-zero. A 0/1 or burn signal's 0 and its absence are
-        # the same to its alarm (missing data not breaching; a contributor whose series is gone is OK),
-        # and CloudWatch bills a metric only for the hours it receives data.
+        # Per route, sparse: only emitted when non-zero, and once as 0 when a 0/1, burn or RTC pending
+        # signal falls back (signals/health.py publish_health: the 0 clears its alarm at the next
+        # evaluation); missing data is not breaching, and CloudWatch bills a metric only for the hours
+        # it receives data.
         _f("SloBurnPage", "None", PER_ROUTE, SPARSE, "min(burn 1h, burn 5m) when above 0; 0 (not emitted) below SloMinBadEvents "
            "bad samples in 1 h"),
         _f("SloBurnTicket", "None", PER_ROUTE, SPARSE, "min(burn 6h, burn 30m) when above 0; 0 (not emitted) below SloMinBadEvents "

@@ -10,12 +10,18 @@ counted once per route. The rest is counted from what the code defines:
   CloudWatch bills a metric for each hour it receives data, so a per-route metric counts as the
   share of hours it is emitted in: continuous ones every hour (``ErrorBudgetRemaining`` in hours
   = 0 mod 6 only: 4 of 24), a class's ``ReplicationLatencySeconds`` in the hours a probe of it
-  completes (min(1, 1 h / cadence)), sparse ones (failures) not at all in a healthy month; plus
+  completes (min(1, 1 h / cadence)), sparse ones (failures) not at all in a healthy month (an
+  incident's sparse signal adds its hours, and its fall back one explicit 0: at most one more
+  metric-hour and analyzed hour, $0.0006, and one write of the period item, per transition); plus
   S3's own replication metrics (4 per rule with RTC, billed as custom metrics);
-- **Metrics Insights alarms** (fleet/alarms.py, per RouteGroup): priced per metric analyzed (the
-  rate is an assumption, pricing.json ``cloudwatch_mi_alarms``): an alarm analyzes a route's series
-  only in the hours it has data, so a sparse metric at 0 costs nothing; the stack's other alarms at
-  the standard rate;
+- **Metrics Insights alarms** (fleet/alarms.py, per RouteGroup): priced per metric analyzed, a basis
+  AWS's pricing page (as stored) names without its rate or proration (pricing.json
+  ``cloudwatch_mi_alarms``). The line is priced on the assumed basis, ``hours-with-data``: $0.10 per
+  metric-month analyzed, an alarm analyzing a route's series only in the hours it has data (a sparse
+  metric at 0 costs nothing; a fall back to 0 adds one datapoint-hour); :func:`mi_alarm_range` gives
+  it with the other plausible basis, ``every-alarm-whole-month`` (each of the group's alarms bills
+  every route a whole month), which `replmon cost` shows beside it; the stack's other alarms at the
+  standard rate;
 - **the collector**: per route, the S3 replication metrics it reads (GetMetricData) and the SLO's
   rollups (the period cache and 7 hour items: estimate.py ``slo_read_units``), every run.
 
@@ -61,10 +67,18 @@ class FleetEstimate:
     as_of: str = ""
     region: str = ""
     assumptions: dict[str, Any] = field(default_factory=dict)
+    ranges: list[PriceRange] = field(default_factory=list)  # per-route lines whose pricing basis is assumed
 
     @property
     def per_route(self) -> float:
         return sum(x.dollars for x in self.per_route_lines)
+
+    @property
+    def per_route_range(self) -> tuple[float, float]:
+        """:attr:`per_route` with each :attr:`ranges` line at its low and at its high basis."""
+        assumed = {r.item: r.bases[r.assumed] for r in self.ranges}
+        base = self.per_route - sum(assumed.values())
+        return base + sum(r.low for r in self.ranges), base + sum(r.high for r in self.ranges)
 
     @property
     def fixed(self) -> float:
@@ -93,7 +107,16 @@ def metric_months_per_route(classes: ProbeClasses, rtc: bool, heartbeats: bool =
 
 
 METRICS_LINE = "CloudWatch metrics (metric-months: the hours each is emitted in)"
-MI_LINE = "Metrics Insights alarms (per metric analyzed; rate assumed, pricing.json)"
+MI_LINE = "Metrics Insights alarms (per metric analyzed; basis assumed, see the range)"
+#: The plausible bases of "per metric analyzed" (pricing.json ``cloudwatch_mi_alarms``), low to high;
+#: the line is priced on ``MI_ASSUMED``.
+MI_BASES = {
+    "hours-with-data": "$0.10 per metric-month analyzed, prorated like a custom metric: a route's series counts in the "
+                       "hours it has data, for each alarm whose query matches it (RpoSeconds, StallSeconds when healthy)",
+    "every-alarm-whole-month": "$0.10 a month for each of the group's Metrics Insights alarms and each route it evaluates, "
+                               "whatever the hours with data (as if each contributor were a standard alarm metric)",
+}
+MI_ASSUMED = "hours-with-data"
 
 
 def mi_metrics_analyzed(months: dict[str, float]) -> dict[str, float]:
@@ -108,6 +131,35 @@ def mi_metrics_analyzed(months: dict[str, float]) -> dict[str, float]:
     return out
 
 
+@dataclass(frozen=True)
+class PriceRange:
+    """A line whose pricing basis AWS's page does not confirm: its dollars per route-month on each
+    plausible basis (``low`` .. ``high``) and the one the estimate assumes."""
+
+    item: str
+    low: float
+    high: float
+    assumed: str
+    bases: dict[str, float]  # basis -> $ per route-month
+
+    def to_json(self) -> dict[str, Any]:
+        return {"item": self.item, "low_usd": round(self.low, 4), "high_usd": round(self.high, 4), "assumed_basis": self.assumed,
+                "bases": [{"basis": b, "usd_per_route_month": round(v, 4), "meaning": MI_BASES[b]} for b, v in self.bases.items()]}
+
+
+def mi_alarm_range(months: dict[str, float]) -> PriceRange:
+    """The Metrics Insights alarm line per route-month on each basis of ``MI_BASES``.
+
+    >>> r = mi_alarm_range({"RpoSeconds": 1.0, "StallSeconds": 1.0})
+    >>> round(r.low, 2), round(r.high, 2), r.assumed
+    (0.2, 1.6, 'hours-with-data')
+    """
+    rate = float(pricing()["prices"]["cloudwatch_per_mi_alarm_metric_month"])
+    bases = {"hours-with-data": sum(mi_metrics_analyzed(months).values()) * rate,
+             "every-alarm-whole-month": len(FLEET_ALARMS) * rate}
+    return PriceRange(MI_LINE, min(bases.values()), max(bases.values()), MI_ASSUMED, bases)
+
+
 #: Heartbeat lines of one route (:func:`heartbeat_lines`): what a route's heartbeats add, apart from the
 #: StallSeconds metric and the RouteStalled alarm (counted with the metrics and alarms).
 HEARTBEAT_PREFIX = "Heartbeats: "
@@ -120,22 +172,22 @@ def heartbeat_lines(period_seconds: int, *, cross_region: bool, rtc: bool, sourc
     period (and its replica's PUT, billed at the destination), the HEADs :func:`heartbeat_play` takes at ``replication_base_seconds`` (source,
     then the replica), one DeleteObjects a side (DELETE requests are free), DynamoDB writes (period
     claim, record, state: ``heartbeat_write_units``) and reads (state, in-flight markers), the
-    hourly expectation (72 h of records read), the EMF log lines; replication bytes (RTC fee,
-    inter-Region transfer) of 1 KiB each."""
+    hourly expectation (:func:`expectation_read_units`: 72 hour items, not 72 h of records), the EMF
+    log lines; replication bytes (RTC fee, inter-Region transfer) of 1 KiB each. DynamoDB request
+    units are modelled from item sizes, not counted: the deployed cost test counts calls, not units."""
     data = pricing()
     p, a = data["prices"], {**data["assumptions"], **(assumptions or {})}
     beats = MONTH_HOURS * 3600 / period_seconds
     heads = heartbeat_play(a["replication_base_seconds"], a["head_seconds"])[1]  # at the route's own latency
     gb = beats * HEARTBEAT_BYTES / 2**30
+    learning = learnings_per_month() * expectation_read_units(a)
     lines = [
         Line(f"{HEARTBEAT_PREFIX}S3 PUT (source and replica)", 2 * beats, "requests", 2 * beats / 1000 * p["s3_put_copy_post_list_per_1000"]),
         Line(f"{HEARTBEAT_PREFIX}S3 HEAD (source and replica)", heads * beats, "requests", heads * beats / 1000 * p["s3_get_head_per_1000"]),
-        Line(f"{HEARTBEAT_PREFIX}DynamoDB (claim, record, state; hourly expectation)",
-             a["heartbeat_write_units"] * beats + a["heartbeat_read_units"] * beats
-             + MONTH_HOURS * 72 * 3600 / period_seconds * a["record_bytes"] / 4096 / 2, "request units",
+        Line(f"{HEARTBEAT_PREFIX}{DYNAMODB_LINE}",
+             a["heartbeat_write_units"] * beats + a["heartbeat_read_units"] * beats + learning, "request units",
              a["heartbeat_write_units"] * beats / 1e6 * p["dynamodb_per_million_write_units"]
-             + (a["heartbeat_read_units"] * beats + MONTH_HOURS * 72 * 3600 / period_seconds * a["record_bytes"] / 4096 / 2) / 1e6
-             * p["dynamodb_per_million_read_units"]),
+             + (a["heartbeat_read_units"] * beats + learning) / 1e6 * p["dynamodb_per_million_read_units"]),
         Line(f"{HEARTBEAT_PREFIX}CloudWatch Logs (EMF, two StallSeconds lines a minute)", 2 * MONTH_HOURS * 60 * a["log_bytes_per_invocation"] / 1e9,
              "GB", 2 * MONTH_HOURS * 60 * a["log_bytes_per_invocation"] / 1e9 * p["cloudwatch_logs_per_gb_ingested"]),
     ]
@@ -144,6 +196,32 @@ def heartbeat_lines(period_seconds: int, *, cross_region: bool, rtc: bool, sourc
     if cross_region:
         lines.append(Line(f"{HEARTBEAT_PREFIX}S3 inter-region transfer", gb, "GiB replicated", gb * transfer_rate(source_region or data["region"])))
     return lines
+
+
+DYNAMODB_LINE = "DynamoDB (claim, record, state; hourly expectation from 72 hour items; units modelled, not counted)"
+#: probe/heartbeat.py ``learn``: a route re-learns once REFRESH_SECONDS plus its own offset (crc32 of its
+#: name mod 600 s, 300 s on average) have passed, at the next minute's invocation (30 s on average).
+LEARN_OFFSET_MEAN_SECONDS = 300 + 30
+
+
+def expectation_read_units(a: dict[str, Any]) -> float:
+    """Read units of one learning of a route's expectation (signals/expectation.py ``learn_expectation``):
+    one strongly consistent Query of its ``LEARN_HOURS`` (72) hour items, billed on their summed size
+    per 4 KB.
+
+    >>> expectation_read_units({"hour_item_bytes": 1536})
+    27.0
+    """
+    from replmon.signals.expectation import LEARN_HOURS
+
+    return float(math.ceil(LEARN_HOURS * a["hour_item_bytes"] / 4096))
+
+
+def learnings_per_month() -> float:
+    """How often the Heartbeat re-learns a route's expectation in a month (``LEARN_OFFSET_MEAN_SECONDS``)."""
+    from replmon.signals.expectation import REFRESH_SECONDS
+
+    return MONTH_HOURS * 3600 / (REFRESH_SECONDS + LEARN_OFFSET_MEAN_SECONDS)
 
 
 def heartbeat_play(latency: float, head_seconds: float) -> tuple[float, int]:
@@ -258,6 +336,7 @@ def fleet_estimate(routes: int, classes: ProbeClasses, *, cross_region: bool = F
     analyzed = mi_metrics_analyzed(months)
     mi = sum(analyzed.values())
     add(MI_LINE, mi, "metric-months analyzed", mi * p["cloudwatch_per_mi_alarm_metric_month"])
+    est.ranges = [mi_alarm_range(months)]
     rate = collector_rate_minutes or a["collector_rate_minutes"]
     collector_runs = MONTH_HOURS * 60 / rate
     window_reads = slo_read_units(a)
@@ -283,7 +362,8 @@ def fleet_estimate(routes: int, classes: ProbeClasses, *, cross_region: bool = F
     ]
     est.assumptions = {"probe_classes": str(classes), "metric_months_per_route": {k: round(v, 4) for k, v in months.items()},
                        "metrics_insights_alarms_per_group": len(FLEET_ALARMS),
-                       "mi_metric_months_analyzed_per_route": {k: round(v, 4) for k, v in analyzed.items()}, "collector_rate_minutes": rate, "heartbeat_seconds": heartbeat_seconds,
+                       "mi_metric_months_analyzed_per_route": {k: round(v, 4) for k, v in analyzed.items()},
+                       "mi_alarm_basis": MI_ASSUMED, "collector_rate_minutes": rate, "heartbeat_seconds": heartbeat_seconds,
                        "probe_lines": "per probe; each run's own steps once per tick (fixed)"}
     return est
 

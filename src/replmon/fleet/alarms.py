@@ -27,10 +27,13 @@ Why this shape (AWS's pages, cited by tests/test_fleet_alarms.py):
   (core/registry.py MAX_ROUTES_PER_GROUP, 4,000 in all); past 500 a group's alarms report
   PARTIAL_DATA and ``ORDER BY ... DESC LIMIT 500`` makes the 500 worst routes the ones evaluated.
   8 groups x 15 alarms = 120 alarms.
-- A series that stops coming back turns its contributor OK whatever TreatMissingData says. So the
-  0/1 and burn signals (RpoUnbounded, RouteNoData, the burn pair) are sparse, emitted only when
-  non-zero (signals/health.py): their 0 and their absence are the same OK, and CloudWatch bills a
-  metric only for the hours it has data. RpoSeconds and StallSeconds carry values and stay
+- An evaluation judges the most recent real datapoints of its evaluation range (more periods than
+  EvaluationPeriods), and a series with none left in it turns its contributor OK whatever
+  TreatMissingData says. So the 0/1 and burn signals (RpoUnbounded, RouteNoData, the burn pair, RTC
+  pending) are sparse, emitted only when non-zero, and once as 0 when they fall back (signals/health.py
+  publish_health): the 0 clears the contributor at the next evaluation (a series that just stopped
+  would hold its last 1 until it left the range), their alarms treat missing data as not breaching,
+  and CloudWatch bills a metric only for the hours it has data. RpoSeconds and StallSeconds carry values and stay
   continuous; RpoSeconds only with an RPO input, on purpose: a route without one has none (no data
   is not an RPO of 0), and RouteNoData = 1 tickets once that outlasts its class interval. An unbounded
   route keeps its RpoSeconds (the measured lower bound, signals/health.py publish_health), so a late
@@ -112,11 +115,13 @@ FLEET_ALARMS: tuple[FleetAlarm, ...] = (
         "operations); replmon report --route ROUTE; replmon preflight --source-bucket SRC names a broken precondition. "
         "OK = recovered (3 healthy minutes). RpoAboveTarget pages too if the stall outlasts the latency target",
         # 1 of 3 minutes, missing data notBreaching (AWS, "Alarm evaluation" and "Configuring how CloudWatch
-        # alarms treat missing data"): a contributor whose series the query stops returning goes OK whatever
-        # TreatMissingData says, so over 1 period a single missed Heartbeat minute sent OK and the next minute
-        # paged again. Over 3 periods the series is still returned, the missing minute counts as not breaching,
-        # and 1 breaching datapoint of the 3 keeps ALARM: the first stalled minute pages, OK needs 3 healthy
-        # minutes, and a series gone 3 minutes is HeartbeatRunGNNAlarm's (3 minutes without a Heartbeat run).
+        # alarms treat missing data"): each evaluation judges the most recent real datapoints of its evaluation
+        # range (more periods than EvaluationPeriods: 5 for 3 in AWS's example), and a contributor whose series
+        # has none in it goes OK whatever TreatMissingData says. Over 1 period (a range of about 3 minutes) three
+        # missed Heartbeat minutes sent OK and the next minute paged again, and one healthy minute sent OK.
+        # Over 3 periods lost minutes are skipped or count as not breaching, and 1 breaching datapoint of the 3
+        # keeps ALARM: the first stalled minute pages, OK needs 3 healthy minutes, and a series gone that long
+        # is HeartbeatRunGNNAlarm's (3 minutes without a Heartbeat run).
         period=60, evaluation_periods=3, datapoints=1),
     FleetAlarm(
         "RpoUnbounded", "RpoUnbounded", "MAX", ">=", 1, "page",

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +33,13 @@ MAX_LIMIT = 500  # LIMIT's maximum, and the series a query evaluates before PART
 MAX_MATCHED_METRICS = 10_000
 MAX_CONTRIBUTORS_IN_ALARM = 100
 MAX_EVALUATED_SECONDS = 3 * 3600
+#: The evaluation range (AWS, "Configuring how CloudWatch alarms treat missing data", section "How
+#: alarm state is evaluated when data is missing"): at each evaluation CloudWatch retrieves more
+#: datapoints than EvaluationPeriods, "the exact number ... depends on the length of the alarm period
+#: and whether it is based on a metric with standard resolution or high resolution"; the page's one
+#: worked example retrieves 5 for EvaluationPeriods 3. Modelled as EvaluationPeriods + this many
+#: (an assumption from that example; :class:`AlarmEvaluator` takes another).
+EXTRA_RANGE_PERIODS = 2
 OTHER = "Other"
 NO_DATA_REASON = "No data was returned for this contributor"
 
@@ -325,11 +332,13 @@ class AlarmState:
 @dataclass
 class AlarmEvaluator:
     """A multi-time-series Metrics Insights alarm, evaluated the way CloudWatch documents it: each series
-    a contributor with its own state (M of N datapoints breaching, TreatMissingData per datapoint),
-    a series the query stops returning goes OK, an empty result makes the alarm INSUFFICIENT_DATA, at
-    most 100 contributors are in ALARM. Each step's :class:`Notification` list is what its SNS actions
-    would send: one at alarm level when the alarm as a whole enters ALARM or OK, one per contributor
-    that changed."""
+    a contributor with its own state, judged over the *evaluation range* (:func:`judge`: the most
+    recent EvaluationPeriods real datapoints when the range holds that many, whatever TreatMissingData
+    says; else every real one and the missing ones filled per TreatMissingData; M of N breaching is
+    ALARM), a series the query stops returning (no datapoint in the range) goes OK, an empty result
+    makes the alarm INSUFFICIENT_DATA, at most 100 contributors are in ALARM. Each step's
+    :class:`Notification` list is what its SNS actions would send: one at alarm level when the alarm
+    as a whole enters ALARM or OK, one per contributor that changed."""
 
     query: Query
     period: int
@@ -338,6 +347,7 @@ class AlarmEvaluator:
     evaluation_periods: int = 1
     datapoints_to_alarm: int = 1
     treat_missing: str = "missing"
+    extra_range_periods: int = EXTRA_RANGE_PERIODS  # the evaluation range: EvaluationPeriods + this many periods
     contributors: dict[tuple[str, ...], Contributor] = field(default_factory=dict)
     state: str = "INSUFFICIENT_DATA"  # a new alarm's state until its first evaluation
 
@@ -359,22 +369,27 @@ class AlarmEvaluator:
                    props["ComparisonOperator"], int(props.get("EvaluationPeriods", 1)),
                    int(props.get("DatapointsToAlarm", props.get("EvaluationPeriods", 1))), props.get("TreatMissingData", "missing"))
 
+    @property
+    def range_periods(self) -> int:
+        """The periods each evaluation retrieves (the evaluation range), within the 3 hours a
+        Metrics Insights alarm may evaluate."""
+        return max(self.evaluation_periods, min(self.evaluation_periods + self.extra_range_periods,
+                                                MAX_EVALUATED_SECONDS // self.period))
+
     def step(self, now: float, points: Iterable[Point]) -> AlarmState:
-        """Evaluate at ``now`` over the last EvaluationPeriods whole periods."""
+        """Evaluate at ``now`` over the evaluation range: the last :attr:`range_periods` whole periods."""
         end = now // self.period * self.period
-        result = evaluate(self.query, points, end - self.period * self.evaluation_periods, end, self.period)
+        result = evaluate(self.query, points, end - self.period * self.range_periods, end, self.period)
         seen = {}
         for key, values in result.series.items():
             attrs = dict(zip(self.query.group_by, key, strict=True))
-            if self.treat_missing in ("missing", "ignore"):
-                values = [v for v in values if v is not None]
-                if not values:  # nothing to judge: keep the state it had
-                    seen[key] = self.contributors.get(key, Contributor(attrs, "OK", "no datapoints; state kept"))
-                    continue
-            missing_breaches = self.treat_missing == "breaching"  # notBreaching: a missing datapoint is fine
-            breaching = sum(1 for v in values if (missing_breaches if v is None else _COMPARE[self.comparison](v, self.threshold)))
-            state = "ALARM" if breaching >= self.datapoints_to_alarm else "OK"
-            seen[key] = Contributor(attrs, state, f"{breaching} of {len(values)} datapoints breaching {self.threshold:g}")
+            verdict = judge(values, self.evaluation_periods, self.datapoints_to_alarm, self.treat_missing,
+                            lambda v: _COMPARE[self.comparison](v, self.threshold))
+            if verdict is None:  # nothing to judge (missing / ignore): keep the state it had
+                seen[key] = self.contributors.get(key, Contributor(attrs, "OK", "no datapoints; state kept"))
+                continue
+            state, breaching, judged = verdict
+            seen[key] = Contributor(attrs, state, f"{breaching} of {judged} datapoints breaching {self.threshold:g}")
         in_alarm = [k for k in seen if seen[k].state == "ALARM"]
         for k in in_alarm[MAX_CONTRIBUTORS_IN_ALARM:]:  # the cap: the rest are not put in ALARM
             seen[k] = Contributor(seen[k].attributes, "OK", "not evaluated to ALARM: 100 contributors already are")
@@ -392,6 +407,37 @@ class AlarmEvaluator:
             notes.insert(0, Notification("alarm", overall))
         self.state = overall
         return AlarmState(overall, seen, "PARTIAL_DATA" if result.partial else "", notes)
+
+
+def judge(values: Sequence[float | None], n: int, m: int, treat_missing: str,
+          breaches: Callable[[float], bool]) -> tuple[str, int, int] | None:
+    """One series' state over its evaluation range (``values``, oldest first; None: missing), as AWS
+    documents it ("Configuring how CloudWatch alarms treat missing data", "How alarm state is
+    evaluated when data is missing"): with at least ``n`` (EvaluationPeriods) real datapoints in the
+    range, the ``n`` most recent real ones are judged and TreatMissingData "is not needed and is
+    ignored"; with fewer, every real one is judged and the missing ones are filled in per
+    TreatMissingData (``breaching``: breach, ``notBreaching``: within; ``missing`` / ``ignore``: not
+    filled), as few as possible. ALARM when ``m`` (DatapointsToAlarm) of them breach. Returns (state,
+    breaching, judged), or None when nothing can be judged (no real datapoint, missing / ignore).
+    Not modelled: the page's "premature alarm state" rule for ``missing`` / ``ignore`` (every fleet
+    alarm treats missing data as ``notBreaching``; tests/test_alarm_transcripts.py checks that).
+
+    >>> judge([None, 50.0, 50.0, None, None], 1, 1, "notBreaching", lambda v: v > 10)  # the last real one
+    ('ALARM', 1, 1)
+    >>> judge([50.0, 50.0, None, None, 0.0], 1, 1, "notBreaching", lambda v: v > 10)
+    ('OK', 0, 1)
+    """
+    real = [v for v in values if v is not None]
+    if len(real) >= n:
+        judged = real[-n:]
+        fill = 0
+    else:
+        judged = real
+        fill = n - len(real) if treat_missing in ("breaching", "notBreaching") else 0
+        if not real and not fill:
+            return None
+    breaching = sum(1 for v in judged if breaches(v)) + (fill if treat_missing == "breaching" else 0)
+    return ("ALARM" if breaching >= m else "OK"), breaching, len(judged) + fill
 
 
 def template_alarms(template: dict[str, Any], parameters: Mapping[str, Any] | None = None) -> dict[str, AlarmEvaluator]:

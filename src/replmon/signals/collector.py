@@ -33,6 +33,7 @@ from replmon.core.telemetry import ROUTE
 from replmon.signals.health import RouteHealth, had_data, publish_health, route_health
 from replmon.signals.rtc import RtcSample, Series, collect_rtc_fleet
 from replmon.signals.slo import SloSpec, slo_for_route
+from replmon.signals.slo_rollup import save_sparse_up
 
 log = logging.getLogger("replmon")
 
@@ -58,7 +59,7 @@ def collect(routes: Sequence[Route], store: LatencyTable, readers: MetricReaders
     500 queries a GetMetricData call; signals/rtc.py), stored; then per route RPO and SLO, emitted. A
     route whose RTC read fails is still evaluated from probes and events (RtcReadFailed, logged).
     ``no_data_limits``: route -> seconds it may go without an RPO input (core/measured.py); those
-    routes get RouteNoData every run (0, or 1 past the limit), the rest none. ``slos``: route -> the
+    routes get RouteNoData = 1 past the limit (and one 0 when that ends), the rest none. ``slos``: route -> the
     SLO it is judged with (signals/slo.py ``slo_for_route``; None: its probes support no target, so it
     publishes no error budget or burn rate); a route not named is judged with ``spec``. A route whose
     own reads fail (a throttled or denied key) is left out of the answer and marked alone,
@@ -104,7 +105,9 @@ def collect(routes: Sequence[Route], store: LatencyTable, readers: MetricReaders
         if rtc is not None and route.name in rtc.failed:  # CloudWatch down or denied there: the rest of the evaluation stands
             log.warning("RTC metrics unavailable", extra={"route": route.name, "error": rtc.failed[route.name]})
             metrics.count("RtcReadFailed", dimensions={ROUTE: route.name})
-        publish_health(metrics, h, now)
+        up = publish_health(metrics, h, now)
+        if h.sparse_up is not None and up != h.sparse_up:  # a sparse signal rose or fell back: kept for the next run's 0
+            save_sparse_up(store, route.name, h.period_item, up)
     return out
 
 

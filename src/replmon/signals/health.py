@@ -13,9 +13,11 @@ from replmon.core.keys import HEARTBEAT_SIZE_CLASS
 from replmon.core.partitions import (
     EVENT_SHARDS,
     EVENTS,
+    PERIOD,
     RTC,
     events_shard_partition,
     hour_sort_key,
+    roll_partition,
     signal_partition,
 )
 from replmon.core.ports import LatencyTable, MetricsSink
@@ -27,7 +29,7 @@ from replmon.signals.inflight import in_flight_put_ends
 from replmon.signals.rollup import event_counts as rollup_event_counts
 from replmon.signals.rtc import RtcSample, latest
 from replmon.signals.slo import Rpo, SloSpec, SloStatus, rpo, slo_status
-from replmon.signals.slo_rollup import first_read_hour, rollup_slo_status
+from replmon.signals.slo_rollup import first_read_hour, rollup_slo_status, sparse_up
 from replmon.signals.stall import StallState, detection_bound, live_state, stall_seconds
 from replmon.signals.windows import SUB_SLOT_SECONDS, event_window, floor_5min, floor_hour, sub_slot, sub_slots
 
@@ -48,6 +50,11 @@ class RouteHealth:
     no_data: bool | None = None
     # False: the route's probes support no SLO target (signals/slo.py slo_for_route): no budget, no burn
     slo_judged: bool = True
+    # The sparse signals (SPARSE_METRICS) the route's last collector run emitted above 0, as kept in its
+    # period cache item (slo_rollup.py SPARSE_UP); None: not read (a report) or never kept
+    sparse_up: frozenset[str] | None = None
+    # The period cache item as stored after this evaluation (CollectSignals: the flag's write goes there)
+    period_item: dict[str, Any] | None = field(default=None, repr=False)
 
     @property
     def has_data(self) -> bool:
@@ -122,9 +129,11 @@ def route_health(store: LatencyTable, route: str, now: float, spec: SloSpec, win
     if spec.aligned:
         slo, fold = rollup_slo_status(store, route, now, spec, save=save_cache, catch_up=catch_up)  # the period's counts (slo_rollup.py)
         hours: dict[float, Any] | None = dict(fold.read)
+        period_item = fold.item
     else:  # the lab's scaled windows (seconds long): only the records can give them
         slo = slo_status(store.query(route, now - spec.period_days * 86_400 - 86_400, now), now, spec)
         hours = None
+        period_item = store.get_item(roll_partition(route), PERIOD) if save_cache else None
     # heartbeats (probe/heartbeat.py) are probes to the RPO: the pending ones' ages, the recent ones'
     # latencies (their entries in the hour items just read, heartbeat_rpo.py)
     beats = heartbeat_window(store, route, now, window, hours)
@@ -138,7 +147,10 @@ def route_health(store: LatencyTable, route: str, now: float, spec: SloSpec, win
     failures = failure_events(store, route, now, window) if counts.get("OperationFailedReplication") else 0
     r = rpo(now, window, [*records, *beats.records], in_flight, latest(rtc_samples, now - window), failures,
             (HEARTBEAT_SIZE_CLASS, beats.largest, beats.failed))
-    return RouteHealth(route, r, slo, rtc_samples, counts, stall_summary(beat_state, now))
+    h = RouteHealth(route, r, slo, rtc_samples, counts, stall_summary(beat_state, now))
+    if save_cache:  # CollectSignals: the sparse signals its last run emitted above 0 (publish_health)
+        h.sparse_up, h.period_item = sparse_up(period_item), period_item
+    return h
 
 
 #: The RPO's bounding inputs (signals/slo.py ``rpo``): a route with none of them has no data.
@@ -195,12 +207,21 @@ def budget_hour(now: float | None) -> bool:
     return now is None or int(now // 3600) % BUDGET_EVERY_HOURS == 0
 
 
-def publish_health(metrics: MetricsSink, h: RouteHealth, now: float | None = None) -> None:
+#: Per-route signals emitted only while above 0 (core/telemetry.py SPARSE), in emission order.
+SPARSE_METRICS = ("RouteNoData", "RpoUnbounded", "SloBurnPage", "SloBurnTicket", "RtcBytesPending", "RtcOperationsPending")
+
+
+def publish_health(metrics: MetricsSink, h: RouteHealth, now: float | None = None) -> frozenset[str]:
     """One route's health metrics (core/telemetry.py FLEET_METRICS). Only RpoSeconds (and the
-    Heartbeat's StallSeconds) are continuous per route; the 0/1 and burn signals are sparse, emitted
-    only when non-zero: their alarms treat a missing datapoint as not breaching and a contributor
-    whose series is gone is OK, the same as a 0, and CloudWatch bills a metric only for the hours it
-    receives data. ``now``: the run's time (ErrorBudgetRemaining in hours = 0 mod 6 only)."""
+    Heartbeat's StallSeconds) are continuous per route; the 0/1 and burn signals are sparse
+    (``SPARSE_METRICS``), emitted while above 0, and CloudWatch bills a metric only for the hours
+    it receives data. When one falls back to 0 (it was above 0 in ``h.sparse_up``, the last run's),
+    one explicit 0 is emitted, then nothing: an alarm judges the most recent real datapoint in its
+    evaluation range (AWS, "Configuring how CloudWatch alarms treat missing data"), so a series that
+    just stopped would hold its last 1 in ALARM until that datapoint left the range; the 0 is the
+    most recent, and the contributor goes OK at the next evaluation. Returns the sparse signals
+    emitted above 0 (the caller keeps them for the next run: collector.py). ``now``: the run's time
+    (ErrorBudgetRemaining in hours = 0 mod 6 only)."""
     # Unbounded, RpoSeconds stays: its value (the largest measured input) is a lower bound of the RPO.
     # A late route that turns unbounded keeps its RpoAboveTarget contributor in ALARM (a series that
     # stopped would send OK mid-incident) while RpoUnbounded pages for the new cause; a route that
@@ -209,20 +230,28 @@ def publish_health(metrics: MetricsSink, h: RouteHealth, now: float | None = Non
     # outlasts the route's class interval.
     if any(h.rpo.inputs.get(k) is not None for k in RPO_INPUTS):
         metrics.count("RpoSeconds", h.rpo.seconds, {ROUTE: h.route})
+    up: dict[str, float] = {}
     if h.no_data:
-        metrics.count("RouteNoData", 1, {ROUTE: h.route})
+        up["RouteNoData"] = 1
     if h.rpo.unbounded:
-        metrics.count("RpoUnbounded", 1, {ROUTE: h.route})
-    if h.slo.budget_left is not None and h.slo_judged and budget_hour(now):
-        metrics.count("ErrorBudgetRemaining", round(h.slo.budget_left * 100, 4), {ROUTE: h.route})
+        up["RpoUnbounded"] = 1
     for pair, rate in h.slo.pair_burn.items():
         if rate and pair in BURN_METRICS and h.slo_judged:  # no judged probe in a window: no data, not zero
-            metrics.count(BURN_METRICS[pair], rate, {ROUTE: h.route})
+            up[BURN_METRICS[pair]] = rate
     for name, attr in (("RtcBytesPending", "rtc_bytes_pending"), ("RtcOperationsPending", "rtc_operations_pending")):
         value = h.rpo.inputs.get(attr)
-        if value:  # nothing pending: nothing to draw, and PendingBytesAlarm ignores missing data
-            metrics.count(name, value, {ROUTE: h.route})
+        if value:  # nothing pending: nothing to draw
+            up[name] = value
+    if h.slo.budget_left is not None and h.slo_judged and budget_hour(now):
+        metrics.count("ErrorBudgetRemaining", round(h.slo.budget_left * 100, 4), {ROUTE: h.route})
+    was = h.sparse_up or frozenset()
+    for name in SPARSE_METRICS:
+        if name in up:
+            metrics.count(name, up[name], {ROUTE: h.route})
+        elif name in was:  # fell back to healthy: one 0, then quiet
+            metrics.count(name, 0, {ROUTE: h.route})
     metrics.count("CollectorHeartbeat", 1)
+    return frozenset(up)
 
 
 def health_output(h: Mapping[str, Any]) -> dict[str, Any]:

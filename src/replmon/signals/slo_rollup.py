@@ -33,12 +33,13 @@ from typing import Any
 
 from replmon.core.partitions import PERIOD, hour_sort_key, roll_partition
 from replmon.core.ports import LatencyTable
-from replmon.core.record import SORT_KEY
+from replmon.core.record import PARTITION_KEY, SORT_KEY
 from replmon.signals.rollup import DGEN, GEN, LATE_GOOD, LATE_JUDGED, PROBE_GOOD, PROBE_JUDGED
 from replmon.signals.slo import SloSpec, SloStatus, slo_from_counts
 from replmon.signals.windows import HOUR_SECONDS, SUB_SLOT_SECONDS, floor_hour, window_start
 
-__all__ = ["READ_HOURS", "PeriodFold", "first_read_hour", "pack_hours", "rollup_slo_status", "unpack_hours"]
+__all__ = ["READ_HOURS", "SPARSE_UP", "PeriodFold", "first_read_hour", "pack_hours", "rollup_slo_status", "save_sparse_up", "sparse_up",
+           "unpack_hours"]
 
 #: Hour items read each run: H - 6 h .. H (the 6 h burn window's, and every shorter window's sub-slots).
 READ_HOURS = 7
@@ -47,6 +48,10 @@ CACHED_GEN, CACHED_DGEN, THROUGH_HOUR, THROUGH_AT, HOURS = "cached_gen", "cached
 #: more CPU to parse than everything else it reads (docs/BENCH-COLLECTOR.md), and 4x the item size.
 #: ``hours`` (a map, the layout before) is still read.
 HOURS_PACKED = "hours_packed"
+#: The route's sparse signals last emitted above 0 (signals/health.py SPARSE_METRICS), space-separated:
+#: kept here, the item every collector run reads anyway, so a signal falling back to 0 is emitted as
+#: one explicit 0 (health.py publish_health) at the cost of one write per transition.
+SPARSE_UP = "sparse_up"
 
 
 def pack_hours(folded: Mapping[float, tuple[int, int]]) -> str:
@@ -98,6 +103,7 @@ class PeriodFold:
     #: before the read hours count nothing (the period's attainment and budget are not known yet)
     complete: bool = True
     read_from: float = 0.0  # the first read hour (``first_read_hour``)
+    item: dict[str, Any] | None = None  # the period item as stored after this fold (written, or as read)
 
     def count(self, start: float) -> tuple[int, int]:
         """(good, judged) probes from ``start`` (a window_start: 5-minute aligned within the read
@@ -199,9 +205,33 @@ def fold_period(store: LatencyTable, route: str, now: float, period_days: int, *
     if save and (fold.rebuilt or late or through < new_through):
         cache = {GEN: gen, CACHED_GEN: gen, DGEN: dgen, CACHED_DGEN: dgen, THROUGH_HOUR: hour_sort_key(new_through),
                  THROUGH_AT: new_through, HOURS_PACKED: pack_hours(fold.folded)}
+        if period and SPARSE_UP in period:  # not the fold's: carried over
+            cache[SPARSE_UP] = period[SPARSE_UP]
         old = str(period[THROUGH_HOUR]) if period and THROUGH_HOUR in period else None
         fold.cache_written = store.put_period(route, cache, old, gen)
+    fold.item = dict(cache) if fold.cache_written else (dict(period) if period else None)
     return fold
+
+
+def sparse_up(item: Mapping[str, Any] | None) -> frozenset[str]:
+    """The sparse signals a period item says were last emitted above 0.
+
+    >>> sorted(sparse_up({SPARSE_UP: "RpoUnbounded SloBurnPage"})), sparse_up(None)
+    (['RpoUnbounded', 'SloBurnPage'], frozenset())
+    """
+    return frozenset(str((item or {}).get(SPARSE_UP) or "").split())
+
+
+def save_sparse_up(store: LatencyTable, route: str, item: Mapping[str, Any] | None, names: frozenset[str]) -> bool:
+    """Keep ``names`` in the route's period item, on the same conditions as the fold's write (its
+    ``through_hour`` and ``gen`` unchanged, so a late writer's count is never lost): False when another
+    writer won; the next run compares again and writes again (a signal still up is kept then; one that
+    fell back emits its 0 once more)."""
+    base = {k: v for k, v in (item or {}).items() if k not in (PARTITION_KEY, SORT_KEY, SPARSE_UP)}
+    if names:
+        base[SPARSE_UP] = " ".join(sorted(names))
+    through = str(item[THROUGH_HOUR]) if item and THROUGH_HOUR in item else None
+    return store.put_period(route, base, through, int((item or {}).get(GEN, 0)) or None)
 
 
 def rollup_slo_status(store: LatencyTable, route: str, now: float, spec: SloSpec, *, save: bool = True,
