@@ -115,6 +115,16 @@ def failure_faults(execution: Any) -> list[str]:
     return lines
 
 
+def disk_faults(paths: list[Path]) -> list[str]:
+    """Each file system among ``paths`` (the lab directory: its servers' data and the spool) that is
+    full, named with its path (core/files.py low_space): a run that failed on a full disk says so,
+    whichever step met it."""
+    from replmon.core.files import low_space
+
+    found = [low_space(p) for p in dict.fromkeys(paths) if p.exists()]
+    return [line for line in found if line]
+
+
 def kept_by_route(records: list[ProbeRecord], account: Any) -> dict[str, dict[str, int]]:
     """Route -> {stored|duplicate|spooled|lost: count} for its records (local/accounting.py
     outcomes): a route whose probes were measured but whose records the store did not take says so."""
@@ -125,3 +135,23 @@ def kept_by_route(records: list[ProbeRecord], account: Any) -> dict[str, dict[st
         out.setdefault(r.route, {})
         out[r.route][how] = out[r.route].get(how, 0) + 1
     return out
+
+
+def record_fault(kept: dict[str, int]) -> str | None:
+    """A route's records that the latency store does not hold, said beside its verdict (a route measured
+    OK whose records were spooled or lost is not "OK" and silent); None when all are held.
+
+    >>> record_fault({"stored": 2, "spooled": 3})
+    'not recorded: 3 of 5 record(s) spooled for replay (the store did not take them)'
+    >>> record_fault({"stored": 1, "duplicate": 1}) is None
+    True
+    """
+    held = kept.get("stored", 0) + kept.get("duplicate", 0)
+    missing = {how: n for how, n in sorted(kept.items()) if how not in ("stored", "duplicate") and n}
+    if not missing:
+        return None
+    n = sum(missing.values())
+    word = {"spooled": "spooled for replay"}
+    what = word.get(next(iter(missing)), next(iter(missing))) if len(missing) == 1 else \
+        "(" + ", ".join(f"{k} {word.get(how, how)}" for how, k in missing.items()) + ")"
+    return f"not recorded: {n} of {held + n} record(s) {what} (the store did not take them)"

@@ -157,8 +157,8 @@ class LocalStateMachine:
             self._active += 1
         try:
             result = self._call(name, event)
-        except Exception as exc:  # what Lambda reports for an unhandled error
-            self.invocations.append(Invocation(name, event, type(exc).__name__))
+        except Exception as exc:  # what Lambda reports for an unhandled error; the message kept (an OSError's errno and path)
+            self.invocations.append(Invocation(name, event, f"{type(exc).__name__}: {exc}"[:500]))
             response_headers["x-amz-function-error"] = "Unhandled"
             return json.dumps({"errorType": type(exc).__name__, "errorMessage": str(exc)}).encode()
         finally:
