@@ -142,3 +142,32 @@ def test_a_full_file_system_is_named_with_its_path(tmp_path: Path) -> None:
 
     assert low_space(tmp_path / "missing", unreadable) is None  # no finding, never a traceback
     assert disk_faults([tmp_path]) == ([] if low_space(tmp_path) is None else [low_space(tmp_path)])
+
+
+def test_report_names_records_one_window_length_before_a_window_too_short() -> None:
+    """A mistyped window (--hours 3 for a route that last probed 5 h ago): NO DATA, and why - the
+    records 2 h before the window are named, on stderr and in the JSON's faults. Farther than one
+    window length (or the hour), nothing is said."""
+    import json
+    import re
+
+    from moto import mock_aws
+
+    from replmon.adapters import clients
+    from replmon.core.record import ProbeStatus
+    from replmon.local.tables import ensure_table
+    from tests.test_operator_cli import probe, report
+
+    with mock_aws():
+        client = clients.dynamodb(clients.STORE, region="us-east-1", keys=("testing", "testing"))
+        ensure_table(client, "t")
+        store = DynamoLatencyStore("t", client)
+        for i in range(2):
+            store.put_once(probe("stopped", i, ProbeStatus.COMPLETED, 5.0, ago=5 * 3600 + i))
+            store.put_once(probe("long-gone", 10 + i, ProbeStatus.COMPLETED, 5.0, ago=7 * 3600 + 60 + i))
+        r = report("t", "--route", "stopped", "--hours", "3", "--format", "json")
+        [line] = json.loads(r.stdout)["faults"]
+        assert r.returncode == 4 and re.match(r"route stopped: no record in the window, but 2 dated 7,(19|20)\d s before it", line), line
+        assert "a wider --hours includes them" in line and line in " ".join(r.stderr.split())
+        gone = report("t", "--route", "long-gone", "--hours", "3", "--format", "json")
+        assert gone.returncode == 4 and json.loads(gone.stdout)["faults"] == []
