@@ -106,7 +106,7 @@ def probe(
     from replmon.adapters.memtable import MemoryLatencyTable
     from replmon.adapters.spool import DirectorySpool
     from replmon.cli.output import envelope, record_json, summary_json, within_counts
-    from replmon.cli.runend import failure_faults, spool_faults
+    from replmon.cli.runend import disk_faults, failure_faults, spool_faults
     from replmon.core.keys import iso_ms
     from replmon.core.stats import summarize
     from replmon.local.execution import PreflightError, preflight, run_request
@@ -175,6 +175,8 @@ def probe(
     faults = skewed + run_end_faults(result, deps.spool, spool_dir)
     quarantined = spool_faults(result.execution, spool_dir)
     faults += quarantined + failure_faults(result.execution)
+    if not adhoc and (result.account.could_not_record or result.execution.status != "SUCCEEDED"):
+        faults += disk_faults([spool_dir])  # the spool's file system full: said, whichever step met it
     spooled = deps.spool.pending() if isinstance(deps.spool, DirectorySpool) else 0
     verdicts = run_verdicts(result.records, [route], result.planned,
                             result.execution.status == "SUCCEEDED" and not result.failed_iterations
