@@ -171,3 +171,24 @@ def test_report_names_records_one_window_length_before_a_window_too_short() -> N
         assert "a wider --hours includes them" in line and line in " ".join(r.stderr.split())
         gone = report("t", "--route", "long-gone", "--hours", "3", "--format", "json")
         assert gone.returncode == 4 and json.loads(gone.stdout)["faults"] == []
+
+
+def test_a_failed_runs_headline_names_its_cause_not_only_did_not_succeed(tmp_path: Path) -> None:
+    """A disk full as the run starts: DynamoDB Local answers InternalFailure ("an unknown error"),
+    the leases cannot be taken and the execution fails. The headline's finding names the full disk
+    the run found, then the execution's end."""
+    from replmon.cli.runend import run_cause
+    from replmon.signals.verdict import with_run_cause
+
+    ended = ("the run's execution ended FAILED: StoreUnavailable: no route's lease could be taken: replmon-latency: "
+             "InternalFailure: The request processing has failed because of an unknown error, exception or failure.")
+    full = f"ENOSPC (disk full): {tmp_path}: 892928 bytes free of 512.0 MiB; free some space (or choose another --dir) and run again"
+    [v] = run_verdicts([], ["lab"], 2, False, 900.0)
+    [finding] = [f for f in v.findings if f.kind == "run_failed"]
+    assert finding.detail == "the run's execution did not succeed"
+    named = with_run_cause(v, run_cause([ended, full]))
+    assert [f.detail for f in named.findings if f.kind == "run_failed"] == [f"the run's execution did not succeed: {full[:240]}"]
+    assert "ENOSPC (disk full)" in "\n".join(headline_lines([named]))
+    only_ended = with_run_cause(v, run_cause([ended]))
+    assert any(f.detail.startswith("the run's execution did not succeed: StoreUnavailable: no route's lease") for f in only_ended.findings)
+    assert with_run_cause(v, run_cause(["store unreachable: ..."])) == v  # no cause among the lines: unchanged

@@ -109,13 +109,14 @@ def lab_run(
     latency vs size with the target line; records and chart are kept per run under DIR/runs.
     """
     from replmon.cli.output import SUMMARY_KEYS, envelope, record_json, summary_json, within_counts
-    from replmon.cli.runend import dead_events, disk_faults, failure_faults, leftover_check, spool_faults, write_run_files
+    from replmon.cli.runend import dead_events, disk_faults, failure_faults, leftover_check, run_cause, spool_faults, write_run_files
     from replmon.core.stats import summarize
     from replmon.lab.lab import Lab, planned_route
     from replmon.lab.servers import LabError
     from replmon.local.execution import RunInterrupted, run_request, salvage_summary
     from replmon.probe.plan import check_fits
     from replmon.probe.request import load_settings
+    from replmon.signals.verdict import with_run_cause
 
     bandwidth = check_bandwidth(bandwidth)
     if routes is not None:
@@ -160,6 +161,7 @@ def lab_run(
     execution_ok = stopped is None and result.execution.status == "SUCCEEDED" and not result.failed_iterations and not result.skipped
     faults += disk_faults([lab_dir]) if faults or not execution_ok else []
     verdicts = run_verdicts(records, ["lab"], result.planned if stopped is None else len(records), execution_ok, target)
+    verdicts = [with_run_cause(v, run_cause(faults)) for v in verdicts]
     if stopped is not None:
         code: int = 128 + {"SIGINT": 2, "SIGTERM": 15}.get(stopped.salvage.signame, 0)
     else:
@@ -200,7 +202,7 @@ def _run_fleet(n: int, sizes: str, trials: int | None, target: float, bandwidth:
     the real state machine (the routes in its input: the registry planner is not exercised here), every
     function as the member account's prober (lab/fleetlab.py)."""
     from replmon.cli.output import envelope, record_json, summary_json, within_counts
-    from replmon.cli.runend import disk_faults, failure_faults, kept_by_route, record_fault, spool_faults, write_run_files
+    from replmon.cli.runend import disk_faults, failure_faults, kept_by_route, record_fault, run_cause, spool_faults, write_run_files
     from replmon.core.stats import summarize
     from replmon.lab.fleetlab import fleet_leftovers, setup_fleet
     from replmon.lab.lab import Lab
@@ -208,6 +210,7 @@ def _run_fleet(n: int, sizes: str, trials: int | None, target: float, bandwidth:
     from replmon.local.aslrun import FUNCTIONS
     from replmon.local.execution import RunInterrupted, run_request, salvage_summary
     from replmon.probe.request import load_settings
+    from replmon.signals.verdict import with_run_cause
 
     flags = {"sizes": sizes, "timeout_seconds": timeout, "target_seconds": target, "max_concurrency": 4,
              "poll": {"floor_seconds": resolution}, **({"trials": trials} if trials is not None else {})}
@@ -257,6 +260,7 @@ def _run_fleet(n: int, sizes: str, trials: int | None, target: float, bandwidth:
               + failure_faults(result.execution) + file_faults)
     faults += disk_faults([lab_dir]) if faults or not execution_ok else []
     kept = kept_by_route(records, result.account)
+    verdicts = [with_run_cause(v, run_cause(faults)) for v in verdicts]
     for v in verdicts:  # where each route's records are, beside its verdict: a route measured OK whose records were spooled says so
         v.extra["recorded"] = kept.get(v.route, {})
         v.extra["record_fault"] = record_fault(kept.get(v.route, {}))

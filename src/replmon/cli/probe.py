@@ -106,12 +106,13 @@ def probe(
     from replmon.adapters.memtable import MemoryLatencyTable
     from replmon.adapters.spool import DirectorySpool
     from replmon.cli.output import envelope, record_json, summary_json, within_counts
-    from replmon.cli.runend import disk_faults, failure_faults, spool_faults
+    from replmon.cli.runend import disk_faults, failure_faults, run_cause, spool_faults
     from replmon.core.keys import iso_ms
     from replmon.core.stats import summarize
     from replmon.local.execution import PreflightError, preflight, run_request
     from replmon.probe.plan import check_fits, worst_case_seconds
     from replmon.probe.request import load_settings
+    from replmon.signals.verdict import with_run_cause
 
     # ---- flags first: one line naming the flag, before anything is contacted
     check_url(dynamodb_endpoint, "--dynamodb-endpoint")
@@ -181,6 +182,7 @@ def probe(
     verdicts = run_verdicts(result.records, [route], result.planned,
                             result.execution.status == "SUCCEEDED" and not result.failed_iterations
                             and not result.skipped, target)
+    verdicts = [with_run_cause(v, run_cause(faults)) for v in verdicts]
     code = combine(Exit.from_verdict(v.verdict) for v in verdicts)
     if code is not Exit.BREACH and (result.account.could_not_record or quarantined):
         code = Exit.NOT_RECORDED  # after a breach, before "not measured" (docs/SEMANTICS.md "Could not record")

@@ -125,6 +125,19 @@ def disk_faults(paths: list[Path]) -> list[str]:
     return [line for line in found if line]
 
 
+def run_cause(faults: list[str]) -> str | None:
+    """What made a run fail, from its fault lines: a full disk first (it is often why the rest
+    failed), else the execution's end with its error.
+
+    >>> run_cause(["the run's execution ended FAILED: StoreUnavailable: ...", "ENOSPC (disk full): /lab: 0 bytes free"])
+    'ENOSPC (disk full): /lab: 0 bytes free'
+    """
+    full = next((f for f in faults if f.startswith("ENOSPC")), None)
+    ended = next((f.split(": ", 1)[-1] for f in faults if f.startswith("the run's execution ended")), None)  # its error
+    cause = full or ended
+    return None if cause is None else cause[:240]
+
+
 def kept_by_route(records: list[ProbeRecord], account: Any) -> dict[str, dict[str, int]]:
     """Route -> {stored|duplicate|spooled|lost: count} for its records (local/accounting.py
     outcomes): a route whose probes were measured but whose records the store did not take says so."""
