@@ -109,7 +109,17 @@ def lab_run(
     latency vs size with the target line; records and chart are kept per run under DIR/runs.
     """
     from replmon.cli.output import SUMMARY_KEYS, envelope, record_json, summary_json, within_counts
-    from replmon.cli.runend import dead_events, disk_faults, failure_faults, leftover_check, run_cause, spool_faults, write_run_files
+    from replmon.cli.runend import (
+        dead_events,
+        disk_faults,
+        failure_faults,
+        kept_by_route,
+        leftover_check,
+        record_fault,
+        run_cause,
+        spool_faults,
+        write_run_files,
+    )
     from replmon.core.stats import summarize
     from replmon.lab.lab import Lab, planned_route
     from replmon.lab.servers import LabError
@@ -162,6 +172,10 @@ def lab_run(
     faults += disk_faults([lab_dir]) if faults or not execution_ok else []
     verdicts = run_verdicts(records, ["lab"], result.planned if stopped is None else len(records), execution_ok, target)
     verdicts = [with_run_cause(v, run_cause(faults)) for v in verdicts]
+    if stopped is None:  # records the store did not take, said beside the verdict (as lab run --routes does)
+        kept = kept_by_route(records, result.account)
+        for v in verdicts:
+            v.extra["recorded"], v.extra["record_fault"] = kept.get(v.route, {}), record_fault(kept.get(v.route, {}))
     if stopped is not None:
         code: int = 128 + {"SIGINT": 2, "SIGTERM": 15}.get(stopped.salvage.signame, 0)
     else:
