@@ -121,7 +121,7 @@ def test_a_steps_os_error_keeps_its_errno_and_path_and_the_run_names_enospc(tmp_
     body = sm._invoke(None, "RecordResult", None, "{}", {}, headers)
     assert headers["x-amz-function-error"] == "Unhandled" and b"No space left on device" in body
     [inv] = sm.invocations
-    assert inv.error is not None and str(target) in inv.error
+    assert inv.error == "OSError" and inv.failure is not None and str(target) in inv.failure  # type as Lambda reports it, and its message
     execution = SimpleNamespace(invocations=sm.invocations, status="FAILED", error="OSError", cause="[Errno 28] No space left on device")
     lines = failure_faults(execution)
     assert lines[0] == f"ENOSPC (disk full): {target} (met by RecordResult)", lines

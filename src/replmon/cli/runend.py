@@ -99,7 +99,7 @@ def failure_faults(execution: Any) -> list[str]:
     from replmon.local.accounting import cause_of
 
     seen: dict[str, str] = {}
-    texts = [(i.function, i.error) for i in getattr(execution, "invocations", []) if i.error]
+    texts = [(i.function, i.failure) for i in getattr(execution, "invocations", []) if i.error]
     texts += [("the run", f"{execution.error}: {execution.cause}")] if getattr(execution, "error", None) else []
     for function, text in texts:
         if cause_of(str(text)) != "disk full":

@@ -143,9 +143,9 @@ def account(execution: ExecutionResult) -> RunAccount:
             acc.outcomes[pid] = Outcome(pid, how, _spool_cause(recorded, done) if how == "spooled" else None)
         elif recorded:  # RecordResult failed on every attempt: the store and the spool both refused it
             last = cleanup_event(mine)
-            acc.outcomes[pid] = Outcome(pid, "lost", (last and _error_text(last, "record_error")) or recorded[-1].error or "?")
+            acc.outcomes[pid] = Outcome(pid, "lost", (last and _error_text(last, "record_error")) or recorded[-1].failure or "?")
         elif mine:
-            acc.outcomes[pid] = Outcome(pid, "lost", f"{mine[-1].function} failed: {mine[-1].error or '?'} (no record was written)")
+            acc.outcomes[pid] = Outcome(pid, "lost", f"{mine[-1].function} failed: {mine[-1].failure or '?'} (no record was written)")
         else:
             acc.outcomes[pid] = Outcome(pid, "not started")
     return acc
@@ -161,7 +161,7 @@ def _spool_cause(recorded: list[Invocation], done: Invocation | None) -> str:
     said = done.result.get("spooled_because") if done is not None and isinstance(done.result, dict) else None
     if said:
         return str(said)
-    failed = [i.error for i in recorded if i.error]
+    failed = [i.failure for i in recorded if i.error]
     return str(failed[-1]) if failed else "the store was unavailable"
 
 
