@@ -122,10 +122,10 @@ def test_a_steps_os_error_keeps_its_errno_and_path_and_the_run_names_enospc(tmp_
     assert headers["x-amz-function-error"] == "Unhandled" and b"No space left on device" in body
     [inv] = sm.invocations
     assert inv.error == "OSError" and inv.failure is not None and str(target) in inv.failure  # type as Lambda reports it, and its message
-    execution = SimpleNamespace(invocations=sm.invocations, status="FAILED", error="OSError", cause="[Errno 28] No space left on device")
+    execution = SimpleNamespace(invocations=sm.invocations, status="FAILED", error="OSError", cause=body.decode())
     lines = failure_faults(execution)
     assert lines[0] == f"ENOSPC (disk full): {target} (met by RecordResult)", lines
-    assert lines[-1].startswith("the run's execution ended FAILED: OSError")
+    assert lines[-1] == f"the run's execution ended FAILED: OSError: [Errno 28] No space left on device: '{target}'"  # its message, not JSON
 
 
 def test_a_full_file_system_is_named_with_its_path(tmp_path: Path) -> None:

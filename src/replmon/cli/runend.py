@@ -110,9 +110,20 @@ def failure_faults(execution: Any) -> list[str]:
     lines = [f"ENOSPC (disk full): {where} (met by {function})" for where, function in seen.items()]
     status = getattr(execution, "status", "SUCCEEDED")
     if status != "SUCCEEDED":
-        why = " ".join(f"{execution.error or ''}: {execution.cause or ''}".split()).strip(": ")
+        why = " ".join(f"{execution.error or ''}: {_lambda_message(execution.cause)}".split()).strip(": ")
         lines.append(f"the run's execution ended {status}" + (f": {why[:300]}" if why else ""))
     return lines
+
+
+def _lambda_message(cause: str | None) -> str:
+    """An execution's cause as people read it: a Lambda error's ``errorMessage`` rather than its JSON."""
+    import json
+
+    try:
+        doc = json.loads(cause or "")
+    except ValueError:
+        return cause or ""
+    return str(doc.get("errorMessage") or cause) if isinstance(doc, dict) else cause or ""
 
 
 def disk_faults(paths: list[Path]) -> list[str]:
