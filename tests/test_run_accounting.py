@@ -84,7 +84,8 @@ def test_every_planned_probe_is_accounted_for_with_its_cause() -> None:
     lines = acc.lines("/spool")
     assert lines == [
         "disk full: 2 record(s) LOST, neither stored nor spooled (OSError: [Errno 28] No space left on device)",
-        "store unreachable: 1 record(s) spooled for replay in /spool; the next run replays them (nothing lost)",
+        "store unreachable: 1 record(s) spooled for replay in /spool: the latency store did not take them: "
+        "StoreUnavailable: Could not connect to the endpoint URL; the next run replays them (nothing lost)",
     ]
     doc = acc.to_json()
     assert doc["recorded"] == {"stored": 1, "spooled": 1, "lost": 2} and len(doc["lost"]) == 2

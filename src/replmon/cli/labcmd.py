@@ -109,13 +109,24 @@ def lab_run(
     latency vs size with the target line; records and chart are kept per run under DIR/runs.
     """
     from replmon.cli.output import SUMMARY_KEYS, envelope, record_json, summary_json, within_counts
-    from replmon.cli.runend import dead_events, failure_faults, leftover_check, spool_faults, write_run_files
+    from replmon.cli.runend import (
+        dead_events,
+        disk_faults,
+        failure_faults,
+        kept_by_route,
+        leftover_check,
+        record_fault,
+        run_cause,
+        spool_faults,
+        write_run_files,
+    )
     from replmon.core.stats import summarize
     from replmon.lab.lab import Lab, planned_route
     from replmon.lab.servers import LabError
     from replmon.local.execution import RunInterrupted, run_request, salvage_summary
     from replmon.probe.plan import check_fits
     from replmon.probe.request import load_settings
+    from replmon.signals.verdict import with_run_cause
 
     bandwidth = check_bandwidth(bandwidth)
     if routes is not None:
@@ -140,7 +151,8 @@ def lab_run(
                     task = bar.add_task("probes", total=None)
                     result = run_request(settings.for_routes([lab.route()]), lab.deps(),
                                          on_progress=lambda n, total: bar.update(task, completed=n, total=total), function_deps=lab.function_deps())
-                records, run_id, seconds, faults = result.records, result.run_id, result.seconds, result.account.lines(str(lab_dir / "spool"))
+                records, run_id, seconds = result.records, result.run_id, result.seconds
+                faults = result.account.lines(str(lab_dir / "spool"), store=lab.servers["dynamodb"].url)
                 quarantined = spool_faults(result.execution, lab_dir / "spool")
                 faults += quarantined + failure_faults(result.execution)
             except RunInterrupted as exc:  # the started probes are recorded and cleaned: end the run as any other
@@ -157,7 +169,13 @@ def lab_run(
     faults += file_faults
     leftover = sum(len(v) for v in (left or {}).values())
     execution_ok = stopped is None and result.execution.status == "SUCCEEDED" and not result.failed_iterations and not result.skipped
+    faults += disk_faults([lab_dir]) if faults or not execution_ok else []
     verdicts = run_verdicts(records, ["lab"], result.planned if stopped is None else len(records), execution_ok, target)
+    verdicts = [with_run_cause(v, run_cause(faults)) for v in verdicts]
+    if stopped is None:  # records the store did not take, said beside the verdict (as lab run --routes does)
+        kept = kept_by_route(records, result.account)
+        for v in verdicts:
+            v.extra["recorded"], v.extra["record_fault"] = kept.get(v.route, {}), record_fault(kept.get(v.route, {}))
     if stopped is not None:
         code: int = 128 + {"SIGINT": 2, "SIGTERM": 15}.get(stopped.salvage.signame, 0)
     else:
@@ -198,7 +216,7 @@ def _run_fleet(n: int, sizes: str, trials: int | None, target: float, bandwidth:
     the real state machine (the routes in its input: the registry planner is not exercised here), every
     function as the member account's prober (lab/fleetlab.py)."""
     from replmon.cli.output import envelope, record_json, summary_json, within_counts
-    from replmon.cli.runend import failure_faults, kept_by_route, spool_faults, write_run_files
+    from replmon.cli.runend import disk_faults, failure_faults, kept_by_route, record_fault, run_cause, spool_faults, write_run_files
     from replmon.core.stats import summarize
     from replmon.lab.fleetlab import fleet_leftovers, setup_fleet
     from replmon.lab.lab import Lab
@@ -206,6 +224,7 @@ def _run_fleet(n: int, sizes: str, trials: int | None, target: float, bandwidth:
     from replmon.local.aslrun import FUNCTIONS
     from replmon.local.execution import RunInterrupted, run_request, salvage_summary
     from replmon.probe.request import load_settings
+    from replmon.signals.verdict import with_run_cause
 
     flags = {"sizes": sizes, "timeout_seconds": timeout, "target_seconds": target, "max_concurrency": 4,
              "poll": {"floor_seconds": resolution}, **({"trials": trials} if trials is not None else {})}
@@ -216,6 +235,7 @@ def _run_fleet(n: int, sizes: str, trials: int | None, target: float, bandwidth:
     try:
         with Lab(lab_dir, bandwidth=bandwidth) as lab:
             fleet = setup_fleet(lab, n)
+            store_url = lab.servers["dynamodb"].url  # named in the line of records the store did not take
             err.print(f"lab fleet up: {len(fleet.routes)} routes the inventory found probeable, "
                       f"{len(fleet.survey) - len(fleet.routes)} buckets it did not", highlight=False)
             deps = fleet.deps()
@@ -250,21 +270,25 @@ def _run_fleet(n: int, sizes: str, trials: int | None, target: float, bandwidth:
         code = combine([Exit(code), Exit.NOT_RECORDED])
     counts = within_counts(records, target)
     summaries = summarize(records)
-    faults = result.account.lines(str(lab_dir / "spool")) + quarantined + failure_faults(result.execution) + file_faults
+    faults = (result.account.lines(str(lab_dir / "spool"), store=store_url) + quarantined
+              + failure_faults(result.execution) + file_faults)
+    faults += disk_faults([lab_dir]) if faults or not execution_ok else []
     kept = kept_by_route(records, result.account)
+    verdicts = [with_run_cause(v, run_cause(faults)) for v in verdicts]
+    for v in verdicts:  # where each route's records are, beside its verdict: a route measured OK whose records were spooled says so
+        v.extra["recorded"] = kept.get(v.route, {})
+        v.extra["record_fault"] = record_fault(kept.get(v.route, {}))
     doc = envelope("lab run", verdicts, code, target, run_id=result.run_id, duration_seconds=round(result.seconds, 3),
                    planned_probes=result.planned, summaries=[summary_json(x, counts) for x in summaries],
                    records=[record_json(r, target) for r in records], survey=fleet.survey, left_behind=left,
                    chart_files=[str(chart)] if chart else [], records_file=str(data) if data else None,
                    faults=faults, accounting=result.account.to_json())
-    for v in doc["routes"]:  # where each route's records are: a route measured OK whose records were spooled says so
-        v["recorded"] = kept.get(v["route"], {})
     print_headline(verdicts, fmt)
     rows = []
     for v in verdicts:
         s = [x for x in summaries if x.route == v.route]
         p50, top = [max((val for val in vals if val is not None), default=None) for vals in ([x.p50 for x in s], [x.max for x in s])]
-        rows.append({"route": v.route, "verdict": str(v.verdict), "probes": v.probes, "within target": v.within_target,
+        rows.append({"route": v.route, "verdict": str(v.verdict) + (", NOT RECORDED" if v.extra.get("record_fault") else ""), "probes": v.probes, "within target": v.within_target,
                      "p50 s": None if p50 is None else round(p50, 3), "max s": None if top is None else round(top, 3),
                      "recorded": ", ".join(f"{n} {how}" for how, n in sorted(kept.get(v.route, {}).items())) or "-"})
     if fmt is Format.json:

@@ -106,12 +106,13 @@ def probe(
     from replmon.adapters.memtable import MemoryLatencyTable
     from replmon.adapters.spool import DirectorySpool
     from replmon.cli.output import envelope, record_json, summary_json, within_counts
-    from replmon.cli.runend import failure_faults, spool_faults
+    from replmon.cli.runend import disk_faults, failure_faults, run_cause, spool_faults
     from replmon.core.keys import iso_ms
     from replmon.core.stats import summarize
     from replmon.local.execution import PreflightError, preflight, run_request
     from replmon.probe.plan import check_fits, worst_case_seconds
     from replmon.probe.request import load_settings
+    from replmon.signals.verdict import with_run_cause
 
     # ---- flags first: one line naming the flag, before anything is contacted
     check_url(dynamodb_endpoint, "--dynamodb-endpoint")
@@ -175,10 +176,13 @@ def probe(
     faults = skewed + run_end_faults(result, deps.spool, spool_dir)
     quarantined = spool_faults(result.execution, spool_dir)
     faults += quarantined + failure_faults(result.execution)
+    if not adhoc and (result.account.could_not_record or result.execution.status != "SUCCEEDED"):
+        faults += disk_faults([spool_dir])  # the spool's file system full: said, whichever step met it
     spooled = deps.spool.pending() if isinstance(deps.spool, DirectorySpool) else 0
     verdicts = run_verdicts(result.records, [route], result.planned,
                             result.execution.status == "SUCCEEDED" and not result.failed_iterations
                             and not result.skipped, target)
+    verdicts = [with_run_cause(v, run_cause(faults)) for v in verdicts]
     code = combine(Exit.from_verdict(v.verdict) for v in verdicts)
     if code is not Exit.BREACH and (result.account.could_not_record or quarantined):
         code = Exit.NOT_RECORDED  # after a breach, before "not measured" (docs/SEMANTICS.md "Could not record")

@@ -169,6 +169,8 @@ def headline_lines(verdicts: Sequence[RouteJudgement], counted: str = "") -> lis
         else:
             lines.append("  failing: nothing")
         lines += [f"  note {escape(f'[{f.severity}]')}: {escape(f.detail)}" for f in notes]
+        if v.extra.get("record_fault"):  # measured, but its records are not in the store (lab run --routes)
+            lines.append(f"  [bold yellow]{escape(str(v.extra['record_fault']))}[/]")
     return lines
 
 

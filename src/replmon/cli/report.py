@@ -208,7 +208,8 @@ OUTSIDE_SECONDS = 3600.0
 def outside_window(store: Any, routes: list[str], inside: list[Any], start: float, now: float) -> list[str]:
     """One warning line per route with records just outside the window: dated after now (past the
     30 s core/skew.py allows: the prober's clock is ahead), or, for a route with none inside it,
-    dated in the hour before it (behind, or a schedule that stopped just before)."""
+    dated in the hour (or one window length, if longer) before it (behind, a schedule that stopped
+    just before, or a window mistyped too short)."""
     from replmon.core.skew import WARN_SECONDS
     from replmon.probe.latency_report import records_in
     from replmon.signals.verdict import duration
@@ -221,7 +222,7 @@ def outside_window(store: Any, routes: list[str], inside: list[Any], start: floa
             lines.append(f"route {route}: {len(ahead)} record(s) dated up to {duration(most)} after now, outside this report's "
                          "window: the prober's clock is ahead of this machine's (clock skew; `replmon probe` names it past 30 s)")
         if not any(r.route == route for r in inside):
-            before = records_in(store, [route], start - OUTSIDE_SECONDS, start)
+            before = records_in(store, [route], start - max(OUTSIDE_SECONDS, now - start), start)
             if before:
                 gap = start - max(r.planned_at for r in before)
                 lines.append(f"route {route}: no record in the window, but {len(before)} dated {duration(gap)} before it: a prober "

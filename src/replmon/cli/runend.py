@@ -99,7 +99,7 @@ def failure_faults(execution: Any) -> list[str]:
     from replmon.local.accounting import cause_of
 
     seen: dict[str, str] = {}
-    texts = [(i.function, i.error) for i in getattr(execution, "invocations", []) if i.error]
+    texts = [(i.function, i.failure) for i in getattr(execution, "invocations", []) if i.error]
     texts += [("the run", f"{execution.error}: {execution.cause}")] if getattr(execution, "error", None) else []
     for function, text in texts:
         if cause_of(str(text)) != "disk full":
@@ -110,9 +110,43 @@ def failure_faults(execution: Any) -> list[str]:
     lines = [f"ENOSPC (disk full): {where} (met by {function})" for where, function in seen.items()]
     status = getattr(execution, "status", "SUCCEEDED")
     if status != "SUCCEEDED":
-        why = " ".join(f"{execution.error or ''}: {execution.cause or ''}".split()).strip(": ")
+        why = " ".join(f"{execution.error or ''}: {_lambda_message(execution.cause)}".split()).strip(": ")
         lines.append(f"the run's execution ended {status}" + (f": {why[:300]}" if why else ""))
     return lines
+
+
+def _lambda_message(cause: str | None) -> str:
+    """An execution's cause as people read it: a Lambda error's ``errorMessage`` rather than its JSON."""
+    import json
+
+    try:
+        doc = json.loads(cause or "")
+    except ValueError:
+        return cause or ""
+    return str(doc.get("errorMessage") or cause) if isinstance(doc, dict) else cause or ""
+
+
+def disk_faults(paths: list[Path]) -> list[str]:
+    """Each file system among ``paths`` (the lab directory: its servers' data and the spool) that is
+    full, named with its path (core/files.py low_space): a run that failed on a full disk says so,
+    whichever step met it."""
+    from replmon.core.files import low_space
+
+    found = [low_space(p) for p in dict.fromkeys(paths) if p.exists()]
+    return [line for line in found if line]
+
+
+def run_cause(faults: list[str]) -> str | None:
+    """What made a run fail, from its fault lines: a full disk first (it is often why the rest
+    failed), else the execution's end with its error.
+
+    >>> run_cause(["the run's execution ended FAILED: StoreUnavailable: ...", "ENOSPC (disk full): /lab: 0 bytes free"])
+    'ENOSPC (disk full): /lab: 0 bytes free'
+    """
+    full = next((f for f in faults if f.startswith("ENOSPC")), None)
+    ended = next((f.split(": ", 1)[-1] for f in faults if f.startswith("the run's execution ended")), None)  # its error
+    cause = full or ended
+    return None if cause is None else cause[:240]
 
 
 def kept_by_route(records: list[ProbeRecord], account: Any) -> dict[str, dict[str, int]]:
@@ -125,3 +159,23 @@ def kept_by_route(records: list[ProbeRecord], account: Any) -> dict[str, dict[st
         out.setdefault(r.route, {})
         out[r.route][how] = out[r.route].get(how, 0) + 1
     return out
+
+
+def record_fault(kept: dict[str, int]) -> str | None:
+    """A route's records that the latency store does not hold, said beside its verdict (a route measured
+    OK whose records were spooled or lost is not "OK" and silent); None when all are held.
+
+    >>> record_fault({"stored": 2, "spooled": 3})
+    'not recorded: 3 of 5 record(s) spooled for replay (the store did not take them)'
+    >>> record_fault({"stored": 1, "duplicate": 1}) is None
+    True
+    """
+    held = kept.get("stored", 0) + kept.get("duplicate", 0)
+    missing = {how: n for how, n in sorted(kept.items()) if how not in ("stored", "duplicate") and n}
+    if not missing:
+        return None
+    n = sum(missing.values())
+    word = {"spooled": "spooled for replay"}
+    what = word.get(next(iter(missing)), next(iter(missing))) if len(missing) == 1 else \
+        "(" + ", ".join(f"{k} {word.get(how, how)}" for how, k in missing.items()) + ")"
+    return f"not recorded: {n} of {held + n} record(s) {what} (the store did not take them)"

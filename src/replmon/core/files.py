@@ -17,7 +17,9 @@ import contextlib
 import errno
 import os
 import secrets
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 #: errno values that mean "the disk (or the quota) is full": said as such to the operator.
 DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
@@ -41,6 +43,31 @@ def describe_os_error(exc: BaseException, path: Path | str | None = None) -> str
     what = "disk full" if disk_full(exc) else (exc.strerror or str(exc))
     where = exc.filename if exc.filename is not None else path
     return f"{name} ({what})" + (f": {where}" if where is not None else "")
+
+
+#: Below this much free space a file system is named full: the lab's servers (MinIO, DynamoDB Local)
+#: and the spool write small files, and fail before the last byte is used.
+LOW_SPACE_BYTES = 16 * 1024 * 1024
+
+
+def low_space(path: Path | str, statvfs: Callable[[str], Any] = os.statvfs) -> str | None:
+    """A line naming the file system holding ``path`` as full, or None when it has room (or cannot
+    be read). A run that failed for a cause a server only hints at ("the execution did not
+    succeed", a 500 from the store) gets the plain reason.
+
+    >>> from types import SimpleNamespace
+    >>> low_space("/lab", lambda p: SimpleNamespace(f_bavail=3, f_frsize=4096, f_blocks=2560))
+    'ENOSPC (disk full): /lab: 12288 bytes free of 10.0 MiB; free some space (or choose another --dir) and run again'
+    """
+    try:
+        st = statvfs(str(path))
+    except OSError:
+        return None
+    free = st.f_bavail * st.f_frsize
+    if free >= LOW_SPACE_BYTES:
+        return None
+    return (f"ENOSPC (disk full): {path}: {free} bytes free of {st.f_blocks * st.f_frsize / 2**20:.1f} MiB; "
+            "free some space (or choose another --dir) and run again")
 
 
 def write_atomic(path: Path, data: bytes, mode: int = 0o600) -> Path:

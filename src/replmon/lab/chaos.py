@@ -63,14 +63,15 @@ class Phase:
     @property
     def breached(self) -> bool:
         rpo = self.health["rpo"]
-        return bool(rpo["unbounded"] or rpo["seconds"] > self.target_seconds or self.health["slo"]["alerts"].get("page"))
+        over = rpo["seconds"] is not None and rpo["seconds"] > self.target_seconds  # null: nothing bounded it
+        return bool(rpo["unbounded"] or over or self.health["slo"]["alerts"].get("page"))
 
     def row(self) -> dict[str, Any]:
         rpo, slo = self.health["rpo"], self.health["slo"]
         lat = [x for x in self.latencies if x is not None]
         return {"phase": self.name, "fault": self.fault or "-", "probes": ",".join(sorted(set(self.statuses))) + f" x{len(self.statuses)}",
-                "max latency s": f"{max(lat):.2f}" if lat else "-", "RPO s": "unbounded" if rpo["unbounded"] else f"{rpo['seconds']:.2f}",
-                "RPO > target": "yes" if rpo["unbounded"] or rpo["seconds"] > self.target_seconds else "no",
+                "max latency s": f"{max(lat):.2f}" if lat else "-", "RPO s": "unbounded" if rpo["unbounded"] else "-" if rpo["seconds"] is None else f"{rpo['seconds']:.2f}",
+                "RPO > target": "yes" if rpo["unbounded"] or (rpo["seconds"] is not None and rpo["seconds"] > self.target_seconds) else "no",
                 "burn short": _rate(slo["burn_rates"].get("5m")), "burn long": _rate(slo["burn_rates"].get("1h")),
                 "page alert": "FIRING" if slo["alerts"].get("page") else "ok", "state": "BREACH" if self.breached else "healthy"}
 

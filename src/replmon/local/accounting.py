@@ -73,8 +73,9 @@ class RunAccount:
         """Anything not held by the store: a record spooled or lost, or a run file not written."""
         return bool(self.lost or self.count("spooled") or self.not_written or self.leases_kept)
 
-    def lines(self, spool: str | None = None) -> list[str]:
-        """One line per cause, for stderr (and the JSON document's ``faults``)."""
+    def lines(self, spool: str | None = None, store: str | None = None) -> list[str]:
+        """One line per cause, for stderr (and the JSON document's ``faults``); ``store`` names the
+        latency store's endpoint in the line of records it did not take."""
         out = []
         lost_by_cause = Counter(cause_of(o.cause or "") for o in self.lost)
         for cause, n in sorted(lost_by_cause.items()):
@@ -83,7 +84,10 @@ class RunAccount:
         spooled = self.count("spooled")
         if spooled:
             where = f" in {spool}" if spool else ""
-            out.append(f"store unreachable: {spooled} record(s) spooled for replay{where}; the next run replays them (nothing lost)")
+            at = f" at {store}" if store else ""
+            said = next((o.cause for o in self.outcomes.values() if o.recorded == "spooled" and o.cause), None)
+            out.append(f"store unreachable: {spooled} record(s) spooled for replay{where}: the latency store{at} did not take them"
+                       + (f": {said[:200]}" if said else "") + "; the next run replays them (nothing lost)")
         if self.store_error:
             out.append(f"store unreachable at the end of the run ({self.store_error[:160]}); "
                        "the table is built from the run's own records")
@@ -133,15 +137,15 @@ def account(execution: ExecutionResult) -> RunAccount:
         done = next((i for i in reversed(recorded) if i.error is None and isinstance(i.result, dict)), None)
         if pid in results and results[pid].get("recorded") != "lost":
             how = str(results[pid]["recorded"])
-            acc.outcomes[pid] = Outcome(pid, how, _spool_cause(recorded) if how == "spooled" else None)
+            acc.outcomes[pid] = Outcome(pid, how, _spool_cause(recorded, done) if how == "spooled" else None)
         elif done is not None:
             how = str(done.result.get("recorded") or "stored")
-            acc.outcomes[pid] = Outcome(pid, how, _spool_cause(recorded) if how == "spooled" else None)
+            acc.outcomes[pid] = Outcome(pid, how, _spool_cause(recorded, done) if how == "spooled" else None)
         elif recorded:  # RecordResult failed on every attempt: the store and the spool both refused it
             last = cleanup_event(mine)
-            acc.outcomes[pid] = Outcome(pid, "lost", (last and _error_text(last, "record_error")) or recorded[-1].error or "?")
+            acc.outcomes[pid] = Outcome(pid, "lost", (last and _error_text(last, "record_error")) or recorded[-1].failure or "?")
         elif mine:
-            acc.outcomes[pid] = Outcome(pid, "lost", f"{mine[-1].function} failed: {mine[-1].error or '?'} (no record was written)")
+            acc.outcomes[pid] = Outcome(pid, "lost", f"{mine[-1].function} failed: {mine[-1].failure or '?'} (no record was written)")
         else:
             acc.outcomes[pid] = Outcome(pid, "not started")
     return acc
@@ -151,9 +155,14 @@ def cleanup_event(mine: list[Invocation]) -> dict[str, Any] | None:
     return next((i.event for i in reversed(mine) if i.function == "Cleanup"), None)
 
 
-def _spool_cause(recorded: list[Invocation]) -> str:
-    failed = [i.error for i in recorded if i.error]
-    return f"the store refused the record ({failed[-1]})" if failed else "the store was unavailable"
+def _spool_cause(recorded: list[Invocation], done: Invocation | None) -> str:
+    """Why the store did not take a spooled record: the error RecordResult met (it names the table
+    and, for a connection, the endpoint), else the step's own failure."""
+    said = done.result.get("spooled_because") if done is not None and isinstance(done.result, dict) else None
+    if said:
+        return str(said)
+    failed = [i.failure for i in recorded if i.error]
+    return str(failed[-1]) if failed else "the store was unavailable"
 
 
 def run_records(execution: ExecutionResult, stored: list[ProbeRecord] | None, retention_days: int) -> list[ProbeRecord]:

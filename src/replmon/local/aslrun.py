@@ -106,8 +106,14 @@ class LambdaContext:
 class Invocation:
     function: str
     event: dict[str, Any]
-    error: str | None
+    error: str | None  # the error's type (Lambda's errorType)
     result: Any = None
+    message: str | None = None  # the error's message (Lambda's errorMessage)
+
+    @property
+    def failure(self) -> str | None:
+        """The error as one line, type and message: ``OSError: [Errno 28] No space left on device: '/x'``."""
+        return None if self.error is None else f"{self.error}: {self.message}" if self.message else self.error
 
 
 @dataclass
@@ -157,8 +163,8 @@ class LocalStateMachine:
             self._active += 1
         try:
             result = self._call(name, event)
-        except Exception as exc:  # what Lambda reports for an unhandled error
-            self.invocations.append(Invocation(name, event, type(exc).__name__))
+        except Exception as exc:  # what Lambda reports for an unhandled error: its type, and its message (an OSError's errno and path)
+            self.invocations.append(Invocation(name, event, type(exc).__name__, message=str(exc)[:500]))
             response_headers["x-amz-function-error"] = "Unhandled"
             return json.dumps({"errorType": type(exc).__name__, "errorMessage": str(exc)}).encode()
         finally:

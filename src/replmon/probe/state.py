@@ -66,6 +66,7 @@ class ProbeState(BaseModel):
     error: dict[str, str] | None = None  # set by the state machine's Catch (Error, Cause)
     record_error: dict[str, str] | None = None  # RecordResult's Catch: neither stored nor spooled
     recorded: str | None = None  # "stored" | "duplicate" | "spooled"
+    spooled_because: str | None = None  # the store's error when the record was spooled (its table and endpoint)
     cleaned: dict[str, int] | None = None
 
     def dump(self) -> dict[str, Any]:

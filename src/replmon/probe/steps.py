@@ -124,7 +124,7 @@ def record_step(event: Mapping[str, Any], deps: ProbeDeps, interrupted: str | No
             raise
         deps.spool.spool(record)  # if this fails too, the state machine retries, then Cleanup counts RecordLost
         log.warning("latency store unavailable; record spooled", extra={"error": str(exc), "probe_id": record.probe_id})
-        state.recorded, wrote = "spooled", True
+        state.recorded, state.spooled_because, wrote = "spooled", f"{exc}"[:300] or type(exc).__name__, True
         deps.metrics.count("RecordSpooled", dimensions={ROUTE: record.route})
     if wrote:
         deps.metrics.publish(record)

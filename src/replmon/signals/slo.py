@@ -323,15 +323,21 @@ class RtcLatest:
 
 @dataclass
 class Rpo:
-    seconds: float  # the largest bounded input (0 when there is none)
+    seconds: float  # the largest bounded input (0 when there is none: its JSON says null, never 0)
     unbounded: bool
     inputs: dict[str, float | None]  # each input, None when missing
     by_size_class: dict[str, float] = field(default_factory=dict)
     reasons: list[str] = field(default_factory=list)  # why unbounded
     missing: list[str] = field(default_factory=list)
 
+    @property
+    def bounded(self) -> bool:
+        """Did any input bound the RPO? Without one, its seconds are not known (not 0)."""
+        return any(v is not None for k, v in self.inputs.items() if not k.endswith("_pending"))
+
     def to_json(self) -> dict[str, Any]:
-        return {"seconds": self.seconds, "unbounded": self.unbounded, "inputs": self.inputs,
+        """``seconds`` is null when nothing bounds the RPO (unknown is null: docs/SEMANTICS.md)."""
+        return {"seconds": self.seconds if self.bounded else None, "unbounded": self.unbounded, "inputs": self.inputs,
                 "by_size_class": self.by_size_class, "reasons": self.reasons, "missing": self.missing}
 
 

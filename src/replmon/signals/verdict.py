@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -287,6 +287,14 @@ def judge_health(health: Mapping[str, Any], records: Sequence[ProbeRecord], *, t
                         rpo_seconds=rp["seconds"] if bounded else None, rpo_bound=bound, probes=len(records), judged=len(judged),
                         within_target=sum(within(r, target_seconds) for r in judged), findings=tuple(findings),
                         rpo_window_seconds=rpo_window_seconds)
+
+
+def with_run_cause(v: RouteJudgement, cause: str | None) -> RouteJudgement:
+    """``v`` with what made its run fail (a full disk, the execution's error) in its ``run_failed``
+    finding, so the headline names the cause, not only "did not succeed"."""
+    if not cause or not any(f.kind == "run_failed" for f in v.findings):
+        return v
+    return replace(v, findings=tuple(replace(f, detail=f"{f.detail}: {cause}") if f.kind == "run_failed" else f for f in v.findings))
 
 
 def status_counts(records: Iterable[ProbeRecord]) -> dict[str, int]:
