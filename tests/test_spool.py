@@ -253,3 +253,104 @@ def test_a_route_folder_that_cannot_be_listed_is_named_and_the_others_replayed(t
     out = replay_spool(deps(spool)[0])
     assert out["replayed"] == 1 and out["quarantined"] == [f"locked/: cannot be listed (EACCES (Permission denied): "
                                                              f"{tmp_path / 'spool' / 'locked'}); its records wait there"]
+
+
+def test_a_transaction_cancelled_for_what_the_record_holds_is_quarantined_throttling_is_not(tmp_path: Path) -> None:
+    """TransactWriteItems reports a record the store can never hold as TransactionCanceledException
+    with a ValidationError reason ("an item size becomes too large (larger than 400 KB) ... or a
+    similar validation error", "a user error, such as an invalid data format"); a throttled or
+    conflicting transaction is cancelled too, but for now only
+    (https://docs.aws.amazon.com/botocore/latest/reference/services/dynamodb/client/exceptions/TransactionCanceledException.html).
+    The first is quarantined and the replay goes on; the second waits for the next run."""
+    class Cancelled(MemoryLatencyTable):
+        def __init__(self, codes: dict[str, str]) -> None:
+            super().__init__()
+            self.codes = codes
+
+        def transact(self, writes: Any, token: str | None = None) -> Any:
+            probe = str(writes[0].item["probe_id"])
+            if probe in self.codes:
+                err = ClientError({"Error": {"Code": "TransactionCanceledException", "Message": "Transaction cancelled"},
+                                   "CancellationReasons": [{"Code": self.codes[probe]}, {"Code": "None"}]}, "TransactWriteItems")
+                raise StoreUnavailable(f"replmon-latency: transaction cancelled: {self.codes[probe]}, None") from err
+            return super().transact(writes, token)
+
+    spool = DirectorySpool(tmp_path / "spool")
+    for p in ("a", "b", "c"):
+        spool.spool(rec(p))
+    out = replay_spool(deps(spool, Cancelled({rec("a").probe_id: "ValidationError"}))[0])
+    assert out["replayed"] == 2 and len(out["quarantined"]) == 1 and "ValidationError" in out["quarantined"][0]
+    spool.spool(rec("d"))
+    spool.spool(rec("e"))
+    out = replay_spool(deps(spool, Cancelled({rec("d").probe_id: "ThrottlingError"}))[0])
+    assert (out["replayed"], out["left"], out["quarantined"], spool.pending()) == (0, 1, [], 2)
+
+
+def test_an_entry_that_fails_in_a_way_no_one_foresaw_is_quarantined_not_met_again_every_run(tmp_path: Path) -> None:
+    class Odd(MemoryLatencyTable):
+        def transact(self, writes: Any, token: str | None = None) -> Any:
+            if writes[0].item["probe_id"] == "a":
+                raise AssertionError("a record's transaction can only be cancelled by its own put")
+            return super().transact(writes, token)
+
+    spool = DirectorySpool(tmp_path / "spool")
+    for p in ("a", "b"):
+        spool.spool(rec(p))
+    d, metrics = deps(spool, Odd())
+    out = replay_spool(d)
+    assert out["replayed"] == 1 and ("RecordQuarantined", 1) in metrics.counts
+    [line] = out["quarantined"]
+    assert line.startswith("r/") and line.endswith(": not storable: AssertionError: a record's transaction can only be cancelled by its own put")
+    assert [q.entry.split("/")[0] for q in spool.quarantine_entries()] == ["r"] and spool.pending() == 0
+
+
+def test_a_stored_record_that_cannot_be_removed_from_the_spool_is_named_and_the_rest_replayed(tmp_path: Path,
+                                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    spool = DirectorySpool(tmp_path / "spool")
+    for p in ("a", "b"):
+        spool.spool(rec(p))
+    first = spool.entries()[0]
+    real = Path.unlink
+
+    def unlink(self: Path, missing_ok: bool = False) -> None:
+        if self == first:
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        real(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", unlink)
+    out = replay_spool(deps(spool)[0])
+    assert out["replayed"] == 2 and spool.entries() == [first]
+    assert len(out["quarantined"]) == 1 and "NOT removed from the spool (EACCES" in out["quarantined"][0]
+
+
+def test_a_quarantine_queue_that_refuses_a_message_is_named_and_the_replay_goes_on() -> None:
+    import boto3
+    from moto import mock_aws
+
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        spool_url = sqs.create_queue(QueueName="spool")["QueueUrl"]
+        gone = sqs.create_queue(QueueName="spool-quarantine")["QueueUrl"]
+        sqs.delete_queue(QueueUrl=gone)  # the quarantine queue is gone (or its policy denies the send)
+        spool = SqsSpool(spool_url, sqs, gone)
+        sqs.send_message(QueueUrl=spool_url, MessageBody="[1, 2]")
+        spool.spool(rec("a"))
+        out = replay_spool(deps(spool)[0])
+        assert out["replayed"] == 1 and len(out["quarantined"]) == 1
+        assert "not a record" in out["quarantined"][0] and "NOT moved to the quarantine queue" in out["quarantined"][0]
+
+
+def test_the_sqs_spool_names_a_quarantined_message_by_its_id_in_the_quarantine_queue() -> None:
+    import boto3
+    from moto import mock_aws
+
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        spool_url = sqs.create_queue(QueueName="spool")["QueueUrl"]
+        quarantine_url = sqs.create_queue(QueueName="spool-quarantine")["QueueUrl"]
+        sqs.send_message(QueueUrl=spool_url, MessageBody="[1, 2]")
+        out = replay_spool(deps(SqsSpool(spool_url, sqs, quarantine_url))[0])
+        [held] = sqs.receive_message(QueueUrl=quarantine_url)["Messages"]
+        assert out["quarantined"][0].startswith(f"{held['MessageId']}: not a record")
