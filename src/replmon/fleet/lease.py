@@ -233,12 +233,20 @@ def end_run(event: Mapping[str, Any], deps: LeaseDeps) -> dict[str, Any]:
     run = str(event["run_id"]) if event.get("run_id") else None
     released: list[str] = []
     lost: list[str] = []
-    for name in event.get("routes") or []:
-        (released if store.release(name, str(event["holder"]), now, run=run) else lost).append(name)
+    failed: list[str] = []
+    for name in event.get("routes") or []:  # every route tried: one that cannot be released holds no other
+        try:
+            (released if store.release(name, str(event["holder"]), now, run=run) else lost).append(name)
+        except Exception as exc:
+            failed.append(f"lease of route {name} not released: {' '.join(str(exc).split())[:300]}")
     if lost:
         log.warning("leases no longer held at the end of the run (a later run took them: released when their probes "
                     "ended, or expired because the run outlasted its bound)",
                     extra={"routes": lost, "holder": event["holder"]})
+    if failed:  # retried by the state machine (a retry releases the rest: `run` matches what is released already)
+        log.error("leases not released at the end of the run: the next run takes them once this execution has ended",
+                  extra={"errors": failed, "holder": event["holder"]})
+        raise StoreUnavailable("; ".join(failed)[:1000])
     return {"released": released, "not_held": lost}
 
 

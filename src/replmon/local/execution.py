@@ -179,7 +179,7 @@ def run_request(
             salvage_probes(sm.invocations, deps, salvage)
             raise RunInterrupted(salvage) from None
         finally:  # a stopped or timed-out run never reached EndRouteRun: free its routes now, not at `until`
-            kept = release_leases(deps, [r.name for r in request.routes], arn, run_id)
+            kept = release_leases(deps, [r.name for r in request.routes], arn, run_id, until=lease_until(sm.invocations))
     acc = account(execution)
     acc.leases_kept = kept
     try:
@@ -191,10 +191,22 @@ def run_request(
     return ProbeRun(run_id, execution, records, time.time() - started, acc)
 
 
-def release_leases(deps: Deps, routes: list[str], holder: str, run: str | None = None) -> list[str]:
+def lease_until(invocations: list[Invocation]) -> float | None:
+    """When the leases this run took expire: its BeginRouteRun's answer (``lease.until``)."""
+    for i in invocations:
+        if i.function == "BeginRouteRun" and isinstance(i.result, dict):
+            until = (i.result.get("lease") or {}).get("until")
+            return float(until) if isinstance(until, (int, float)) else None
+    return None
+
+
+def release_leases(deps: Deps, routes: list[str], holder: str, run: str | None = None, until: float | None = None) -> list[str]:
     """Give back ``holder``'s leases (a no-op for leases EndRouteRun, or each route's last probe,
     already gave back). Returns one line per lease still held by this run that could not be given
-    back, with its expiry: the run says so (exit 5) rather than leave the route skipped silently."""
+    back, with its expiry (read from the lease, else ``until``, the run's own BeginRouteRun answer):
+    the run says so (exit 5) rather than leave the route skipped silently."""
+    from replmon.core.files import describe_os_error
+
     if deps.leases is None:
         return []
     kept: list[str] = []
@@ -202,15 +214,17 @@ def release_leases(deps: Deps, routes: list[str], holder: str, run: str | None =
         try:
             deps.leases.release(name, holder, time.time(), run=run)
         except Exception as exc:  # it expires at its `until`: say when, and how to end it now
-            until: float | None = None
+            expires = until
             try:
                 lease = deps.leases.leases([name]).get(name)
-                until = lease.until if lease is not None and lease.holder == holder else None
-            except Exception:  # the store is gone: the expiry cannot be read either
+                if lease is not None and lease.holder == holder and lease.until:
+                    expires = lease.until
+            except Exception:  # the store is gone: the expiry is the one BeginRouteRun set
                 pass
-            when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(until)) if until else "its expiry (unreadable)"
-            logging.getLogger("replmon").warning("lease not released", extra={"route": name, "error": f"{type(exc).__name__}: {exc}"})
-            kept.append(f"lease of route {name} not released ({type(exc).__name__}: {str(exc)[:120]}); it blocks the route's runs "
+            when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(expires)) if expires else "its expiry (unknown)"
+            why = " ".join(describe_os_error(exc).split())[:200]  # a full disk: 'ENOSPC (disk full): <path>'
+            logging.getLogger("replmon").warning("lease not released", extra={"route": name, "error": why, "until": expires})
+            kept.append(f"lease of route {name} not released ({why}); it blocks the route's runs "
                         f"until {when}, or until replmon fleet release {name}")
     return kept
 
