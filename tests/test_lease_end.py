@@ -182,7 +182,7 @@ def test_a_deployed_run_that_could_not_release_does_not_block_the_next_once_its_
     payload = {"routes": [route()], "sizes": ["1MiB"], "poll": {"use_history": False}}
     full = dataclasses.replace(env.deps, leases=DiskFull(TABLE, env.ddb))
     with injected(full), LocalStateMachine(state_machine_handlers(), clock=env.clock) as sm:
-        first = sm.run({**payload, "run_id": "20261123T100000Z-first"}, timeout=60)
+        first = sm.run({**payload, "run_id": "20261123T100000Z-first"}, timeout=300)
         executions = StepFunctionsExecutions(sm.sfn)
         assert first.status == "SUCCEEDED", first.cause  # EndRouteRun's failure is caught: the run itself measured
         assert "not released" in str((first.output or {}).get("lease_end"))  # what EndRouteRun said, in the output
@@ -190,7 +190,7 @@ def test_a_deployed_run_that_could_not_release_does_not_block_the_next_once_its_
         assert held.holder and held.until and held.until > env.clock.now() + 3600  # not released, far from its expiry
         assert executions.running(held.holder) is False
         full.executions = executions  # the BeginRouteRun Lambda's wiring (wiring.py: StepFunctionsExecutions)
-        second = sm.run({**payload, "run_id": "20261123T101500Z-second"}, timeout=60)
+        second = sm.run({**payload, "run_id": "20261123T101500Z-second"}, timeout=300)
     assert second.status == "SUCCEEDED" and second.output["skipped"] == [] and second.output["results"] == {"probes": 1}
     lease = env.ddb.get_item(TableName=TABLE, Key={"route": {"S": live_partition("primary")}, "at": {"S": LEASE}})["Item"]
     assert lease["holder"]["S"].endswith(":20261123T101500Z-second")  # taken from the ended run (and, the disk still full, kept)
@@ -210,3 +210,50 @@ def test_a_holder_pending_redrive_still_counts_as_running() -> None:
                                                      "status": status, "startDate": 0}, {"executionArn": arn})
         got = {status: StepFunctionsExecutions(client).running(arn) for status in answers}
     assert got == answers
+
+
+def test_fleet_release_ends_a_dead_runs_lease_and_says_when_its_record_cannot_be_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`replmon fleet release ROUTE` on the reported lease (a run whose disk filled, held for hours):
+    ended, recorded with who, when and whose. The store refusing the record after the release: said,
+    exit 5; the store refusing the release itself: said, the lease not released, exit 3."""
+    import boto3
+    from moto import mock_aws
+
+    from replmon.core.partitions import runs_partition
+    from replmon.local.tables import ensure_table
+    from tests.conftest import TEMPLATE
+    from tests.test_fleet_cli import ARGS, run
+
+    with mock_aws():
+        ddb = boto3.client("dynamodb", region_name="us-east-1")
+        ensure_table(ddb, TABLE, TEMPLATE)
+        leases = DynamoLeases(TABLE, ddb)
+        holder = "arn:aws:states:us-east-1:123456789012:execution:sm:disk-full"
+        assert leases.acquire("primary", holder, 0.0, time.time() + 8220, {}, run="r") is not None  # 2 h 17 min
+        ok = run("fleet", *ARGS, "release", "primary")
+        assert ok.exit_code == 0 and f"lease of {holder}" in ok.output and "recorded in primary#runs" in ok.output, ok.output
+        kept = ddb.query(TableName=TABLE, KeyConditionExpression="#pk = :pk", ExpressionAttributeNames={"#pk": "route"},
+                         ExpressionAttributeValues={":pk": {"S": runs_partition("primary")}})["Items"]
+        [record] = [i for i in kept if i["at"]["S"].endswith("#released")]
+        assert record["holder"]["S"] == holder and "@" in record["released_by"]["S"] and float(record["released_at"]["N"]) > 0
+
+        assert leases.acquire("primary", holder, 0.0, time.time() + 8220, {}, run="r") is not None
+        real = DynamoLeases.record_release
+
+        def full(self: DynamoLeases, *a: Any) -> None:
+            raise StoreUnavailable(f"{TABLE}: InternalServerError: disk full (ENOSPC)")
+
+        monkeypatch.setattr(DynamoLeases, "record_release", full)
+        unrecorded = run("fleet", *ARGS, "release", "primary")
+        assert unrecorded.exit_code == 5 and "released by" in unrecorded.output
+        assert "record of it could not be written to primary#runs" in unrecorded.output and "ENOSPC" in unrecorded.output
+        assert leases.leases(["primary"])["primary"].holder is None  # released all the same
+
+        monkeypatch.setattr(DynamoLeases, "record_release", real)
+        assert leases.acquire("primary", holder, 0.0, time.time() + 8220, {}, run="r") is not None
+        monkeypatch.setattr(DynamoLeases, "release", DiskFull.release)
+        monkeypatch.setattr(DynamoLeases, "_fail", DiskFull._fail, raising=False)
+        monkeypatch.setattr(DynamoLeases, "raise_os_error", False, raising=False)
+        monkeypatch.setattr(DynamoLeases, "attempts", 0, raising=False)
+        refused = run("fleet", *ARGS, "release", "primary")
+        assert refused.exit_code == 3 and "the lease of route primary is not released" in refused.output, refused.output

@@ -271,6 +271,17 @@ def release_by_hand(store: LeaseStore, route: str, by: str, now: float) -> Lease
         return None
     if not store.release(route, lease.holder, now):
         return None  # released or taken between the read and the write: nothing ended by hand
-    store.record_release(route, lease.holder, lease.until, by, now)
     log.warning("route's lease ended by hand", extra={"route": route, "held_by": lease.holder, "until": lease.until, "by": by})
+    try:
+        store.record_release(route, lease.holder, lease.until, by, now)
+    except Exception as exc:
+        raise ReleaseNotRecorded(lease, exc) from exc
     return lease
+
+
+class ReleaseNotRecorded(RuntimeError):
+    """The lease was ended by hand, but its record (``<route>#runs``) could not be written."""
+
+    def __init__(self, lease: Lease, cause: BaseException) -> None:
+        super().__init__(f"{type(cause).__name__}: {cause}")
+        self.lease, self.cause = lease, cause
