@@ -250,8 +250,8 @@ def release(
 
     from replmon.adapters.explain import explain
     from replmon.adapters.leases import DynamoLeases
-    from replmon.core.names import check_route_name
     from replmon.cli.common import NOT_RECORDED
+    from replmon.core.names import check_route_name
     from replmon.fleet.lease import ReleaseNotRecorded, release_by_hand
 
     try:
