@@ -65,6 +65,10 @@ class DiskFull(DynamoLeases):
 
 @pytest.fixture
 def fast(env: Env, monkeypatch: pytest.MonkeyPatch) -> Env:
+    return on_test_clock(env, monkeypatch)
+
+
+def on_test_clock(env: Env, monkeypatch: pytest.MonkeyPatch) -> Env:
     """run_request's state machine on the test's clock: Retry backoffs advance it instead of sleeping."""
     from contextlib import contextmanager
 
@@ -72,11 +76,11 @@ def fast(env: Env, monkeypatch: pytest.MonkeyPatch) -> Env:
     from replmon.wiring import injected
 
     @contextmanager
-    def on_test_clock(deps: Any, **_: Any) -> Any:  # inside the env's mock_aws, not a second one
+    def machine(deps: Any, **_: Any) -> Any:  # inside the env's mock_aws, not a second one
         with injected(deps), LocalStateMachine(state_machine_handlers(), clock=env.clock) as sm:
             yield sm
 
-    monkeypatch.setattr("replmon.local.execution.local_state_machine", on_test_clock)
+    monkeypatch.setattr("replmon.local.execution.local_state_machine", machine)
     return env
 
 

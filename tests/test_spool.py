@@ -354,3 +354,34 @@ def test_the_sqs_spool_names_a_quarantined_message_by_its_id_in_the_quarantine_q
         out = replay_spool(deps(SqsSpool(spool_url, sqs, quarantine_url))[0])
         [held] = sqs.receive_message(QueueUrl=quarantine_url)["Messages"]
         assert out["quarantined"][0].startswith(f"{held['MessageId']}: not a record")
+
+
+def test_a_run_replays_past_the_reported_jams_and_says_so(env: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reported failure, through a whole local run (the real ASL's Housekeeping step): a folder
+    named `*.json` and a NaN record sorted before an earlier run's good records. Every good record is
+    stored, each bad entry is quarantined with its reason, and the run's lines say so (the CLI
+    exits 5 on them: cli/probe.py, cli/labcmd.py)."""
+    import dataclasses
+
+    from replmon.cli.runend import spool_faults
+    from replmon.local.execution import run_request
+    from tests.fakes import Scenario
+    from tests.test_lease_end import on_test_clock, request
+
+    on_test_clock(env, monkeypatch)
+    env.fake.default = Scenario(latency=2.0)
+    spool = DirectorySpool(tmp_path / "spool")
+    earlier = [rec(p, route="primary") for p in ("a", "b", "c")]
+    for r in earlier:
+        spool.spool(r)
+    plant_bad_entries(tmp_path / "spool" / "primary")
+    run = run_request(request(), dataclasses.replace(env.deps, spool=spool))
+    assert run.execution.status == "SUCCEEDED", run.execution.cause
+    stored = {r.probe_id for r in env.store.query("primary", 0, 4e9)}
+    assert {"a", "b", "c"} <= stored and spool.pending() == 0
+    assert len(spool.quarantine_entries()) == 4
+    lines = spool_faults(run.execution, tmp_path / "spool")
+    assert len(lines) == 5 and lines[-1].startswith("spool: 4 entries quarantined in ") and "(RecordQuarantined)" in lines[-1]
+    assert any("primary/00-dir.json" in line and "folder" in line for line in lines)
+    assert any("primary/01-nan.json" in line and "latency_hi" in line for line in lines)
+    assert ("RecordQuarantined", 4, {}) in env.counted
