@@ -261,3 +261,23 @@ def test_fleet_release_ends_a_dead_runs_lease_and_says_when_its_record_cannot_be
         monkeypatch.setattr(DynamoLeases, "attempts", 0, raising=False)
         refused = run("fleet", *ARGS, "release", "primary")
         assert refused.exit_code == 3 and "the lease of route primary is not released" in refused.output, refused.output
+
+
+def test_a_local_holder_whose_pid_now_names_another_process_has_ended() -> None:
+    """A lease names its local run by host, pid and the process's start time (proc(5),
+    /proc/<pid>/stat field 22): a live process under that pid that started at another time is not
+    the run, so the lease does not block."""
+    import os
+    import socket
+
+    from replmon.core.ports import Lease
+    from replmon.fleet.lease import holder_ended, local_owner, process_started
+
+    me = local_owner()
+    assert me["pid"] == str(os.getpid()) and me.get("started") == process_started(os.getpid())
+    assert holder_ended(Lease("r", "arn:me", 9e9, {}, me), None) is False
+    reused = {**me, "started": str(int(me["started"]) - 1)} if me.get("started") else None
+    if reused is not None:  # a system with /proc
+        assert holder_ended(Lease("r", "arn:old", 9e9, {}, reused), None) is True
+    gone = {"host": socket.gethostname(), "pid": dead_pid()}
+    assert holder_ended(Lease("r", "arn:gone", 9e9, {}, gone), None) is True

@@ -34,6 +34,7 @@ import logging
 import os
 import socket
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Protocol
 
 from replmon.core.clock import Clock
@@ -184,9 +185,10 @@ def holder_ended(lease: Lease, executions: ExecutionStatus | None) -> bool | Non
             os.kill(int(pid), 0)
         except ProcessLookupError:
             return True
-        except PermissionError:  # another user's live process
+        except PermissionError:  # another user's live process (or the pid reused by one: the expiry decides)
             return False
-        return False
+        started = lease.owner.get("started")  # a live pid that started at another time names another process
+        return bool(started) and process_started(int(pid)) not in (None, started)
     if executions is None or not lease.holder:
         return None
     running = executions.running(lease.holder)
@@ -194,8 +196,24 @@ def holder_ended(lease: Lease, executions: ExecutionStatus | None) -> bool | Non
 
 
 def local_owner() -> dict[str, str]:
-    """A local run's identity on its lease (local/execution.py): this host and process."""
-    return {"host": socket.gethostname(), "pid": str(os.getpid())}
+    """A local run's identity on its lease (local/execution.py): this host and process, and the
+    process's start time where the system tells it (so a reused pid is not taken for the run)."""
+    owner = {"host": socket.gethostname(), "pid": str(os.getpid())}
+    started = process_started(os.getpid())
+    if started:
+        owner["started"] = started
+    return owner
+
+
+def process_started(pid: int) -> str | None:
+    """When process ``pid`` started, in clock ticks since boot (``/proc/<pid>/stat`` field 22, Linux's
+    proc(5)); None where there is no /proc or the process is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()  # after the command name, which may hold spaces and parentheses
+    return fields[19] if len(fields) > 19 else None
 
 
 def _standing(store: LeaseStore, executions: ExecutionStatus | None, names: list[str], holder: str,
