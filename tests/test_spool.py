@@ -385,3 +385,18 @@ def test_a_run_replays_past_the_reported_jams_and_says_so(env: Any, tmp_path: Pa
     assert any("primary/00-dir.json" in line and "folder" in line for line in lines)
     assert any("primary/01-nan.json" in line and "latency_hi" in line for line in lines)
     assert ("RecordQuarantined", 4, {}) in env.counted
+
+
+def test_files_an_earlier_replmon_set_aside_as_unreadable_are_taken_up_again(tmp_path: Path) -> None:
+    """replmon before the quarantine renamed a file that was no record to ``*.json.unreadable`` and
+    said nothing: replay now stores such a file that is a record and quarantines the rest, with a reason."""
+    spool = DirectorySpool(tmp_path / "spool")
+    spool.spool(rec("a"))
+    [good] = spool.entries()
+    good.rename(good.with_name(good.name + ".unreadable"))
+    (tmp_path / "spool" / "r" / "junk.json.unreadable").write_text("[1, 2]")
+    d, _ = deps(spool)
+    out = replay_spool(d)
+    assert out["replayed"] == 1 and spool.pending() == 0
+    [q] = spool.quarantine_entries()
+    assert q.entry == "r/junk.json.unreadable" and q.reason.endswith("(set aside as *.unreadable by an earlier replmon)")

@@ -29,6 +29,9 @@ from replmon.core.record import ProbeRecord
 #: The quarantine folder of a directory spool: a name no route can have (core/names.py NAME_RE).
 QUARANTINE = "_quarantine"
 REASON_SUFFIX = ".reason"
+#: What replmon before the quarantine did with a file that was not a record: renamed it so, in its
+#: route folder, and said nothing. Replay takes such files up again (a record is stored, the rest quarantined).
+SET_ASIDE_SUFFIX = ".json.unreadable"
 
 
 def _encode(record: ProbeRecord) -> str:
@@ -225,7 +228,8 @@ class DirectorySpool:
 
     def entries(self) -> list[Path]:
         """What waits to be replayed, oldest key first: every ``*.json`` in a route folder, whatever
-        it is (a folder named ``x.json`` too: replay quarantines it rather than stop at it)."""
+        it is (a folder named ``x.json`` too: replay quarantines it rather than stop at it), and every
+        ``*.json.unreadable`` an earlier replmon set aside without a word."""
         if not self.root.is_dir():
             return []
         out: list[Path] = []
@@ -233,7 +237,7 @@ class DirectorySpool:
             if folder.name == QUARANTINE or not folder.is_dir() or folder.is_symlink():
                 continue
             try:
-                out += [p for p in folder.iterdir() if p.name.endswith(".json") and not p.name.startswith(".")]
+                out += [p for p in folder.iterdir() if p.name.endswith((".json", SET_ASIDE_SUFFIX)) and not p.name.startswith(".")]
             except OSError as exc:  # a route folder that cannot be listed: said, and the others still replayed
                 from replmon.core.files import describe_os_error
 
@@ -250,7 +254,8 @@ class DirectorySpool:
                                      + ", not a record file")
                 record = _decode(path.read_bytes().decode("utf-8"))
             except (OSError, ValueError, KeyError, TypeError) as exc:
-                self.quarantine(str(path), unreadable(exc))
+                older = " (set aside as *.unreadable by an earlier replmon)" if path.name.endswith(SET_ASIDE_SUFFIX) else ""
+                self.quarantine(str(path), unreadable(exc) + older)
                 continue
             yield str(path), record
 
