@@ -281,3 +281,20 @@ def test_a_local_holder_whose_pid_now_names_another_process_has_ended() -> None:
         assert holder_ended(Lease("r", "arn:old", 9e9, {}, reused), None) is True
     gone = {"host": socket.gethostname(), "pid": dead_pid()}
     assert holder_ended(Lease("r", "arn:gone", 9e9, {}, gone), None) is True
+
+
+def test_a_failed_release_of_a_lease_this_run_does_not_hold_is_no_fault() -> None:
+    from types import SimpleNamespace
+
+    from replmon.adapters.leases import MemoryLeases
+    from replmon.local.execution import release_leases
+
+    class Flaky(MemoryLeases):
+        def release(self, route: str, run_id: str, now: float, run: str | None = None) -> bool:
+            raise StoreUnavailable(f"{TABLE}: InternalServerError")
+
+    leases = Flaky()
+    leases.acquire("mine", "arn:me", 0.0, 1790003600.0, {})
+    leases.acquire("theirs", "arn:other", 0.0, 1790003600.0, {})
+    kept = release_leases(SimpleNamespace(leases=leases), ["mine", "theirs", "never"], "arn:me", "r")  # type: ignore[arg-type]
+    assert [line.split(" not released")[0] for line in kept] == ["lease of route mine"]

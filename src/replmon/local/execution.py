@@ -217,10 +217,12 @@ def release_leases(deps: Deps, routes: list[str], holder: str, run: str | None =
             expires = until
             try:
                 lease = deps.leases.leases([name]).get(name)
-                if lease is not None and lease.holder == holder and lease.until:
-                    expires = lease.until
             except Exception:  # the store is gone: the expiry is the one BeginRouteRun set
-                pass
+                lease = None
+            else:
+                if lease is None or lease.holder != holder:
+                    continue  # not this run's lease (released meanwhile, or never taken): nothing held
+                expires = lease.until or until
             when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(expires)) if expires else "its expiry (unknown)"
             why = " ".join(describe_os_error(exc).split())[:200]  # a full disk: 'ENOSPC (disk full): <path>'
             logging.getLogger("replmon").warning("lease not released", extra={"route": name, "error": why, "until": expires})
