@@ -138,7 +138,7 @@ def test_spool_list_retry_drop(tmp_path: Path) -> None:
     assert retried.returncode == 0 and "back in the spool" in retried.stderr
     assert (tmp_path / "spool" / "r" / "02-list.json").read_text() == "[1, 2]" and spool.pending() == 2
     unknown = cli("spool", "drop", "r/nope.json", *flag)
-    assert unknown.returncode == 2 and "not in the quarantine" in unknown.stderr
+    assert unknown.returncode == 2 and "neither waiting nor quarantined" in unknown.stderr
     neither = cli("spool", "drop", *flag)
     assert neither.returncode == 2 and "ENTRY or --all" in neither.stderr
     dropped = cli("spool", "drop", "--all", *flag)
@@ -400,3 +400,17 @@ def test_files_an_earlier_replmon_set_aside_as_unreadable_are_taken_up_again(tmp
     assert out["replayed"] == 1 and spool.pending() == 0
     [q] = spool.quarantine_entries()
     assert q.entry == "r/junk.json.unreadable" and q.reason.endswith("(set aside as *.unreadable by an earlier replmon)")
+
+
+def test_spool_drop_and_retry_handle_a_waiting_record_named_one_by_one(tmp_path: Path) -> None:
+    spool = DirectorySpool(tmp_path / "spool")
+    spool.spool(rec("a"))
+    spool.spool(rec("b"))
+    first, second = (f"r/{p.name}" for p in spool.entries())
+    flag = ["--spool-dir", str(tmp_path / "spool")]
+    retried = cli("spool", "retry", first, *flag)
+    assert retried.returncode == 0 and "already waiting in the spool" in retried.stderr and spool.pending() == 2
+    assert cli("spool", "drop", "--all", *flag).returncode == 0 and spool.pending() == 2  # --all: the quarantine only
+    dropped = cli("spool", "drop", first, *flag)
+    assert dropped.returncode == 0 and "its record is given up" in dropped.stderr
+    assert [f"r/{p.name}" for p in spool.entries()] == [second]
