@@ -298,3 +298,10 @@ def test_a_failed_release_of_a_lease_this_run_does_not_hold_is_no_fault() -> Non
     leases.acquire("theirs", "arn:other", 0.0, 1790003600.0, {})
     kept = release_leases(SimpleNamespace(leases=leases), ["mine", "theirs", "never"], "arn:me", "r")  # type: ignore[arg-type]
     assert [line.split(" not released")[0] for line in kept] == ["lease of route mine"]
+
+
+def test_an_interrupted_run_names_the_leases_it_could_not_give_back() -> None:
+    from replmon.local.execution import Salvage, salvage_summary
+
+    line = "lease of route primary not released (ENOSPC (disk full): /lab/dynamodb); it blocks the route's runs until ..."
+    assert salvage_summary(Salvage("SIGINT", "r", leases_kept=[line]))[-1] == f"  {line}"

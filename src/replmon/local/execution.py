@@ -122,6 +122,7 @@ class Salvage:
     cleanup_failures: dict[str, list[str]] = field(default_factory=dict)
     not_started: list[str] = field(default_factory=list)
     unsettled: bool = False  # handlers were still running when the runner gave up waiting
+    leases_kept: list[str] = field(default_factory=list)  # leases it could not give back, one line each with the expiry
 
 
 class RunInterrupted(Exception):
@@ -168,6 +169,7 @@ def run_request(
         if on_progress:  # a probe is done when its Cleanup succeeded
             on_progress(sum(1 for i in invocations if i.function == "Cleanup" and i.error is None), total)
 
+    salvage: Salvage | None = None
     with local_state_machine(_cancellable(deps, function_deps, cancel)) as sm:
         arn = sm.start(request.model_copy(update={"run_id": run_id}).to_input())
         try:
@@ -180,6 +182,8 @@ def run_request(
             raise RunInterrupted(salvage) from None
         finally:  # a stopped or timed-out run never reached EndRouteRun: free its routes now, not at `until`
             kept = release_leases(deps, [r.name for r in request.routes], arn, run_id, until=lease_until(sm.invocations))
+            if salvage is not None:  # an interrupted run says so too
+                salvage.leases_kept = kept
     acc = account(execution)
     acc.leases_kept = kept
     try:
@@ -308,4 +312,5 @@ def salvage_summary(s: Salvage) -> list[str]:
         lines.append(f"  {len(s.not_started)} probe(s) never started (nothing to record or remove)")
     if s.unsettled:
         lines.append("  some steps were still running after the settle time; their probes may need the next run's sweep")
+    lines += [f"  {line}" for line in s.leases_kept]
     return lines
