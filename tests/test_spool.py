@@ -138,7 +138,7 @@ def test_spool_list_retry_drop(tmp_path: Path) -> None:
     assert retried.returncode == 0 and "back in the spool" in retried.stderr
     assert (tmp_path / "spool" / "r" / "02-list.json").read_text() == "[1, 2]" and spool.pending() == 2
     unknown = cli("spool", "drop", "r/nope.json", *flag)
-    assert unknown.returncode == 2 and "not in the quarantine" in unknown.stderr
+    assert unknown.returncode == 2 and "neither waiting nor quarantined" in unknown.stderr
     neither = cli("spool", "drop", *flag)
     assert neither.returncode == 2 and "ENTRY or --all" in neither.stderr
     dropped = cli("spool", "drop", "--all", *flag)
@@ -253,3 +253,164 @@ def test_a_route_folder_that_cannot_be_listed_is_named_and_the_others_replayed(t
     out = replay_spool(deps(spool)[0])
     assert out["replayed"] == 1 and out["quarantined"] == [f"locked/: cannot be listed (EACCES (Permission denied): "
                                                              f"{tmp_path / 'spool' / 'locked'}); its records wait there"]
+
+
+def test_a_transaction_cancelled_for_what_the_record_holds_is_quarantined_throttling_is_not(tmp_path: Path) -> None:
+    """TransactWriteItems reports a record the store can never hold as TransactionCanceledException
+    with a ValidationError reason ("an item size becomes too large (larger than 400 KB) ... or a
+    similar validation error", "a user error, such as an invalid data format"); a throttled or
+    conflicting transaction is cancelled too, but for now only
+    (https://docs.aws.amazon.com/botocore/latest/reference/services/dynamodb/client/exceptions/TransactionCanceledException.html).
+    The first is quarantined and the replay goes on; the second waits for the next run."""
+    class Cancelled(MemoryLatencyTable):
+        def __init__(self, codes: dict[str, str]) -> None:
+            super().__init__()
+            self.codes = codes
+
+        def transact(self, writes: Any, token: str | None = None) -> Any:
+            probe = str(writes[0].item["probe_id"])
+            if probe in self.codes:
+                err = ClientError({"Error": {"Code": "TransactionCanceledException", "Message": "Transaction cancelled"},
+                                   "CancellationReasons": [{"Code": self.codes[probe]}, {"Code": "None"}]}, "TransactWriteItems")
+                raise StoreUnavailable(f"replmon-latency: transaction cancelled: {self.codes[probe]}, None") from err
+            return super().transact(writes, token)
+
+    spool = DirectorySpool(tmp_path / "spool")
+    for p in ("a", "b", "c"):
+        spool.spool(rec(p))
+    out = replay_spool(deps(spool, Cancelled({rec("a").probe_id: "ValidationError"}))[0])
+    assert out["replayed"] == 2 and len(out["quarantined"]) == 1 and "ValidationError" in out["quarantined"][0]
+    spool.spool(rec("d"))
+    spool.spool(rec("e"))
+    out = replay_spool(deps(spool, Cancelled({rec("d").probe_id: "ThrottlingError"}))[0])
+    assert (out["replayed"], out["left"], out["quarantined"], spool.pending()) == (0, 1, [], 2)
+
+
+def test_an_entry_that_fails_in_a_way_no_one_foresaw_is_quarantined_not_met_again_every_run(tmp_path: Path) -> None:
+    class Odd(MemoryLatencyTable):
+        def transact(self, writes: Any, token: str | None = None) -> Any:
+            if writes[0].item["probe_id"] == "a":
+                raise AssertionError("a record's transaction can only be cancelled by its own put")
+            return super().transact(writes, token)
+
+    spool = DirectorySpool(tmp_path / "spool")
+    for p in ("a", "b"):
+        spool.spool(rec(p))
+    d, metrics = deps(spool, Odd())
+    out = replay_spool(d)
+    assert out["replayed"] == 1 and ("RecordQuarantined", 1) in metrics.counts
+    [line] = out["quarantined"]
+    assert line.startswith("r/") and line.endswith(": not storable: AssertionError: a record's transaction can only be cancelled by its own put")
+    assert [q.entry.split("/")[0] for q in spool.quarantine_entries()] == ["r"] and spool.pending() == 0
+
+
+def test_a_stored_record_that_cannot_be_removed_from_the_spool_is_named_and_the_rest_replayed(tmp_path: Path,
+                                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    spool = DirectorySpool(tmp_path / "spool")
+    for p in ("a", "b"):
+        spool.spool(rec(p))
+    first = spool.entries()[0]
+    real = Path.unlink
+
+    def unlink(self: Path, missing_ok: bool = False) -> None:
+        if self == first:
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        real(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", unlink)
+    out = replay_spool(deps(spool)[0])
+    assert out["replayed"] == 2 and spool.entries() == [first]
+    assert len(out["quarantined"]) == 1 and "NOT removed from the spool (EACCES" in out["quarantined"][0]
+
+
+def test_a_quarantine_queue_that_refuses_a_message_is_named_and_the_replay_goes_on() -> None:
+    import boto3
+    from moto import mock_aws
+
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        spool_url = sqs.create_queue(QueueName="spool")["QueueUrl"]
+        gone = sqs.create_queue(QueueName="spool-quarantine")["QueueUrl"]
+        sqs.delete_queue(QueueUrl=gone)  # the quarantine queue is gone (or its policy denies the send)
+        spool = SqsSpool(spool_url, sqs, gone)
+        sqs.send_message(QueueUrl=spool_url, MessageBody="[1, 2]")
+        spool.spool(rec("a"))
+        out = replay_spool(deps(spool)[0])
+        assert out["replayed"] == 1 and len(out["quarantined"]) == 1
+        assert "not a record" in out["quarantined"][0] and "NOT moved to the quarantine queue" in out["quarantined"][0]
+
+
+def test_the_sqs_spool_names_a_quarantined_message_by_its_id_in_the_quarantine_queue() -> None:
+    import boto3
+    from moto import mock_aws
+
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        spool_url = sqs.create_queue(QueueName="spool")["QueueUrl"]
+        quarantine_url = sqs.create_queue(QueueName="spool-quarantine")["QueueUrl"]
+        sqs.send_message(QueueUrl=spool_url, MessageBody="[1, 2]")
+        out = replay_spool(deps(SqsSpool(spool_url, sqs, quarantine_url))[0])
+        [held] = sqs.receive_message(QueueUrl=quarantine_url)["Messages"]
+        assert out["quarantined"][0].startswith(f"{held['MessageId']}: not a record")
+
+
+def test_a_run_replays_past_the_reported_jams_and_says_so(env: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reported failure, through a whole local run (the real ASL's Housekeeping step): a folder
+    named `*.json` and a NaN record sorted before an earlier run's good records. Every good record is
+    stored, each bad entry is quarantined with its reason, and the run's lines say so (the CLI
+    exits 5 on them: cli/probe.py, cli/labcmd.py)."""
+    import dataclasses
+
+    from replmon.cli.runend import spool_faults
+    from replmon.local.execution import run_request
+    from tests.fakes import Scenario
+    from tests.test_lease_end import on_test_clock, request
+
+    on_test_clock(env, monkeypatch)
+    env.fake.default = Scenario(latency=2.0)
+    spool = DirectorySpool(tmp_path / "spool")
+    earlier = [rec(p, route="primary") for p in ("a", "b", "c")]
+    for r in earlier:
+        spool.spool(r)
+    plant_bad_entries(tmp_path / "spool" / "primary")
+    run = run_request(request(), dataclasses.replace(env.deps, spool=spool))
+    assert run.execution.status == "SUCCEEDED", run.execution.cause
+    stored = {r.probe_id for r in env.store.query("primary", 0, 4e9)}
+    assert {"a", "b", "c"} <= stored and spool.pending() == 0
+    assert len(spool.quarantine_entries()) == 4
+    lines = spool_faults(run.execution, tmp_path / "spool")
+    assert len(lines) == 5 and lines[-1].startswith("spool: 4 entries quarantined in ") and "(RecordQuarantined)" in lines[-1]
+    assert any("primary/00-dir.json" in line and "folder" in line for line in lines)
+    assert any("primary/01-nan.json" in line and "latency_hi" in line for line in lines)
+    assert ("RecordQuarantined", 4, {}) in env.counted
+
+
+def test_files_an_earlier_replmon_set_aside_as_unreadable_are_taken_up_again(tmp_path: Path) -> None:
+    """replmon before the quarantine renamed a file that was no record to ``*.json.unreadable`` and
+    said nothing: replay now stores such a file that is a record and quarantines the rest, with a reason."""
+    spool = DirectorySpool(tmp_path / "spool")
+    spool.spool(rec("a"))
+    [good] = spool.entries()
+    good.rename(good.with_name(good.name + ".unreadable"))
+    (tmp_path / "spool" / "r" / "junk.json.unreadable").write_text("[1, 2]")
+    d, _ = deps(spool)
+    out = replay_spool(d)
+    assert out["replayed"] == 1 and spool.pending() == 0
+    [q] = spool.quarantine_entries()
+    assert q.entry == "r/junk.json.unreadable" and q.reason.endswith("(set aside as *.unreadable by an earlier replmon)")
+
+
+def test_spool_drop_and_retry_handle_a_waiting_record_named_one_by_one(tmp_path: Path) -> None:
+    spool = DirectorySpool(tmp_path / "spool")
+    spool.spool(rec("a"))
+    spool.spool(rec("b"))
+    first, second = (f"r/{p.name}" for p in spool.entries())
+    flag = ["--spool-dir", str(tmp_path / "spool")]
+    retried = cli("spool", "retry", first, *flag)
+    assert retried.returncode == 0 and "already waiting in the spool" in retried.stderr and spool.pending() == 2
+    assert cli("spool", "drop", "--all", *flag).returncode == 0 and spool.pending() == 2  # --all: the quarantine only
+    dropped = cli("spool", "drop", first, *flag)
+    assert dropped.returncode == 0 and "its record is given up" in dropped.stderr
+    assert [f"r/{p.name}" for p in spool.entries()] == [second]

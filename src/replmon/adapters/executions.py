@@ -1,13 +1,13 @@
 """Is a lease's holder still running? Step Functions' DescribeExecution (core/ports.py ExecutionStatus).
 
 A lease expires ``until`` after its run's worst case, but a run can still overrun it (throttled
-Lambdas, slow Map children, retries). BeginRouteRun asks this only for an *expired* lease held by
-another run, so it costs one call per overrun, not one per route and tick. DescribeExecution is
-eventually consistent too ("results are best effort and may not reflect very recent updates"),
-but the execution asked about started at least its whole worst case ago: a stale answer can only
-be RUNNING for a run that has just ended, which skips the route one tick more (the safe side).
-An unknown execution answers ``ExecutionDoesNotExist`` (DescribeExecution API reference,
-https://docs.aws.amazon.com/step-functions/latest/apireference/API_DescribeExecution.html); the
+Lambdas, slow Map children, retries). BeginRouteRun asks this once per other holder of the routes it
+plans (a run holds many routes): an ended holder does not block, even before its lease expires.
+DescribeExecution is eventually consistent too ("results are best effort and may not reflect very recent updates"),
+so an execution it does not know (``ExecutionDoesNotExist``: perhaps one that has just started) is
+"cannot tell" (its lease's expiry decides), and a stale RUNNING for a run that has just ended skips
+the route one tick more (the safe side) (DescribeExecution API reference,
+https://docs.aws.amazon.com/step-functions/latest/apireference/API_DescribeExecution.html). The
 IAM action ``states:DescribeExecution`` takes the *execution* resource
 ``arn:${Partition}:states:${Region}:${Account}:execution:${StateMachineName}:${ExecutionId}``
 (Service Authorization Reference, AWS Step Functions,
@@ -25,6 +25,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 log = logging.getLogger("replmon")
 
 RUNNING = "RUNNING"
+#: Statuses of an execution that runs, or will run again: PENDING_REDRIVE is a failed execution being
+#: redriven (RedriveExecution keeps its ARN and continues from the failed step). SUCCEEDED, FAILED,
+#: TIMED_OUT and ABORTED have ended (DescribeExecution's status).
+STILL_RUNS = frozenset({RUNNING, "PENDING_REDRIVE"})
 
 
 class StepFunctionsExecutions:
@@ -44,10 +48,12 @@ class StepFunctionsExecutions:
         if not holder.startswith("arn:") or ":execution:" not in holder:
             return None  # a lab or ad-hoc run id: nothing to ask
         try:
-            return bool(self.client.describe_execution(executionArn=holder)["status"] == RUNNING)
+            return self.client.describe_execution(executionArn=holder)["status"] in STILL_RUNS
         except ClientError as exc:
             if exc.response["Error"]["Code"] == "ExecutionDoesNotExist":
-                return False
+                # Not "ended": DescribeExecution is eventually consistent, and a run that has just started
+                # (and taken its lease) may not be seen yet; its expiry decides (an expired lease is taken).
+                return None
             log.warning("could not tell whether a lease's holder still runs", extra={"holder": holder, "error": str(exc)})
             return None
         except BotoCoreError as exc:

@@ -29,6 +29,9 @@ from replmon.core.record import ProbeRecord
 #: The quarantine folder of a directory spool: a name no route can have (core/names.py NAME_RE).
 QUARANTINE = "_quarantine"
 REASON_SUFFIX = ".reason"
+#: What replmon before the quarantine did with a file that was not a record: renamed it so, in its
+#: route folder, and said nothing. Replay takes such files up again (a record is stored, the rest quarantined).
+SET_ASIDE_SUFFIX = ".json.unreadable"
 
 
 def _encode(record: ProbeRecord) -> str:
@@ -65,6 +68,7 @@ class SqsSpool:
     def __init__(self, queue_url: str, client: Any, quarantine_url: str | None = None) -> None:
         self.client, self.queue_url, self.quarantine_url = client, queue_url, quarantine_url
         self._bodies: dict[str, str] = {}
+        self._ids: dict[str, str] = {}  # receipt handle -> message id (the name `replmon spool list` shows)
         self.quarantined: list[str] = []  # "<message id>: <reason>", this process's
 
     def spool(self, record: ProbeRecord) -> None:
@@ -81,7 +85,7 @@ class SqsSpool:
             for m in messages:
                 taken += 1
                 handle, body = m["ReceiptHandle"], m.get("Body", "")
-                self._bodies[handle] = body
+                self._bodies[handle], self._ids[handle] = body, str(m.get("MessageId", handle[:16]))
                 try:
                     record = _decode(body)
                 except (ValueError, KeyError, TypeError) as exc:
@@ -92,15 +96,25 @@ class SqsSpool:
     def ack(self, handle: str) -> None:
         self.client.delete_message(QueueUrl=self.queue_url, ReceiptHandle=handle)
         self._bodies.pop(handle, None)
+        self._ids.pop(handle, None)
 
     def quarantine(self, handle: str, reason: str) -> None:
         """Move the message to the quarantine queue with its reason (a message attribute)."""
-        self.quarantined.append(f"{handle[:16]}: {reason}")
+        entry = self._ids.get(handle, handle[:16])
         if not self.quarantine_url:
+            self.quarantined.append(f"{entry}: {reason}; left in the spool queue (no quarantine queue: "
+                                    "its redrive policy moves it after maxReceiveCount receives)")
             return
-        self.client.send_message(QueueUrl=self.quarantine_url, MessageBody=self._bodies.get(handle, "") or "(empty)",
-                                 MessageAttributes={"reason": {"DataType": "String", "StringValue": reason[:1000]}})
-        self.ack(handle)
+        try:
+            sent = self.client.send_message(QueueUrl=self.quarantine_url, MessageBody=self._bodies.get(handle, "") or "(empty)",
+                                            MessageAttributes={"reason": {"DataType": "String", "StringValue": reason[:1000]}})
+            self.ack(handle)
+            entry = str((sent or {}).get("MessageId") or entry)  # its id in the quarantine queue, as `spool list` names it
+        except Exception as exc:  # the quarantine queue refused it: the message comes back after its visibility
+            from replmon.adapters.explain import explain  # timeout, and the redrive policy moves it in the end
+
+            reason = f"{reason}; NOT moved to the quarantine queue ({explain(exc)[:200]})"
+        self.quarantined.append(f"{entry}: {reason}")
 
 
 @dataclass(frozen=True)
@@ -214,7 +228,8 @@ class DirectorySpool:
 
     def entries(self) -> list[Path]:
         """What waits to be replayed, oldest key first: every ``*.json`` in a route folder, whatever
-        it is (a folder named ``x.json`` too: replay quarantines it rather than stop at it)."""
+        it is (a folder named ``x.json`` too: replay quarantines it rather than stop at it), and every
+        ``*.json.unreadable`` an earlier replmon set aside without a word."""
         if not self.root.is_dir():
             return []
         out: list[Path] = []
@@ -222,7 +237,7 @@ class DirectorySpool:
             if folder.name == QUARANTINE or not folder.is_dir() or folder.is_symlink():
                 continue
             try:
-                out += [p for p in folder.iterdir() if p.name.endswith(".json") and not p.name.startswith(".")]
+                out += [p for p in folder.iterdir() if p.name.endswith((".json", SET_ASIDE_SUFFIX)) and not p.name.startswith(".")]
             except OSError as exc:  # a route folder that cannot be listed: said, and the others still replayed
                 from replmon.core.files import describe_os_error
 
@@ -239,12 +254,22 @@ class DirectorySpool:
                                      + ", not a record file")
                 record = _decode(path.read_bytes().decode("utf-8"))
             except (OSError, ValueError, KeyError, TypeError) as exc:
-                self.quarantine(str(path), unreadable(exc))
+                older = " (set aside as *.unreadable by an earlier replmon)" if path.name.endswith(SET_ASIDE_SUFFIX) else ""
+                self.quarantine(str(path), unreadable(exc) + older)
                 continue
             yield str(path), record
 
     def ack(self, handle: str) -> None:
-        Path(handle).unlink(missing_ok=True)
+        """Remove a stored record's file. One that cannot be removed (a read-only folder) is named, not
+        raised: the next run finds it stored already (a duplicate), and the records behind it still replay."""
+        try:
+            Path(handle).unlink(missing_ok=True)
+        except OSError as exc:
+            from replmon.core.files import describe_os_error
+
+            path = Path(handle)
+            self.quarantined.append(f"{path.parent.name}/{path.name}: stored, but NOT removed from the spool "
+                                    f"({describe_os_error(exc)}); remove it by hand")
 
     def quarantine(self, handle: str, reason: str) -> None:
         """Move the entry to ``_quarantine/<route>/`` with a ``.reason`` file beside it. An entry that

@@ -40,8 +40,9 @@ MEANING: dict[Exit, str] = {
     Exit.NO_DATA: "no data: a route has nothing to judge in the window (a typo in --route, a schedule that is off): "
                   "never reported as RPO 0",
     Exit.NOT_RECORDED: "could not record or run: a record is not in the latency store (spooled for replay, quarantined, or "
-                       "lost) or the run file could not be written, one line per cause on stderr (docs/SEMANTICS.md, 'Could not "
-                       "record'); or an error nothing else named: one line and the path of a log holding the traceback",
+                       "lost), the run file could not be written, or a lease could not be given back (its expiry named), one line "
+                       "per cause on stderr (docs/SEMANTICS.md, 'Could not record'); or an error nothing else named: one line and "
+                       "the path of a log holding the traceback",
     Exit.SIGINT: "interrupted by SIGINT (Ctrl-C): what was recorded and removed is said on stderr",
     Exit.SIGTERM: "interrupted by SIGTERM",
 }
@@ -112,6 +113,7 @@ SPECIFIC: dict[tuple[str, Exit], str] = {
     ("fleet enroll", Exit.BREACH): "a bucket's merge was refused (S3 would reject it); its reason and fix are printed, the "
                                    "other buckets were done",
     ("fleet release", Exit.OK): "the lease was ended and the release recorded, or no run held it",
+    ("fleet release", Exit.NOT_RECORDED): "the lease was ended, but the record of it could not be written (the cause is named)",
     ("fleet put", Exit.USAGE): "the route is invalid (the field and its fix are named) or changed since the version given",
 }
 

@@ -239,8 +239,9 @@ def release(
 
     from replmon.adapters.explain import explain
     from replmon.adapters.leases import DynamoLeases
+    from replmon.cli.common import NOT_RECORDED
     from replmon.core.names import check_route_name
-    from replmon.fleet.lease import release_by_hand
+    from replmon.fleet.lease import ReleaseNotRecorded, release_by_hand
 
     try:
         check_route_name(route)
@@ -252,15 +253,21 @@ def release(
         by = f"{getpass.getuser()}@{socket.gethostname()}"
     except Exception:  # no user name in this environment
         by = f"replmon fleet release@{socket.gethostname()}"
+    def expiry(at: float | None) -> str:
+        return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at)) if at else "?"
+
     try:
         ended = release_by_hand(store, route, by, time.time())
+    except ReleaseNotRecorded as exc:  # released all the same: the next run probes the route
+        fail(f"route {route}: lease of {exc.lease.holder} (until {expiry(exc.lease.until)}) released by {by}, but the record "
+             f"of it could not be written to {route}#runs: {explain(exc.cause) if isinstance(exc.cause, Exception) else exc}",
+             NOT_RECORDED)
     except Exception as exc:
-        fail(f"latency store {registry.table!r}: {explain(exc)}", INFRASTRUCTURE)
+        fail(f"latency store {registry.table!r}: {explain(exc)}; the lease of route {route} is not released", INFRASTRUCTURE)
     if ended is None:
         err.print(f"route {route}: no run holds its lease; nothing to release", highlight=False)
         return OK
-    until = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ended.until)) if ended.until else "?"
-    err.print(f"route {route}: lease of {ended.holder} (until {until}) released by {by}; recorded in {route}#runs",
+    err.print(f"route {route}: lease of {ended.holder} (until {expiry(ended.until)}) released by {by}; recorded in {route}#runs",
               highlight=False, soft_wrap=True)
     return OK
 

@@ -26,14 +26,15 @@ spool_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
 DEFAULT_SPOOL = default_spool_dir()
 SPOOL_HELP = "The spool directory (probe --spool-dir; the lab's is DIR/spool)."
 STACK_HELP = "A deployed replmon stack: its spool and quarantine queues instead of a directory."
-ENTRIES_HELP = "Quarantined entries (ROUTE/FILE, or a message id with --stack-name), as `spool list` names them."
+ENTRIES_HELP = ("Entries (ROUTE/FILE, or a quarantined message id with --stack-name), as `spool list` names them: "
+                "quarantined ones, or waiting ones named one by one.")
 
 SpoolDir = Annotated[Path, typer.Option(metavar="DIR", help=SPOOL_HELP)]
 StackName = Annotated[str | None, typer.Option(metavar="STACK", help=STACK_HELP)]
 Region = Annotated[str | None, typer.Option(envvar="AWS_REGION", metavar="REGION", help="With --stack-name: the stack's AWS Region.")]
 Profile = Annotated[str | None, typer.Option(envvar="AWS_PROFILE", metavar="PROFILE", help="AWS profile (else the default credential chain).")]
 Entries = Annotated[list[str] | None, typer.Argument(metavar="[ENTRY]...", help=ENTRIES_HELP)]
-Every = Annotated[bool, typer.Option("--all", help="Every quarantined entry.")]
+Every = Annotated[bool, typer.Option("--all", help="Every quarantined entry (never the waiting ones).")]
 
 
 def _spool(spool_dir: Path) -> DirectorySpool:
@@ -94,15 +95,17 @@ def _which(entries: list[str] | None, every: bool, verb: str) -> set[str] | None
     return None if every else set(entries or [])
 
 
-def _chosen(spool: DirectorySpool, wanted: set[str] | None) -> list[Quarantined]:
+def _chosen(spool: DirectorySpool, wanted: set[str] | None) -> tuple[list[Quarantined], list[Path]]:
+    """The quarantined entries, and the waiting ones (named one by one; ``--all`` is the quarantine's)."""
     held = spool.quarantine_entries()
     if wanted is None:
-        return held
+        return held, []
     by_name = {q.entry: q for q in held}
-    unknown = sorted(wanted - set(by_name))
+    waiting = {f"{p.parent.name}/{p.name}": p for p in spool.entries()}
+    unknown = sorted(wanted - set(by_name) - set(waiting))
     if unknown:
-        fail(f"ENTRY {unknown[0]!r} is not in the quarantine of {spool.root}; `replmon spool list` names what is")
-    return [by_name[e] for e in sorted(wanted)]
+        fail(f"ENTRY {unknown[0]!r} is neither waiting nor quarantined in {spool.root}; `replmon spool list` names what is")
+    return [by_name[e] for e in sorted(wanted) if e in by_name], [waiting[e] for e in sorted(wanted) if e not in by_name]
 
 
 def _handle_queued(stack: str, region: str | None, profile: str | None, wanted: set[str] | None, retry: bool) -> int:
@@ -130,27 +133,38 @@ def retry_cmd(entries: Entries = None, every: Every = False, spool_dir: SpoolDir
     if stack_name:
         return _handle_queued(stack_name, region, profile, wanted, retry=True)
     spool = _spool(spool_dir)
-    for q in _chosen(spool, wanted):
+    held, waiting = _chosen(spool, wanted)
+    for q in held:
         try:
             dest = spool.retry(q)
         except (OSError, ValueError) as exc:
             fail(f"{q.entry}: not put back: {exc}")
         err.print(f"{q.entry}: back in the spool ({dest}); the next run replays it", highlight=False)
+    for path in waiting:
+        err.print(f"{path.parent.name}/{path.name}: already waiting in the spool; the next run with the store up replays it",
+                  highlight=False)
     return OK
 
 
 @spool_app.command("drop")
 def drop_cmd(entries: Entries = None, every: Every = False, spool_dir: SpoolDir = DEFAULT_SPOOL, stack_name: StackName = None,
              region: Region = None, profile: Profile = None) -> int:
-    """Delete quarantined entries (and their reasons): what they held is given up."""
+    """Delete quarantined entries (and their reasons), or waiting ones named: what they held is given up."""
     wanted = _which(entries, every, "drop")
     if stack_name:
         return _handle_queued(stack_name, region, profile, wanted, retry=False)
     spool = _spool(spool_dir)
-    for q in _chosen(spool, wanted):
+    held, waiting = _chosen(spool, wanted)
+    for q in held:
         try:
             spool.drop(q)
         except OSError as exc:
             fail(f"{q.entry}: not deleted: {exc.strerror or exc}")
         err.print(f"{q.entry}: deleted ({q.reason})", highlight=False)
+    for path in waiting:  # a record that waited for the store: given up, by name only
+        try:
+            path.unlink()
+        except OSError as exc:
+            fail(f"{path.parent.name}/{path.name}: not deleted: {exc.strerror or exc}")
+        err.print(f"{path.parent.name}/{path.name}: deleted (it waited for the store; its record is given up)", highlight=False)
     return OK

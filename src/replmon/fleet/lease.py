@@ -34,6 +34,7 @@ import logging
 import os
 import socket
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Protocol
 
 from replmon.core.clock import Clock
@@ -184,9 +185,10 @@ def holder_ended(lease: Lease, executions: ExecutionStatus | None) -> bool | Non
             os.kill(int(pid), 0)
         except ProcessLookupError:
             return True
-        except PermissionError:  # another user's live process
+        except PermissionError:  # another user's live process (or the pid reused by one: the expiry decides)
             return False
-        return False
+        started = lease.owner.get("started")  # a live pid that started at another time names another process
+        return bool(started) and process_started(int(pid)) not in (None, started)
     if executions is None or not lease.holder:
         return None
     running = executions.running(lease.holder)
@@ -194,8 +196,24 @@ def holder_ended(lease: Lease, executions: ExecutionStatus | None) -> bool | Non
 
 
 def local_owner() -> dict[str, str]:
-    """A local run's identity on its lease (local/execution.py): this host and process."""
-    return {"host": socket.gethostname(), "pid": str(os.getpid())}
+    """A local run's identity on its lease (local/execution.py): this host and process, and the
+    process's start time where the system tells it (so a reused pid is not taken for the run)."""
+    owner = {"host": socket.gethostname(), "pid": str(os.getpid())}
+    started = process_started(os.getpid())
+    if started:
+        owner["started"] = started
+    return owner
+
+
+def process_started(pid: int) -> str | None:
+    """When process ``pid`` started, in clock ticks since boot (``/proc/<pid>/stat`` field 22, Linux's
+    proc(5)); None where there is no /proc or the process is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()  # after the command name, which may hold spaces and parentheses
+    return fields[19] if len(fields) > 19 else None
 
 
 def _standing(store: LeaseStore, executions: ExecutionStatus | None, names: list[str], holder: str,
@@ -233,12 +251,20 @@ def end_run(event: Mapping[str, Any], deps: LeaseDeps) -> dict[str, Any]:
     run = str(event["run_id"]) if event.get("run_id") else None
     released: list[str] = []
     lost: list[str] = []
-    for name in event.get("routes") or []:
-        (released if store.release(name, str(event["holder"]), now, run=run) else lost).append(name)
+    failed: list[str] = []
+    for name in event.get("routes") or []:  # every route tried: one that cannot be released holds no other
+        try:
+            (released if store.release(name, str(event["holder"]), now, run=run) else lost).append(name)
+        except Exception as exc:
+            failed.append(f"lease of route {name} not released: {' '.join(str(exc).split())[:300]}")
     if lost:
         log.warning("leases no longer held at the end of the run (a later run took them: released when their probes "
                     "ended, or expired because the run outlasted its bound)",
                     extra={"routes": lost, "holder": event["holder"]})
+    if failed:  # retried by the state machine (a retry releases the rest: `run` matches what is released already)
+        log.error("leases not released at the end of the run: the next run takes them once this execution has ended",
+                  extra={"errors": failed, "holder": event["holder"]})
+        raise StoreUnavailable("; ".join(failed)[:1000])
     return {"released": released, "not_held": lost}
 
 
@@ -263,6 +289,17 @@ def release_by_hand(store: LeaseStore, route: str, by: str, now: float) -> Lease
         return None
     if not store.release(route, lease.holder, now):
         return None  # released or taken between the read and the write: nothing ended by hand
-    store.record_release(route, lease.holder, lease.until, by, now)
     log.warning("route's lease ended by hand", extra={"route": route, "held_by": lease.holder, "until": lease.until, "by": by})
+    try:
+        store.record_release(route, lease.holder, lease.until, by, now)
+    except Exception as exc:
+        raise ReleaseNotRecorded(lease, exc) from exc
     return lease
+
+
+class ReleaseNotRecorded(RuntimeError):
+    """The lease was ended by hand, but its record (``<route>#runs``) could not be written."""
+
+    def __init__(self, lease: Lease, cause: BaseException) -> None:
+        super().__init__(f"{type(cause).__name__}: {cause}")
+        self.lease, self.cause = lease, cause

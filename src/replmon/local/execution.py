@@ -122,6 +122,7 @@ class Salvage:
     cleanup_failures: dict[str, list[str]] = field(default_factory=dict)
     not_started: list[str] = field(default_factory=list)
     unsettled: bool = False  # handlers were still running when the runner gave up waiting
+    leases_kept: list[str] = field(default_factory=list)  # leases it could not give back, one line each with the expiry
 
 
 class RunInterrupted(Exception):
@@ -168,6 +169,7 @@ def run_request(
         if on_progress:  # a probe is done when its Cleanup succeeded
             on_progress(sum(1 for i in invocations if i.function == "Cleanup" and i.error is None), total)
 
+    salvage: Salvage | None = None
     with local_state_machine(_cancellable(deps, function_deps, cancel)) as sm:
         arn = sm.start(request.model_copy(update={"run_id": run_id}).to_input())
         try:
@@ -179,7 +181,9 @@ def run_request(
             salvage_probes(sm.invocations, deps, salvage)
             raise RunInterrupted(salvage) from None
         finally:  # a stopped or timed-out run never reached EndRouteRun: free its routes now, not at `until`
-            kept = release_leases(deps, [r.name for r in request.routes], arn, run_id)
+            kept = release_leases(deps, [r.name for r in request.routes], arn, run_id, until=lease_until(sm.invocations))
+            if salvage is not None:  # an interrupted run says so too
+                salvage.leases_kept = kept
     acc = account(execution)
     acc.leases_kept = kept
     try:
@@ -191,10 +195,22 @@ def run_request(
     return ProbeRun(run_id, execution, records, time.time() - started, acc)
 
 
-def release_leases(deps: Deps, routes: list[str], holder: str, run: str | None = None) -> list[str]:
+def lease_until(invocations: list[Invocation]) -> float | None:
+    """When the leases this run took expire: its BeginRouteRun's answer (``lease.until``)."""
+    for i in invocations:
+        if i.function == "BeginRouteRun" and isinstance(i.result, dict):
+            until = (i.result.get("lease") or {}).get("until")
+            return float(until) if isinstance(until, (int, float)) else None
+    return None
+
+
+def release_leases(deps: Deps, routes: list[str], holder: str, run: str | None = None, until: float | None = None) -> list[str]:
     """Give back ``holder``'s leases (a no-op for leases EndRouteRun, or each route's last probe,
     already gave back). Returns one line per lease still held by this run that could not be given
-    back, with its expiry: the run says so (exit 5) rather than leave the route skipped silently."""
+    back, with its expiry (read from the lease, else ``until``, the run's own BeginRouteRun answer):
+    the run says so (exit 5) rather than leave the route skipped silently."""
+    from replmon.core.files import describe_os_error
+
     if deps.leases is None:
         return []
     kept: list[str] = []
@@ -202,15 +218,19 @@ def release_leases(deps: Deps, routes: list[str], holder: str, run: str | None =
         try:
             deps.leases.release(name, holder, time.time(), run=run)
         except Exception as exc:  # it expires at its `until`: say when, and how to end it now
-            until: float | None = None
+            expires = until
             try:
                 lease = deps.leases.leases([name]).get(name)
-                until = lease.until if lease is not None and lease.holder == holder else None
-            except Exception:  # the store is gone: the expiry cannot be read either
-                pass
-            when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(until)) if until else "its expiry (unreadable)"
-            logging.getLogger("replmon").warning("lease not released", extra={"route": name, "error": f"{type(exc).__name__}: {exc}"})
-            kept.append(f"lease of route {name} not released ({type(exc).__name__}: {str(exc)[:120]}); it blocks the route's runs "
+            except Exception:  # the store is gone: the expiry is the one BeginRouteRun set
+                lease = None
+            else:
+                if lease is None or lease.holder != holder:
+                    continue  # not this run's lease (released meanwhile, or never taken): nothing held
+                expires = lease.until or until
+            when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(expires)) if expires else "its expiry (unknown)"
+            why = " ".join(describe_os_error(exc).split())[:200]  # a full disk: 'ENOSPC (disk full): <path>'
+            logging.getLogger("replmon").warning("lease not released", extra={"route": name, "error": why, "until": expires})
+            kept.append(f"lease of route {name} not released ({why}); it blocks the route's runs "
                         f"until {when}, or until replmon fleet release {name}")
     return kept
 
@@ -292,4 +312,5 @@ def salvage_summary(s: Salvage) -> list[str]:
         lines.append(f"  {len(s.not_started)} probe(s) never started (nothing to record or remove)")
     if s.unsettled:
         lines.append("  some steps were still running after the settle time; their probes may need the next run's sweep")
+    lines += [f"  {line}" for line in s.leases_kept]
     return lines
