@@ -27,7 +27,7 @@ ALLOWED: Mapping[str, set[str]] = {
     "mounts": {"core"},
     "probe": {"core", "signals"},
     "fleet": {"core", "probe", "signals", "cost"},  # the planner's caps price routes with `replmon cost`'s model
-    "cost": {"core", "probe", "fleet"},
+    "cost": {"core", "probe", "signals", "fleet"},  # it prices what the functions do (the expectation's hour items)
     "adapters": {"core"},
     "wiring": {"core", "probe", "signals", "adapters"},
     "entry": {"core", "probe", "signals", "fleet", "mounts", "wiring"},

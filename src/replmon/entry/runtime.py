@@ -28,7 +28,18 @@ from replmon.core.telemetry import SERVICE
 
 #: In Lambda, Powertools' default stream (stdout; Lambda sends stdout and stderr to CloudWatch Logs);
 #: anywhere else (the CLI, the lab, a local run) stderr: stdout holds a command's output alone.
-logger = Logger(service=SERVICE, stream=None if os.environ.get("AWS_LAMBDA_FUNCTION_NAME") else sys.stderr)
+class _Stderr:
+    """Whatever ``sys.stderr`` is when a line is written (a stream bound at import would outlive a
+    redirected or captured stderr and write to a closed file)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+logger = Logger(service=SERVICE, stream=None if os.environ.get("AWS_LAMBDA_FUNCTION_NAME") else _Stderr())  # type: ignore[arg-type]
 
 
 def quiet_handler_logs() -> None:
