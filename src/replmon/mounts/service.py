@@ -29,6 +29,8 @@ BEFORE_S = 3600
 SERIES: dict[str, dict[str, str]] = {
     "AWS/FSx": {"DataReadBytes": "read", "DataWriteBytes": "write"},
     "AWS/EFS": {"DataReadIOBytes": "read", "DataWriteIOBytes": "write"},
+    # the lab's credit proxy (replmon.lab.credits.ByteMeter): FSx's names, metered to the second
+    "replmon-lab/Credits": {"DataReadBytes": "read", "DataWriteBytes": "write"},
 }
 
 
@@ -73,7 +75,9 @@ def missing(collected: dict[str, Any] | None, plan: Any, start: float, end: floa
 
 
 def knees(collected: dict[str, Any], start: float, end: float) -> dict[str, Any]:
-    """The knee of each direction's series inside the run window (as run.json stores fio's)."""
+    """The knee of each direction's series inside the run window (as run.json stores fio's), with
+    the series' period (``resolution_s``) and its first point's time (``first_s``, epoch s: where
+    the knee's seconds count from)."""
     from replmon.mounts.knee import find_knee
 
     out: dict[str, Any] = {}
@@ -81,5 +85,6 @@ def knees(collected: dict[str, Any], start: float, end: float) -> dict[str, Any]
         pts = [(t, v) for t, v in collected["series"].get(name, []) if start - collected["period_s"] <= t <= end]
         if pts:
             k = find_knee([t for t, _ in pts], [v for _, v in pts])
-            out[direction] = {"samples": len(pts), "metric": name, "knee": k.to_json() if k else None}
+            out[direction] = {"samples": len(pts), "metric": name, "resolution_s": collected["period_s"], "first_s": pts[0][0],
+                              "knee": k.to_json() if k else None}
     return out
