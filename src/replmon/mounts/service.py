@@ -77,12 +77,26 @@ def missing(collected: dict[str, Any] | None, plan: Any, start: float, end: floa
 def knees(collected: dict[str, Any], start: float, end: float) -> dict[str, Any]:
     """The knee of each direction's series inside the run window (as run.json stores fio's), with
     the series' period (``resolution_s``) and its first point's time (``first_s``, epoch s: where
-    the knee's seconds count from)."""
+    the knee's seconds count from). The series is the whole periods of the clients' I/O: idle
+    periods before and after it are no level of the burst, and the first and last periods with
+    bytes are partly idle (a 1 s meter's first second had the client starting up).
+
+    >>> got = {"directions": {"DataWriteBytes": "write"}, "period_s": 1, "series": {"DataWriteBytes":
+    ...        [[t, float(v)] for t, v in enumerate([0, 5, *[20] * 10, *[3] * 10, 1, 0], start=100)]}}
+    >>> k = knees(got, 100.0, 124.0)["write"]
+    >>> k["first_s"], k["samples"], k["knee"]["burst"], k["knee"]["sustained"], k["knee"]["at_s"]
+    (102, 20, 20.0, 3.0, 10.0)
+    """
     from replmon.mounts.knee import find_knee
 
     out: dict[str, Any] = {}
     for name, direction in collected["directions"].items():
         pts = [(t, v) for t, v in collected["series"].get(name, []) if start - collected["period_s"] <= t <= end]
+        while pts and pts[0][1] == 0:  # from the first period the clients moved bytes in, as fio's log starts at its first I/O
+            pts.pop(0)
+        while pts and pts[-1][1] == 0:
+            pts.pop()
+        pts = pts[1:-1]  # the first and the last of them are cut by the I/O's start and end: part of a period each
         if pts:
             k = find_knee([t for t, _ in pts], [v for _, v in pts])
             out[direction] = {"samples": len(pts), "metric": name, "resolution_s": collected["period_s"], "first_s": pts[0][0],
