@@ -142,7 +142,8 @@ def knee_where_the_cap_bit(r: TargetRun, after: float) -> str | None:
     if knee is None:
         return f"no knee in the proxy's series: {entry}"
     if not (fell - res < knee["at_s"] <= fell + res and knee["decline_start_s"] <= knee["at_s"] <= knee["decline_end_s"]):
-        return f"knee {knee} at resolution {res} s, the cap fell at {fell:.1f} s of the proxy's series"
+        series = [round(v / 2**20, 1) for t, v in r.result.run["service_metrics"]["series"]["DataWriteBytes"] if t >= entry["first_s"]]
+        return f"knee {knee} at resolution {res} s, the cap fell at {fell:.1f} s of the proxy's series (MiB/s): {series}"
     # what a token bucket lets through is at most its rate (plus one CHUNK of depth): the levels are the caps, or less
     if not (knee["burst"] <= 1.05 * BURST_MIBPS * 2**20 and knee["sustained"] <= 1.05 * SUSTAINED_MIBPS * 2**20):
         return f"levels above the caps: {knee}"

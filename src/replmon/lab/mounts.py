@@ -15,6 +15,9 @@
   ``throttle_after`` seconds in: 40 % of the preset's run time at the scale by default
   (:func:`default_throttle_after`: 45 s of burst-write's 112 s at small scale), so the knee
   detector sees a burst, the fall and the sustained level. The mount uploads 5 MiB parts (below);
+  the proxy's own byte counter per second is the run's file-system series (``service_knees``,
+  as R4 read FSx's DataWriteBytes): fio's log times writes as the mount accepts them, a part at a
+  time, and shows the fall as clumps;
 - ``s3fs``: s3fs-fuse (Debian) on the same bucket;
 - ``local``: a directory on the lab's disk (the studies' EBS row).
 Results go to a results bucket on the same MinIO, then through the ingest code into the lab's
