@@ -28,9 +28,8 @@ when a whole multipart upload does (Mountpoint behind a slow link) leave most se
    steps; steps within noise of each other are not separate levels.
 4. **Read the shape.** ``burst`` is the level of the segment the series starts on (the plateau
    from the start). The plateau lasts until the last segment, before the fall (the first segment
-   from which every level is below the knee line ``burst * (1 - min_drop)`` and not below
-   ``sustained * (1 - min_drop)``: a pause in the burst, below the line and back, is not the
-   fall, nor is a pause right before it, as far below the sustained level as a knee falls), that is still within noise of the burst level
+   from which every level is below the knee line ``burst * (1 - min_drop)``: a pause in the
+   burst, below the line and back, is not the fall), that is still within noise of the burst level
    (``decline_start_s``, also ``burst_duration_s``: a noisy burst may dip and recover before it
    falls for good). ``sustained`` is the level of the later half of the last segment (an
    exponential decay is still settling at its start); the decline ends where the segments from
@@ -173,16 +172,12 @@ def find_knee(times: Sequence[float], values: Sequence[float], *, min_drop: floa
         return None
     band = MERGE_SIGMAS * sigma
     line = burst * (1 - min_drop)
-    # The fall for good: the first segment from which every level is below the line and not below
-    # the sustained level. A burst the client paused in for a few seconds (a segment below the line,
-    # then the burst level again) has not fallen there, nor has one whose client paused right before
-    # the fall (a level below the sustained one, which the file system at its baseline does not go
-    # under while its clients write: the gap is theirs).
-    under = sustained * (1 - min_drop)  # a level this far below the sustained one is a pause (the knee's own drop)
+    # The fall for good: the first segment from which every level is below the line. A burst the
+    # client paused in for a few seconds (a segment below the line, then the burst level again) has
+    # not fallen there; a pause that runs into the fall is part of it (nothing tells it apart).
     first_low = len(segs) - 1
-    while first_low > 0 and under <= levels[first_low - 1] < line:
+    while first_low > 0 and levels[first_low - 1] < line:
         first_low -= 1
-    paused = first_low > 0 and levels[first_low - 1] < under
     # The plateau ends after the last segment, before the fall, still within noise of the burst
     # level (a noisy burst may dip and recover before it falls for good).
     plateau = 1 + max(i for i in range(max(1, first_low)) if i == 0 or levels[i] > burst - band)
@@ -192,7 +187,7 @@ def find_knee(times: Sequence[float], values: Sequence[float], *, min_drop: floa
     while tail > first_low and levels[tail - 1] < sustained + max(band, sustained * min_drop):
         tail -= 1
     w = MIN_SEGMENT
-    start = segs[first_low][0] if paused else segs[plateau - 1][0]
+    start = segs[plateau - 1][0]
     crossing = next((i for i in range(start, len(values))
                      if statistics.median(values[max(0, i - w): i + w + 1]) < line), segs[-1][0])
 
