@@ -130,7 +130,9 @@ def knee_where_the_cap_bit(r: TargetRun, after: float) -> str | None:
 
     The tolerance is the series' resolution, not a tuned slack: the fall lies inside one bin (part
     burst, part sustained), which the detector's running median counts either way, so the knee is
-    that bin's start or the next one's: fell - resolution < at_s <= fell + resolution."""
+    that bin's start or the next one's: fell - resolution < at_s <= fell + resolution. The segments'
+    bounds (decline start and end) count that bin on their own, so they bracket the knee within
+    one bin too."""
     if r.result.exit_code:
         return f"the run failed: {r.result.run['errors']}; the mount's log ends: {r.mount_log[-3000:]}"
     fell, fio_fell = fell_on_meter(r), fell_s(r)
@@ -141,7 +143,7 @@ def knee_where_the_cap_bit(r: TargetRun, after: float) -> str | None:
     knee, res = entry["knee"], entry["resolution_s"]
     if knee is None:
         return f"no knee in the proxy's series: {entry}"
-    if not (fell - res < knee["at_s"] <= fell + res and knee["decline_start_s"] <= knee["at_s"] <= knee["decline_end_s"]):
+    if not (fell - res < knee["at_s"] <= fell + res and knee["decline_start_s"] - res <= knee["at_s"] <= knee["decline_end_s"] + res):
         series = [round(v / 2**20, 1) for t, v in r.result.run["service_metrics"]["series"]["DataWriteBytes"] if t >= entry["first_s"]]
         return f"knee {knee} at resolution {res} s, the cap fell at {fell:.1f} s of the proxy's series (MiB/s): {series}"
     # what a token bucket lets through is at most its rate (plus one CHUNK of depth): the levels are the caps, or less
