@@ -82,3 +82,22 @@ def test_a_lower_rate_takes_hold_mid_stream() -> None:
 def test_a_rate_must_be_positive() -> None:
     with pytest.raises(ValueError, match="rate: 0"):
         CreditBucket(0)
+
+
+def test_the_meter_counts_what_passed_per_second_and_direction_at_the_rate() -> None:
+    """The proxy's own byte counter (the lab's file system's series): 3 MiB through a 2 MiB/s
+    bucket are 3 MiB in all, in whole seconds of at most the rate (plus the bucket's one chunk
+    of depth) each, the answer counted as read; the runner reads it as it reads CloudWatch."""
+    from replmon.core.ports import MetricQuery
+    from replmon.lab.credits import CHUNK, METER_NAMESPACE
+
+    sink = Sink()
+    with CreditProxy(sink.port, CreditBucket(2 * MIB)) as proxy:
+        assert send(proxy.port, 3 * MIB) == 3 * MIB
+        time.sleep(0.2)  # the answer's pump counts after it sends
+        write, read = proxy.meter.read([MetricQuery("w", METER_NAMESPACE, "DataWriteBytes", (), 1, "Sum"),
+                                        MetricQuery("r", METER_NAMESPACE, "DataReadBytes", (), 1, "Sum")], 0, 2e9)
+    assert sum(v for _, v in write.points) == 3 * MIB and sum(v for _, v in read.points) == len(str(3 * MIB))
+    assert len(write.points) >= 2 and all(v <= 2 * MIB + CHUNK for _, v in write.points), write.points
+    with pytest.raises(ValueError, match="DataWriteIOBytes"):
+        proxy.meter.read([MetricQuery("x", "AWS/EFS", "DataWriteIOBytes", (), 1, "Sum")], 0, 1)

@@ -159,3 +159,19 @@ def test_a_log_with_a_write_every_few_seconds_is_read_at_the_resolution_that_res
     assert got["resolution_s"] == 3 and got["knee"] is not None
     assert 57 <= got["knee"]["at_s"] <= 63 and got["knee"]["burst"] == pytest.approx(300 * 2**20) and got["knee"]["sustained"] == pytest.approx(60 * 2**20)
     assert k.table_row("write", got)["resolution s"] == 3
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_pause_in_the_burst_is_not_the_fall(seed: int) -> None:
+    """The client paused for 4 s in the middle of its burst (every upload waiting for its answer at
+    once: the lab's meter saw 1.5, 0, 0, 3.6 MiB/s at 20 MiB/s) and then wrote at the burst rate
+    again until the cap fell: the knee is the fall for good, not the pause, and the plateau runs
+    to it."""
+    at, pause = 45 + 5 * seed, 20 + 2 * seed
+    level = np.where(np.arange(at + 120) < at, B, S)
+    level[pause:pause + 4] = [0.075 * B, 0.0, 0.0, 0.18 * B]
+    t, v = series(level, seed)
+    got = k.find_knee(t, v)
+    assert got is not None and got.burst == pytest.approx(B, rel=0.02) and got.sustained == pytest.approx(S, rel=0.05)
+    assert got.at_s == pytest.approx(at, abs=1) and got.decline_start_s == pytest.approx(at, abs=1)
+

@@ -11,6 +11,12 @@ its clients, so here every byte, either way, takes its share of one bucket.
 The bucket runs in debt: a chunk reserves its bytes at once and its sender sleeps until the rate
 has paid for them. Reservations are served in the order they were made (no connection starves),
 and a rate change takes effect for every reservation after it.
+
+The proxy also counts what it forwarded, per second and direction (:class:`ByteMeter`): the lab's
+file system's own series, as FSx publishes DataWriteBytes/DataReadBytes for its clients' bytes. It
+is what the throttle really let through, whatever the client made of it: fio's log times writes
+as the mount accepts them, and the mount accepts them a part (5 MiB) at a time when one has been
+uploaded, so fio's series after the fall is clumps a part wide; the proxy's is the rate itself.
 """
 
 from __future__ import annotations
@@ -19,6 +25,9 @@ import contextlib
 import socket
 import threading
 import time
+from collections.abc import Sequence
+
+from replmon.core.ports import MetricQuery, MetricSeries
 
 #: The largest chunk one reservation takes: small enough that 32 connections share the rate finely.
 CHUNK = 64 * 1024
@@ -64,12 +73,59 @@ class CreditBucket:
             time.sleep(wait)
 
 
+#: Where the meter's series are read from (a MetricReader query's namespace): the lab's stand-in for
+#: AWS/FSx, with the same metric names (bytes per period, the Sum statistic).
+METER_NAMESPACE = "replmon-lab/Credits"
+METER_METRICS = {"DataWriteBytes": "write", "DataReadBytes": "read"}
+
+
+class ByteMeter:
+    """Bytes forwarded per whole Unix second and direction ("write": client to server, "read":
+    server to client); a :class:`~replmon.core.ports.MetricReader` over them (``Sum`` per
+    ``period``), so the runner reads the lab's file system's own series as it reads CloudWatch's.
+
+    >>> m = ByteMeter()
+    >>> m.add("write", 100, at=10.2); m.add("write", 50, at=10.9); m.add("write", 30, at=12.5)
+    >>> q = MetricQuery("m0", METER_NAMESPACE, "DataWriteBytes", (), 1, "Sum")
+    >>> m.read([q], 0.0, 20.0)[0].points   # a second nothing passed is 0, not missing
+    ((10.0, 150.0), (11.0, 0.0), (12.0, 30.0))
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._bytes: dict[str, dict[int, int]] = {d: {} for d in METER_METRICS.values()}
+
+    def add(self, direction: str, n: int, at: float | None = None) -> None:
+        second = int(time.time() if at is None else at)
+        with self._lock:
+            per = self._bytes[direction]
+            per[second] = per.get(second, 0) + n
+
+    def read(self, queries: Sequence[MetricQuery], start: float, end: float) -> list[MetricSeries]:
+        out = []
+        for q in queries:
+            if q.namespace != METER_NAMESPACE or q.metric not in METER_METRICS:
+                raise ValueError(f"{q.namespace}/{q.metric}: the credit proxy meters {METER_NAMESPACE} {', '.join(METER_METRICS)}")
+            with self._lock:
+                per = dict(self._bytes[METER_METRICS[q.metric]])
+            if not per:
+                out.append(MetricSeries(q.id, ()))
+                continue
+            first, last = min(per), max(per)
+            step = max(1, q.period)
+            points = tuple((float(s), float(sum(per.get(x, 0) for x in range(s, s + step))))
+                           for s in range(first - first % step, last + 1, step) if start <= s <= end)
+            out.append(MetricSeries(q.id, points))
+        return out
+
+
 class CreditProxy:
     """Listens on 127.0.0.1 (an ephemeral port) and forwards to ``127.0.0.1:upstream_port``, every
     byte in both directions through ``bucket``. A context manager; :attr:`port` is where to connect."""
 
     def __init__(self, upstream_port: int, bucket: CreditBucket) -> None:
         self.upstream_port, self.bucket = upstream_port, bucket
+        self.meter = ByteMeter()
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port: int = self._listener.getsockname()[1]
         self._closed = threading.Event()
@@ -119,9 +175,9 @@ class CreditProxy:
             threading.Thread(target=self._serve, args=(client, upstream), daemon=True).start()
 
     def _serve(self, client: socket.socket, upstream: socket.socket) -> None:
-        down = threading.Thread(target=self._pump, args=(upstream, client), daemon=True)
+        down = threading.Thread(target=self._pump, args=(upstream, client, "read"), daemon=True)
         down.start()
-        self._pump(client, upstream)
+        self._pump(client, upstream, "write")
         down.join()
         with self._conns_lock:
             self._conns.difference_update((client, upstream))
@@ -129,11 +185,12 @@ class CreditProxy:
             with contextlib.suppress(OSError):
                 s.close()
 
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket, direction: str) -> None:
         try:
             while chunk := src.recv(CHUNK):
                 self.bucket.take(len(chunk))
                 dst.sendall(chunk)
+                self.meter.add(direction, len(chunk))
         except OSError:
             pass
         finally:  # one side ended: end the other's writes, so the peer sees the close

@@ -15,6 +15,9 @@
   ``throttle_after`` seconds in: 40 % of the preset's run time at the scale by default
   (:func:`default_throttle_after`: 45 s of burst-write's 112 s at small scale), so the knee
   detector sees a burst, the fall and the sustained level. The mount uploads 5 MiB parts (below);
+  the proxy's own byte counter per second is the run's file-system series (``service_knees``,
+  as R4 read FSx's DataWriteBytes): fio's log times writes as the mount accepts them, a part at a
+  time, and shows the fall as clumps;
 - ``s3fs``: s3fs-fuse (Debian) on the same bucket;
 - ``local``: a directory on the lab's disk (the studies' EBS row).
 Results go to a results bucket on the same MinIO, then through the ingest code into the lab's
@@ -37,7 +40,7 @@ from typing import Any
 
 from replmon.adapters.metrics import NullMetrics
 from replmon.core.files import write_atomic
-from replmon.lab.credits import CreditBucket, CreditProxy
+from replmon.lab.credits import METER_NAMESPACE, CreditBucket, CreditProxy
 from replmon.lab.servers import LabError, cache_dir
 from replmon.mounts import presets as presets_mod
 from replmon.mounts.charts import chart
@@ -131,6 +134,7 @@ class TargetRun:
     bw_logs: dict[str, str] = field(default_factory=dict)
     stored: TargetResult | None = None  # what the store holds for this run (the report's input)
     throttled_at: float | None = None  # mountpoint-credits: when the rate fell (Unix s; fio's logs use Unix ms)
+    mount_log: str = ""  # the tail of the mount's own log, kept when the run failed
 
 
 def _lab_target(lab: Any, name: str, mnt: Path, endpoint: str) -> Target:
@@ -191,8 +195,11 @@ def run_lab_fio(lab: Any, preset: str, scale: str, targets: list[str], *, rtt_ms
         try:  # the cap's clock starts with the measured I/O, not with mounting and laying out
             target = _lab_target(lab, name, mnt, endpoint)
             progress(f"{name}: {preset} at scale {scale}")
+            # mountpoint-credits: the proxy's own byte counter is the file system's series (read at once, to the second)
             result = run(target, preset, scale, S3Sink(f"s3://{RESULTS_BUCKET}/{RESULTS_PREFIX}", s3), workdir=str(lab.root),
-                         on_io_start=throttle.start if throttle else None)
+                         on_io_start=throttle.start if throttle else None, metric_reader=credits.meter if credits else None,
+                         metric_source=(METER_NAMESPACE, f"credit-proxy:{credits.port}", 1) if credits else None,
+                         settle_s=0.0 if credits else None)
         finally:
             if throttle:
                 throttle.cancel()
@@ -222,7 +229,11 @@ def run_lab_fio(lab: Any, preset: str, scale: str, targets: list[str], *, rtt_ms
         items = [i for i in store.partition_items(partition(name, preset, scale)) if i.get("run_id") == stored["run_id"]]
         run_item = next(i for i in items if str(i["at"]).endswith("#run"))
         stored_result = TargetResult(name, stored["target"], run_item, {i["row"]: i for i in items if i.get("row")})
-        out.append(TargetRun(name, result, ingested, rows, logs, stored_result, fell[0] if fell else None))
+        mount_log = ""
+        if result.run["errors"]:
+            with contextlib.suppress(s3.exceptions.NoSuchKey):
+                mount_log = s3.get_object(Bucket=RESULTS_BUCKET, Key=base + "mount.log")["Body"].read().decode(errors="replace")
+        out.append(TargetRun(name, result, ingested, rows, logs, stored_result, fell[0] if fell else None, mount_log))
         if (at := fell_s(out[-1])) is not None:
             progress(f"{name}: the rate fell {at:.1f} s into fio's write log")
         progress(f"{name}: {result.run['status']} in {result.run['wall_s']:.1f} s"
@@ -239,6 +250,13 @@ def fell_s(run: TargetRun) -> float | None:
 
     starts = [int(t) for name, text in run.bw_logs.items() for t, _, d, _ in read_bw_log(text, name) if d == "write"]
     return run.throttled_at - min(starts) if run.throttled_at is not None and starts else None
+
+
+def fell_on_meter(run: TargetRun, direction: str = "write") -> float | None:
+    """When mountpoint-credits' rate fell, in the seconds of the proxy's own series (the file
+    system's series the runner stored: ``service_knees``), counted from its first point."""
+    entry = (run.result.run.get("service_knees") or {}).get(direction) or {}
+    return run.throttled_at - entry["first_s"] if run.throttled_at is not None and entry.get("first_s") is not None else None
 
 
 def report(preset: str, runs: list[TargetRun]) -> StudyReport:

@@ -27,8 +27,9 @@ when a whole multipart upload does (Mountpoint behind a slow link) leave most se
    sigma are one segment: the closest pair first, until none is left. PELT splits a ramp into
    steps; steps within noise of each other are not separate levels.
 4. **Read the shape.** ``burst`` is the level of the segment the series starts on (the plateau
-   from the start). The plateau lasts until the last segment, before the first one below the knee
-   line ``burst * (1 - min_drop)``, that is still within noise of the burst level
+   from the start). The plateau lasts until the last segment, before the fall (the first segment
+   from which every level is below the knee line ``burst * (1 - min_drop)``: a pause in the
+   burst, below the line and back, is not the fall), that is still within noise of the burst level
    (``decline_start_s``, also ``burst_duration_s``: a noisy burst may dip and recover before it
    falls for good). ``sustained`` is the level of the later half of the last segment (an
    exponential decay is still settling at its start); the decline ends where the segments from
@@ -171,12 +172,19 @@ def find_knee(times: Sequence[float], values: Sequence[float], *, min_drop: floa
         return None
     band = MERGE_SIGMAS * sigma
     line = burst * (1 - min_drop)
-    first_low = next((i for i, level in enumerate(levels) if level < line), len(segs) - 1)
-    # The plateau ends after the last segment, before the first one below the line, still within noise
-    # of the burst level (a noisy burst may dip and recover before it falls for good).
+    # The fall for good: the first segment from which every level is below the line. A burst the
+    # client paused in for a few seconds (a segment below the line, then the burst level again) has
+    # not fallen there; a pause that runs into the fall is part of it (nothing tells it apart).
+    first_low = len(segs) - 1
+    while first_low > 0 and levels[first_low - 1] < line:
+        first_low -= 1
+    # The plateau ends after the last segment, before the fall, still within noise of the burst
+    # level (a noisy burst may dip and recover before it falls for good).
     plateau = 1 + max(i for i in range(max(1, first_low)) if i == 0 or levels[i] > burst - band)
-    tail = len(segs) - 1  # segments to the end within noise of the sustained level
-    while tail > 0 and levels[tail - 1] < sustained + band:
+    # segments to the end within noise of the sustained level (or within the knee's own drop of it:
+    # a metered series is so flat that its noise is less than one chunk of the meter's count)
+    tail = len(segs) - 1
+    while tail > first_low and levels[tail - 1] < sustained + max(band, sustained * min_drop):
         tail -= 1
     w = MIN_SEGMENT
     start = segs[plateau - 1][0]

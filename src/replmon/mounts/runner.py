@@ -52,6 +52,8 @@ LAYOUT_CHUNK = layout_mod.CHUNK
 FIO_TIMEOUT_GRACE_S = 600  # beyond the preset's own run times: a hung mount ends the run, not the task's lifetime
 RUN_DIR = "replmon-fio"
 LAYOUT_DIR = "layout"
+#: The end of the mount's own log kept with a failed run.
+MOUNT_LOG_TAIL = 256 * 1024
 METRICS_SETTLE_S = 300  # CloudWatch publishes a minute's sum a few minutes later
 
 
@@ -370,12 +372,14 @@ def _metric_reader() -> MetricReader:
 def run(target: Target, preset: str, scale: str, sink: ResultSink, *, workdir: str | None = None,
         emit: Callable[[str, float, dict[str, str]], None] | None = None, run_id: str | None = None,
         memory: tuple[int, str] | None = None, metric_reader: MetricReader | None = None, settle_s: float | None = None,
-        on_io_start: Callable[[], None] | None = None) -> RunResult:
+        on_io_start: Callable[[], None] | None = None, metric_source: tuple[str, str, int] | None = None) -> RunResult:
     """One preset on one target; never raises for a failed step (it is recorded and exit code 1).
     ``memory`` is (bytes, source) for the preflight (the container's cgroup by default);
     ``metric_reader`` reads the file system's metrics (CloudWatch, built when the target has a file system id);
     ``on_io_start`` is called once, mounted and laid out, right before the measured I/O (fio's
-    first job) starts: the lab arms its throttle there."""
+    first job) starts: the lab arms its throttle there; ``metric_source`` is (namespace, file system
+    id, period s) of the file system's own series where the target is not one the runner knows
+    (the lab's credit proxy meters its bytes to the second, read through ``metric_reader``)."""
     plan = expand(preset, target.kind, scale)
     info = task_info()
     limit, source = memory or memory_limit(task_memory_mib=info.get("task_memory_mib"))
@@ -465,12 +469,12 @@ def run(target: Target, preset: str, scale: str, sink: ResultSink, *, workdir: s
         except Exception as exc:  # a knee that cannot be found is recorded, never the end of the run's results
             errors.append(f"knee: {type(exc).__name__}: {exc}")
         run_doc["end"] = time.time()
-        namespace = target.metrics_namespace()
-        if namespace and target.file_system_id:
+        namespace, fs_id, period = metric_source or (target.metrics_namespace(), target.file_system_id, service_mod.PERIOD_S)
+        if namespace and fs_id:
             try:
                 time.sleep(METRICS_SETTLE_S if settle_s is None else settle_s)
-                collected = service_mod.collect(metric_reader or _metric_reader(), namespace, target.file_system_id,
-                                                run_doc.get("fio_start", start), run_doc["end"])
+                collected = service_mod.collect(metric_reader or _metric_reader(), namespace, fs_id,
+                                                run_doc.get("fio_start", start), run_doc["end"], period=period)
                 run_doc["service_metrics"] = collected
                 run_doc["service_knees"] = service_mod.knees(collected, run_doc.get("fio_start", start), run_doc["end"])
             except Exception as exc:  # context for most presets: a failure to read them is recorded
@@ -478,7 +482,7 @@ def run(target: Target, preset: str, scale: str, sink: ResultSink, *, workdir: s
             if raw_spec(preset).get("burst"):  # a burst preset's own measurement (R4 read the file system's series): required
                 missing = service_mod.missing(run_doc.get("service_metrics"), plan, run_doc.get("fio_start", start), run_doc["end"])
                 if missing or "service_metrics_error" in run_doc:
-                    errors.append(f"service metrics of {target.file_system_id} ({namespace}): "
+                    errors.append(f"service metrics of {fs_id} ({namespace}): "
                                   f"{run_doc.get('service_metrics_error') or 'no ' + ', '.join(missing) + ' in the run window'}; a burst "
                                   "preset is judged on them: give the task cloudwatch:GetMetricData and its Region (AWS_REGION)")
         run_doc.update(errors=errors, status="failed" if errors else "ok")
@@ -491,6 +495,8 @@ def run(target: Target, preset: str, scale: str, sink: ResultSink, *, workdir: s
                 sink.put(prefix + "job.fio", (work / "job.fio").read_bytes())
             for log in sorted(work.glob("*_bw.*.log")):
                 sink.put(prefix + "bw/" + log.name, log.read_bytes())
+            if errors and (work / "mount.log").is_file():  # what the mount said when a step failed (an EIO's cause), its tail
+                sink.put(prefix + "mount.log", (work / "mount.log").read_bytes()[-MOUNT_LOG_TAIL:])
             sink.put(prefix + RUN_FILE, json.dumps(run_doc, indent=1).encode())  # last: its event means complete
         except Exception as exc:
             errors.append(f"upload: {type(exc).__name__}: {exc}")

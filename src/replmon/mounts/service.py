@@ -20,15 +20,20 @@ run's end, after waiting for the last minutes to be published.
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 from replmon.core.ports import MetricQuery, MetricReader
 
 PERIOD_S = 60
+#: A period that moved at most this share of the window's median is idle (before or after the I/O).
+IDLE_SHARE = 0.01
 BEFORE_S = 3600
 SERIES: dict[str, dict[str, str]] = {
     "AWS/FSx": {"DataReadBytes": "read", "DataWriteBytes": "write"},
     "AWS/EFS": {"DataReadIOBytes": "read", "DataWriteIOBytes": "write"},
+    # the lab's credit proxy (replmon.lab.credits.ByteMeter): FSx's names, metered to the second
+    "replmon-lab/Credits": {"DataReadBytes": "read", "DataWriteBytes": "write"},
 }
 
 
@@ -73,13 +78,33 @@ def missing(collected: dict[str, Any] | None, plan: Any, start: float, end: floa
 
 
 def knees(collected: dict[str, Any], start: float, end: float) -> dict[str, Any]:
-    """The knee of each direction's series inside the run window (as run.json stores fio's)."""
+    """The knee of each direction's series inside the run window (as run.json stores fio's), with
+    the series' period (``resolution_s``) and its first point's time (``first_s``, epoch s: where
+    the knee's seconds count from). The series is the whole periods of the clients' I/O: idle
+    periods before and after it (at most IDLE_SHARE of the window's median: a mount's lookups
+    while fio opens its files move a few hundred bytes) are no level of the burst, and the first
+    and last periods of the I/O are partly idle (a 1 s meter's first second had the client
+    starting up).
+
+    >>> got = {"directions": {"DataWriteBytes": "write"}, "period_s": 1, "series": {"DataWriteBytes":
+    ...        [[t, float(v)] for t, v in enumerate([0.001, 5, *[20] * 10, *[3] * 10, 1, 0], start=100)]}}
+    >>> k = knees(got, 100.0, 124.0)["write"]
+    >>> k["first_s"], k["samples"], k["knee"]["burst"], k["knee"]["sustained"], k["knee"]["at_s"]
+    (102, 20, 20.0, 3.0, 10.0)
+    """
     from replmon.mounts.knee import find_knee
 
     out: dict[str, Any] = {}
     for name, direction in collected["directions"].items():
         pts = [(t, v) for t, v in collected["series"].get(name, []) if start - collected["period_s"] <= t <= end]
+        idle = IDLE_SHARE * statistics.median(v for _, v in pts) if pts else 0.0
+        while pts and pts[0][1] <= idle:  # from the first period of the clients' I/O, as fio's log starts at its first I/O
+            pts.pop(0)
+        while pts and pts[-1][1] <= idle:
+            pts.pop()
+        pts = pts[1:-1]  # the first and the last of them are cut by the I/O's start and end: part of a period each
         if pts:
             k = find_knee([t for t, _ in pts], [v for _, v in pts])
-            out[direction] = {"samples": len(pts), "metric": name, "knee": k.to_json() if k else None}
+            out[direction] = {"samples": len(pts), "metric": name, "resolution_s": collected["period_s"], "first_s": pts[0][0],
+                              "knee": k.to_json() if k else None}
     return out

@@ -276,8 +276,8 @@ class Mounted:
             subprocess.run(["umount", "-l", t.mount_point], capture_output=True, timeout=10)
             self.unmount_error = f"{t.mount_point} was still mounted after {UNMOUNT_TIMEOUT_S:.0f} s: lazily unmounted"
         if self.proc is not None:
-            try:
-                self.proc.wait(timeout=10)
+            try:  # the daemon ends its last requests after the unmount: on a loaded machine that can take seconds
+                self.proc.wait(timeout=max(10.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
