@@ -152,6 +152,7 @@ def knee_where_the_cap_bit(r: TargetRun, after: float) -> str | None:
     return None
 
 
+@pytest.mark.knee
 def test_the_throttled_mount_shows_burst_write_s_knee_where_the_cap_bites(lab: Lab) -> None:
     """`replmon lab fio --preset burst-write --scale small` on mountpoint-credits: 20 MiB/s in all
     from the start of the measured I/O, 3 MiB/s from 40 % of the run time on (45 s of 112 s). The
