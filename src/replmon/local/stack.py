@@ -102,11 +102,10 @@ QUIET_SECONDS = 0.15
 UNSEEN_SECONDS = 0.6
 #: Real seconds the driver waits at most for threads it sees running before it falls back to the
 #: counters alone (a thread the frame check below misreads must not stop the stack).
-RUNNING_SECONDS = 3.0
-#: Where a thread of the executions waits for another (a lock, an event, a child thread, a queue; an idle
-#: pool worker's top frame is its loop, blocked in SimpleQueue.get, which is C) or polls on a timer (moto's
-#: .sync integration): not running, so not worth waiting for.
-_WAITING_IN = ("threading.py", "queue.py", "concurrent/futures/thread.py", "state_task_service_callback.py")
+RUNNING_SECONDS = 10.0
+#: Where a thread of the executions waits for another (a lock, an event, a child thread, a queue) or
+#: polls on a timer (moto's .sync integration): not running, so not worth waiting for.
+_WAITING_IN = ("threading.py", "queue.py", "state_task_service_callback.py")
 #: The alarms' evaluation, stepped as a schedule.
 ALARMS = "CloudWatch alarms"
 _EMF = re.compile(r'^\{.*"_aws".*\}$')
