@@ -57,7 +57,12 @@ def hour() -> Iterator[tuple[DeployedStack, Counts]]:
     # emitted in those hours only (signals/health.py budget_hour), and a window across two hours would count it
     # in one hour of the model's rule and not the other.
     every = 6 * 3600
-    with deployed(start=(time.time() // every + 8) * every - 20 * 60) as stack:
+    # CollectSignals evaluates routes on 16 threads; in this one process they starve the executions the
+    # driver watches for QUIET_SECONDS of real time (replmon.local.stack), which it then takes as parked and
+    # steps past, so polls wake late and count HEADs a real poller would not make. One thread here: the
+    # collector's own calls and series are the same, and none of the compared Lambda lines is the collector's.
+    with pytest.MonkeyPatch.context() as mp, deployed(start=(time.time() // every + 8) * every - 20 * 60) as stack:
+        mp.setattr("replmon.signals.collector.WORKERS", 1)
         stack.advance(minutes=20)
         since = stack.clock.now()
         stack.advance(hours=1)  # a Heartbeat fired on the last minute may still step the clock a few seconds on

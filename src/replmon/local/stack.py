@@ -27,9 +27,7 @@ What is real and what is emulated:
   schedules: a heartbeat and the alarms keep their minute while a probe polls a stalled route. A
   step that hangs (:meth:`DeployedStack.hang`) is left hanging. Between two states an execution is
   visible to no counter: the driver takes it as waiting once nothing changed for
-  :data:`QUIET_SECONDS` of real time and none of its threads is running code of its own (each
-  thread's current frame; a woken thread the scheduler has not run yet counts as running), so a
-  thread starved of CPU on a loaded machine is not stepped past.
+  :data:`QUIET_SECONDS` of real time.
 
 The IAM evaluator and the mapping of an API call to its IAM actions are passed in
 (:class:`Authorizer`: the tests use tests/iam.py, the policy evaluator @cloud-copilot/iam-simulate).
@@ -61,7 +59,6 @@ import io
 import json
 import os
 import re
-import sys
 import threading
 import time
 import uuid
@@ -100,12 +97,6 @@ PARAMETERS: dict[str, Any] = {
 QUIET_SECONDS = 0.15
 #: ... and when some execution has no thread waiting at all (it is between states, e.g. starting a Map run).
 UNSEEN_SECONDS = 0.6
-#: Real seconds the driver waits at most for threads it sees running before it falls back to the
-#: counters alone (a thread the frame check below misreads must not stop the stack).
-RUNNING_SECONDS = 10.0
-#: Where a thread of the executions waits for another (a lock, an event, a child thread, a queue) or
-#: polls on a timer (moto's .sync integration): not running, so not worth waiting for.
-_WAITING_IN = ("threading.py", "queue.py", "state_task_service_callback.py")
 #: The alarms' evaluation, stepped as a schedule.
 ALARMS = "CloudWatch alarms"
 _EMF = re.compile(r'^\{.*"_aws".*\}$')
@@ -302,7 +293,6 @@ class DeployedStack:
         self._executions: list[str] = []  # started and not seen ended
         self.execution_starts: dict[str, float] = {}  # every execution started -> its start (stack clock)
         self._ended = 0
-        self._bystanders: set[int] = set()  # threads alive before the stack (pytest's, a pool's): not its executions'
         self._stack = contextlib.ExitStack()
         self._deps: dict[str, wiring.Deps] = {}
         self._client_cache: dict[Any, Any] = {}  # clients, credentials, resolved environments, the resolver
@@ -310,8 +300,6 @@ class DeployedStack:
     # ------------------------------------------------------------------ set-up
     def __enter__(self) -> DeployedStack:
         from moto import mock_aws
-
-        self._bystanders = {t.ident for t in threading.enumerate() if t.ident is not None}
 
         self._stack.enter_context(mock.patch.dict(os.environ, {"AWS_ACCESS_KEY_ID": "harness", "AWS_SECRET_ACCESS_KEY": "harness",
                                                               "AWS_DEFAULT_REGION": HOME}))
@@ -1017,12 +1005,8 @@ class DeployedStack:
                 return
             with self._time:
                 state = (len(self.invocations), self._parked, self._active, self._hung)
-                # a parked thread the horizon has passed was woken but has not run yet (the GIL went to another
-                # thread): it still counts as parked, yet it is about to act at its time, not a later one
-                busy = self._active > self._parked_handlers or any(t <= self._horizon for t in self._parked_targets)
+                busy = self._active > self._parked_handlers
                 waiting = self._parked + self._hung >= len(running)  # each execution has a thread that waits
-            if not busy and time.monotonic() - quiet_since < RUNNING_SECONDS:
-                busy = self._threads_running()
             if state != seen or busy:
                 quiet_since, seen = time.monotonic(), state
             elif not until_end and time.monotonic() - quiet_since > (QUIET_SECONDS if waiting else UNSEEN_SECONDS):
@@ -1031,19 +1015,6 @@ class DeployedStack:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"executions still running after {timeout} s: {running}")
             time.sleep(0.01)
-
-    def _threads_running(self) -> bool:
-        """Some thread of the executions is running Python code of its own (between two states, where
-        no counter sees it), not waiting on a lock, an event or a child thread. On a loaded machine such a
-        thread may get no CPU for longer than :data:`QUIET_SECONDS`; its frame still says it is not done."""
-        frames = sys._current_frames()
-        for t in threading.enumerate():
-            if t is self._driver or t.ident in self._bystanders or getattr(t, "_replmon_driven", False):
-                continue
-            frame = frames.get(t.ident or -1)
-            if frame is not None and not frame.f_code.co_filename.endswith(_WAITING_IN):
-                return True
-        return False
 
     def _running_executions(self) -> list[str]:
         """Executions still RUNNING (read from moto's backend: the API call costs ~1 ms each time)."""
@@ -1242,13 +1213,10 @@ def _thread_context(ctx: threading.local) -> Iterator[None]:
 
         def run() -> Any:
             ctx.__dict__.update(state)
-            me = threading.current_thread()
-            me._replmon_driven = bool(state.get("driven"))  # type: ignore[attr-defined]  # the driver's work, not an execution's
             try:
                 return fn(*args, **kwargs)
             finally:
                 ctx.__dict__.clear()
-                me._replmon_driven = False  # type: ignore[attr-defined]
 
         return submit(pool, run)
 
