@@ -341,6 +341,28 @@ def test_a_local_holder_whose_pid_now_names_another_process_has_ended() -> None:
     assert holder_ended(Lease("r", "arn:gone", 9e9, {}, gone), None) is True
 
 
+def test_a_local_holder_pid_held_by_another_users_process_is_told_by_its_start_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Signalling another user's process is refused (EPERM, kill(2)), but its /proc/<pid>/stat is
+    readable by every user (proc(5)): a live pid another user holds is the run only if it started
+    when the lease says; without a start time on the lease it cannot be told (None: the expiry decides)."""
+    import socket
+
+    from replmon.core.ports import Lease
+    from replmon.fleet import lease as lease_mod
+
+    def refused(pid: int, sig: int) -> None:
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(lease_mod.os, "kill", refused)
+    init_started = lease_mod.process_started(1)
+    assert init_started, "no /proc/1/stat on this system"
+    host = socket.gethostname()
+    assert lease_mod.holder_ended(Lease("r", "arn:x", 9e9, {}, {"host": host, "pid": "1", "started": init_started}), None) is False
+    reused = str(int(init_started) + 12345)  # the run started at another time: the pid now names another process
+    assert lease_mod.holder_ended(Lease("r", "arn:x", 9e9, {}, {"host": host, "pid": "1", "started": reused}), None) is True
+    assert lease_mod.holder_ended(Lease("r", "arn:x", 9e9, {}, {"host": host, "pid": "1"}), None) is None
+
+
 def test_a_failed_release_of_a_lease_this_run_does_not_hold_is_no_fault() -> None:
     from types import SimpleNamespace
 
