@@ -286,6 +286,37 @@ def test_a_transaction_cancelled_for_what_the_record_holds_is_quarantined_thrott
     assert (out["replayed"], out["left"], out["quarantined"], spool.pending()) == (0, 1, [], 2)
 
 
+def test_a_transaction_cancelled_for_the_shared_hour_item_keeps_the_record_and_names_the_item(tmp_path: Path) -> None:
+    """The cancellation reasons are per action, in the order of the actions
+    (https://docs.aws.amazon.com/botocore/latest/reference/services/dynamodb/client/exceptions/TransactionCanceledException.html:
+    "an item size becomes too large (larger than 400 KB) ... because of changes made by the
+    transaction"). A record's transaction is its own put (action 0), then its hour item's counters: a
+    ValidationError at the hour item (grown past 400 KB) says nothing against the record, so it is
+    not quarantined - kept in the spool for replay, the hour item named - and the other hours' records replay."""
+    from replmon.core.partitions import hour_sort_key, roll_partition
+    from replmon.signals.windows import floor_hour, record_time
+
+    class HourFull(MemoryLatencyTable):
+        def transact(self, writes: Any, token: str | None = None) -> Any:
+            if str(writes[0].item["probe_id"]).startswith("full"):
+                err = ClientError({"Error": {"Code": "TransactionCanceledException", "Message": "Transaction cancelled"},
+                                   "CancellationReasons": [{"Code": "None"}, {"Code": "ValidationError",
+                                                                              "Message": "Item size has exceeded the maximum allowed size"}]},
+                                  "TransactWriteItems")
+                raise StoreUnavailable("replmon-latency: transaction cancelled: None, ValidationError") from err
+            return super().transact(writes, token)
+
+    spool = DirectorySpool(tmp_path / "spool")
+    for p in ("full-a", "full-b", "ok"):
+        spool.spool(rec(p))
+    out = replay_spool(deps(spool, HourFull())[0])
+    assert out["replayed"] == 1 and out["quarantined"] == [] and spool.quarantine_entries() == []
+    hour_item = f"{roll_partition('r')} {hour_sort_key(floor_hour(record_time(rec('ok'))))}"
+    assert len(out["kept"]) == 2 and all(hour_item in line and "kept in the spool" in line for line in out["kept"]), out["kept"]
+    assert spool.pending() == 2  # both wait for the next run
+    assert replay_spool(deps(spool)[0])["replayed"] == 2  # the hour item trimmed: replayed
+
+
 def test_an_entry_that_fails_in_a_way_no_one_foresaw_is_quarantined_not_met_again_every_run(tmp_path: Path) -> None:
     class Odd(MemoryLatencyTable):
         def transact(self, writes: Any, token: str | None = None) -> Any:
