@@ -317,6 +317,33 @@ def test_a_transaction_cancelled_for_the_shared_hour_item_keeps_the_record_and_n
     assert replay_spool(deps(spool)[0])["replayed"] == 2  # the hour item trimmed: replayed
 
 
+def test_entries_that_stay_where_they_are_do_not_count_toward_the_replay_limit(tmp_path: Path) -> None:
+    """201 bad entries that cannot be moved to quarantine (its folder cannot be made) sort before the
+    one good record: they stay, named each run, but do not fill the run's REPLAY_LIMIT (200), so the
+    record behind them is replayed; an entry stored but not removed does not count either."""
+    from replmon.probe.housekeeping import REPLAY_LIMIT
+
+    spool = DirectorySpool(tmp_path / "spool")
+    spool.spool(rec("good"))
+    folder = tmp_path / "spool" / "r"
+    for i in range(REPLAY_LIMIT + 1):
+        (folder / f"00-{i:03d}.json").write_text("[1, 2]")
+    (tmp_path / "spool" / "_quarantine").write_text("a file where the quarantine folder should be")
+    out = replay_spool(deps(spool)[0])
+    assert out["replayed"] == 1 and len(out["quarantined"]) == REPLAY_LIMIT + 1
+    assert all("NOT moved to quarantine" in line for line in out["quarantined"])
+    assert spool.pending() == REPLAY_LIMIT + 1
+
+    class Unremovable(DirectorySpool):
+        def ack(self, handle: str) -> None:
+            self.quarantined.append(f"{handle}: stored, but NOT removed from the spool")
+
+    stuck = Unremovable(tmp_path / "other")
+    for p in ("a", "b", "c"):
+        stuck.spool(rec(p))
+    assert [r.probe_id for _, r in stuck.drain(1)] == ["a", "b", "c"]  # none removed: none counted
+
+
 def test_an_entry_that_fails_in_a_way_no_one_foresaw_is_quarantined_not_met_again_every_run(tmp_path: Path) -> None:
     class Odd(MemoryLatencyTable):
         def transact(self, writes: Any, token: str | None = None) -> Any:

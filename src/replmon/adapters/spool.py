@@ -15,6 +15,7 @@ one bad entry never strands the records behind it (`replmon spool` lists, retrie
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from collections.abc import Iterator
@@ -247,7 +248,14 @@ class DirectorySpool:
         return sorted(out)
 
     def drain(self, limit: int) -> Iterator[tuple[str, ProbeRecord]]:
-        for path in self.entries()[:limit]:
+        """Up to ``limit`` entries handled: each stored and removed, or moved to quarantine. One that
+        stays where it is (it could not be moved to quarantine, was stored but not removed, or was kept
+        for a later replay) does not count: such entries sort first and, counted, would fill every
+        run's limit and jam the replay of the records behind them."""
+        handled = 0
+        for path in self.entries():
+            if handled >= limit:
+                return
             try:
                 if path.is_symlink() or not path.is_file():
                     raise ValueError("a " + ("symbolic link" if path.is_symlink() else "folder" if path.is_dir() else "special file")
@@ -256,8 +264,9 @@ class DirectorySpool:
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 older = " (set aside as *.unreadable by an earlier replmon)" if path.name.endswith(SET_ASIDE_SUFFIX) else ""
                 self.quarantine(str(path), unreadable(exc) + older)
-                continue
-            yield str(path), record
+            else:
+                yield str(path), record  # the caller acks or quarantines it before asking for the next
+            handled += not os.path.lexists(path)
 
     def ack(self, handle: str) -> None:
         """Remove a stored record's file. One that cannot be removed (a read-only folder) is named, not
