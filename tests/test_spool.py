@@ -472,3 +472,38 @@ def test_spool_drop_and_retry_handle_a_waiting_record_named_one_by_one(tmp_path:
     dropped = cli("spool", "drop", first, *flag)
     assert dropped.returncode == 0 and "its record is given up" in dropped.stderr
     assert [f"r/{p.name}" for p in spool.entries()] == [second]
+
+
+def test_spool_drop_and_retry_go_on_past_an_entry_the_filesystem_refuses_and_exit_3(tmp_path: Path,
+                                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """An entry that cannot be deleted or put back (a read-only folder) is not a wrong flag (exit 2,
+    cli/exitcodes.py): it is named, every other entry named is still handled, and the command exits 3."""
+    import errno
+
+    spool = DirectorySpool(tmp_path / "spool")
+    plant_bad_entries(tmp_path / "spool" / "r")
+    list(spool.drain(100))  # the four bad entries quarantined
+    names = sorted(q.entry for q in spool.quarantine_entries())
+    assert len(names) == 4
+    flag = ["--spool-dir", str(tmp_path / "spool")]
+    real_drop, real_retry = DirectorySpool.drop, DirectorySpool.retry
+
+    def drop(self: DirectorySpool, q: Any) -> None:
+        if q.entry == names[0]:
+            raise OSError(errno.EROFS, "Read-only file system")
+        real_drop(self, q)
+
+    def retry(self: DirectorySpool, q: Any) -> Path:
+        if q.entry == names[1]:
+            raise OSError(errno.EROFS, "Read-only file system")
+        return real_retry(self, q)
+
+    monkeypatch.setattr(DirectorySpool, "retry", retry)
+    retried = cli("spool", "retry", names[1], names[2], *flag)
+    assert retried.returncode == 3, retried.stderr
+    assert f"{names[1]}: not put back" in retried.stderr and f"{names[2]}: back in the spool" in retried.stderr
+    monkeypatch.setattr(DirectorySpool, "drop", drop)
+    dropped = cli("spool", "drop", "--all", *flag)
+    assert dropped.returncode == 3, dropped.stderr
+    assert f"{names[0]}: not deleted: Read-only file system" in dropped.stderr and "1 entry not deleted" in dropped.stderr
+    assert [q.entry for q in spool.quarantine_entries()] == [names[0]]  # the others deleted all the same
