@@ -176,10 +176,12 @@ def test_the_deployed_spool_has_a_quarantine_the_housekeeping_role_can_write() -
     quarantine queue) and, should the function itself fail on it, by SQS's redrive policy after
     maxReceiveCount receives. The quarantine keeps 14 days, the most SQS allows, longer than the spool's
     10: SQS counts a dead-lettered message's retention from its original enqueue time, so the
-    dead-letter queue should keep longer than its source. A store outage is not a poison message:
-    replay stops at the first (test_a_store_outage_ends_the_replay_with_every_record_left_spooled), and even a
-    message received at every default 15-minute run reaches maxReceiveCount only after the spool's retention
-    (https://docs.amazonaws.cn/en_us/AWSSimpleQueueService/latest/SQSDeveloperGuide/setting-up-dead-letter-queue-retention.html,
+    dead-letter queue should keep longer than its source. The move must come before the spool's
+    retention, or SQS deletes the message without a word: Housekeeping receives a message at most once
+    a run, so maxReceiveCount runs at the slowest tick the template allows (ScheduleRateMinutes'
+    MaxValue) must end well within it, and the quarantine must still hold the message a good while
+    after, counted from its first enqueue. The runbook says the same count
+    (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/setting-up-dead-letter-queue-retention.html,
     https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-dead-letter-queues)."""
     from tests.cfnutil import ACCOUNT, default_transformed, function_role_policies, resolver
     from tests.iam import simulate
@@ -190,8 +192,16 @@ def test_the_deployed_spool_has_a_quarantine_the_housekeeping_role_can_write() -
     assert r_arn(spool["RedrivePolicy"]["deadLetterTargetArn"]) == "RecordQuarantineQueue"
     from replmon.core.defaults import DEFAULTS
 
-    assert spool["RedrivePolicy"]["maxReceiveCount"] * DEFAULTS.schedule_rate_minutes * 60 >= spool["MessageRetentionPeriod"]
+    receives = int(spool["RedrivePolicy"]["maxReceiveCount"])
+    slowest = float(t["Parameters"]["ScheduleRateMinutes"]["MaxValue"]) * 60
+    moved_at = receives * slowest  # the latest a message Housekeeping keeps failing on is moved
+    assert moved_at <= 0.8 * spool["MessageRetentionPeriod"], "the spool's retention would delete it before the move"
+    assert quarantine["MessageRetentionPeriod"] - moved_at >= 5 * 86400, "the quarantine would keep it under 5 days"
     assert quarantine["SqsManagedSseEnabled"] is True and quarantine["MessageRetentionPeriod"] > spool["MessageRetentionPeriod"]
+    assert quarantine["MessageRetentionPeriod"] <= 1_209_600  # SQS keeps 14 days at most
+    causes = res["RecordQuarantineAlarm"]["Metadata"]["Runbook"]["Causes"]
+    at_default = receives * DEFAULTS.schedule_rate_minutes
+    assert f"in {receives} runs" in causes and f"{at_default // 60} h {at_default % 60} min at the default" in causes, causes
     r = resolver(t)
     policies = function_role_policies(t, "Housekeeping", r)
     queue = r.resolve({"Fn::GetAtt": ["RecordQuarantineQueue", "Arn"]})
@@ -507,3 +517,65 @@ def test_spool_drop_and_retry_go_on_past_an_entry_the_filesystem_refuses_and_exi
     assert dropped.returncode == 3, dropped.stderr
     assert f"{names[0]}: not deleted: Read-only file system" in dropped.stderr and "1 entry not deleted" in dropped.stderr
     assert [q.entry for q in spool.quarantine_entries()] == [names[0]]  # the others deleted all the same
+
+
+def test_a_store_outage_adds_a_receive_to_one_spooled_message_per_run() -> None:
+    """Every message received counts toward the spool queue's maxReceiveCount (its redrive policy moves
+    it to the quarantine after that many): replay receives one message first, so a run that meets the
+    store down leaves the others' counts alone
+    (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-dead-letter-queues)."""
+    import boto3
+    from moto import mock_aws
+
+    class Down(MemoryLatencyTable):
+        def transact(self, writes: Any, token: str | None = None) -> Any:
+            raise StoreUnavailable("replmon-latency: ServiceUnavailable")
+
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        spool_url = sqs.create_queue(QueueName="spool")["QueueUrl"]
+        spool = SqsSpool(spool_url, sqs, sqs.create_queue(QueueName="spool-quarantine")["QueueUrl"])
+        for p in "abcde":
+            spool.spool(rec(p))
+        out = replay_spool(deps(spool, Down())[0])
+        assert out["left"] == 1 and out["replayed"] == 0
+        got = sqs.receive_message(QueueUrl=spool_url, MaxNumberOfMessages=10, AttributeNames=["ApproximateReceiveCount"],
+                                  VisibilityTimeout=0).get("Messages", [])
+        # the one replay received is hidden for its visibility timeout; the other four were never received before
+        assert [int(m["Attributes"]["ApproximateReceiveCount"]) for m in got] == [1, 1, 1, 1]
+
+
+def test_a_message_copied_to_quarantine_but_not_deleted_from_the_spool_is_one_entry_not_a_failed_move() -> None:
+    """SendMessage to the quarantine queue succeeds, DeleteMessage on the spool queue fails: the line
+    says it is in quarantine and not removed (no "NOT moved"); the next run copies it again under the
+    same spool message id, and `spool list`/`drop` see one entry and remove every copy."""
+    import boto3
+    from moto import mock_aws
+
+    from replmon.adapters.spool import SqsQuarantine
+
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        spool_url = sqs.create_queue(QueueName="spool")["QueueUrl"]
+        quarantine_url = sqs.create_queue(QueueName="spool-quarantine")["QueueUrl"]
+        sqs.send_message(QueueUrl=spool_url, MessageBody="[1, 2]")
+
+        def refuse_delete(params: Any, **_: Any) -> None:
+            raise ClientError({"Error": {"Code": "InternalError", "Message": "We encountered an internal error"}}, "DeleteMessage")
+
+        sqs.meta.events.register("before-call.sqs.DeleteMessage", refuse_delete)
+        earlier = SqsSpool(spool_url, sqs, quarantine_url)
+        first = replay_spool(deps(earlier)[0])
+        sqs.meta.events.unregister("before-call.sqs.DeleteMessage", refuse_delete)
+        [line] = first["quarantined"]
+        assert "NOT moved" not in line and "in the quarantine queue, but NOT removed from the spool queue" in line, line
+        [(receipt, spooled_id)] = earlier._ids.items()  # it comes back after its visibility timeout: now, here
+        sqs.change_message_visibility(QueueUrl=spool_url, ReceiptHandle=receipt, VisibilityTimeout=0)
+        again = replay_spool(deps(SqsSpool(spool_url, sqs, quarantine_url))[0])
+        assert len(again["quarantined"]) == 1 and "NOT" not in again["quarantined"][0]
+        assert "Messages" not in sqs.receive_message(QueueUrl=spool_url)
+        q = SqsQuarantine(sqs, spool_url, quarantine_url)
+        [entry] = q.entries()  # two copies, one entry
+        assert entry.spool_id == spooled_id and line.startswith(entry.message_id)
+        assert [d.message_id for d in q.handle({entry.message_id}, retry=False)] == [entry.message_id]
+        assert "Messages" not in sqs.receive_message(QueueUrl=quarantine_url, WaitTimeSeconds=0)
