@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -528,7 +529,7 @@ def test_each_count_alarm_clears_when_its_runbook_says(name: str, emf_points: Ca
     assert fa.counts_events and fa.clears()
     props = default_transformed()["Resources"][f"{name}G00Alarm"]
     assert fa.clears() in props["Metadata"]["Runbook"]["Action"]
-    table = open("docs/ALARMS.md", encoding="utf-8").read()
+    table = (Path(__file__).parents[1] / "docs" / "ALARMS.md").read_text(encoding="utf-8")
     assert f"`{name}G00Alarm`" in table and fa.clears() in table.split(f"`{name}G00Alarm`", 1)[1].split("\n", 1)[0]
     a = alarm(name)
     extra = dict(fa.where) if fa.where else {REASON: "BadName"} if REASON in fa.schema else {}

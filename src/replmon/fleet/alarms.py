@@ -38,6 +38,13 @@ Why this shape (AWS's pages, cited by tests/test_fleet_alarms.py):
   is not an RPO of 0), and RouteNoData = 1 tickets once that outlasts its class interval. An unbounded
   route keeps its RpoSeconds (the measured lower bound, signals/health.py publish_health), so a late
   route turning unbounded sends no OK on RpoAboveTarget while RpoUnbounded pages.
+- The event counts (ProbeFailed, ProbeStuck, ProbeError, RecordSpooled, RecordLost, CleanupFailed,
+  RunSkipped, InvalidRoute, ReplicationEvents; :attr:`FleetAlarm.counts_events`) are emitted only when
+  non-zero and never as 0: their emitters (a probe's record, a skipped run, a plan, an event batch)
+  keep no per-route memory to send a 0 from. Under the same rule one count keeps its route in ALARM
+  until its datapoint leaves the evaluation range (15 minutes at 5-minute periods, 3 hours at an
+  hour's), and a repeat meanwhile sends nothing: :meth:`FleetAlarm.clears` writes that into each
+  one's Runbook (docs/ALARMS.md), tests/test_alarm_transcripts.py holds it to the evaluator.
 
 :func:`resources` renders each alarm for each group as template.yaml resources (one Condition per
 group beyond g00); ``tools/render_fleet.py`` writes them between markers and
