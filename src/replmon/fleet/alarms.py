@@ -40,8 +40,8 @@ Why this shape (AWS's pages, cited by tests/test_fleet_alarms.py):
   route turning unbounded sends no OK on RpoAboveTarget while RpoUnbounded pages.
 - The event counts (ProbeFailed, ProbeStuck, ProbeError, RecordSpooled, RecordLost, CleanupFailed,
   RunSkipped, InvalidRoute, ReplicationEvents; :attr:`FleetAlarm.counts_events`) are emitted only when
-  non-zero and never as 0: their emitters (a probe's record, a skipped run, a plan, an event batch)
-  keep no per-route memory to send a 0 from. Under the same rule one count keeps its route in ALARM
+  non-zero and never as 0: their emitters (a probe's RecordResult and Cleanup steps, the lease's
+  skip, the planner, event ingest) keep no per-route memory across runs to send a 0 from. Under the same rule one count keeps its route in ALARM
   until its datapoint leaves the evaluation range (15 minutes at 5-minute periods, 3 hours at an
   hour's), and a repeat meanwhile sends nothing: :meth:`FleetAlarm.clears` writes that into each
   one's Runbook (docs/ALARMS.md), tests/test_alarm_transcripts.py holds it to the evaluator.
