@@ -220,7 +220,7 @@ def run_contract_scenarios() -> ContractRun:
         # The route's previous run still holds its lease (a run outlasting its schedule): this run
         # skips the route, recorded and counted (RunSkipped); once that lease is back, runs go on. (A run
         # id, not an execution ARN: nothing tells whether it ended, so its unexpired lease stands; an
-        # execution Step Functions reports as ended would not block, fleet/lease.py holder_ended.)
+        # execution that can never run again (SUCCEEDED, or not redrivable) would not block, fleet/lease.py holder_ended.)
         other = DynamoLeases(TABLE, ddb)
         assert other.acquire("primary", "20261123T100000Z-still-running", clock.now(), clock.now() + 3600, {}) is not None
         play("skipped", {"sizes": "1MiB"})

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -432,3 +433,110 @@ def test_the_sparse_flag_never_costs_a_late_writers_count() -> None:
     _, fold = rollup_slo_status(store, route, T0 + 9 * 3600, spec, save=True)
     assert sparse_up(fold.item) == frozenset({"RpoUnbounded"}) and save_sparse_up(store, route, fold.item, frozenset())
     assert SPARSE_UP not in (store.get_item(roll_partition(route), PERIOD) or {})
+
+
+# ------------------------------------------------------------------------------ count alarms (SUM, 1 of 1)
+# The event-count signals (ProbeError, ProbeStuck, ProbeFailed, RecordSpooled, RecordLost, CleanupFailed,
+# RunSkipped, InvalidRoute, ReplicationEvents) are counted only when non-zero and never as 0. Under AWS's
+# rule ("Configuring how CloudWatch alarms treat missing data",
+# https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/alarms-and-missing-data.html: each
+# evaluation retrieves more periods than EvaluationPeriods; with at least EvaluationPeriods real datapoints
+# in that range the most recent real ones are judged and TreatMissingData is ignored) one count is the
+# most recent real datapoint until it leaves the evaluation range: the contributor stays in ALARM that
+# long, and a repeat meanwhile changes nothing. fleet/alarms.py FleetAlarm.clears says so in each alarm's
+# Runbook (docs/ALARMS.md); these transcripts hold the evaluator and that text to each other.
+
+ROUTE_NAME = "orders-to-dr"
+
+
+def count_points(emf_points: Callable[..., list[Point]], metric: str, minute: int, n: float = 1,
+                 extra: dict[str, str] | None = None) -> list[Point]:
+    """What the emitting code prints for ``n`` events of ``metric`` on the route at ``minute``
+    (deps.metrics.count(metric, n, {Route: ...}): probe/steps.py, probe/heartbeat.py, fleet/lease.py,
+    core/registry.py, signals/event_ingest.py)."""
+    return emf_points(lambda m: m.count(metric, n, {ROUTE: ROUTE_NAME, **(extra or {})}), minute)
+
+
+def counted(emf_points: Callable[..., list[Point]], metric: str, at: dict[int, float],
+            extra: dict[str, str] | None = None) -> Callable[[int], list[Point]]:
+    printed = {minute: count_points(emf_points, metric, minute, n, extra) for minute, n in at.items()}
+    return lambda minute: printed.get(minute, [])
+
+
+def contributor_changes(a: AlarmEvaluator, minutes: int, series: Callable[[int], Iterable[Point]]) -> Transcript:
+    """Every contributor state change, wherever (or whether) the template delivers it."""
+    points: list[Point] = []
+    out: Transcript = []
+    for minute in range(minutes):
+        points += series(minute)
+        out += [(minute, "", n.attributes.get(ROUTE, ""), n.state)
+                for n in a.step(T0 + (minute + 1) * 60 + 1, points).notifications if n.level == "contributor"]
+    return out
+
+
+def test_transcript_one_probe_error_then_quiet(emf_points: Callable[..., list[Point]]) -> None:
+    """One ProbeError at minute 2, then nothing: the ticket topic hears ALARM when the 5-minute period
+    ends (minute 4) and OK only when that datapoint leaves the evaluation range, 3 periods after its
+    period ended (minute 19): 15 minutes of ALARM for one error."""
+    got = transcript({"ProbeError": alarm("ProbeError")}, 30, counted(emf_points, "ProbeError", {2: 1}), topic=TICKET)
+    assert got == [(4, "ProbeError", "", "ALARM"), (4, "ProbeError", ROUTE_NAME, "ALARM"), (19, "ProbeError", ROUTE_NAME, "OK")]
+    # at 19 the query returns no series at all: the alarm as a whole goes INSUFFICIENT_DATA (it has no
+    # InsufficientDataActions), so only the route's OK arrives
+    # had the code emitted an explicit 0 on its next run (minute 7), OK would come at that period's end
+    sooner = counted(emf_points, "ProbeError", {2: 1, 7: 0})
+    assert contributor_changes(alarm("ProbeError"), 30, sooner) == [(4, "", ROUTE_NAME, "ALARM"), (9, "", ROUTE_NAME, "OK")]
+
+
+def test_transcript_repeat_probe_error_inside_the_window_sends_no_notification(emf_points: Callable[..., list[Point]]) -> None:
+    """ProbeError at minutes 2 and 12: the second error sends nothing (the route is still in ALARM from
+    the first) and moves the OK to 3 periods after its own period (minute 29). A third error after the
+    OK (minute 32) tickets again."""
+    got = transcript({"ProbeError": alarm("ProbeError")}, 50, counted(emf_points, "ProbeError", {2: 1, 12: 1, 32: 1}), topic=TICKET)
+    assert [t for t in got if t[2]] == [(4, "ProbeError", ROUTE_NAME, "ALARM"), (29, "ProbeError", ROUTE_NAME, "OK"),
+                                        (34, "ProbeError", ROUTE_NAME, "ALARM"), (49, "ProbeError", ROUTE_NAME, "OK")]
+
+
+def test_transcript_two_skipped_runs_keep_the_hourly_alarm_for_3_hours(emf_points: Callable[..., list[Point]]) -> None:
+    """RunSkipped (>= 2 per hour): two skips at minutes 10 and 25 of hour 0 ticket when the hour ends
+    (minute 59) and clear 3 hours after it (minute 239): an hour's period keeps its datapoint in the
+    3-period evaluation range for 3 hours. One skip in hour 1 (under the threshold) is a real datapoint
+    within it: it is judged instead, and OK comes when hour 1 ends (minute 119)."""
+    quiet = contributor_changes(alarm("RunSkipped"), 245, counted(emf_points, "RunSkipped", {10: 1, 25: 1}))
+    assert quiet == [(59, "", ROUTE_NAME, "ALARM"), (239, "", ROUTE_NAME, "OK")]
+    under = contributor_changes(alarm("RunSkipped"), 245, counted(emf_points, "RunSkipped", {10: 1, 25: 1, 70: 1}))
+    assert under == [(59, "", ROUTE_NAME, "ALARM"), (119, "", ROUTE_NAME, "OK")]
+
+
+def test_transcript_invalid_route_fixed_clears_3_hours_after_its_last_plan_hour(emf_points: Callable[..., list[Point]]) -> None:
+    """InvalidRoute, counted by every plan (every 15 minutes) while the item is bad: bad for plans 0..45,
+    fixed before plan 60. ALARM at the end of hour 0 (minute 59), OK 3 hours after it (minute 239)."""
+    from replmon.core.telemetry import REASON
+
+    at = {m: 1.0 for m in (0, 15, 30, 45)}
+    got = contributor_changes(alarm("InvalidRoute"), 245, counted(emf_points, "InvalidRoute", at, {REASON: "BadName"}))
+    assert got == [(59, "", ROUTE_NAME, "ALARM"), (239, "", ROUTE_NAME, "OK")]
+
+
+@pytest.mark.parametrize("name", ["ProbeFailed", "ProbeStuck", "ProbeError", "RecordSpooled", "RecordLost", "CleanupFailed",
+                                  "RunSkipped", "InvalidRoute", "ReplicationFailedEvent", "MissedThresholdEvent"])
+def test_each_count_alarm_clears_when_its_runbook_says(name: str, emf_points: Callable[..., list[Point]]) -> None:
+    """Each count alarm's Runbook Action (template.yaml, docs/ALARMS.md) names when its route clears:
+    the evaluator, given one period's worth of counts at the threshold, agrees to the minute."""
+    from replmon.core.telemetry import EVENT, REASON
+    from replmon.fleet.alarms import FLEET_ALARMS
+
+    fa = next(a for a in FLEET_ALARMS if a.name == name)
+    assert fa.counts_events and fa.clears()
+    props = default_transformed()["Resources"][f"{name}G00Alarm"]
+    assert fa.clears() in props["Metadata"]["Runbook"]["Action"]
+    table = (Path(__file__).parents[1] / "docs" / "ALARMS.md").read_text(encoding="utf-8")
+    assert f"`{name}G00Alarm`" in table and fa.clears() in table.split(f"`{name}G00Alarm`", 1)[1].split("\n", 1)[0]
+    a = alarm(name)
+    extra = dict(fa.where) if fa.where else {REASON: "BadName"} if REASON in fa.schema else {}
+    assert EVENT not in fa.schema or EVENT in extra
+    period_min = fa.period // 60
+    n = max(1.0, float(fa.threshold) if not isinstance(fa.threshold, str) else 1.0) + (1 if fa.op == ">" else 0)
+    got = contributor_changes(a, period_min * (fa.range_periods + 2), counted(emf_points, fa.metric, {1: n}, extra))
+    span = f"{fa.period * fa.range_periods // 3600} h" if fa.period >= 3600 else f"{fa.period * fa.range_periods // 60} min"
+    assert f"OK about {span} after the end of the last" in fa.clears()
+    assert got == [(period_min - 1, "", ROUTE_NAME, "ALARM"), (period_min * (1 + fa.range_periods) - 1, "", ROUTE_NAME, "OK")]

@@ -8,12 +8,16 @@ AWS contracts encoded here:
   ConditionalCheckFailedException when it no longer holds ("Working with items and attributes",
   condition expressions, https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/WorkingWithItems.html),
   so a holder whose lease changed meanwhile is never displaced;
-- an execution has ended unless DescribeExecution answers RUNNING or PENDING_REDRIVE (its status
-  is one of RUNNING, SUCCEEDED, FAILED, TIMED_OUT, ABORTED, PENDING_REDRIVE; an unknown ARN answers
-  ExecutionDoesNotExist, https://docs.aws.amazon.com/step-functions/latest/apireference/API_DescribeExecution.html).
-  A redriven execution keeps its ARN and runs again from its failed step
-  (https://docs.aws.amazon.com/goto/WebAPI/states-2016-11-23/RedriveExecution), so PENDING_REDRIVE
-  is a holder that will run again, not one that ended.
+- an execution runs while DescribeExecution answers RUNNING or PENDING_REDRIVE (its status is one
+  of RUNNING, SUCCEEDED, FAILED, TIMED_OUT, ABORTED, PENDING_REDRIVE; an unknown ARN answers
+  ExecutionDoesNotExist, https://docs.aws.amazon.com/step-functions/latest/apireference/API_DescribeExecution.html),
+  and has ended only when SUCCEEDED or its ``redriveStatus`` is NOT_REDRIVABLE: a FAILED, TIMED_OUT
+  or ABORTED execution can be redriven within 14 days, keeps its ARN, continues from its failed step
+  and reports RUNNING again (https://docs.aws.amazon.com/step-functions/latest/dg/redrive-executions.html,
+  https://docs.aws.amazon.com/goto/WebAPI/states-2016-11-23/RedriveExecution), so before its lease
+  expires such a holder is "cannot tell" and the expiry decides. moto's DescribeExecution returns
+  no ``redriveStatus``: those answers come from botocore's Stubber, which checks them against the
+  service model.
 """
 
 from __future__ import annotations
@@ -201,19 +205,73 @@ def test_a_deployed_run_that_could_not_release_does_not_block_the_next_once_its_
 
 
 def test_a_holder_pending_redrive_still_counts_as_running() -> None:
+    """Only SUCCEEDED, or a failed execution Step Functions says cannot be redriven, has ended; a
+    FAILED, TIMED_OUT or ABORTED one that can be redriven (same ARN, RUNNING again) is "cannot tell"."""
     from botocore.stub import Stubber
 
     from replmon.adapters.executions import StepFunctionsExecutions
 
     client = __import__("boto3").client("stepfunctions", region_name="us-east-1")
     arn = "arn:aws:states:us-east-1:123456789012:execution:sm:run"
-    answers = {"RUNNING": True, "PENDING_REDRIVE": True, "SUCCEEDED": False, "FAILED": False, "TIMED_OUT": False, "ABORTED": False}
+    redrivable = {"redriveStatus": "REDRIVABLE"}
+    spent = {"redriveStatus": "NOT_REDRIVABLE", "redriveStatusReason": "Execution redrivable period exceeded"}
+    answers: list[tuple[str, dict[str, str], bool | None]] = [
+        ("RUNNING", {"redriveStatus": "NOT_REDRIVABLE", "redriveStatusReason": "Execution is RUNNING and cannot be redriven"}, True),
+        ("PENDING_REDRIVE", {}, True),
+        ("SUCCEEDED", {"redriveStatus": "NOT_REDRIVABLE", "redriveStatusReason": "Execution is SUCCEEDED and cannot be redriven"}, False),
+        ("SUCCEEDED", {}, False),
+        ("FAILED", redrivable, None), ("TIMED_OUT", redrivable, None), ("ABORTED", redrivable, None),
+        ("FAILED", {"redriveStatus": "REDRIVABLE_BY_MAP_RUN"}, None),
+        ("FAILED", {}, None),  # not said: cannot tell
+        ("FAILED", spent, False), ("TIMED_OUT", spent, False), ("ABORTED", spent, False),
+    ]
     with Stubber(client) as stub:
-        for status in answers:
+        for status, redrive, _ in answers:
             stub.add_response("describe_execution", {"executionArn": arn, "stateMachineArn": "arn:aws:states:us-east-1:123456789012:stateMachine:sm",
-                                                     "status": status, "startDate": 0}, {"executionArn": arn})
-        got = {status: StepFunctionsExecutions(client).running(arn) for status in answers}
-    assert got == answers
+                                                     "status": status, "startDate": 0, **redrive}, {"executionArn": arn})
+        got = [StepFunctionsExecutions(client).running(arn) for _ in answers]
+    assert got == [expected for *_, expected in answers]
+
+
+def test_an_unexpired_lease_of_a_redrivable_failed_execution_is_not_taken() -> None:
+    """BeginRouteRun finds a route's lease held, unexpired, by a FAILED execution that can still be
+    redriven: the route is skipped (a redrive would probe it again under the same ARN). Held by one
+    whose redrive period is over (NOT_REDRIVABLE): taken before its expiry. Expired: taken either way."""
+    from botocore.stub import Stubber
+
+    from replmon.adapters.executions import StepFunctionsExecutions
+    from replmon.adapters.leases import MemoryLeases
+    from replmon.core.clock import ManualClock
+    from replmon.fleet.lease import begin_run
+    from tests.conftest import route as a_route
+
+    client = __import__("boto3").client("stepfunctions", region_name="us-east-1")
+    machine = "arn:aws:states:us-east-1:123456789012:stateMachine:sm"
+
+    class D:
+        def __init__(self) -> None:
+            self.leases, self.clock, self.metrics = MemoryLeases(), ManualClock(start=1000.0), type("M", (), {"count": lambda *a, **k: None})()
+            self.executions, self.plans = StepFunctionsExecutions(client), None
+
+    d = D()
+    holders = {"a": "arn:aws:states:us-east-1:123456789012:execution:sm:redrivable",
+               "b": "arn:aws:states:us-east-1:123456789012:execution:sm:spent",
+               "c": "arn:aws:states:us-east-1:123456789012:execution:sm:expired"}
+    assert d.leases.acquire("a", holders["a"], 900.0, 5000.0, {}) is not None
+    assert d.leases.acquire("b", holders["b"], 900.0, 5000.0, {}) is not None
+    assert d.leases.acquire("c", holders["c"], 0.0, 500.0, {}) is not None
+    redrive = {"a": {"redriveStatus": "REDRIVABLE"},
+               "b": {"redriveStatus": "NOT_REDRIVABLE", "redriveStatusReason": "Execution redrivable period exceeded"},
+               "c": {"redriveStatus": "REDRIVABLE"}}
+    plan = {"run_id": "r", "bound_seconds": 10.0, "routes": [a_route(name=n) for n in "abc"],
+            "probes": [{"route": a_route(name=n), "size_class": "1MiB"} for n in "abc"]}
+    with Stubber(client) as stub:
+        for n in "abc":
+            stub.add_response("describe_execution", {"executionArn": holders[n], "stateMachineArn": machine, "status": "FAILED",
+                                                     "startDate": 0, **redrive[n]}, {"executionArn": holders[n]})
+        out = begin_run({"plan": plan, "execution": "me"}, d)  # type: ignore[arg-type]
+    assert out["lease"]["routes"] == ["b", "c"]
+    assert [(s["route"], s["held_by"]) for s in out["skipped"]] == [("a", holders["a"])]
 
 
 def test_fleet_release_ends_a_dead_runs_lease_and_says_when_its_record_cannot_be_kept(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -281,6 +339,28 @@ def test_a_local_holder_whose_pid_now_names_another_process_has_ended() -> None:
         assert holder_ended(Lease("r", "arn:old", 9e9, {}, reused), None) is True
     gone = {"host": socket.gethostname(), "pid": dead_pid()}
     assert holder_ended(Lease("r", "arn:gone", 9e9, {}, gone), None) is True
+
+
+def test_a_local_holder_pid_held_by_another_users_process_is_told_by_its_start_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Signalling another user's process is refused (EPERM, kill(2)), but its /proc/<pid>/stat is
+    readable by every user (proc(5)): a live pid another user holds is the run only if it started
+    when the lease says; without a start time on the lease it cannot be told (None: the expiry decides)."""
+    import socket
+
+    from replmon.core.ports import Lease
+    from replmon.fleet import lease as lease_mod
+
+    def refused(pid: int, sig: int) -> None:
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(lease_mod.os, "kill", refused)
+    init_started = lease_mod.process_started(1)
+    assert init_started, "no /proc/1/stat on this system"
+    host = socket.gethostname()
+    assert lease_mod.holder_ended(Lease("r", "arn:x", 9e9, {}, {"host": host, "pid": "1", "started": init_started}), None) is False
+    reused = str(int(init_started) + 12345)  # the run started at another time: the pid now names another process
+    assert lease_mod.holder_ended(Lease("r", "arn:x", 9e9, {}, {"host": host, "pid": "1", "started": reused}), None) is True
+    assert lease_mod.holder_ended(Lease("r", "arn:x", 9e9, {}, {"host": host, "pid": "1"}), None) is None
 
 
 def test_a_failed_release_of_a_lease_this_run_does_not_hold_is_no_fault() -> None:

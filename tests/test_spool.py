@@ -176,10 +176,12 @@ def test_the_deployed_spool_has_a_quarantine_the_housekeeping_role_can_write() -
     quarantine queue) and, should the function itself fail on it, by SQS's redrive policy after
     maxReceiveCount receives. The quarantine keeps 14 days, the most SQS allows, longer than the spool's
     10: SQS counts a dead-lettered message's retention from its original enqueue time, so the
-    dead-letter queue should keep longer than its source. A store outage is not a poison message:
-    replay stops at the first (test_a_store_outage_ends_the_replay_with_every_record_left_spooled), and even a
-    message received at every default 15-minute run reaches maxReceiveCount only after the spool's retention
-    (https://docs.amazonaws.cn/en_us/AWSSimpleQueueService/latest/SQSDeveloperGuide/setting-up-dead-letter-queue-retention.html,
+    dead-letter queue should keep longer than its source. The move must come before the spool's
+    retention, or SQS deletes the message without a word: Housekeeping receives a message at most once
+    a run, so maxReceiveCount runs at the slowest tick the template allows (ScheduleRateMinutes'
+    MaxValue) must end well within it, and the quarantine must still hold the message a good while
+    after, counted from its first enqueue. The runbook says the same count
+    (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/setting-up-dead-letter-queue-retention.html,
     https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-dead-letter-queues)."""
     from tests.cfnutil import ACCOUNT, default_transformed, function_role_policies, resolver
     from tests.iam import simulate
@@ -190,8 +192,16 @@ def test_the_deployed_spool_has_a_quarantine_the_housekeeping_role_can_write() -
     assert r_arn(spool["RedrivePolicy"]["deadLetterTargetArn"]) == "RecordQuarantineQueue"
     from replmon.core.defaults import DEFAULTS
 
-    assert spool["RedrivePolicy"]["maxReceiveCount"] * DEFAULTS.schedule_rate_minutes * 60 >= spool["MessageRetentionPeriod"]
+    receives = int(spool["RedrivePolicy"]["maxReceiveCount"])
+    slowest = float(t["Parameters"]["ScheduleRateMinutes"]["MaxValue"]) * 60
+    moved_at = receives * slowest  # the latest a message Housekeeping keeps failing on is moved
+    assert moved_at <= 0.8 * spool["MessageRetentionPeriod"], "the spool's retention would delete it before the move"
+    assert quarantine["MessageRetentionPeriod"] - moved_at >= 5 * 86400, "the quarantine would keep it under 5 days"
     assert quarantine["SqsManagedSseEnabled"] is True and quarantine["MessageRetentionPeriod"] > spool["MessageRetentionPeriod"]
+    assert quarantine["MessageRetentionPeriod"] <= 1_209_600  # SQS keeps 14 days at most
+    causes = res["RecordQuarantineAlarm"]["Metadata"]["Runbook"]["Causes"]
+    at_default = receives * DEFAULTS.schedule_rate_minutes
+    assert f"in {receives} runs" in causes and f"{at_default // 60} h {at_default % 60} min at the default" in causes, causes
     r = resolver(t)
     policies = function_role_policies(t, "Housekeeping", r)
     queue = r.resolve({"Fn::GetAtt": ["RecordQuarantineQueue", "Arn"]})
@@ -284,6 +294,64 @@ def test_a_transaction_cancelled_for_what_the_record_holds_is_quarantined_thrott
     spool.spool(rec("e"))
     out = replay_spool(deps(spool, Cancelled({rec("d").probe_id: "ThrottlingError"}))[0])
     assert (out["replayed"], out["left"], out["quarantined"], spool.pending()) == (0, 1, [], 2)
+
+
+def test_a_transaction_cancelled_for_the_shared_hour_item_keeps_the_record_and_names_the_item(tmp_path: Path) -> None:
+    """The cancellation reasons are per action, in the order of the actions
+    (https://docs.aws.amazon.com/botocore/latest/reference/services/dynamodb/client/exceptions/TransactionCanceledException.html:
+    "an item size becomes too large (larger than 400 KB) ... because of changes made by the
+    transaction"). A record's transaction is its own put (action 0), then its hour item's counters: a
+    ValidationError at the hour item (grown past 400 KB) says nothing against the record, so it is
+    not quarantined - kept in the spool for replay, the hour item named - and the other hours' records replay."""
+    from replmon.core.partitions import hour_sort_key, roll_partition
+    from replmon.signals.windows import floor_hour, record_time
+
+    class HourFull(MemoryLatencyTable):
+        def transact(self, writes: Any, token: str | None = None) -> Any:
+            if str(writes[0].item["probe_id"]).startswith("full"):
+                err = ClientError({"Error": {"Code": "TransactionCanceledException", "Message": "Transaction cancelled"},
+                                   "CancellationReasons": [{"Code": "None"}, {"Code": "ValidationError",
+                                                                              "Message": "Item size has exceeded the maximum allowed size"}]},
+                                  "TransactWriteItems")
+                raise StoreUnavailable("replmon-latency: transaction cancelled: None, ValidationError") from err
+            return super().transact(writes, token)
+
+    spool = DirectorySpool(tmp_path / "spool")
+    for p in ("full-a", "full-b", "ok"):
+        spool.spool(rec(p))
+    out = replay_spool(deps(spool, HourFull())[0])
+    assert out["replayed"] == 1 and out["quarantined"] == [] and spool.quarantine_entries() == []
+    hour_item = f"{roll_partition('r')} {hour_sort_key(floor_hour(record_time(rec('ok'))))}"
+    assert len(out["kept"]) == 2 and all(hour_item in line and "kept in the spool" in line for line in out["kept"]), out["kept"]
+    assert spool.pending() == 2  # both wait for the next run
+    assert replay_spool(deps(spool)[0])["replayed"] == 2  # the hour item trimmed: replayed
+
+
+def test_entries_that_stay_where_they_are_do_not_count_toward_the_replay_limit(tmp_path: Path) -> None:
+    """201 bad entries that cannot be moved to quarantine (its folder cannot be made) sort before the
+    one good record: they stay, named each run, but do not fill the run's REPLAY_LIMIT (200), so the
+    record behind them is replayed; an entry stored but not removed does not count either."""
+    from replmon.probe.housekeeping import REPLAY_LIMIT
+
+    spool = DirectorySpool(tmp_path / "spool")
+    spool.spool(rec("good"))
+    folder = tmp_path / "spool" / "r"
+    for i in range(REPLAY_LIMIT + 1):
+        (folder / f"00-{i:03d}.json").write_text("[1, 2]")
+    (tmp_path / "spool" / "_quarantine").write_text("a file where the quarantine folder should be")
+    out = replay_spool(deps(spool)[0])
+    assert out["replayed"] == 1 and len(out["quarantined"]) == REPLAY_LIMIT + 1
+    assert all("NOT moved to quarantine" in line for line in out["quarantined"])
+    assert spool.pending() == REPLAY_LIMIT + 1
+
+    class Unremovable(DirectorySpool):
+        def ack(self, handle: str) -> None:
+            self.quarantined.append(f"{handle}: stored, but NOT removed from the spool")
+
+    stuck = Unremovable(tmp_path / "other")
+    for p in ("a", "b", "c"):
+        stuck.spool(rec(p))
+    assert [r.probe_id for _, r in stuck.drain(1)] == ["a", "b", "c"]  # none removed: none counted
 
 
 def test_an_entry_that_fails_in_a_way_no_one_foresaw_is_quarantined_not_met_again_every_run(tmp_path: Path) -> None:
@@ -414,3 +482,100 @@ def test_spool_drop_and_retry_handle_a_waiting_record_named_one_by_one(tmp_path:
     dropped = cli("spool", "drop", first, *flag)
     assert dropped.returncode == 0 and "its record is given up" in dropped.stderr
     assert [f"r/{p.name}" for p in spool.entries()] == [second]
+
+
+def test_spool_drop_and_retry_go_on_past_an_entry_the_filesystem_refuses_and_exit_3(tmp_path: Path,
+                                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """An entry that cannot be deleted or put back (a read-only folder) is not a wrong flag (exit 2,
+    cli/exitcodes.py): it is named, every other entry named is still handled, and the command exits 3."""
+    import errno
+
+    spool = DirectorySpool(tmp_path / "spool")
+    plant_bad_entries(tmp_path / "spool" / "r")
+    list(spool.drain(100))  # the four bad entries quarantined
+    names = sorted(q.entry for q in spool.quarantine_entries())
+    assert len(names) == 4
+    flag = ["--spool-dir", str(tmp_path / "spool")]
+    real_drop, real_retry = DirectorySpool.drop, DirectorySpool.retry
+
+    def drop(self: DirectorySpool, q: Any) -> None:
+        if q.entry == names[0]:
+            raise OSError(errno.EROFS, "Read-only file system")
+        real_drop(self, q)
+
+    def retry(self: DirectorySpool, q: Any) -> Path:
+        if q.entry == names[1]:
+            raise OSError(errno.EROFS, "Read-only file system")
+        return real_retry(self, q)
+
+    monkeypatch.setattr(DirectorySpool, "retry", retry)
+    retried = cli("spool", "retry", names[1], names[2], *flag)
+    assert retried.returncode == 3, retried.stderr
+    assert f"{names[1]}: not put back" in retried.stderr and f"{names[2]}: back in the spool" in retried.stderr
+    monkeypatch.setattr(DirectorySpool, "drop", drop)
+    dropped = cli("spool", "drop", "--all", *flag)
+    assert dropped.returncode == 3, dropped.stderr
+    assert f"{names[0]}: not deleted: Read-only file system" in dropped.stderr and "1 entry not deleted" in dropped.stderr
+    assert [q.entry for q in spool.quarantine_entries()] == [names[0]]  # the others deleted all the same
+
+
+def test_a_store_outage_adds_a_receive_to_one_spooled_message_per_run() -> None:
+    """Every message received counts toward the spool queue's maxReceiveCount (its redrive policy moves
+    it to the quarantine after that many): replay receives one message first, so a run that meets the
+    store down leaves the others' counts alone
+    (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-dead-letter-queues)."""
+    import boto3
+    from moto import mock_aws
+
+    class Down(MemoryLatencyTable):
+        def transact(self, writes: Any, token: str | None = None) -> Any:
+            raise StoreUnavailable("replmon-latency: ServiceUnavailable")
+
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        spool_url = sqs.create_queue(QueueName="spool")["QueueUrl"]
+        spool = SqsSpool(spool_url, sqs, sqs.create_queue(QueueName="spool-quarantine")["QueueUrl"])
+        for p in "abcde":
+            spool.spool(rec(p))
+        out = replay_spool(deps(spool, Down())[0])
+        assert out["left"] == 1 and out["replayed"] == 0
+        got = sqs.receive_message(QueueUrl=spool_url, MaxNumberOfMessages=10, AttributeNames=["ApproximateReceiveCount"],
+                                  VisibilityTimeout=0).get("Messages", [])
+        # the one replay received is hidden for its visibility timeout; the other four were never received before
+        assert [int(m["Attributes"]["ApproximateReceiveCount"]) for m in got] == [1, 1, 1, 1]
+
+
+def test_a_message_copied_to_quarantine_but_not_deleted_from_the_spool_is_one_entry_not_a_failed_move() -> None:
+    """SendMessage to the quarantine queue succeeds, DeleteMessage on the spool queue fails: the line
+    says it is in quarantine and not removed (no "NOT moved"); the next run copies it again under the
+    same spool message id, and `spool list`/`drop` see one entry and remove every copy."""
+    import boto3
+    from moto import mock_aws
+
+    from replmon.adapters.spool import SqsQuarantine
+
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        spool_url = sqs.create_queue(QueueName="spool")["QueueUrl"]
+        quarantine_url = sqs.create_queue(QueueName="spool-quarantine")["QueueUrl"]
+        sqs.send_message(QueueUrl=spool_url, MessageBody="[1, 2]")
+
+        def refuse_delete(params: Any, **_: Any) -> None:
+            raise ClientError({"Error": {"Code": "InternalError", "Message": "We encountered an internal error"}}, "DeleteMessage")
+
+        sqs.meta.events.register("before-call.sqs.DeleteMessage", refuse_delete)
+        earlier = SqsSpool(spool_url, sqs, quarantine_url)
+        first = replay_spool(deps(earlier)[0])
+        sqs.meta.events.unregister("before-call.sqs.DeleteMessage", refuse_delete)
+        [line] = first["quarantined"]
+        assert "NOT moved" not in line and "in the quarantine queue, but NOT removed from the spool queue" in line, line
+        [(receipt, spooled_id)] = earlier._ids.items()  # it comes back after its visibility timeout: now, here
+        sqs.change_message_visibility(QueueUrl=spool_url, ReceiptHandle=receipt, VisibilityTimeout=0)
+        again = replay_spool(deps(SqsSpool(spool_url, sqs, quarantine_url))[0])
+        assert len(again["quarantined"]) == 1 and "NOT" not in again["quarantined"][0]
+        assert "Messages" not in sqs.receive_message(QueueUrl=spool_url)
+        q = SqsQuarantine(sqs, spool_url, quarantine_url)
+        [entry] = q.entries()  # two copies, one entry
+        assert entry.spool_id == spooled_id and line.startswith(entry.message_id)
+        assert [d.message_id for d in q.handle({entry.message_id}, retry=False)] == [entry.message_id]
+        assert "Messages" not in sqs.receive_message(QueueUrl=quarantine_url, WaitTimeSeconds=0)

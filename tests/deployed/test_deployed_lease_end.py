@@ -1,7 +1,7 @@
 """(f) The lease store fails at the end of a run (its disk full): the EndRouteRun Lambda, with the
 environment and role template.yaml gives it, cannot give the lease back; the execution ends all the
 same, and the next tick's BeginRouteRun asks Step Functions (DescribeExecution, IAM-evaluated on
-the execution resource) about the holder: ended, so the route is probed, not skipped for the
+the execution resource) about the holder: SUCCEEDED, so the route is probed, not skipped for the
 lease's remaining hours. An execution's status is RUNNING, SUCCEEDED, FAILED, TIMED_OUT, ABORTED or
 PENDING_REDRIVE (https://docs.aws.amazon.com/step-functions/latest/apireference/API_DescribeExecution.html)."""
 

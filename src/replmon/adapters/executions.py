@@ -25,10 +25,17 @@ from botocore.exceptions import BotoCoreError, ClientError
 log = logging.getLogger("replmon")
 
 RUNNING = "RUNNING"
-#: Statuses of an execution that runs, or will run again: PENDING_REDRIVE is a failed execution being
-#: redriven (RedriveExecution keeps its ARN and continues from the failed step). SUCCEEDED, FAILED,
-#: TIMED_OUT and ABORTED have ended (DescribeExecution's status).
+#: Statuses of an execution that runs now (DescribeExecution's status; PENDING_REDRIVE is a Map Run
+#: child execution's, one about to run again).
 STILL_RUNS = frozenset({RUNNING, "PENDING_REDRIVE"})
+#: The one status after which an execution never runs again. A FAILED, TIMED_OUT or ABORTED execution
+#: can be redriven for 14 days: same ARN, continuing from its failed step (Map iterations too), and
+#: then RUNNING again (https://docs.aws.amazon.com/step-functions/latest/dg/redrive-executions.html,
+#: https://docs.aws.amazon.com/goto/WebAPI/states-2016-11-23/RedriveExecution). So such a holder has
+#: ended only when DescribeExecution's ``redriveStatus`` says NOT_REDRIVABLE (its
+#: ``redriveStatusReason`` says why); otherwise it is "cannot tell" and its lease's expiry decides.
+ENDED = "SUCCEEDED"
+NOT_REDRIVABLE = "NOT_REDRIVABLE"
 
 
 class StepFunctionsExecutions:
@@ -48,7 +55,7 @@ class StepFunctionsExecutions:
         if not holder.startswith("arn:") or ":execution:" not in holder:
             return None  # a lab or ad-hoc run id: nothing to ask
         try:
-            return self.client.describe_execution(executionArn=holder)["status"] in STILL_RUNS
+            described = self.client.describe_execution(executionArn=holder)
         except ClientError as exc:
             if exc.response["Error"]["Code"] == "ExecutionDoesNotExist":
                 # Not "ended": DescribeExecution is eventually consistent, and a run that has just started
@@ -59,3 +66,9 @@ class StepFunctionsExecutions:
         except BotoCoreError as exc:
             log.warning("could not tell whether a lease's holder still runs", extra={"holder": holder, "error": str(exc)})
             return None
+        status = described.get("status")
+        if status in STILL_RUNS:
+            return True
+        if status == ENDED or described.get("redriveStatus") == NOT_REDRIVABLE:
+            return False
+        return None  # failed, timed out or aborted, and redrivable (or not said): its lease's expiry decides

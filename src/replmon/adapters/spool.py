@@ -1,7 +1,7 @@
 """Where a record goes when the latency store cannot take it, until a later run replays it; and
 the quarantine beside it, where an entry that can be neither read nor stored waits for a person.
 
-- :class:`SqsSpool` in AWS: an encrypted queue (14 days' retention) per stack; its quarantine is a
+- :class:`SqsSpool` in AWS: an encrypted queue (10 days' retention) per stack; its quarantine is a
   second queue (the spool queue's dead-letter queue too), each message with its reason.
 - :class:`DirectorySpool` for local runs: one JSON file per record, mode 0600; its quarantine is
   ``<spool>/_quarantine/<route>/``, each entry with a ``.reason`` file beside it.
@@ -15,6 +15,7 @@ one bad entry never strands the records behind it (`replmon spool` lists, retrie
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from collections.abc import Iterator
@@ -77,7 +78,10 @@ class SqsSpool:
     def drain(self, limit: int) -> Iterator[tuple[str, ProbeRecord]]:
         taken = 0
         while taken < limit:
-            r = self.client.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=min(10, limit - taken),
+            # One message first: every message received counts toward the queue's maxReceiveCount, and
+            # while the store is down replay stops at the first, so an outage adds a receive to one
+            # message per run, not to a batch of ten (template.yaml RecordSpoolQueue).
+            r = self.client.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=min(10 if taken else 1, limit - taken),
                                             WaitTimeSeconds=0, VisibilityTimeout=120)
             messages = r.get("Messages", [])
             if not messages:
@@ -105,16 +109,30 @@ class SqsSpool:
             self.quarantined.append(f"{entry}: {reason}; left in the spool queue (no quarantine queue: "
                                     "its redrive policy moves it after maxReceiveCount receives)")
             return
+        from replmon.adapters.explain import explain
+
+        spooled = entry
         try:
             sent = self.client.send_message(QueueUrl=self.quarantine_url, MessageBody=self._bodies.get(handle, "") or "(empty)",
-                                            MessageAttributes={"reason": {"DataType": "String", "StringValue": reason[:1000]}})
-            self.ack(handle)
+                                            MessageAttributes={"reason": {"DataType": "String", "StringValue": reason[:1000]},
+                                                               SPOOL_ID: {"DataType": "String", "StringValue": spooled}})
             entry = str((sent or {}).get("MessageId") or entry)  # its id in the quarantine queue, as `spool list` names it
         except Exception as exc:  # the quarantine queue refused it: the message comes back after its visibility
-            from replmon.adapters.explain import explain  # timeout, and the redrive policy moves it in the end
-
-            reason = f"{reason}; NOT moved to the quarantine queue ({explain(exc)[:200]})"
+            # timeout, and the redrive policy moves it in the end
+            self.quarantined.append(f"{entry}: {reason}; NOT moved to the quarantine queue ({explain(exc)[:200]})")
+            return
+        try:
+            self.ack(handle)
+        except Exception as exc:  # in quarantine already; the spool's message comes back, and the next run copies it
+            # again under the same spool id (``spool list`` shows one entry per spool id, `retry`/`drop` handle every copy)
+            reason = (f"{reason}; in the quarantine queue, but NOT removed from the spool queue ({explain(exc)[:200]}): "
+                      f"the next run quarantines it again as the same entry (spool message {spooled})")
         self.quarantined.append(f"{entry}: {reason}")
+
+
+#: The quarantine copy's message attribute naming the spool queue's message it was copied from: a
+#: message copied twice (its delete from the spool failed once) is one entry for a person.
+SPOOL_ID = "spool_message_id"
 
 
 @dataclass(frozen=True)
@@ -125,6 +143,7 @@ class QueuedEntry:
     reason: str
     body: str
     sent_at: float | None
+    spool_id: str | None = None  # the spool queue's message it was copied from (None: moved by the redrive policy)
 
     def to_json(self) -> dict[str, Any]:
         return {"entry": self.message_id, "reason": self.reason, "sent_at": self.sent_at, "body": self.body[:2000]}
@@ -158,27 +177,42 @@ class SqsQuarantine:
                 reason = (m.get("MessageAttributes", {}).get("reason") or {}).get("StringValue") or \
                     "(no reason: moved here by the spool queue's redrive policy after its maxReceiveCount failed receives)"
                 sent = m.get("Attributes", {}).get("SentTimestamp")
-                out.append((QueuedEntry(m["MessageId"], reason, m.get("Body", ""), int(sent) / 1000 if sent else None), m["ReceiptHandle"]))
+                origin = (m.get("MessageAttributes", {}).get(SPOOL_ID) or {}).get("StringValue")
+                out.append((QueuedEntry(m["MessageId"], reason, m.get("Body", ""), int(sent) / 1000 if sent else None, origin),
+                            m["ReceiptHandle"]))
+        return out
+
+    @staticmethod
+    def _copies(read: list[tuple[QueuedEntry, str]]) -> dict[str, list[tuple[QueuedEntry, str]]]:
+        """The messages by entry: copies of one spool message (same spool id) under the first copy's id."""
+        first: dict[str, str] = {}
+        out: dict[str, list[tuple[QueuedEntry, str]]] = {}
+        for entry, receipt in read:
+            name = first.setdefault(entry.spool_id, entry.message_id) if entry.spool_id else entry.message_id
+            out.setdefault(name, []).append((entry, receipt))
         return out
 
     def entries(self) -> list[QueuedEntry]:
-        """The quarantined messages (read, then made visible again at once)."""
+        """The quarantined entries, one per spool message (read, then made visible again at once)."""
         read = self._read()
         for _, handle in read:
             self.client.change_message_visibility(QueueUrl=self.quarantine_url, ReceiptHandle=handle, VisibilityTimeout=0)
-        return [e for e, _ in read]
+        return [copies[0][0] for copies in self._copies(read).values()]
 
     def handle(self, ids: set[str] | None, retry: bool) -> list[QueuedEntry]:
-        """Retry (send back to the spool) or drop the messages with these ids (None: every one)."""
+        """Retry (send back to the spool, once) or drop the entries with these ids (None: every one),
+        every copy of each."""
         done = []
-        for entry, receipt in self._read():
-            if ids is None or entry.message_id in ids:
+        for name, copies in self._copies(self._read()).items():
+            if ids is None or name in ids:
                 if retry:
-                    self.client.send_message(QueueUrl=self.spool_url, MessageBody=entry.body)
-                self.client.delete_message(QueueUrl=self.quarantine_url, ReceiptHandle=receipt)
-                done.append(entry)
+                    self.client.send_message(QueueUrl=self.spool_url, MessageBody=copies[0][0].body)
+                for _, receipt in copies:
+                    self.client.delete_message(QueueUrl=self.quarantine_url, ReceiptHandle=receipt)
+                done.append(copies[0][0])
             else:
-                self.client.change_message_visibility(QueueUrl=self.quarantine_url, ReceiptHandle=receipt, VisibilityTimeout=0)
+                for _, receipt in copies:
+                    self.client.change_message_visibility(QueueUrl=self.quarantine_url, ReceiptHandle=receipt, VisibilityTimeout=0)
         return done
 
 
@@ -247,7 +281,14 @@ class DirectorySpool:
         return sorted(out)
 
     def drain(self, limit: int) -> Iterator[tuple[str, ProbeRecord]]:
-        for path in self.entries()[:limit]:
+        """Up to ``limit`` entries handled: each stored and removed, or moved to quarantine. One that
+        stays where it is (it could not be moved to quarantine, was stored but not removed, or was kept
+        for a later replay) does not count: such entries sort first and, counted, would fill every
+        run's limit and jam the replay of the records behind them."""
+        handled = 0
+        for path in self.entries():
+            if handled >= limit:
+                return
             try:
                 if path.is_symlink() or not path.is_file():
                     raise ValueError("a " + ("symbolic link" if path.is_symlink() else "folder" if path.is_dir() else "special file")
@@ -256,8 +297,9 @@ class DirectorySpool:
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 older = " (set aside as *.unreadable by an earlier replmon)" if path.name.endswith(SET_ASIDE_SUFFIX) else ""
                 self.quarantine(str(path), unreadable(exc) + older)
-                continue
-            yield str(path), record
+            else:
+                yield str(path), record  # the caller acks or quarantines it before asking for the next
+            handled += not os.path.lexists(path)
 
     def ack(self, handle: str) -> None:
         """Remove a stored record's file. One that cannot be removed (a read-only folder) is named, not

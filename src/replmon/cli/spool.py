@@ -134,15 +134,30 @@ def retry_cmd(entries: Entries = None, every: Every = False, spool_dir: SpoolDir
         return _handle_queued(stack_name, region, profile, wanted, retry=True)
     spool = _spool(spool_dir)
     held, waiting = _chosen(spool, wanted)
-    for q in held:
+    failed = 0
+    for q in held:  # every entry named is tried: one that cannot be put back is said, and the rest still are
         try:
             dest = spool.retry(q)
         except (OSError, ValueError) as exc:
-            fail(f"{q.entry}: not put back: {exc}")
+            failed += _not_done(f"{q.entry}: not put back: {exc}")
+            continue
         err.print(f"{q.entry}: back in the spool ({dest}); the next run replays it", highlight=False)
     for path in waiting:
         err.print(f"{path.parent.name}/{path.name}: already waiting in the spool; the next run with the store up replays it",
                   highlight=False)
+    return _outcome(failed, "put back")
+
+
+def _not_done(line: str) -> int:
+    err.print(line, highlight=False)
+    return 1
+
+
+def _outcome(failed: int, verb: str) -> int:
+    """The filesystem refusing an entry is not a wrong flag: exit 3 (not done) once every entry was tried."""
+    if failed:
+        err.print(f"{failed} entr{'y' if failed == 1 else 'ies'} not {verb} (each named above); the others were", highlight=False)
+        return INFRASTRUCTURE
     return OK
 
 
@@ -155,16 +170,19 @@ def drop_cmd(entries: Entries = None, every: Every = False, spool_dir: SpoolDir 
         return _handle_queued(stack_name, region, profile, wanted, retry=False)
     spool = _spool(spool_dir)
     held, waiting = _chosen(spool, wanted)
-    for q in held:
+    failed = 0
+    for q in held:  # every entry named is tried: one that cannot be deleted is said, and the rest still are
         try:
             spool.drop(q)
         except OSError as exc:
-            fail(f"{q.entry}: not deleted: {exc.strerror or exc}")
+            failed += _not_done(f"{q.entry}: not deleted: {exc.strerror or exc}")
+            continue
         err.print(f"{q.entry}: deleted ({q.reason})", highlight=False)
     for path in waiting:  # a record that waited for the store: given up, by name only
         try:
             path.unlink()
         except OSError as exc:
-            fail(f"{path.parent.name}/{path.name}: not deleted: {exc.strerror or exc}")
+            failed += _not_done(f"{path.parent.name}/{path.name}: not deleted: {exc.strerror or exc}")
+            continue
         err.print(f"{path.parent.name}/{path.name}: deleted (it waited for the store; its record is given up)", highlight=False)
-    return OK
+    return _outcome(failed, "deleted")

@@ -439,8 +439,9 @@ class ExecutionStatus(Protocol):
     """Whether the run holding a lease still runs (a run may outlast its lease's ``until``)."""
 
     def running(self, holder: str) -> bool | None:
-        """True while the execution ``holder`` (an execution ARN) is RUNNING, False once it ended or
-        does not exist, None when it cannot be told (not an ARN, access denied, the service down)."""
+        """True while the execution ``holder`` (an execution ARN) runs, False once it can never run
+        again (SUCCEEDED, or failed and not redrivable), None when it cannot be told (failed but
+        redrivable, not an ARN, not known yet, access denied, the service down)."""
         ...
 
 

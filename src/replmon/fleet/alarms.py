@@ -38,6 +38,13 @@ Why this shape (AWS's pages, cited by tests/test_fleet_alarms.py):
   is not an RPO of 0), and RouteNoData = 1 tickets once that outlasts its class interval. An unbounded
   route keeps its RpoSeconds (the measured lower bound, signals/health.py publish_health), so a late
   route turning unbounded sends no OK on RpoAboveTarget while RpoUnbounded pages.
+- The event counts (ProbeFailed, ProbeStuck, ProbeError, RecordSpooled, RecordLost, CleanupFailed,
+  RunSkipped, InvalidRoute, ReplicationEvents; :attr:`FleetAlarm.counts_events`) are emitted only when
+  non-zero and never as 0: their emitters (a probe's RecordResult and Cleanup steps, the lease's
+  skip, the planner, event ingest) keep no per-route memory across runs to send a 0 from. Under the same rule one count keeps its route in ALARM
+  until its datapoint leaves the evaluation range (15 minutes at 5-minute periods, 3 hours at an
+  hour's), and a repeat meanwhile sends nothing: :meth:`FleetAlarm.clears` writes that into each
+  one's Runbook (docs/ALARMS.md), tests/test_alarm_transcripts.py holds it to the evaluator.
 
 :func:`resources` renders each alarm for each group as template.yaml resources (one Condition per
 group beyond g00); ``tools/render_fleet.py`` writes them between markers and
@@ -95,6 +102,37 @@ class FleetAlarm:
     @property
     def notifies(self) -> bool:
         return not self.covered_by
+
+    @property
+    def counts_events(self) -> bool:
+        """A count of events over one period (SUM, 1 of 1): emitted only when non-zero, never as 0."""
+        return self.function == "SUM" and self.evaluation_periods == 1 and self.datapoints == 1
+
+    @property
+    def range_periods(self) -> int:
+        """The periods one evaluation retrieves (its evaluation range, local/insights.py
+        AlarmEvaluator.range_periods: EvaluationPeriods + 2, within the 3 hours evaluated)."""
+        from replmon.local.insights import EXTRA_RANGE_PERIODS
+
+        return max(self.evaluation_periods, min(self.evaluation_periods + EXTRA_RANGE_PERIODS,
+                                                MAX_EVALUATED_SECONDS // self.period))
+
+    def clears(self) -> str:
+        """When a count alarm's route goes back to OK, and what a repeat inside that time sends
+        (AWS, "Configuring how CloudWatch alarms treat missing data": each evaluation judges the most
+        recent real datapoint of its evaluation range, TreatMissingData ignored while one is there).
+        A count is never emitted as 0, so its datapoint is the most recent real one until it leaves
+        the range. '' for the other alarms."""
+        if not self.counts_events:
+            return ""
+        span = _duration(self.period * self.range_periods)
+        under = (f" (a later period counting fewer than {_number(self.threshold)} sends OK at its end)"
+                 if isinstance(self.threshold, (int, float)) and self.threshold > 1 else "")
+        return (f"Clears: OK about {span} after the end of the last {_duration(self.period)} period with a count{under}: "
+                f"a count is never emitted as 0, so its datapoint stays the most recent in the evaluation range "
+                f"({self.range_periods} periods) until it leaves it, and TreatMissingData applies only with none left. "
+                f"Another count in that time sends no new notification and moves the OK on (each count is a datapoint "
+                f"of the route's {self.metric})")
 
 
 FLEET_ALARMS: tuple[FleetAlarm, ...] = (
@@ -222,6 +260,16 @@ FLEET_ALARMS: tuple[FleetAlarm, ...] = (
 )
 
 
+def _duration(seconds: int) -> str:
+    return f"{seconds // 3600} h" if seconds % 3600 == 0 else f"{seconds // 60} min"
+
+
+def runbook_action(alarm: FleetAlarm) -> str:
+    """The Runbook's Action (template.yaml Metadata, docs/ALARMS.md "what to do"): the alarm's action
+    and, for a count alarm, when it clears."""
+    return f"{alarm.action}. {alarm.clears()}" if alarm.clears() else alarm.action
+
+
 def schema_dimensions(alarm: FleetAlarm) -> tuple[str, ...]:
     """The exact dimension set the query's SCHEMA names: the alarm's, plus Powertools' ``service``."""
     return (*alarm.schema, SERVICE_DIM)
@@ -339,7 +387,7 @@ def _resource(alarm: FleetAlarm, group: str) -> list[str]:
         "    Metadata:",
         "      Runbook:",
         f"        Causes: {_yaml_str(alarm.causes)}",
-        f"        Action: {_yaml_str(alarm.action)}",
+        f"        Action: {_yaml_str(runbook_action(alarm))}",
         "    Properties:",
         f"      AlarmDescription: {_yaml_str(f'{alarm.description} RouteGroup {group}: each route is a contributor.' + covered)}",
         "      Metrics:",

@@ -21,7 +21,8 @@ DescribeExecution on the holder's execution ARN); while it runs, the route is sk
 lease stood. Where that cannot be told (no execution ARN, the call denied), expiry decides.
 
 A holder known to have ended does not block the next run even before its lease expires: an
-execution Step Functions reports as ended, or a local run (``replmon probe``, the lab: its lease
+execution Step Functions reports SUCCEEDED, or failed and no longer redrivable (a failed one that can
+be redriven runs again under the same ARN: its expiry decides, adapters/executions.py), or a local run (``replmon probe``, the lab: its lease
 carries its host and pid, :func:`local_owner`) whose process is gone on this host. Its lease is
 taken with a condition on that holder (``replacing``), so a holder that is in fact alive but whose
 lease changed meanwhile is never displaced. ``replmon fleet release ROUTE`` ends a lease by hand
@@ -175,8 +176,9 @@ def _probe_counts(deps: LeaseDeps, plan: Mapping[str, Any], names: list[str]) ->
 
 def holder_ended(lease: Lease, executions: ExecutionStatus | None) -> bool | None:
     """Whether ``lease``'s holder has ended: True when known to have ended (a local run, ``owner``
-    host and pid, whose process is gone on this host; an execution Step Functions reports as ended),
-    False when it runs, None when it cannot be told (another machine's local run, no answer)."""
+    host and pid, whose process is gone on this host; an execution that can never run again),
+    False when it runs, None when it cannot be told (another machine's local run, a local pid alive but
+    its start time unknown, no answer)."""
     host, pid = lease.owner.get("host"), lease.owner.get("pid")
     if host and pid:
         if host != socket.gethostname() or not pid.isdigit():
@@ -185,10 +187,15 @@ def holder_ended(lease: Lease, executions: ExecutionStatus | None) -> bool | Non
             os.kill(int(pid), 0)
         except ProcessLookupError:
             return True
-        except PermissionError:  # another user's live process (or the pid reused by one: the expiry decides)
-            return False
-        started = lease.owner.get("started")  # a live pid that started at another time names another process
-        return bool(started) and process_started(int(pid)) not in (None, started)
+        except PermissionError:
+            pass  # another user's live process has the pid: its start time (/proc/<pid>/stat is world-readable) tells
+        # A live pid that started at another time names another process (the pid reused). Where that
+        # cannot be told (a lease written without ``started``, no /proc, the process gone meanwhile),
+        # None: the lease's expiry decides, so a reused pid never holds a route past it.
+        started, now_started = lease.owner.get("started"), process_started(int(pid))
+        if not started or now_started is None:
+            return None
+        return now_started != started
     if executions is None or not lease.holder:
         return None
     running = executions.running(lease.holder)

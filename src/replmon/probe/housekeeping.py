@@ -8,10 +8,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from replmon.core.errors import StoreUnavailable
+from replmon.core.ports import TransactAdd
+from replmon.core.record import ProbeRecord
 from replmon.core.route import Route
 from replmon.probe.steps import ProbeDeps, after_record, log
 from replmon.probe.upload import run_started
-from replmon.signals.rollup import store_record
+from replmon.signals.rollup import record_ops, store_record
 
 #: Records Housekeeping replays per run (each a conditional put).
 REPLAY_LIMIT = 200
@@ -22,21 +24,32 @@ SWEEP_AGE_SECONDS = 86_400 + 3600
 
 #: DynamoDB's answers that refuse the record itself, not the store being down: retrying cannot help.
 REFUSED_CODES = frozenset({"ValidationException", "SerializationException", "ItemCollectionSizeLimitExceededException"})
-#: A cancelled TransactWriteItems names each action's reason: these refuse what the record holds
-#: ("an item size becomes too large (larger than 400 KB) ... or a similar validation error", "a user
-#: error, such as an invalid data format"), where ThrottlingError, TransactionConflict or
+#: A cancelled TransactWriteItems names each action's reason, in the order of its actions: these
+#: refuse what that action writes ("an item size becomes too large (larger than 400 KB) ... or a
+#: similar validation error occurs because of changes made by the transaction", "a user error, such
+#: as an invalid data format"), where ThrottlingError, TransactionConflict or
 #: ProvisionedThroughputExceeded mean "not now" (TransactionCanceledException).
 REFUSED_REASONS = frozenset({"ValidationError", "ItemCollectionSizeLimitExceeded"})
+#: The record's own put is the transaction's first action (signals/rollup.py ``record_ops``); the
+#: others update items many records share (the hour item, the period cache).
+RECORD_ACTION = 0
+
+
+def refused_actions(exc: BaseException) -> list[int]:
+    """The indices of the actions a cancelled transaction refused for what they write."""
+    response = getattr(exc.__cause__, "response", None) or {}
+    return [i for i, r in enumerate(response.get("CancellationReasons") or [])
+            if isinstance(r, dict) and str(r.get("Code")) in REFUSED_REASONS]
 
 
 def refused_record(exc: BaseException) -> bool:
     """Did the store refuse this record for what it holds (StoreUnavailable caused by a validation
-    error, or a transaction cancelled for one), rather than being down or busy?"""
+    error, or a transaction cancelled for one at the record's own put), rather than being down or
+    busy, or refusing a shared item the transaction also updates (:func:`refused_actions`)?"""
     response = getattr(exc.__cause__, "response", None) or {}
     if response.get("Error", {}).get("Code") in REFUSED_CODES:
         return True
-    reasons = {str(r.get("Code")) for r in response.get("CancellationReasons") or [] if isinstance(r, dict)}
-    return bool(reasons & REFUSED_REASONS)
+    return RECORD_ACTION in refused_actions(exc)
 
 
 def replay_spool(deps: ProbeDeps, limit: int = REPLAY_LIMIT) -> dict[str, Any]:
@@ -56,6 +69,10 @@ def replay_spool(deps: ProbeDeps, limit: int = REPLAY_LIMIT) -> dict[str, Any]:
         except StoreUnavailable as exc:
             if refused_record(exc):
                 deps.spool.quarantine(handle, f"the store refused it: {' '.join(str(exc).split())[:300]}")
+            elif shared := refused_actions(exc):
+                # Refused for an item other records share (an hour item grown past 400 KB): the record
+                # itself is good, so it is not quarantined; it stays spooled (replayed again) and the item is named.
+                out.setdefault("kept", []).append(_kept_line(record, shared, exc, deps))
             else:  # still down: this and the rest stay spooled for the next run; receiving them now would
                 out["left"] += 1  # only count their receives toward the queue's redrive to quarantine
                 break
@@ -68,12 +85,26 @@ def replay_spool(deps: ProbeDeps, limit: int = REPLAY_LIMIT) -> dict[str, Any]:
         deps.spool.ack(handle)
         after_record(record, deps)  # as RecordResult would have: replica events, the in-flight marker
     out["quarantined"] = list(getattr(deps.spool, "quarantined", []))[seen:]
+    if out.get("kept"):
+        log.error("spooled records kept: the store refused an item their transaction also updates", extra={"kept": out["kept"]})
     if out["replayed"]:
         deps.metrics.count("SpoolReplayed", out["replayed"])
     if out["quarantined"]:
         log.warning("spool entries quarantined", extra={"quarantined": out["quarantined"]})
         deps.metrics.count("RecordQuarantined", len(out["quarantined"]))
     return out
+
+
+def _kept_line(record: ProbeRecord, shared: list[int], exc: BaseException, deps: ProbeDeps) -> str:
+    """One line naming the shared item(s) the store refused, for a record kept in the spool."""
+    ops = record_ops(record, deps.clock.now(), period_days=deps.slo.period_days, threshold_seconds=deps.slo.threshold_seconds)
+    items = []
+    for i in shared:
+        op = ops[i] if i < len(ops) else None
+        items.append(f"{op.pk} {op.sk}" if isinstance(op, TransactAdd) else f"action {i}")
+    return (f"{record.route}/{record.sort_key}: kept in the spool for replay; the store refused the item its "
+            f"transaction also updates: {', '.join(items)} ({' '.join(str(exc).split())[:200]}; an item larger than "
+            "400 KB refuses every record of that hour until it is trimmed)")
 
 
 def sweep(routes: list[Route], deps: ProbeDeps, age_seconds: float = SWEEP_AGE_SECONDS,
