@@ -158,12 +158,13 @@ def test_ingest_events_maps_the_readable_routes_and_reads_an_unread_group_again(
     from replmon.entry.ingest_events import registry_routes
 
     registry = TwoGroups()
-    assert [r.name for r in registry_routes(registry, ["g00", "g01"], 100.0)] == ["aa", "zz"]
+    routes, unread = registry_routes(registry, ["g00", "g01"], 100.0)
+    assert [r.name for r in routes] == ["aa", "zz"] and [(b.group, b.reason) for b in unread] == [("g01", "ReadFailed")]
     registry_routes(registry, ["g00", "g01"], 101.0)  # a group was unread: not cached, read again
     assert registry.reads == ["g00", "g01", "g00", "g01"]
     good = MemoryRegistry([spec("aa")])
     registry_routes(good, ["g00"], 100.0)
-    assert [r.name for r in registry_routes(good, ["g00"], 101.0)] == ["aa"]  # a whole read is cached a minute
+    assert [r.name for r in registry_routes(good, ["g00"], 101.0)[0]] == ["aa"]  # a whole read is cached a minute
 
 
 def test_the_report_function_names_a_route_whose_reads_fail_and_reports_the_others() -> None:
@@ -212,3 +213,68 @@ def test_the_planner_leaves_out_only_a_route_whose_lease_cannot_be_read() -> Non
     assert [r.route.name for r in kept] == ["aa", "zz"] and metrics.invalid() == [("g00", "hot", "ReadFailed")]
     with pytest.raises(StoreUnavailable):  # every read fails: the table, raised after the first few
         route_leases(routes, SimpleNamespace(leases=Leases({"aa", "hot", "zz"}), metrics=Counted()))
+
+
+def test_ingest_events_retries_an_unmapped_event_while_a_registry_group_is_unread() -> None:
+    """A replication failure on a route of an unread group is not filed as unmapped and acknowledged:
+    its message is named in ``batchItemFailures`` so SQS delivers it again ("Implementing partial
+    batch responses": only the messages named are retried; after the queue's maxReceiveCount they
+    move to the DLQ, template.yaml EventsQueue RedrivePolicy; "Handling errors for an SQS event
+    source in Lambda", https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-errorhandling.html).
+    The unread group is counted as InvalidRoute{Reason=ReadFailed}; once it reads, the redelivery is
+    counted under its route."""
+    import json
+
+    from replmon.core.fleetconfig import FleetSettings
+    from replmon.entry.ingest_events import handler
+    from replmon.local.aslrun import LambdaContext
+    from replmon.wiring import Deps, injected
+    from tests.conftest import ROOT
+
+    primary = load_route_spec({"name": "primary", "group": "g01", "origin": "explicit",
+                               "source": {"account": "111122223333", "region": "us-east-1", "bucket": "probe-source"},
+                               "destinations": [{"account": "111122223333", "region": "us-west-2", "bucket": "probe-replica"}]})
+
+    class Registry(TwoGroups):
+        def read(self, group: str) -> GroupRead:
+            return super().read(group) if group == "g00" or group in self.fail else GroupRead(routes=[primary])
+
+    failed = json.loads((ROOT / "events" / "s3" / "replication_failed.json").read_text())
+    other = json.loads(json.dumps(failed).replace("probe-source", "aa-src").replace("probe-replica", "aa-dst"))  # a route of the group read
+    batch = {"Records": [{"messageId": "m-failed", "body": json.dumps(failed)}, {"messageId": "m-aa", "body": json.dumps(other)}]}
+    store, metrics, registry = MemoryLatencyTable(), Counted(), Registry()
+    with injected(Deps(stores=None, store=store, metrics=metrics, registry=registry, fleet=FleetSettings(route_groups=2))):  # type: ignore[arg-type]
+        assert handler(batch, LambdaContext("IngestEvents")) == {"batchItemFailures": [{"itemIdentifier": "m-failed"}]}
+        assert metrics.invalid() == [("g01", "#routes/g01", "ReadFailed")]
+        assert not [c for c in metrics.counted if c[0] == "UnmappedEvent"]
+        assert not [k for k in store._items if k[0].startswith("#unmapped/")]
+        registry.fail = ()  # the group reads again: the redelivered message is counted under its route
+        assert handler(batch, LambdaContext("IngestEvents")) == {"batchItemFailures": []}
+    counted = {(d["Route"], d["Event"]) for m, _, d in metrics.counted if m == "ReplicationEvents"}
+    assert counted == {("aa", "OperationFailedReplication"), ("primary", "OperationFailedReplication")}
+    assert not [c for c in metrics.counted if c[0] == "UnmappedEvent"]
+
+
+def test_the_collector_publishes_every_route_when_one_routes_sparse_flag_write_is_throttled() -> None:
+    """A route's sparse-signal flags (slo_rollup.py ``save_sparse_up``, one PutItem on a transition)
+    are written per route after its metrics: one throttled write is logged with its route and the
+    other routes' metrics are still published (the next run compares and writes again)."""
+    from replmon.signals.collector import collect
+    from replmon.signals.slo import SloSpec
+    from replmon.signals.slo_rollup import SPARSE_UP
+
+    class HotFlags(MemoryLatencyTable):
+        def put_period(self, route: str, item: Any, *args: Any, **kwargs: Any) -> Any:
+            if route == "hot" and SPARSE_UP in item:
+                raise StoreUnavailable("latency: ProvisionedThroughputExceededException")
+            return super().put_period(route, item, *args, **kwargs)
+
+    names = ("aa", "hot", "zz")
+    routes = [Route.model_validate({"name": n, "source": {"bucket": f"{n}-src"}, "destinations": [{"bucket": f"{n}-dst"}]}) for n in names]
+    metrics, store = Counted(), HotFlags()
+    out = collect(routes, store, None, metrics, 1_795_000_000.0, SloSpec(), 3600, 1,  # type: ignore[arg-type]
+                  no_data_limits={n: 60.0 for n in names})  # no input at all: each route's RouteNoData rises to 1
+    assert [h.route for h in out] == ["aa", "hot", "zz"]
+    assert sorted(d["Route"] for m, v, d in metrics.counted if m == "RouteNoData" and v == 1) == ["aa", "hot", "zz"]
+    assert sum(1 for m, _, _ in metrics.counted if m == "CollectorHeartbeat") == 3
+    assert metrics.invalid() == []  # a lost flag write is not an unreadable route
