@@ -190,29 +190,78 @@ def test_the_planner_leaves_out_only_a_route_whose_lease_cannot_be_read() -> Non
     and names the unread keys in UnprocessedKeys; "if none of the items can be processed" it returns
     ProvisionedThroughputExceededException (BatchGetItemRequest, AWS SDK for .NET API reference,
     https://docs.aws.amazon.com/sdkfornet1/latest/apidocs/html/T_Amazon_DynamoDBv2_Model_BatchGetItemRequest.htm). The lease
-    adapter retries unprocessed keys, then raises StoreUnavailable for the whole batch: the planner
-    reads each route on its own and leaves out only the hot one."""
+    adapter retries unprocessed keys and keeps what it read (``read_leases``): the planner reads again
+    only the keys left unread, and leaves out only the hot route."""
     from types import SimpleNamespace
 
     from replmon.core.cadence import ProbeClasses
+    from replmon.core.ports import Lease, LeaseRead
     from replmon.fleet.planner import FleetRoute, route_leases
 
     class Leases:
         def __init__(self, hot: set[str]) -> None:
             self.hot = hot
+            self.reads: list[list[str]] = []
 
-        def leases(self, routes: list[str]) -> dict[str, Any]:
-            if self.hot & set(routes):
-                raise StoreUnavailable("latency: BatchGetItem left keys unprocessed after 8 attempts")
-            return {}
+        def read_leases(self, routes: list[str]) -> LeaseRead:
+            self.reads.append(list(routes))
+            if set(routes) <= self.hot:
+                raise StoreUnavailable("latency: ProvisionedThroughputExceededException")
+            return LeaseRead({r: Lease(r, None, None, {"1KiB": 1.0}) for r in routes if r not in self.hot},
+                             {r: "BatchGetItem left the key unprocessed after 8 attempts" for r in routes if r in self.hot})
 
     routes = [FleetRoute(Route.model_validate({"name": n, "source": {"bucket": f"{n}-src"}, "destinations": [{"bucket": f"{n}-dst"}]}),
                          "g00", ProbeClasses.parse("1KiB@5m"), 900) for n in ("aa", "hot", "zz")]
-    metrics = Counted()
-    _, kept = route_leases(routes, SimpleNamespace(leases=Leases({"hot"}), metrics=metrics))
+    metrics, leases = Counted(), Leases({"hot"})
+    clock = SimpleNamespace(now=lambda: 1_795_000_000.0)
+    got, kept = route_leases(routes, SimpleNamespace(leases=leases, metrics=metrics, clock=clock))
     assert [r.route.name for r in kept] == ["aa", "zz"] and metrics.invalid() == [("g00", "hot", "ReadFailed")]
+    assert sorted(got) == ["aa", "zz"]  # the batch's partial answer is kept
+    assert leases.reads == [["aa", "hot", "zz"], ["hot"]]  # only the key left unread is read again
     with pytest.raises(StoreUnavailable):  # every read fails: the table, raised after the first few
-        route_leases(routes, SimpleNamespace(leases=Leases({"aa", "hot", "zz"}), metrics=Counted()))
+        route_leases(routes, SimpleNamespace(leases=Leases({"aa", "hot", "zz"}), metrics=Counted(), clock=clock))
+
+    ticks = iter(range(0, 10_000, 20))  # 20 s a clock read (deadline 30 s): past the deadline the rest are named, not read
+    slow = Leases({"aa", "hot"})
+    metrics = Counted()
+    _, kept = route_leases(routes, SimpleNamespace(leases=slow, metrics=metrics, clock=SimpleNamespace(now=lambda: float(next(ticks)))))
+    assert [r.route.name for r in kept] == ["zz"] and slow.reads == [["aa", "hot", "zz"], ["aa"]]
+    assert metrics.invalid() == [("g00", "aa", "ReadFailed"), ("g00", "hot", "ReadFailed")]
+
+
+def test_the_lease_adapter_keeps_a_partial_batch_and_names_the_keys_left_unprocessed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """DynamoLeases.read_leases against BatchGetItem's contract (test above): the answered items are
+    kept, a key still in UnprocessedKeys after the retries is named, a call that raises costs only its
+    keys; nothing read at all is the table and raises."""
+    from replmon.adapters import leases as adapter
+    from replmon.core.partitions import live_partition
+    from replmon.core.record import PARTITION_KEY
+
+    monkeypatch.setattr(adapter.time, "sleep", lambda s: None)
+
+    class Client:
+        def __init__(self, hot: set[str]) -> None:
+            self.hot, self.calls = hot, 0
+
+        def batch_get_item(self, RequestItems: Any) -> Any:  # noqa: N803 (the SDK's name)
+            self.calls += 1
+            [(table, req)] = RequestItems.items()
+            keys = req["Keys"]
+            if all(k[PARTITION_KEY]["S"] in {live_partition(h) for h in self.hot} for k in keys):
+                from botocore.exceptions import ClientError
+                raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "none read"}}, "BatchGetItem")
+            hot = [k for k in keys if k[PARTITION_KEY]["S"] in {live_partition(h) for h in self.hot}]
+            items = [{**k, "ls_1KiB": {"N": "1"}} for k in keys if k not in hot]
+            return {"Responses": {table: items}, "UnprocessedKeys": {table: {"Keys": hot}} if hot else {}}
+
+    client = Client({"hot"})
+    read = adapter.DynamoLeases("latency", client).read_leases(["aa", "hot", "zz"])
+    assert sorted(read.leases) == ["aa", "zz"] and read.leases["aa"].last_started == {"1KiB": 1.0}
+    assert list(read.unread) == ["hot"] and "ProvisionedThroughputExceededException" in read.unread["hot"]  # its retry alone: none read
+    with pytest.raises(StoreUnavailable):  # the one-key read the old interface made: still raises
+        adapter.DynamoLeases("latency", Client({"hot"})).leases(["aa", "hot"])
+    with pytest.raises(StoreUnavailable):
+        adapter.DynamoLeases("latency", Client({"aa", "hot"})).read_leases(["aa", "hot"])
 
 
 def test_ingest_events_retries_an_unmapped_event_while_a_registry_group_is_unread() -> None:
