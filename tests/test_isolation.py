@@ -327,3 +327,31 @@ def test_the_collector_publishes_every_route_when_one_routes_sparse_flag_write_i
     assert sorted(d["Route"] for m, v, d in metrics.counted if m == "RouteNoData" and v == 1) == ["aa", "hot", "zz"]
     assert sum(1 for m, _, _ in metrics.counted if m == "CollectorHeartbeat") == 3
     assert metrics.invalid() == []  # a lost flag write is not an unreadable route
+
+
+def test_begin_route_run_starts_the_routes_whose_lease_was_read_and_names_the_one_left_unread() -> None:
+    """BeginRouteRun reads every planned route's lease in one batch (``read_leases``): a key BatchGetItem
+    left unprocessed after the retries (contract above) holds back only its route, which is not started
+    this run, counted RunSkipped and named under ``unleased``; the others start."""
+    from replmon.adapters.leases import MemoryLeases
+    from replmon.core.clock import ManualClock
+    from replmon.core.ports import LeaseRead
+    from replmon.fleet.lease import RUN_SKIPPED, begin_run
+
+    class HotLeases(MemoryLeases):
+        def read_leases(self, routes: Any) -> LeaseRead:
+            read = super().read_leases([r for r in routes if r != "hot"])
+            return LeaseRead(read.leases, {"hot": "BatchGetItem left the key unprocessed after 8 attempts"} if "hot" in routes else {})
+
+    def route(name: str) -> dict[str, Any]:
+        return {"name": name, "source": {"bucket": f"{name}-src"}, "destinations": [{"bucket": f"{name}-dst"}]}
+
+    metrics = Counted()
+    deps = type("D", (), {"leases": HotLeases(), "clock": ManualClock(start=1000.0), "metrics": metrics, "executions": None})()
+    plan = {"run_id": "r", "bound_seconds": 10.0, "routes": [route(n) for n in ("aa", "hot", "zz")],
+            "probes": [{"route": route(n), "size_class": "1MiB"} for n in ("aa", "hot", "zz")]}
+    out = begin_run({"plan": plan, "execution": "me"}, deps)  # type: ignore[arg-type]
+    assert out["lease"]["routes"] == ["aa", "zz"] and [p["route"]["name"] for p in out["probes"]] == ["aa", "zz"]
+    assert [(u["route"], u["error"]) for u in out["unleased"]] == [("hot", "BatchGetItem left the key unprocessed after 8 attempts")]
+    assert [d["Route"] for m, _, d in metrics.counted if m == RUN_SKIPPED] == ["hot"]
+    assert deps.leases.leases(["hot"]) == {}  # not taken
