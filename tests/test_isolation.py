@@ -243,7 +243,7 @@ def test_the_lease_adapter_keeps_a_partial_batch_and_names_the_keys_left_unproce
         def __init__(self, hot: set[str]) -> None:
             self.hot, self.calls = hot, 0
 
-        def batch_get_item(self, RequestItems: Any) -> Any:  # noqa: N803 (the SDK's name)
+        def batch_get_item(self, RequestItems: Any) -> Any:
             self.calls += 1
             [(table, req)] = RequestItems.items()
             keys = req["Keys"]
