@@ -41,7 +41,7 @@ def registry_routes(registry: Any, groups: list[str], now: float,
     if cached is not None and 0 <= now - cached[0] < ROUTES_TTL_SECONDS:
         return cached[1], []
     read = measured_read(registry, groups)  # one bad item or unreadable group costs only itself (core/registry.py)
-    unread = [bad for bad in read.invalid if bad.group in read.unread and bad.reason == "ReadFailed"]
+    unread = [bad for bad in read.invalid if bad.reason == "ReadFailed" and bad.field == "(query)"]  # RegistryRead.unread
     for bad in read.invalid:
         if bad in unread and metrics is not None:  # this function's own read failed: counted here
             note_invalid(metrics, bad)
