@@ -18,7 +18,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from replmon.adapters.tablecalls import table_call
 from replmon.core.errors import StoreUnavailable
 from replmon.core.partitions import LEASE, live_partition, release_sort_key, runs_partition, skip_sort_key
-from replmon.core.ports import Lease
+from replmon.core.ports import Lease, LeaseRead
 from replmon.core.record import PARTITION_KEY, SORT_KEY
 
 #: A skip record outlives the lease it reports by this long (then TTL removes it).
@@ -131,22 +131,45 @@ class DynamoLeases:
         return True
 
     def leases(self, routes: Sequence[str]) -> dict[str, Lease]:
+        read = self.read_leases(routes)
+        if read.unread:
+            raise StoreUnavailable(f"{self.table}: BatchGetItem left {len(read.unread)} keys unread: "
+                                   + next(iter(read.unread.values())))
+        return read.leases
+
+    def read_leases(self, routes: Sequence[str]) -> LeaseRead:
+        """BatchGetItem "returns a partial result if ... the table's provisioned throughput is exceeded"
+        with the unread keys in ``UnprocessedKeys``, retried here with exponential backoff; a call raises
+        ProvisionedThroughputExceededException only when none of its keys could be read. What was read is
+        kept; the keys still unread (or of a call that failed) are named, so one hot route's key costs only itself."""
         out: dict[str, Lease] = {}
+        unread: dict[str, str] = {}
+        first: StoreUnavailable | None = None
         unique = sorted(set(routes))
         for i in range(0, len(unique), BATCH_GET_KEYS):
-            request: dict[str, Any] = {self.table: {"Keys": [self._key(r) for r in unique[i:i + BATCH_GET_KEYS]]}}
-            for attempt in range(8):
-                resp = self._batch_get(request)
-                for item in resp.get("Responses", {}).get(self.table, []):
-                    route = item[PARTITION_KEY]["S"].rsplit("#", 1)[0]
-                    out[route] = lease_from_item(route, item)
-                request = resp.get("UnprocessedKeys") or {}
-                if not request:
-                    break
-                time.sleep(min(0.05 * 2**attempt, 2.0))
-            else:
-                raise StoreUnavailable(f"{self.table}: BatchGetItem left keys unprocessed after 8 attempts")
-        return out
+            chunk = unique[i:i + BATCH_GET_KEYS]
+            request: dict[str, Any] = {self.table: {"Keys": [self._key(r) for r in chunk]}}
+            answered: set[str] = set()
+            try:
+                for attempt in range(8):
+                    resp = self._batch_get(request)
+                    for item in resp.get("Responses", {}).get(self.table, []):
+                        route = item[PARTITION_KEY]["S"].rsplit("#", 1)[0]
+                        out[route] = lease_from_item(route, item)
+                    request = resp.get("UnprocessedKeys") or {}
+                    left = {k[PARTITION_KEY]["S"].rsplit("#", 1)[0] for k in request.get(self.table, {}).get("Keys", [])}
+                    answered = set(chunk) - left
+                    if not request:
+                        break
+                    time.sleep(min(0.05 * 2**attempt, 2.0))
+                else:
+                    unread.update({r: "BatchGetItem left the key unprocessed after 8 attempts" for r in chunk if r not in answered})
+            except StoreUnavailable as exc:  # none of the call's keys read (throttled, denied): this call's keys only
+                first = first or exc
+                unread.update({r: f"{type(exc).__name__}: {exc}" for r in chunk if r not in answered})
+        if first is not None and len(unread) == len(unique):
+            raise first  # nothing read: the table, not a route
+        return LeaseRead(out, unread)
 
     def _batch_get(self, request: dict[str, Any]) -> Any:
         try:
@@ -227,6 +250,9 @@ class MemoryLeases:
     def leases(self, routes: Sequence[str]) -> dict[str, Lease]:
         with self._lock:
             return {r: self._leases[r] for r in routes if r in self._leases}
+
+    def read_leases(self, routes: Sequence[str]) -> LeaseRead:
+        return LeaseRead(self.leases(routes))
 
     def record_release(self, route: str, holder: str, until: float | None, by: str, at: float) -> None:
         with self._lock:

@@ -35,7 +35,7 @@ from replmon.core.route import Endpoint
 
 __all__ = [
     "MAX_TRANSACT_ACTIONS", "AccessDenied", "BucketPage", "BucketReader",
-    "FioStore", "HeadResult", "InventoryStore", "Item", "LatencyStore", "LatencyTable", "Lease", "LeaseStore", "MemberAccounts",
+    "FioStore", "HeadResult", "InventoryStore", "Item", "LatencyStore", "LatencyTable", "Lease", "LeaseRead", "LeaseStore", "MemberAccounts",
     "MetricQuery", "MetricReader",
     "MetricReaders", "MetricSeries", "MetricsSink", "ObjectStore", "ObjectStores", "PlanRef", "PlanStore", "PutResult",
     "RaiseTo", "ReaderKey", "RecordSpool", "RegistryStore", "RollupStore", "SignalStore", "TransactAdd", "TransactItem",
@@ -392,6 +392,16 @@ class Lease:
     owner: Mapping[str, str] = field(default_factory=dict)  # a local run's host and pid (fleet/lease.py holder_ended)
 
 
+@dataclass(frozen=True)
+class LeaseRead:
+    """The lease items a batch read got (a route that never ran has none), and the routes whose item
+    it could not read after its retries, each with why (BatchGetItem's ``UnprocessedKeys`` left over,
+    or a call of the batch that failed): the caller reads those again or leaves them out, alone."""
+
+    leases: dict[str, Lease]
+    unread: dict[str, str] = field(default_factory=dict)
+
+
 class LeaseStore(Protocol):
     """One run per route at a time (docs/design/fleet.md 5). Route-runs are named by their run id."""
 
@@ -423,6 +433,11 @@ class LeaseStore(Protocol):
     def leases(self, routes: Sequence[str]) -> dict[str, Lease]:
         """The lease items of ``routes`` (BatchGetItem, <= 100 keys a call, UnprocessedKeys retried);
         a route that never ran has none."""
+        ...
+
+    def read_leases(self, routes: Sequence[str]) -> LeaseRead:
+        """:meth:`leases` keeping what was read when some keys were not: the routes left unread after
+        the retries are in ``unread``. Raises StoreUnavailable only when no key could be read."""
         ...
 
     def record_release(self, route: str, holder: str, until: float | None, by: str, at: float) -> None:

@@ -4,8 +4,9 @@ Each event is filed under its registry route (signals/event_ingest.py ``route_fo
 maps to none is kept and counted as UnmappedEvent. The whole batch is ingested at once (signals/event_ingest.py ``ingest``): its events are counted
 with one ``ADD`` per (route, hour) and transaction behind their dedupe markers, which a per-message
 processor could not group. The answer names the messages to retry (``ReportBatchItemFailures``,
-"Using Lambda with Amazon SQS"): a malformed message (one log line saying why), or one whose write failed; after the
-queue's maxReceiveCount it waits in the DLQ. The rest of the batch is acknowledged.
+"Using Lambda with Amazon SQS"): a malformed message (one log line saying why), one whose write failed, or
+one with an event that maps to no route while a registry group is unread (the route may be in it); after
+the queue's maxReceiveCount it waits in the DLQ. The rest of the batch is acknowledged.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import Any
 
 from replmon import wiring
 from replmon.core.measured import measured_read, require_registry
+from replmon.core.ports import MetricsSink
+from replmon.core.registry import InvalidRoute, note_invalid
 from replmon.core.route import Route
 from replmon.entry.runtime import logger, trace_aws_calls, tracer
 from replmon.signals.event_ingest import IngestDeps, IngestPlan, ingest, plan_ingest
@@ -28,27 +31,35 @@ ROUTES_TTL_SECONDS = 60.0
 _routes: weakref.WeakKeyDictionary[Any, tuple[float, list[Route]]] = weakref.WeakKeyDictionary()
 
 
-def registry_routes(registry: Any, groups: list[str], now: float) -> list[Route]:
+def registry_routes(registry: Any, groups: list[str], now: float,
+                    metrics: MetricsSink | None = None) -> tuple[list[Route], list[InvalidRoute]]:
     """The routes an event can belong to: the registry's measured routes (every RouteGroup, modes
-    probe and passive; core/measured.py), as buckets and rules (no roles), cached per registry."""
+    probe and passive; core/measured.py), as buckets and rules (no roles), cached per registry; and
+    the groups whose read failed (``ReadFailed``, counted on ``metrics`` as InvalidRoute): while
+    there are any, an event that maps to no route is retried, not filed as unmapped."""
     cached = _routes.get(registry)
     if cached is not None and 0 <= now - cached[0] < ROUTES_TTL_SECONDS:
-        return cached[1]
+        return cached[1], []
     read = measured_read(registry, groups)  # one bad item or unreadable group costs only itself (core/registry.py)
-    for bad in read.invalid:  # PlanProbes counts them (InvalidRoute); their events are kept as UnmappedEvent
-        logger.warning("registry item not mapped: " + bad.line(), extra={"route": bad.name, "field": bad.field})
+    unread = [bad for bad in read.invalid if bad.reason == "ReadFailed" and bad.field == "(query)"]  # RegistryRead.unread
+    for bad in read.invalid:
+        if bad in unread and metrics is not None:  # this function's own read failed: counted here
+            note_invalid(metrics, bad)
+        else:  # an invalid item: PlanProbes counts it (InvalidRoute); its events are kept as UnmappedEvent
+            logger.warning("registry item not mapped: " + bad.line(), extra={"route": bad.name, "field": bad.field})
     routes = [spec.to_route(None) for spec in read.routes]
-    if not read.unread:  # a group unread is read again by the next batch, not cached for a minute
+    if not unread:  # a group unread is read again by the next batch, not cached for a minute
         _routes[registry] = (now, routes)
-    return routes
+    return routes, unread
 
 
 def ingest_deps(function_name: str) -> IngestDeps:
     """The function's wiring, with the routes of the registry (:func:`registry_routes`)."""
     d = wiring.for_function(function_name)
     registry = require_registry(d.registry, "IngestEvents")
-    routes = registry_routes(registry, d.fleet.groups, d.clock.now())
-    return IngestDeps(d.store, d.metrics, routes, d.retention_days, d.event_skew, d.clock.now, d.slo)
+    routes, unread = registry_routes(registry, d.fleet.groups, d.clock.now(), d.metrics)
+    return IngestDeps(d.store, d.metrics, routes, d.retention_days, d.event_skew, d.clock.now, d.slo,
+                      unread_groups=[bad.group for bad in unread])
 
 
 def handle_batch(event: Mapping[str, Any], function_name: str = "") -> dict[str, Any]:
@@ -77,7 +88,7 @@ def handle_batch(event: Mapping[str, Any], function_name: str = "") -> dict[str,
             owners.append(mid)
     result = ingest(plans, d)
     retry = {owners[i] for i in result.failed}
-    if retry:  # the store is down: those messages are retried, then wait in the DLQ
+    if retry:  # the store is down, or a registry group unread: those messages are retried, then wait in the DLQ
         logger.warning("event records not stored; SQS will retry them", extra={
             "message_ids": sorted(retry), "reasons": sorted({result.notes[i] for i in result.failed})})
     notes: dict[str, int] = {}

@@ -91,8 +91,13 @@ def begin_run(event: Mapping[str, Any], deps: LeaseDeps) -> dict[str, Any]:
     skipped: list[dict[str, Any]] = []
     unleased: list[dict[str, Any]] = []
     try:
-        overran, ended = _standing(store, deps.executions, names, holder, now)
+        overran, ended, unread = _standing(store, deps.executions, names, holder, now)
         for name in names:
+            if name in unread:  # its lease item could not be read: not started this run, named; the others start
+                unleased.append({"route": name, "error": unread[name][:200]})
+                deps.metrics.count(RUN_SKIPPED, dimensions={ROUTE: name})
+                log.error("route skipped: its lease could not be read", extra={"route": name, "error": unread[name][:500]})
+                continue
             current = overran.get(name)
             if current is None:
                 started = {c: started_at for c in fleet[name]} if fleet is not None else {}
@@ -224,16 +229,19 @@ def process_started(pid: int) -> str | None:
 
 
 def _standing(store: LeaseStore, executions: ExecutionStatus | None, names: list[str], holder: str,
-              now: float) -> tuple[dict[str, Lease], dict[str, str]]:
+              now: float) -> tuple[dict[str, Lease], dict[str, str], dict[str, str]]:
     """Other runs' leases on ``names``: those that expired while their run still runs (skipped as
-    held), and those whose holder ended (taken although unexpired: ``replacing``). One BatchGetItem,
-    then at most one DescribeExecution per other holder (a run holds many routes)."""
+    held), those whose holder ended (taken although unexpired: ``replacing``), and the routes whose
+    lease item could not be read (BatchGetItem's keys left unprocessed after the adapter's retries,
+    ``LeaseStore.read_leases``: only those routes wait; nothing read at all is the table, raised).
+    One BatchGetItem, then at most one DescribeExecution per other holder (a run holds many routes)."""
     if not names:
-        return {}, {}
+        return {}, {}, {}
     ended_by: dict[str, bool | None] = {}
     overran: dict[str, Lease] = {}
     ended: dict[str, str] = {}
-    for name, lease in store.leases(names).items():
+    read = store.read_leases(names)
+    for name, lease in read.leases.items():
         if not lease.holder or lease.holder == holder:
             continue
         if lease.holder not in ended_by:
@@ -242,7 +250,7 @@ def _standing(store: LeaseStore, executions: ExecutionStatus | None, names: list
             ended[name] = lease.holder
         elif ended_by[lease.holder] is False and lease.until is not None and lease.until < now:
             overran[name] = lease  # expired, and its run still runs: skipped as if held
-    return overran, ended
+    return overran, ended, dict(read.unread)
 
 
 def end_run(event: Mapping[str, Any], deps: LeaseDeps) -> dict[str, Any]:

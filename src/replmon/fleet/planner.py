@@ -41,7 +41,7 @@ from replmon.core.cadence import ProbeClass, ProbeClasses, due_classes, start_of
 from replmon.core.errors import ConfigError, StoreUnavailable
 from replmon.core.fleetconfig import FleetSettings
 from replmon.core.keys import new_run_id, plan_object_key, tick_id
-from replmon.core.ports import Lease, LeaseStore, PlanStore, RegistryStore
+from replmon.core.ports import Lease, LeaseRead, LeaseStore, PlanStore, RegistryStore
 from replmon.core.registry import InvalidRoute, RouteSpec, note_invalid, read_registry
 from replmon.core.route import Route
 from replmon.core.telemetry import ROUTE
@@ -171,33 +171,55 @@ def registry_routes(deps: FleetPlanDeps) -> list[FleetRoute]:
 
 #: Per-route lease reads tried before a failed batch is taken as the table's failure, not one route's.
 LEASE_PROBE_ROUTES = 3
+#: How long the routes a batch left unread are read again, one at a time (each with the SDK's own
+#: retries), before the rest are left out of this tick: well inside PlanProbes' Timeout (template.yaml).
+LEASE_REREAD_SECONDS = 30.0
 
 
 def route_leases(routes: Sequence[FleetRoute], deps: FleetPlanDeps) -> tuple[dict[str, Lease], list[FleetRoute]]:
     """The routes' leases in batches, and the routes whose lease could be read. BatchGetItem returns a
     throttled key in ``UnprocessedKeys`` while it answers the others ("Amazon DynamoDB API Reference",
-    BatchGetItem), so one hot route's lease item fails the whole batch read once its retries run out;
-    then each route is read on its own and only a route whose lease cannot be read is left out of this
-    tick, counted as ``InvalidRoute{Reason=ReadFailed}``. When the first reads on their own fail too,
-    it is the table: the first error is raised (the run fails, ExecutionsFailed)."""
+    BatchGetItem); the adapter retries those and keeps what it read (``LeaseStore.read_leases``). Only
+    the routes it left unread are read again, one at a time for at most :data:`LEASE_REREAD_SECONDS`;
+    a route still unread is left out of this tick, counted as ``InvalidRoute{Reason=ReadFailed}``.
+    When nothing could be read and the first reads on their own fail too, it is the table: the first
+    error is raised (the run fails, ExecutionsFailed)."""
     if deps.leases is None or not routes:
         return {}, list(routes)
+    names = [r.route.name for r in routes]
+    batch: StoreUnavailable | None = None
     try:
-        return deps.leases.leases([r.route.name for r in routes]), list(routes)
-    except StoreUnavailable as batch:
-        out: dict[str, Lease] = {}
-        kept: list[FleetRoute] = []
-        failed: list[FleetRoute] = []
-        for fr in routes:
+        read = deps.leases.read_leases(names)
+    except StoreUnavailable as exc:  # no key read at all: every route is read on its own
+        batch, read = exc, LeaseRead({}, {n: f"{type(exc).__name__}: {exc}" for n in names})
+    if not read.unread:
+        return dict(read.leases), list(routes)
+    out = dict(read.leases)
+    got = {n for n in names if n not in read.unread}
+    failed = 0
+    deadline = deps.clock.now() + LEASE_REREAD_SECONDS
+    for fr in routes:
+        name = fr.route.name
+        if name not in read.unread:
+            continue
+        why = read.unread[name]
+        if deps.clock.now() < deadline:
             try:
-                out.update(deps.leases.leases([fr.route.name]))
-                kept.append(fr)
+                again = deps.leases.read_leases([name])
+                if name not in again.unread:
+                    out.update(again.leases)
+                    got.add(name)
+                    continue
+                why = again.unread[name]
             except StoreUnavailable as exc:
-                failed.append(fr)
-                note_invalid(deps.metrics, InvalidRoute(fr.group, fr.route.name, "ReadFailed", "(lease)", f"{type(exc).__name__}: {exc}"))
-                if not kept and len(failed) >= min(LEASE_PROBE_ROUTES, len(routes)):
+                why = f"{type(exc).__name__}: {exc}"
+                failed += 1
+                if batch is not None and not got and failed >= min(LEASE_PROBE_ROUTES, len(routes)):
                     raise batch from exc
-        return out, kept
+        else:
+            why = f"{why}; not read again within {LEASE_REREAD_SECONDS:.0f} s"
+        note_invalid(deps.metrics, InvalidRoute(fr.group, name, "ReadFailed", "(lease)", why))
+    return out, [fr for fr in routes if fr.route.name in got]
 
 
 def _default_timeout(deps: ProbeDeps) -> int:

@@ -107,7 +107,11 @@ def collect(routes: Sequence[Route], store: LatencyTable, readers: MetricReaders
             metrics.count("RtcReadFailed", dimensions={ROUTE: route.name})
         up = publish_health(metrics, h, now)
         if h.sparse_up is not None and up != h.sparse_up:  # a sparse signal rose or fell back: kept for the next run's 0
-            save_sparse_up(store, route.name, h.period_item, up)
+            try:
+                save_sparse_up(store, route.name, h.period_item, up)
+            except Exception as exc:  # this route's write only: the next run compares again and writes again (a
+                # signal still up is emitted anyway; one that fell back may emit its 0 once more), so it is logged, not fatal
+                log.warning("sparse signal flags not kept", extra={"route": route.name, "error": f"{type(exc).__name__}: {exc}"})
     return out
 
 

@@ -209,6 +209,9 @@ class IngestDeps:
     skew_seconds: float
     now: Callable[[], float] = time.time  # the markers' TTL starts now
     slo: SloSpec = field(default_factory=SloSpec)  # REPLMON_SLO: a narrowed record's good is judged against its threshold
+    #: Registry groups whose read failed (core/registry.py ``RegistryRead.unread``): their routes are
+    #: not in ``routes``, so an event that maps to none may be theirs: it is retried, not filed as unmapped.
+    unread_groups: list[str] = field(default_factory=list)
 
     @property
     def prefixes(self) -> list[str]:
@@ -341,7 +344,10 @@ def ingest(plans: Sequence[IngestPlan], deps: IngestDeps, now: float | None = No
             except Exception as exc:
                 failed.add(i)
                 notes[i] = f"not stored: {type(exc).__name__}: {exc}"
-        if p.unmapped is not None:
+        if p.unmapped is not None and deps.unread_groups:  # maybe a route of an unread group: SQS delivers it again
+            failed.add(i)
+            notes[i] = f"not mapped while registry groups {', '.join(deps.unread_groups)} are unread: retried"
+        elif p.unmapped is not None:
             try:
                 notes[i] = _unmapped(p, deps)
             except Exception as exc:
