@@ -26,6 +26,7 @@ from botocore.exceptions import ClientError
 from replmon import wiring
 from replmon.core.telemetry import SERVICE
 
+
 #: In Lambda, Powertools' default stream (stdout; Lambda sends stdout and stderr to CloudWatch Logs);
 #: anywhere else (the CLI, the lab, a local run) stderr: stdout holds a command's output alone.
 class _Stderr:
