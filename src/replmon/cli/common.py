@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
@@ -163,17 +164,7 @@ def check_output_dir(path: Path | None, flag: str) -> None:
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
     except OSError as exc:
         fail(f"{flag}: cannot make {path}: {exc.strerror}; choose another directory")
-    if not os.access(path, os.W_OK | os.X_OK):
-        fail(f"{flag}: directory {path} is not writable; choose another directory")
-    import tempfile
-
-    try:
-        with tempfile.NamedTemporaryFile(dir=path, prefix=".replmon-check-"):
-            pass
-    except OSError as exc:
-        from replmon.core.files import describe_os_error
-
-        fail(f"{flag}: cannot write in {path}: {describe_os_error(exc, path)}; choose another directory")
+    _can_write_in(path, flag, "directory")
 
 
 def check_output_file(path: Path | None, flag: str) -> None:
@@ -188,17 +179,32 @@ def check_output_file(path: Path | None, flag: str) -> None:
     parent = path.resolve().parent
     if not parent.is_dir():
         fail(f"{flag}: directory {parent} does not exist; create it or choose another path")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        fail(f"{flag}: directory {parent} is not writable; choose another path")
+    _can_write_in(parent, flag, "path")
+
+
+def _can_write_in(directory: Path, flag: str, other: str) -> None:
+    """A file can be made in ``directory`` (made and removed: /proc answers os.access as writable
+    for root), else exit 2 naming ``flag`` and the cause; the fix is another ``other``."""
+    if not os.access(directory, os.W_OK | os.X_OK):
+        fail(f"{flag}: directory {directory} is not writable; choose another {other}")
     import tempfile
 
     try:
-        with tempfile.NamedTemporaryFile(dir=parent, prefix=".replmon-check-"):
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".replmon-check-"):
             pass
     except OSError as exc:
         from replmon.core.files import describe_os_error
 
-        fail(f"{flag}: cannot write in {parent}: {describe_os_error(exc, parent)}; choose another path")
+        fail(f"{flag}: cannot write in {directory}: {describe_os_error(exc, directory)}; choose another {other}")
+
+
+def read_capped(path: Path, limit: int) -> bytes:
+    """``path`` ('-': stdin) whole, read to at most ``limit`` + 1 bytes (so /dev/zero or a wrong
+    multi-GB file ends in one line, not in memory: more than ``limit`` means too large). OSError passes."""
+    if str(path) == "-":
+        return sys.stdin.buffer.read(limit + 1)
+    with path.open("rb") as fh:
+        return fh.read(limit + 1)
 
 
 def keys_from_env(prefix: str, env: Mapping[str, str] = os.environ) -> tuple[str, str] | None:

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from replmon.cli.common import MEASURED_FAILURE, OK, USAGE, fail
+from replmon.cli.common import MEASURED_FAILURE, OK, USAGE, fail, read_capped
 from replmon.cli.render import FORMAT_HELP, Format, emit
 from replmon.core.route import Route
 
@@ -24,11 +24,7 @@ MAX_INPUT_BYTES = 64 * 2**20
 def read_input(path: Path, what: str) -> bytes:
     """``path`` ('-': stdin) whole, or one line (exit 2) naming it and why it cannot be read."""
     try:
-        if str(path) == "-":
-            raw = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
-        else:
-            with path.open("rb") as fh:
-                raw = fh.read(MAX_INPUT_BYTES + 1)
+        raw = read_capped(path, MAX_INPUT_BYTES)
     except OSError as exc:
         fail(f"{what}: {exc.strerror or exc}")
     if len(raw) > MAX_INPUT_BYTES:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from replmon.cli.common import INFRASTRUCTURE, OK, USAGE, fail
+from replmon.cli.common import INFRASTRUCTURE, OK, USAGE, fail, read_capped
 from replmon.cli.render import FORMAT_HELP, Format, emit, err, out
 
 if TYPE_CHECKING:
@@ -28,11 +28,7 @@ MAX_INPUT_BYTES = 256 * 2**20
 
 def _read(path: Path) -> str:
     try:
-        if str(path) == "-":
-            raw = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
-        else:
-            with path.open("rb") as fh:
-                raw = fh.read(MAX_INPUT_BYTES + 1)
+        raw = read_capped(path, MAX_INPUT_BYTES)
         if len(raw) > MAX_INPUT_BYTES:
             fail(f"{path}: larger than {MAX_INPUT_BYTES // 2**20} MiB; is it fio's output (or a bandwidth log)?")
         return raw.decode("utf-8")
