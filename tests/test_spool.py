@@ -579,3 +579,16 @@ def test_a_message_copied_to_quarantine_but_not_deleted_from_the_spool_is_one_en
         assert entry.spool_id == spooled_id and line.startswith(entry.message_id)
         assert [d.message_id for d in q.handle({entry.message_id}, retry=False)] == [entry.message_id]
         assert "Messages" not in sqs.receive_message(QueueUrl=quarantine_url, WaitTimeSeconds=0)
+
+
+def test_spool_list_names_a_waiting_entry_that_is_not_a_record_before_any_replay(tmp_path: Path) -> None:
+    """What waits is shown as it is: a record waits for the store; a folder named *.json or a JSON list
+    says now why the next replay will quarantine it, and how to delete it."""
+    spool = DirectorySpool(tmp_path / "spool")
+    spool.spool(rec("a"))
+    plant_bad_entries(tmp_path / "spool" / "r")
+    doc = json.loads(cli("spool", "list", "--spool-dir", str(tmp_path / "spool"), "--format", "json").stdout)
+    reasons = {w["entry"]: w["reason"] for w in doc["waiting"]}
+    assert reasons.pop("r/02-list.json").startswith("not a record: a JSON list") and len(reasons) == 4
+    records = [r for r in reasons.values() if r.startswith("the store could not take it")]
+    assert len(records) == 1 and all("the next replay quarantines it" in r for r in reasons.values() if r not in records)

@@ -289,17 +289,24 @@ class DirectorySpool:
         for path in self.entries():
             if handled >= limit:
                 return
-            try:
-                if path.is_symlink() or not path.is_file():
-                    raise ValueError("a " + ("symbolic link" if path.is_symlink() else "folder" if path.is_dir() else "special file")
-                                     + ", not a record file")
-                record = _decode(path.read_bytes().decode("utf-8"))
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                older = " (set aside as *.unreadable by an earlier replmon)" if path.name.endswith(SET_ASIDE_SUFFIX) else ""
-                self.quarantine(str(path), unreadable(exc) + older)
+            record = self.read(path)
+            if isinstance(record, str):
+                self.quarantine(str(path), record)
             else:
                 yield str(path), record  # the caller acks or quarantines it before asking for the next
             handled += not os.path.lexists(path)
+
+    @staticmethod
+    def read(path: Path) -> ProbeRecord | str:
+        """The record an entry holds, or why it is not one (what replay quarantines it with)."""
+        try:
+            if path.is_symlink() or not path.is_file():
+                raise ValueError("a " + ("symbolic link" if path.is_symlink() else "folder" if path.is_dir() else "special file")
+                                 + ", not a record file")
+            return _decode(path.read_bytes().decode("utf-8"))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            older = " (set aside as *.unreadable by an earlier replmon)" if path.name.endswith(SET_ASIDE_SUFFIX) else ""
+            return unreadable(exc) + older
 
     def ack(self, handle: str) -> None:
         """Remove a stored record's file. One that cannot be removed (a read-only folder) is named, not

@@ -80,13 +80,21 @@ def list_cmd(spool_dir: SpoolDir = DEFAULT_SPOOL, stack_name: StackName = None, 
         return OK
     spool = _spool(spool_dir)
     waiting = [{"state": "waiting", "entry": f"{p.parent.name}/{p.name}", "age": _age(p.lstat().st_mtime, now),
-                "reason": "the store could not take it; the next run with the store up replays it"} for p in spool.entries()]
+                "reason": _waits_because(spool.read(p))} for p in spool.entries()]
     held = [{"state": "quarantined", "entry": q.entry, "age": _age(q.quarantined_at, now), "reason": q.reason}
             for q in spool.quarantine_entries()]
     emit(waiting + held, fmt, f"spool {spool.root}: {len(waiting)} waiting, {len(held)} quarantined",
          columns=["state", "entry", "age", "reason"],
          document={"spool_dir": str(spool.root), "waiting": waiting, "quarantined": held})
     return OK
+
+
+def _waits_because(read: object) -> str:
+    """A waiting entry's reason: a record waits for the store; anything else is quarantined by the next
+    replay, and says so now."""
+    if isinstance(read, str):
+        return f"{read}: the next replay quarantines it (replmon spool drop ENTRY deletes it now)"
+    return "the store could not take it; the next run with the store up replays it"
 
 
 def _which(entries: list[str] | None, every: bool, verb: str) -> set[str] | None:
@@ -119,7 +127,7 @@ def _handle_queued(stack: str, region: str | None, profile: str | None, wanted: 
     missing = sorted((wanted or set()) - {d.message_id for d in done})
     for d in done:
         err.print(f"{d.message_id}: " + ("back in the spool queue; the next run replays it" if retry else f"deleted ({d.reason})"),
-                  highlight=False)
+                  highlight=False, soft_wrap=True)
     if missing:
         fail(f"ENTRY {missing[0]!r} is not in the quarantine queue of {stack}; `replmon spool list --stack-name {stack}` names what is")
     return OK
@@ -141,22 +149,22 @@ def retry_cmd(entries: Entries = None, every: Every = False, spool_dir: SpoolDir
         except (OSError, ValueError) as exc:
             failed += _not_done(f"{q.entry}: not put back: {exc}")
             continue
-        err.print(f"{q.entry}: back in the spool ({dest}); the next run replays it", highlight=False)
+        err.print(f"{q.entry}: back in the spool ({dest}); the next run replays it", highlight=False, soft_wrap=True)
     for path in waiting:
         err.print(f"{path.parent.name}/{path.name}: already waiting in the spool; the next run with the store up replays it",
-                  highlight=False)
+                  highlight=False, soft_wrap=True)
     return _outcome(failed, "put back")
 
 
 def _not_done(line: str) -> int:
-    err.print(line, highlight=False)
+    err.print(line, highlight=False, soft_wrap=True)
     return 1
 
 
 def _outcome(failed: int, verb: str) -> int:
     """The filesystem refusing an entry is not a wrong flag: exit 3 (not done) once every entry was tried."""
     if failed:
-        err.print(f"{failed} entr{'y' if failed == 1 else 'ies'} not {verb} (each named above); the others were", highlight=False)
+        err.print(f"{failed} entr{'y' if failed == 1 else 'ies'} not {verb} (each named above); the others were", highlight=False, soft_wrap=True)
         return INFRASTRUCTURE
     return OK
 
@@ -177,12 +185,12 @@ def drop_cmd(entries: Entries = None, every: Every = False, spool_dir: SpoolDir 
         except OSError as exc:
             failed += _not_done(f"{q.entry}: not deleted: {exc.strerror or exc}")
             continue
-        err.print(f"{q.entry}: deleted ({q.reason})", highlight=False)
+        err.print(f"{q.entry}: deleted ({q.reason})", highlight=False, soft_wrap=True)
     for path in waiting:  # a record that waited for the store: given up, by name only
         try:
             path.unlink()
         except OSError as exc:
             failed += _not_done(f"{path.parent.name}/{path.name}: not deleted: {exc.strerror or exc}")
             continue
-        err.print(f"{path.parent.name}/{path.name}: deleted (it waited for the store; its record is given up)", highlight=False)
+        err.print(f"{path.parent.name}/{path.name}: deleted (it waited for the store; its record is given up)", highlight=False, soft_wrap=True)
     return _outcome(failed, "deleted")
