@@ -14,6 +14,7 @@ Powertools Tracer that patches botocore only.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable
@@ -48,13 +49,14 @@ def quiet_handler_logs() -> None:
     POWERTOOLS_LOG_LEVEL asks for them, and on stderr: stdout holds the command's output alone
     (with --format json, one JSON document and nothing else)."""
     import logging
-    import sys
 
     if not os.environ.get("POWERTOOLS_LOG_LEVEL"):
         logger.setLevel(logging.ERROR)
     for handler in logging.getLogger(logger.name).handlers:
-        if isinstance(handler, logging.StreamHandler) and handler.stream is not sys.stderr:
-            handler.setStream(sys.stderr)
+        if isinstance(handler, logging.StreamHandler) and not isinstance(handler.stream, _Stderr):
+            # not setStream: it flushes the old stream, which may be a capture already closed
+            with handler.lock or contextlib.nullcontext():
+                handler.stream = _Stderr()
 
 THROTTLE_CODES = frozenset(
     {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException",

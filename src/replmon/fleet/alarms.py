@@ -75,6 +75,14 @@ TOPIC = {"page": ("CreatePageTopic", "PageTopic", "PageTopicArn"),
          "ticket": ("CreateTicketTopic", "TicketTopic", "TicketTopicArn")}
 
 
+#: The evaluation range (AWS, "Configuring how CloudWatch alarms treat missing data", section "How
+#: alarm state is evaluated when data is missing"): at each evaluation CloudWatch retrieves more
+#: datapoints than EvaluationPeriods, "the exact number ... depends on the length of the alarm period
+#: and whether it is based on a metric with standard resolution or high resolution"; the page's one
+#: worked example retrieves 5 for EvaluationPeriods 3. Modelled as EvaluationPeriods + this many
+#: (an assumption from that example; local/insights.py's AlarmEvaluator takes another).
+EXTRA_RANGE_PERIODS = 2
+
 @dataclass(frozen=True)
 class FleetAlarm:
     """One per-route signal, alarmed for every route of a group by one Metrics Insights alarm."""
@@ -112,8 +120,6 @@ class FleetAlarm:
     def range_periods(self) -> int:
         """The periods one evaluation retrieves (its evaluation range, local/insights.py
         AlarmEvaluator.range_periods: EvaluationPeriods + 2, within the 3 hours evaluated)."""
-        from replmon.local.insights import EXTRA_RANGE_PERIODS
-
         return max(self.evaluation_periods, min(self.evaluation_periods + EXTRA_RANGE_PERIODS,
                                                 MAX_EVALUATED_SECONDS // self.period))
 

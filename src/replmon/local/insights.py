@@ -28,18 +28,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from replmon.fleet.alarms import EXTRA_RANGE_PERIODS  # the evaluation range, modelled (its comment says how)
+
 FUNCTIONS = ("AVG", "COUNT", "MAX", "MIN", "SUM")
 MAX_LIMIT = 500  # LIMIT's maximum, and the series a query evaluates before PARTIAL_DATA
 MAX_MATCHED_METRICS = 10_000
 MAX_CONTRIBUTORS_IN_ALARM = 100
 MAX_EVALUATED_SECONDS = 3 * 3600
-#: The evaluation range (AWS, "Configuring how CloudWatch alarms treat missing data", section "How
-#: alarm state is evaluated when data is missing"): at each evaluation CloudWatch retrieves more
-#: datapoints than EvaluationPeriods, "the exact number ... depends on the length of the alarm period
-#: and whether it is based on a metric with standard resolution or high resolution"; the page's one
-#: worked example retrieves 5 for EvaluationPeriods 3. Modelled as EvaluationPeriods + this many
-#: (an assumption from that example; :class:`AlarmEvaluator` takes another).
-EXTRA_RANGE_PERIODS = 2
 OTHER = "Other"
 NO_DATA_REASON = "No data was returned for this contributor"
 
