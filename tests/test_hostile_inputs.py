@@ -210,7 +210,8 @@ def test_handler_logs_go_to_stderr_in_a_local_run(capsys: pytest.CaptureFixture[
     from replmon.entry.runtime import logger, quiet_handler_logs
 
     quiet_handler_logs()
-    assert all(h.stream is sys.stderr for h in logging.getLogger(logger.name).handlers if isinstance(h, logging.StreamHandler))
+    handlers = [h for h in logging.getLogger(logger.name).handlers if isinstance(h, logging.StreamHandler)]
+    assert handlers and all(h.stream is not sys.stdout for h in handlers)  # stderr as it is when a line is written
     logger.error("record lost: neither stored nor spooled")
     out, err = capsys.readouterr()
     assert out == "" and "record lost" in err

@@ -408,7 +408,7 @@ def lab_preflight(
         fail(f"--dir {lab_dir}: cannot read the lab's secret ({exc.strerror}); restart it with replmon lab down / lab up", INFRASTRUCTURE)
     except UnicodeDecodeError:
         secret = ""
-    if not secret or any(c.isspace() for c in secret):
+    if not secret or not secret.isprintable() or any(c.isspace() for c in secret):  # a NUL cannot be an environment value
         fail(f"--dir {lab_dir}: the lab's secret ({lab_dir / session.SECRET}) is damaged; restart it with replmon lab down / lab up",
              INFRASTRUCTURE)
     # the lab's credentials, as `eval "$(replmon lab up)"` would export them (never on the command line)
