@@ -57,7 +57,6 @@ log = logging.getLogger("replmon")
 
 __all__ = ["DEFERRED_NAMED", "INLINE_PLAN_BYTES", "FleetPlanDeps", "FleetRoute", "fleet_plan", "named_routes", "plan_step"]
 
-#: The metric of a registry item the planner skips (core/telemetry.py; its ticket: fleet/alarms.py).
 #: Probe items above this many bytes go to the plan bucket: the state keeps room for the route
 #: list, the leases and the skips below the 256 KiB quota.
 INLINE_PLAN_BYTES = 96 * 1024
