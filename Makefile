@@ -87,12 +87,12 @@ build-mounts: venv  ## sam build of the mount baselines' own stack (templates/mo
 runner-image:  ## the fio runner's image for ECS (x86_64, as the task definitions say): needs Docker
 	docker build --platform $(RUNNER_PLATFORM) -f runners/fio/Dockerfile -t $(RUNNER_IMAGE) .
 
-test: venv node_modules/.installed lab-deps  ## THE TESTS: lint once, then every test (moto and builds on 2 workers, then the real lab)
+test: venv node_modules/.installed lab-deps  ## THE TESTS: lint once, then every test (moto and builds on 2 workers, then the real lab: its tests in order on one worker, the knee's long run on the other)
 	$(MAKE) --no-print-directory lint
 	$(BIN)/pytest -m "not lab" -n 2 --dist loadgroup --durations=20 $(ARGS)
-	$(BIN)/pytest -m "lab and not knee" --durations=40 $(ARGS)
+	$(BIN)/pytest -m lab -n 2 --dist loadgroup --durations=40 $(ARGS)
 
-test-knee: venv node_modules/.installed lab-deps  ## the lab's throttled mount: the knee where the credit cap bit (4-5 min, not in `make test`)
+test-knee: venv node_modules/.installed lab-deps  ## the lab's throttled mount alone: the knee where its credits ran out (4-5 min; in `make test` too, beside the other lab tests)
 	$(BIN)/pytest -m knee $(ARGS)
 
 test-fast: venv node_modules/.installed  ## no lab servers, no builds, no network (fio from apt once): under a minute on 2 cores (README)

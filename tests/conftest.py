@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Iterator
@@ -263,6 +264,7 @@ def contract() -> Any:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "xdist_group(name): run on one xdist worker under --dist loadgroup (pytest-xdist's)")
     controller = not hasattr(config, "workerinput") and bool(getattr(config.option, "numprocesses", None))  # xdist's, runs none
+    _terminal_size_as_the_session_has_it(config)
     if not controller:  # moto's patches where tests run (importing moto's ASL parser alone takes ~0.5 s)
         _s3_objects_in_memory()
         _parse_each_definition_once()
@@ -275,6 +277,24 @@ def pytest_configure(config: pytest.Config) -> None:
         child, directory = fioruns.start()
         config.stash[_FIO_RUNS] = (child, directory)
         os.environ[fioruns.ENV] = str(directory)
+
+
+#: The session's COLUMNS and LINES ("" when unset), handed to xdist's workers through the environment.
+_TERMINAL_ENV = "REPLMON_TEST_TERMINAL"
+
+
+def _terminal_size_as_the_session_has_it(config: pytest.Config) -> None:
+    """An xdist worker starts with COLUMNS=80 and LINES=24 that the session did not set, and the
+    CLI commands the lab tests run (rich reads COLUMNS) then wrap their tables and lines at 80:
+    a worker takes the session's own values back, or none."""
+    if not hasattr(config, "workerinput"):
+        os.environ[_TERMINAL_ENV] = json.dumps({k: os.environ.get(k, "") for k in ("COLUMNS", "LINES")})
+        return
+    for k, v in json.loads(os.environ.get(_TERMINAL_ENV, "{}")).items():
+        if v:
+            os.environ[k] = v
+        else:
+            os.environ.pop(k, None)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -293,8 +313,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     moto run) go to one xdist worker under ``--dist loadgroup`` (make test-fast): run once, not once
     per worker. Without xdist the marker does nothing. ``tryfirst``: xdist's worker reads the
     markers in its own hook of the same name (to suffix node ids with ``@group``); a conftest hook
-    runs after it unless told otherwise, and the groups were silently ignored."""
+    runs after it unless told otherwise, and the groups were silently ignored.
+
+    The lab's tests are one group, run one after the other as they were written to (real servers,
+    real time), and the knee's long run (mostly waiting on its throttle) is a group of its own: on
+    two workers it runs beside them, not after them (make test)."""
     for item in items:
+        if item.get_closest_marker("lab"):
+            item.add_marker(pytest.mark.xdist_group("knee" if item.get_closest_marker("knee") else "lab"))
+            continue
         info = getattr(item, "_fixtureinfo", None)
         if info is None:
             continue

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from replmon.lab.credits import CreditBucket, CreditProxy
+from replmon.lab.credits import BurstCredits, CreditBucket, CreditProxy
 
 MIB = 2**20
 
@@ -101,3 +101,91 @@ def test_the_meter_counts_what_passed_per_second_and_direction_at_the_rate() -> 
     assert len(write.points) >= 2 and all(v <= 2 * MIB + CHUNK for _, v in write.points), write.points
     with pytest.raises(ValueError, match="DataWriteIOBytes"):
         proxy.meter.read([MetricQuery("x", "AWS/EFS", "DataWriteIOBytes", (), 1, "Sum")], 0, 1)
+
+
+class Clock:
+    """The bucket's clock, moved by hand: the credit arithmetic, exact."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def spend(bucket: BurstCredits, clock: Clock, rate: float, seconds: float, step: float = 0.25) -> None:
+    """A client that reserves ``rate`` bytes a second for ``seconds``, in steps of ``step`` s."""
+    for _ in range(round(seconds / step)):
+        bucket.reserve(int(rate * step))
+        clock.t += step
+
+
+def test_credits_last_burst_s_at_the_full_rate_and_longer_for_a_stalled_client() -> None:
+    """FSx for Lustre's and EFS's credits: earned at the baseline, spent at the rate used (FSx for
+    Lustre user guide, https://docs.aws.amazon.com/fsx/latest/LustreGuide/ssd-storage.md: "accrue
+    credits when their network bandwidth usage is below their baseline limits, and can use these
+    credits when they perform network data transfers"; EFS, Bursting Throughput mode:
+    https://www.repost.aws/knowledge-center/efs-choosing-correct-throughput-mode). 10 s at
+    the full 20 B/s hold 170 bytes (10 x (20 - 3)); a client at the full rate runs them out at 10 s,
+    one that stalls 6 s after 4 s of burst keeps what it did not spend (plus 6 s x 3 earned) and
+    runs out at 4 + 6 + (170 - 4 x 17 + 18) / 17 = 17.06 s; the rate is the baseline from then on."""
+    full = BurstCredits(20, 3, 10, clock=(clock := Clock()))
+    full.arm()
+    spend(full, clock, 20, 9.75)
+    assert full.exhausted_at is None and full.rate == 20
+    spend(full, clock, 20, 0.5)
+    assert full.exhausted_at == pytest.approx(10.0, abs=0.25) and full.rate == 3
+
+    stalled = BurstCredits(20, 3, 10, clock=(c := Clock()))
+    stalled.arm()
+    spend(stalled, c, 20, 4)
+    c.t += 6  # the client stalls
+    spend(stalled, c, 20, 7)
+    assert stalled.exhausted_at is None, "a stall in the burst spent credits it did not use"
+    spend(stalled, c, 20, 0.5)
+    assert stalled.exhausted_at == pytest.approx(4 + 6 + (170 - 4 * 17 + 18) / 17, abs=0.25)
+
+
+def test_credits_count_from_arm_a_slow_client_never_runs_out_and_a_full_balance_earns_nothing() -> None:
+    """Mounting and laying out (before ``arm``) spend nothing; a client under the baseline earns
+    as much as it spends; an idle full balance stays full (a stall at the start buys no more)."""
+    b = BurstCredits(20, 3, 10, clock=(clock := Clock()))
+    spend(b, clock, 20, 60)  # laying out
+    assert b.exhausted_at is None and b.balance == b.capacity == 170
+    clock.t += 100  # idle, full
+    b.arm()
+    spend(b, clock, 3, 120)
+    assert b.exhausted_at is None and b.balance == pytest.approx(170, abs=1)
+    spend(b, clock, 20, 10.5)
+    assert b.exhausted_at is not None and b.exhausted_at - 280 == pytest.approx(10, abs=0.25)  # armed at 160, 120 s at the baseline
+
+
+def test_a_burst_credits_bucket_refuses_a_baseline_at_or_above_the_burst() -> None:
+    with pytest.raises(ValueError, match="baseline: 20"):
+        BurstCredits(20, 20, 10)
+    with pytest.raises(ValueError, match="burst_s: 0"):
+        BurstCredits(20, 3, 0)
+
+
+def test_through_the_proxy_the_fall_comes_when_the_credits_ran_out_and_a_stall_moves_it() -> None:
+    """Real sockets: 8 MiB/s with 0.5 s of credits over a 1 MiB/s baseline (3.5 MiB). A client that
+    stalls 1 s after its first MiB keeps its credits (and earns 1 MiB more, up to the full balance):
+    they last through its next 3 MiB and run out at least 1.4 s after ``arm`` (0.5 s of burst and
+    the stall; lower bounds only, a loaded machine only makes it later), and its last 2 MiB, past
+    the fall, take at least a second."""
+    sink = Sink()
+    bucket = BurstCredits(8 * MIB, 1 * MIB, 0.5)
+    with CreditProxy(sink.port, bucket) as proxy, socket.create_connection(("127.0.0.1", proxy.port)) as s:
+        bucket.arm()
+        s.sendall(b"x" * MIB)
+        time.sleep(1.0)
+        assert bucket.exhausted_at is None and bucket.rate == 8 * MIB
+        s.sendall(b"x" * 3 * MIB)
+        start = time.monotonic()
+        s.sendall(b"x" * 2 * MIB)
+        s.shutdown(socket.SHUT_WR)
+        assert int(s.recv(64)) == 6 * MIB
+        assert time.monotonic() - start >= 0.8, "the baseline did not apply once the credits ran out"
+    assert bucket.exhausted_at is not None and bucket.armed_at is not None
+    assert bucket.exhausted_at - bucket.armed_at >= 1.4, (bucket.exhausted_at, bucket.armed_at)
+    assert bucket.exhausted_unix is not None and abs(bucket.exhausted_unix - time.time()) < 60

@@ -858,9 +858,10 @@ def lab_fio(
                                                     "the burst presets).")] = None,
     rtt_ms: Annotated[int, typer.Option(min=2, max=1000, help="mountpoint-xregion: the round trip Toxiproxy adds (half each way), ms; "
                                                               "145 is about Ohio - Tokyo, the study's pair.")] = 145,
-    throttle_after: Annotated[float | None, typer.Option(min=1, help="mountpoint-credits: seconds of burst, from the start of the measured "
-                                                                     "I/O, before the cap (default: 40 % of the preset's run time "
-                                                                     "at --scale).")] = None,
+    throttle_after: Annotated[float | None, typer.Option(min=1, help="mountpoint-credits: the seconds its credit balance holds at the "
+                                                                     "full burst, counted from the start of the measured I/O (earned at "
+                                                                     "--throttle-mibps, spent at the rate used: a slower or stalled client "
+                                                                     "falls later; default: 40 % of the preset's run time at --scale).")] = None,
     burst_mibps: Annotated[int, typer.Option(min=1, help="mountpoint-credits: the total rate during the burst, MiB/s (one budget over "
                                                      "every connection, as a file system's credits are).")] = 20,
     throttle_mibps: Annotated[int, typer.Option(min=1, help="mountpoint-credits: the total rate after the burst, MiB/s (a steeper "

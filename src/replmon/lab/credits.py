@@ -1,6 +1,9 @@
 """A loopback TCP proxy whose *total* rate, over every connection, is one token bucket: the lab's
 stand-in for a file system's burst throughput (a rate while its credits last, a lower baseline
-after), for the ``mountpoint-credits`` target's knee.
+after), for the ``mountpoint-credits`` target's knee. The credits are a balance of bytes
+(:class:`BurstCredits`), earned at the baseline rate and spent at the rate used, as FSx for
+Lustre's and EFS's are, so the fall comes when the balance runs out, not at a fixed time: a client
+that stalls in the burst keeps its credits and bursts again after the stall.
 
 Why not Toxiproxy's ``bandwidth`` toxic: it caps each connection on its own, and the rate a mount
 gets is then the cap times however many connections its client opens (32 fio jobs through
@@ -25,7 +28,7 @@ import contextlib
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from replmon.core.ports import MetricQuery, MetricSeries
 
@@ -37,12 +40,13 @@ class CreditBucket:
     """``rate`` bytes per second over everything that calls :meth:`take`; ``burst_bytes`` may pass
     at once after idleness (a real bucket's depth; small, so the rate is what is seen)."""
 
-    def __init__(self, rate: float, burst_bytes: int = CHUNK) -> None:
+    def __init__(self, rate: float, burst_bytes: int = CHUNK, *, clock: Callable[[], float] = time.monotonic) -> None:
         if rate <= 0:
             raise ValueError(f"rate: {rate!r} bytes/s; give a positive rate")
         self._lock = threading.Lock()
+        self._clock = clock
         self._rate, self._depth = float(rate), float(burst_bytes)
-        self._tokens, self._last = float(burst_bytes), time.monotonic()
+        self._tokens, self._last = float(burst_bytes), clock()
 
     @property
     def rate(self) -> float:
@@ -53,12 +57,21 @@ class CreditBucket:
             raise ValueError(f"rate: {rate!r} bytes/s; give a positive rate")
         with self._lock:
             self._refill()
-            self._rate = float(rate)
+            self._switch(float(rate))
 
-    def _refill(self) -> None:
-        now = time.monotonic()
+    def _switch(self, rate: float) -> None:
+        """The new rate for every reservation from now on; the debt already reserved keeps the
+        time it was given (it is rescaled), so the senders queued before the change are not held
+        back again, nor let through early."""
+        if self._tokens < 0:
+            self._tokens *= rate / self._rate
+        self._rate = rate
+
+    def _refill(self) -> float:
+        now = self._clock()
         self._tokens = min(self._depth, self._tokens + (now - self._last) * self._rate)
         self._last = now
+        return now
 
     def reserve(self, n: int) -> float:
         """Take ``n`` bytes' worth now; the seconds to wait before sending them."""
@@ -71,6 +84,71 @@ class CreditBucket:
         wait = self.reserve(n)
         if wait:
             time.sleep(wait)
+
+
+class BurstCredits(CreditBucket):
+    """``burst`` bytes per second while the credit balance lasts, ``baseline`` after it ran out:
+    a file system's burst credits, one balance for all its clients. As FSx for Lustre's and EFS's,
+    the balance is earned at the baseline rate and spent at the rate used: it starts full at
+    ``burst_s * (burst - baseline)`` bytes, so a client at the full burst runs it out ``burst_s``
+    seconds after :meth:`arm`; one that was slower or stalled runs it out later (what it did not
+    spend it kept, up to the full balance), and one that stays under the baseline never does.
+
+    Before :meth:`arm` (mounting, laying the files out) the bucket runs at ``burst`` and counts no
+    credits. The fall is one-way: a lab run ends long before an idle client could earn back a
+    burst worth measuring. :attr:`exhausted_at` is when the bytes that spent the last credit pass
+    (the bucket's clock), :attr:`exhausted_unix` the same in Unix seconds (fio's logs and the
+    meter's series are in Unix time); both None while credits last.
+
+    >>> t = [0.0]
+    >>> b = BurstCredits(10.0, 2.0, 5.0, clock=lambda: t[0])   # 5 s at 10 B/s: a balance of 40 bytes
+    >>> b.arm(); b.balance
+    40.0
+    >>> t[0] = 1.0; b.reserve(10); b.balance                     # 10 spent (a full balance earns nothing)
+    0.0
+    30.0
+    >>> t[0] = 11.0; b.reserve(5); b.balance                     # idle 10 s: 20 earned, up to the full 40 only
+    0.0
+    35.0
+    >>> t[0] = 12.0; b.reserve(40); b.rate, b.exhausted_at       # 2 earned, 40 spent: ran out at 12 s
+    0.0
+    (2.0, 12.0)
+    """
+
+    def __init__(self, burst: float, baseline: float, burst_s: float, *, clock: Callable[[], float] = time.monotonic) -> None:
+        if not 0 < baseline < burst:
+            raise ValueError(f"baseline: {baseline!r} bytes/s; give a positive rate below the burst rate ({burst!r})")
+        if burst_s <= 0:
+            raise ValueError(f"burst_s: {burst_s!r}; give the seconds a full burst lasts (> 0)")
+        super().__init__(burst, clock=clock)
+        self.baseline, self.capacity = float(baseline), float(burst_s) * (burst - baseline)
+        self._balance, self._earned_to = self.capacity, 0.0
+        self.armed_at: float | None = None
+        self.exhausted_at: float | None = None
+        self.exhausted_unix: float | None = None
+
+    @property
+    def balance(self) -> float:
+        """The credits left, in bytes (as of the last reservation)."""
+        return self._balance
+
+    def arm(self) -> None:
+        """Credits are counted from now on (the runner's ``on_io_start``: the measured I/O)."""
+        with self._lock:
+            self.armed_at = self._earned_to = self._clock()
+
+    def reserve(self, n: int) -> float:
+        with self._lock:
+            now = self._refill()
+            self._tokens -= n
+            wait = max(0.0, -self._tokens / self._rate)
+            if self.armed_at is not None and self.exhausted_at is None:
+                self._balance = min(self.capacity, self._balance + (now - self._earned_to) * self.baseline) - n
+                self._earned_to = now
+                if self._balance <= 0:  # these bytes spent the last credit: they pass at the burst rate, then the baseline
+                    self.exhausted_at, self.exhausted_unix = now + wait, time.time() + wait
+                    self._switch(self.baseline)
+            return wait
 
 
 #: Where the meter's series are read from (a MetricReader query's namespace): the lab's stand-in for
@@ -142,6 +220,8 @@ class CreditProxy:
 
     def close(self) -> None:
         self._closed.set()
+        with contextlib.suppress(OSError):  # wakes the accept() (closing alone leaves it blocked on Linux)
+            self._listener.shutdown(socket.SHUT_RDWR)
         with contextlib.suppress(OSError):
             self._listener.close()
         with self._conns_lock:

@@ -9,12 +9,15 @@
 - ``mountpoint-credits``: the same through a loopback proxy whose total rate, over all its
   connections, is one budget (replmon.lab.credits: a file system's burst credits are one budget
   for all its clients; Toxiproxy's bandwidth toxic caps each connection, so the level moved with
-  the number of connections the client opened). It runs at ``burst_mibps`` (20 MiB/s) from the
-  start of the measured I/O (armed by the runner's ``on_io_start``, after mounting and laying
-  out) and drops to ``throttle_mibps`` (3 MiB/s; a steeper fall than the study's 604/149 = 4.05: see BURST_MIBPS)
-  ``throttle_after`` seconds in: 40 % of the preset's run time at the scale by default
+  the number of connections the client opened). It runs at ``burst_mibps`` (20 MiB/s) while its
+  credit balance lasts and at ``throttle_mibps`` (3 MiB/s; a steeper fall than the study's
+  604/149 = 4.05: see BURST_MIBPS) after (replmon.lab.credits.BurstCredits: earned at the
+  baseline, spent at the rate used, counted from the start of the measured I/O, the runner's
+  ``on_io_start``, after mounting and laying out). The balance holds ``throttle_after`` seconds at
+  the full burst: 40 % of the preset's run time at the scale by default
   (:func:`default_throttle_after`: 45 s of burst-write's 112 s at small scale), so the knee
-  detector sees a burst, the fall and the sustained level. The mount uploads 5 MiB parts (below);
+  detector sees a burst, the fall and the sustained level; a client that stalls in the burst
+  keeps its credits, and the fall comes that much later. The mount uploads 5 MiB parts (below);
   the proxy's own byte counter per second is the run's file-system series (``service_knees``,
   as R4 read FSx's DataWriteBytes): fio's log times writes as the mount accepts them, a part at a
   time, and shows the fall as clumps;
@@ -31,8 +34,6 @@ import contextlib
 import json
 import os
 import shutil
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +41,7 @@ from typing import Any
 
 from replmon.adapters.metrics import NullMetrics
 from replmon.core.files import write_atomic
-from replmon.lab.credits import METER_NAMESPACE, CreditBucket, CreditProxy
+from replmon.lab.credits import METER_NAMESPACE, BurstCredits, CreditProxy
 from replmon.lab.servers import LabError, cache_dir
 from replmon.mounts import presets as presets_mod
 from replmon.mounts.charts import chart
@@ -82,7 +83,7 @@ MIN_BURST_S = 3.0
 
 
 def default_throttle_after(preset: str, scale: str) -> float:
-    """Seconds of burst before the lab's cap: 40 % of the preset's longest job at ``scale`` (the
+    """Seconds of full-rate burst the lab's credit balance holds: 40 % of the preset's longest job at ``scale`` (the
     rest is the fall and the sustained level), at least MIN_BURST_S (the knee detector needs
     three samples of each level, at the resolution it reads the log at).
 
@@ -133,7 +134,7 @@ class TargetRun:
     rows: list[Row] = field(default_factory=list)
     bw_logs: dict[str, str] = field(default_factory=dict)
     stored: TargetResult | None = None  # what the store holds for this run (the report's input)
-    throttled_at: float | None = None  # mountpoint-credits: when the rate fell (Unix s; fio's logs use Unix ms)
+    throttled_at: float | None = None  # mountpoint-credits: when its credits ran out and the rate fell (Unix s; fio's logs use Unix ms)
     mount_log: str = ""  # the tail of the mount's own log, kept when the run failed
 
 
@@ -179,32 +180,22 @@ def run_lab_fio(lab: Any, preset: str, scale: str, targets: list[str], *, rtt_ms
             for stream in ("upstream", "downstream"):  # half the round trip each way
                 lab.toxiproxy.toxic(XREGION_PROXY, f"rtt-{stream}", "latency", stream, latency=rtt_ms // 2, jitter=0)
             endpoint = f"http://127.0.0.1:{port}"
-        throttle, credits = None, None
-        fell: list[float] = []  # when mountpoint-credits' rate fell
+        budget, credits = None, None
         if name == "mountpoint-credits":
-            budget = CreditBucket(burst_mibps * 2**20)
+            budget = BurstCredits(burst_mibps * 2**20, throttle_mibps * 2**20, after)
             credits = CreditProxy(dst.port, budget).__enter__()
             endpoint = f"http://127.0.0.1:{credits.port}"
-
-            def fall(budget: CreditBucket = budget, fell: list[float] = fell) -> None:
-                budget.set_rate(throttle_mibps * 2**20)
-                fell.append(time.time())
-
-            throttle = threading.Timer(after, fall)
-            progress(f"{name}: {burst_mibps} MiB/s in all, then {throttle_mibps} MiB/s from {after:g} s into the measured I/O")
-        try:  # the cap's clock starts with the measured I/O, not with mounting and laying out
+            progress(f"{name}: {burst_mibps} MiB/s in all while its credits last ({after:g} s at that rate from the start of the "
+                     f"measured I/O; earned at {throttle_mibps} MiB/s, spent at the rate used), then {throttle_mibps} MiB/s")
+        try:  # the credits are counted from the measured I/O on, not while mounting and laying out
             target = _lab_target(lab, name, mnt, endpoint)
             progress(f"{name}: {preset} at scale {scale}")
             # mountpoint-credits: the proxy's own byte counter is the file system's series (read at once, to the second)
             result = run(target, preset, scale, S3Sink(f"s3://{RESULTS_BUCKET}/{RESULTS_PREFIX}", s3), workdir=str(lab.root),
-                         on_io_start=throttle.start if throttle else None, metric_reader=credits.meter if credits else None,
+                         on_io_start=budget.arm if budget else None, metric_reader=credits.meter if credits else None,
                          metric_source=(METER_NAMESPACE, f"credit-proxy:{credits.port}", 1) if credits else None,
                          settle_s=0.0 if credits else None)
         finally:
-            if throttle:
-                throttle.cancel()
-                if throttle.ident is not None:  # started (the run reached its I/O)
-                    throttle.join()
             if credits:
                 credits.close()
             if name == "mountpoint-xregion":
@@ -233,7 +224,7 @@ def run_lab_fio(lab: Any, preset: str, scale: str, targets: list[str], *, rtt_ms
         if result.run["errors"]:
             with contextlib.suppress(s3.exceptions.NoSuchKey):
                 mount_log = s3.get_object(Bucket=RESULTS_BUCKET, Key=base + "mount.log")["Body"].read().decode(errors="replace")
-        out.append(TargetRun(name, result, ingested, rows, logs, stored_result, fell[0] if fell else None, mount_log))
+        out.append(TargetRun(name, result, ingested, rows, logs, stored_result, budget.exhausted_unix if budget else None, mount_log))
         if (at := fell_s(out[-1])) is not None:
             progress(f"{name}: the rate fell {at:.1f} s into fio's write log")
         progress(f"{name}: {result.run['status']} in {result.run['wall_s']:.1f} s"
@@ -242,10 +233,10 @@ def run_lab_fio(lab: Any, preset: str, scale: str, targets: list[str], *, rtt_ms
 
 
 def fell_s(run: TargetRun) -> float | None:
-    """When mountpoint-credits' rate fell, in the seconds the knee is read in (from the first
-    second fio logged a write): the knee's true place. fio starts a little after the runner's
-    ``on_io_start`` (processes, files opened through FUSE), so this is somewhat before
-    ``throttle_after``."""
+    """When mountpoint-credits' credits ran out and its rate fell, in the seconds the knee is read
+    in (from the first second fio logged a write): the knee's true place. A full balance earns
+    nothing while fio starts (processes, files opened through FUSE), so this is about
+    ``throttle_after`` for a client at the full burst, later for a slower one or one that stalled."""
     from replmon.mounts.knee import read_bw_log
 
     starts = [int(t) for name, text in run.bw_logs.items() for t, _, d, _ in read_bw_log(text, name) if d == "write"]
