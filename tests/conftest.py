@@ -286,7 +286,7 @@ _TERMINAL_ENV = "REPLMON_TEST_TERMINAL"
 def _terminal_size_as_the_session_has_it(config: pytest.Config) -> None:
     """An xdist worker starts with COLUMNS=80 and LINES=24 that the session did not set, and the
     CLI commands the lab tests run (rich reads COLUMNS) then wrap their tables and lines at 80:
-    a worker takes the session's own values back, or none."""
+    a worker takes the session's own values back, or none: what the same tests see without xdist."""
     if not hasattr(config, "workerinput"):
         os.environ[_TERMINAL_ENV] = json.dumps({k: os.environ.get(k, "") for k in ("COLUMNS", "LINES")})
         return

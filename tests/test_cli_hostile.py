@@ -117,6 +117,15 @@ def test_lab_fio_markdown_is_checked_before_the_lab_starts(tmp_path: Path) -> No
     assert not (tmp_path / "lab").exists()
 
 
+def test_lab_fio_credits_whose_baseline_is_not_below_the_burst_are_refused_before_the_lab_starts(tmp_path: Path) -> None:
+    """mountpoint-credits earns its credits at --throttle-mibps and spends them above it: a baseline
+    at or over the burst is no credit model (replmon.lab.credits.BurstCredits refuses it)."""
+    r = cli("lab", "fio", "--preset", "burst-write", "--mount", "mountpoint-credits", "--burst-mibps", "5", "--throttle-mibps", "5",
+            "--dir", str(tmp_path / "lab"))
+    assert r.returncode == 2 and "--throttle-mibps 5: " in one_error_line(r.stderr) and "below --burst-mibps (5)" in r.stderr
+    assert not (tmp_path / "lab").exists()
+
+
 def test_bench_mounts_dir_that_is_a_file_is_usage(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     r = cli("lab", "bench-mounts", "--dir", str(tmp_path / "file"), "--output", str(tmp_path / "B.md"))

@@ -246,6 +246,52 @@ def test_spool_list_retry_drop_on_a_deployed_stacks_queues(monkeypatch: pytest.M
         assert gone.returncode == 2 and "is not in the quarantine queue" in gone.stderr
 
 
+@pytest.mark.parametrize(("verb", "refused", "says"), [
+    ("drop", "DeleteMessage", "NOT removed from the quarantine queue"),
+    ("retry", "SendMessage", "not sent back to the spool queue"),
+])
+def test_one_entry_sqs_refuses_is_named_and_the_others_are_still_handled(monkeypatch: pytest.MonkeyPatch, verb: str, refused: str,
+                                                                          says: str) -> None:
+    """`spool drop|retry --all --stack-name`: SQS refuses the call for the first entry; that entry is
+    named with what failed and stays in quarantine, the other is handled, the exit is 3; a second
+    run handles the one left."""
+    import os
+
+    import boto3
+    from moto import mock_aws
+
+    from replmon.adapters.spool import SqsQuarantine
+
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        spool_url = sqs.create_queue(QueueName="spool")["QueueUrl"]
+        quarantine_url = sqs.create_queue(QueueName="spool-quarantine")["QueueUrl"]
+        for body in ("[1]", "[2]"):
+            sqs.send_message(QueueUrl=quarantine_url, MessageBody=body)
+        calls: list[str] = []
+
+        def refuse_first(params: Any, **_: Any) -> None:
+            calls.append(refused)
+            if len(calls) == 1:
+                raise ClientError({"Error": {"Code": "InternalError", "Message": "We encountered an internal error"}}, refused)
+
+        sqs.meta.events.register(f"before-call.sqs.{refused}", refuse_first)
+        monkeypatch.setattr("replmon.cli.spool._queues", lambda *a: SqsQuarantine(sqs, spool_url, quarantine_url))
+        env = {**os.environ, "AWS_REGION": "us-east-1"}
+        first = cli("spool", verb, "--all", "--stack-name", "replmon", env=env)
+        assert first.returncode == 3, first.stderr
+        failed = [line for line in first.stderr.splitlines() if says in line]
+        handled = [line for line in first.stderr.splitlines() if "deleted (" in line or "back in the spool queue" in line]
+        assert len(failed) == 1 and "InternalError" in failed[0] and "run the command again" in failed[0] and len(handled) == 1, first.stderr
+        sqs.meta.events.unregister(f"before-call.sqs.{refused}", refuse_first)
+        [left] = [q.message_id for q in SqsQuarantine(sqs, spool_url, quarantine_url).entries()]
+        assert failed[0].startswith(left)
+        again = cli("spool", verb, "--all", "--stack-name", "replmon", env=env)
+        assert again.returncode == 0 and SqsQuarantine(sqs, spool_url, quarantine_url).entries() == []
+        if verb == "retry":
+            assert len(sqs.receive_message(QueueUrl=spool_url, MaxNumberOfMessages=10)["Messages"]) == 2
+
+
 def test_a_route_folder_that_cannot_be_listed_is_named_and_the_others_replayed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import errno
 
@@ -577,7 +623,8 @@ def test_a_message_copied_to_quarantine_but_not_deleted_from_the_spool_is_one_en
         q = SqsQuarantine(sqs, spool_url, quarantine_url)
         [entry] = q.entries()  # two copies, one entry
         assert entry.spool_id == spooled_id and line.startswith(entry.message_id)
-        assert [d.message_id for d in q.handle({entry.message_id}, retry=False)] == [entry.message_id]
+        done, failed = q.handle({entry.message_id}, retry=False)
+        assert [d.message_id for d in done] == [entry.message_id] and failed == []
         assert "Messages" not in sqs.receive_message(QueueUrl=quarantine_url, WaitTimeSeconds=0)
 
 

@@ -14,6 +14,7 @@ one bad entry never strands the records behind it (`replmon spool` lists, retrie
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -199,21 +200,44 @@ class SqsQuarantine:
             self.client.change_message_visibility(QueueUrl=self.quarantine_url, ReceiptHandle=handle, VisibilityTimeout=0)
         return [copies[0][0] for copies in self._copies(read).values()]
 
-    def handle(self, ids: set[str] | None, retry: bool) -> list[QueuedEntry]:
+    def handle(self, ids: set[str] | None, retry: bool) -> tuple[list[QueuedEntry], list[tuple[QueuedEntry, str]]]:
         """Retry (send back to the spool, once) or drop the entries with these ids (None: every one),
-        every copy of each."""
-        done = []
+        every copy of each: (the entries handled, the entries whose SQS call failed with what
+        failed). One entry's failure is named and the others are still handled; a failed entry
+        stays in the quarantine queue, visible again at once (when SQS takes that), so the same
+        command can be run again for it."""
+        from replmon.adapters.explain import explain
+
+        done: list[QueuedEntry] = []
+        failed: list[tuple[QueuedEntry, str]] = []
         for name, copies in self._copies(self._read()).items():
-            if ids is None or name in ids:
+            entry = copies[0][0]
+            if ids is not None and name not in ids:
+                self._show(copies)
+                continue
+            try:
                 if retry:
-                    self.client.send_message(QueueUrl=self.spool_url, MessageBody=copies[0][0].body)
+                    self.client.send_message(QueueUrl=self.spool_url, MessageBody=entry.body)
+            except Exception as exc:  # not sent: it stays in quarantine, untouched
+                failed.append((entry, f"not sent back to the spool queue: {explain(exc)}"))
+                self._show(copies)
+                continue
+            try:
                 for _, receipt in copies:
                     self.client.delete_message(QueueUrl=self.quarantine_url, ReceiptHandle=receipt)
-                done.append(copies[0][0])
-            else:
-                for _, receipt in copies:
-                    self.client.change_message_visibility(QueueUrl=self.quarantine_url, ReceiptHandle=receipt, VisibilityTimeout=0)
-        return done
+            except Exception as exc:
+                failed.append((entry, ("sent back to the spool queue, but " if retry else "") +
+                               f"NOT removed from the quarantine queue: {explain(exc)}"))
+                self._show(copies)
+                continue
+            done.append(entry)
+        return done, failed
+
+    def _show(self, copies: list[tuple[QueuedEntry, str]]) -> None:
+        """Visible again at once; a refusal only leaves them hidden for the rest of their 30 s."""
+        for _, receipt in copies:
+            with contextlib.suppress(Exception):  # a copy already deleted, or SQS refusing: nothing lost
+                self.client.change_message_visibility(QueueUrl=self.quarantine_url, ReceiptHandle=receipt, VisibilityTimeout=0)
 
 
 @dataclass(frozen=True)

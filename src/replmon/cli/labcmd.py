@@ -878,7 +878,7 @@ def lab_fio(
     Exit 0 when every target's run succeeded and left nothing mounted."""
     from replmon.cli.fio import print_report
     from replmon.lab.lab import Lab
-    from replmon.lab.mounts import LAB_TARGETS, default_targets, markdown_section, report, run_lab_fio, summary, write_markdown
+    from replmon.lab.mounts import LAB_TARGETS, default_targets, fell_s, markdown_section, report, run_lab_fio, summary, write_markdown
     from replmon.lab.mounts import charts as draw
     from replmon.lab.servers import LabError
     from replmon.mounts import presets as p
@@ -894,6 +894,9 @@ def lab_fio(
     check_output_dir(charts, "--charts")
     check_output_file(markdown, "--markdown")
     _check_markdown(markdown, preset)
+    if "mountpoint-credits" in targets and throttle_mibps >= burst_mibps:
+        fail(f"--throttle-mibps {throttle_mibps}: the rate once the credits ran out (the baseline they are earned at) must be "
+             f"below --burst-mibps ({burst_mibps}); e.g. --burst-mibps 20 --throttle-mibps 3")
     if throttle_after is None:
         from replmon.lab.mounts import default_throttle_after
 
@@ -907,7 +910,8 @@ def lab_fio(
     rep = report(preset, runs)
     png = draw(preset, runs, (charts or lab_dir) / f"lab-fio-{preset}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.png")
     print_report(rep, fmt, title=f"lab fio: {preset} at scale {scale}", document={
-        "scale": scale, "rtt_ms": rtt_ms, "throttle": {"after_s": throttle_after, "burst_mibps": burst_mibps, "sustained_mibps": throttle_mibps},
+        "scale": scale, "rtt_ms": rtt_ms, "throttle": {"after_s": throttle_after, "burst_mibps": burst_mibps, "sustained_mibps": throttle_mibps,
+                                                                  "ran_out_s": {r.target: fell_s(r) for r in runs if r.target == "mountpoint-credits"}},
         "runs": summary(runs), "chart_files": [str(png)]})
     if fmt is Format.table:
         emit(summary(runs), fmt, "runs (stored in the lab's DynamoDB Local)")

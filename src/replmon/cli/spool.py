@@ -119,18 +119,20 @@ def _chosen(spool: DirectorySpool, wanted: set[str] | None) -> tuple[list[Quaran
 def _handle_queued(stack: str, region: str | None, profile: str | None, wanted: set[str] | None, retry: bool) -> int:
     queues = _queues(stack, region, profile)
     try:
-        done = queues.handle(wanted, retry=retry)
-    except Exception as exc:
+        done, failed = queues.handle(wanted, retry=retry)
+    except Exception as exc:  # the quarantine queue could not be read at all
         from replmon.adapters.explain import explain
 
         fail(f"--stack-name {stack}: the quarantine queue: {explain(exc)}", INFRASTRUCTURE)
-    missing = sorted((wanted or set()) - {d.message_id for d in done})
+    missing = sorted((wanted or set()) - {d.message_id for d in done} - {d.message_id for d, _ in failed})
     for d in done:
         err.print(f"{d.message_id}: " + ("back in the spool queue; the next run replays it" if retry else f"deleted ({d.reason})"),
                   highlight=False, soft_wrap=True)
+    for d, why in failed:  # each named; the others were still handled
+        err.print(f"{d.message_id}: {why}; run the command again for it", highlight=False, soft_wrap=True)
     if missing:
         fail(f"ENTRY {missing[0]!r} is not in the quarantine queue of {stack}; `replmon spool list --stack-name {stack}` names what is")
-    return OK
+    return INFRASTRUCTURE if failed else OK
 
 
 @spool_app.command("retry")

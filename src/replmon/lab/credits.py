@@ -1,9 +1,11 @@
 """A loopback TCP proxy whose *total* rate, over every connection, is one token bucket: the lab's
 stand-in for a file system's burst throughput (a rate while its credits last, a lower baseline
 after), for the ``mountpoint-credits`` target's knee. The credits are a balance of bytes
-(:class:`BurstCredits`), earned at the baseline rate and spent at the rate used, as FSx for
-Lustre's and EFS's are, so the fall comes when the balance runs out, not at a fixed time: a client
-that stalls in the burst keeps its credits and bursts again after the stall.
+(:class:`BurstCredits`), earned at the baseline rate and spent at the rate used, as EFS documents
+its Bursting mode's credits (FSx for Lustre documents credits that accrue below the baseline for
+its network; how its disk burst, R4's, is metered it does not say: assumed the same), so the fall
+comes when the balance runs out, not at a fixed time: a client that stalls in the burst keeps its
+credits and bursts again after the stall.
 
 Why not Toxiproxy's ``bandwidth`` toxic: it caps each connection on its own, and the rate a mount
 gets is then the cap times however many connections its client opens (32 fio jobs through
@@ -88,8 +90,9 @@ class CreditBucket:
 
 class BurstCredits(CreditBucket):
     """``burst`` bytes per second while the credit balance lasts, ``baseline`` after it ran out:
-    a file system's burst credits, one balance for all its clients. As FSx for Lustre's and EFS's,
-    the balance is earned at the baseline rate and spent at the rate used: it starts full at
+    a file system's burst credits, one balance for all its clients. As EFS's Bursting mode (and,
+    assumed, FSx for Lustre's disk burst), the balance is earned at the baseline rate and spent at
+    the rate used (here every byte either way; EFS meters reads and writes by its own rules): it starts full at
     ``burst_s * (burst - baseline)`` bytes, so a client at the full burst runs it out ``burst_s``
     seconds after :meth:`arm`; one that was slower or stalled runs it out later (what it did not
     spend it kept, up to the full balance), and one that stays under the baseline never does.

@@ -12,8 +12,8 @@
   the number of connections the client opened). It runs at ``burst_mibps`` (20 MiB/s) while its
   credit balance lasts and at ``throttle_mibps`` (3 MiB/s; a steeper fall than the study's
   604/149 = 4.05: see BURST_MIBPS) after (replmon.lab.credits.BurstCredits: earned at the
-  baseline, spent at the rate used, counted from the start of the measured I/O, the runner's
-  ``on_io_start``, after mounting and laying out). The balance holds ``throttle_after`` seconds at
+  baseline, spent at the rate used, as EFS documents its burst credits, counted from the start of
+  the measured I/O, the runner's ``on_io_start``, after mounting and laying out; the fall is one-way). The balance holds ``throttle_after`` seconds at
   the full burst: 40 % of the preset's run time at the scale by default
   (:func:`default_throttle_after`: 45 s of burst-write's 112 s at small scale), so the knee
   detector sees a burst, the fall and the sustained level; a client that stalls in the burst
@@ -155,8 +155,9 @@ def _lab_target(lab: Any, name: str, mnt: Path, endpoint: str) -> Target:
 
 def run_lab_fio(lab: Any, preset: str, scale: str, targets: list[str], *, rtt_ms: int = STUDY_RTT_MS, throttle_after: float | None = None,
                 throttle_mibps: int = SUSTAINED_MIBPS, burst_mibps: int = BURST_MIBPS, progress: Callable[[str], None] = lambda _: None) -> list[TargetRun]:
-    """``throttle_after``: seconds into the measured I/O before mountpoint-credits' cap (default
-    :func:`default_throttle_after`); ``throttle_mibps``: the total rate then;
+    """``throttle_after``: the seconds mountpoint-credits' credit balance holds at the full burst,
+    from the start of the measured I/O (default :func:`default_throttle_after`); ``throttle_mibps``:
+    the total rate once it ran out (the baseline its credits are earned at);
     ``burst_mibps``: the total rate before (the burst rate, as a file system's burst
     throughput is a rate of its own: the lab machine's own rate would wander with its page cache
     and its other work)."""
@@ -226,7 +227,7 @@ def run_lab_fio(lab: Any, preset: str, scale: str, targets: list[str], *, rtt_ms
                 mount_log = s3.get_object(Bucket=RESULTS_BUCKET, Key=base + "mount.log")["Body"].read().decode(errors="replace")
         out.append(TargetRun(name, result, ingested, rows, logs, stored_result, budget.exhausted_unix if budget else None, mount_log))
         if (at := fell_s(out[-1])) is not None:
-            progress(f"{name}: the rate fell {at:.1f} s into fio's write log")
+            progress(f"{name}: its credits ran out {at:.1f} s into fio's log")
         progress(f"{name}: {result.run['status']} in {result.run['wall_s']:.1f} s"
                  + (f" ({'; '.join(result.run['errors'])[:300]})" if result.run["errors"] else ""))
     return out
@@ -239,7 +240,7 @@ def fell_s(run: TargetRun) -> float | None:
     ``throttle_after`` for a client at the full burst, later for a slower one or one that stalled."""
     from replmon.mounts.knee import read_bw_log
 
-    starts = [int(t) for name, text in run.bw_logs.items() for t, _, d, _ in read_bw_log(text, name) if d == "write"]
+    starts = [int(t) for name, text in run.bw_logs.items() for t, _, _, _ in read_bw_log(text, name)]  # one direction a preset
     return run.throttled_at - min(starts) if run.throttled_at is not None and starts else None
 
 
@@ -269,10 +270,24 @@ def charts(preset: str, runs: list[TargetRun], path: Path) -> Path:
 
 
 def summary(runs: list[TargetRun]) -> list[dict[str, Any]]:
+    """A row per target; mountpoint-credits' adds when its credits ran out, in seconds of fio's log."""
+    credits = any(r.target == "mountpoint-credits" for r in runs)
     return [{"target": r.target, "status": r.result.run["status"], "wall s": round(r.result.run["wall_s"], 1),
              "stored": r.ingested.stored if r.ingested else 0,
-             "verdicts": json.dumps(sorted({v.verdict if v else "error" for _, v in r.ingested.verdicts})) if r.ingested else "-"}
+             "verdicts": json.dumps(sorted({v.verdict if v else "error" for _, v in r.ingested.verdicts})) if r.ingested else "-",
+             **({"credits ran out s": None if (at := fell_s(r)) is None else round(at, 1)} if credits else {})}
             for r in runs]
+
+
+def _ran_out(run: TargetRun) -> str:
+    """mountpoint-credits: when its credits ran out, in fio's and the file system's seconds (the knee's true place)."""
+    if run.target != "mountpoint-credits":
+        return ""
+    wrote = bool(((run.result.run.get("bw_series") or {}).get("write") or {}).get("t"))  # fio's direction is the preset's
+    at, meter = fell_s(run), fell_on_meter(run, "write" if wrote else "read")
+    if at is None:
+        return " (its credits lasted the whole run)"
+    return f" (its credits ran out {at:.1f} s into fio's log" + (f", {meter:.1f} s into the file system's series)" if meter is not None else ")")
 
 
 def markdown_section(preset: str, scale: str, rep: StudyReport, runs: list[TargetRun], command: str) -> str:
@@ -289,7 +304,7 @@ def markdown_section(preset: str, scale: str, rep: StudyReport, runs: list[Targe
              f"- date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}; machine: {machine()}",
              f"- versions (as the runs recorded them): {versions} (mountpoint: tools/mountpoint-lab on Mountpoint's crates); "
              f"command: `{command}`",
-             "- runs: " + "; ".join(f"{r.target} {r.result.run['status']} in {r.result.run['wall_s']:.0f} s" for r in runs), ""]
+             "- runs: " + "; ".join(f"{r.target} {r.result.run['status']} in {r.result.run['wall_s']:.0f} s" + _ran_out(r) for r in runs), ""]
     for t in rep.tables:
         if not t.rows:
             continue
