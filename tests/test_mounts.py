@@ -879,6 +879,18 @@ def test_a_run_without_a_knee_still_has_its_level_from_fio_and_from_the_file_sys
     assert fs_row["knee at s"] == "no knee"
 
 
+def test_a_sustained_level_of_zero_is_printed_as_zero_not_left_out() -> None:
+    """A knee whose sustained level is 0 (writes held to nothing after the burst) is a level: the
+    row prints 0.0 MB/s, not "-" (0 was read as "no value", and the fio row fell back to the mean)."""
+    from replmon.mounts.report import study_report
+
+    fsx = _result("lustre", {"kind": "lustre"}, {"ior-write/write": 40e6}, baseline_mb_s=117.0)
+    fsx.rows["ior-write/write"].update(burst_bytes=80e6, sustained_bytes=0, burst_s=9, knee_at_s=6, decline_end_s=9)
+    fsx.rows["ior-write/write"]["measures"] = {"sustained_bytes": 0}
+    [fio_row] = [r for r in study_report("burst-write", [fsx]).tables[0].rows if r["source"] == "fio"]
+    assert fio_row["sustained MB/s"] == "0.0" and fio_row["knee at s"] == "6" and fio_row["sustained/baseline"] == "0.00"
+
+
 def test_r2_has_the_studys_iops_and_labels_what_ran_at_a_smaller_scale() -> None:
     """The study compared MiB/s and IOPS (its fio logs: IOPS=5/40/51, 5/50/58, 13/57/60); at tiny
     scale every file is 8 MiB, and the rows say so."""

@@ -251,7 +251,8 @@ def _burst(spec: dict[str, Any], results: list[TargetResult], report: StudyRepor
         for key, item in r.rows.items():
             judged = (item.get("measures") or {}).get("sustained_bytes")
             level = float(judged) if judged is not None else (float(item["bw_bytes"]) if not item.get("error") else None)
-            views = [("fio", item.get("burst_bytes"), item.get("sustained_bytes") or level, item.get("burst_s"), item.get("knee_at_s"),
+            fio_sustained = item.get("sustained_bytes")  # 0 is a level (writes held to nothing), not a missing one
+            views = [("fio", item.get("burst_bytes"), level if fio_sustained is None else fio_sustained, item.get("burst_s"), item.get("knee_at_s"),
                       item.get("decline_end_s"), item.get("burst_bytes") is not None)]
             entry = (service.get("knees") or {}).get(item["direction"]) or {}
             sk = entry.get("knee")
@@ -263,11 +264,12 @@ def _burst(spec: dict[str, Any], results: list[TargetResult], report: StudyRepor
                 views.append((f"file system ({entry['metric']})", None, mean, None, None, None, False))
             for source, burst, sustained, burst_s, at_s, end_s, has_knee in views:
                 row = {"target": r.target, "row": key, "source": source,
-                       "burst MB/s": _fmt(burst / MB if burst else None), "burst s": _fmt(burst_s, 0),
+                       "burst MB/s": _fmt(burst / MB if burst is not None else None), "burst s": _fmt(burst_s, 0),
                        "knee at s": _fmt(at_s, 0) if has_knee else "no knee", "decline ends s": _fmt(end_s, 0),
-                       "sustained MB/s": _fmt(sustained / MB if sustained else None) + ("" if has_knee or not sustained else " (one level)"),
-                       "burst/baseline": _fmt(burst / MB / baseline if burst and baseline else None, 2),
-                       "sustained/baseline": _fmt(sustained / MB / baseline if sustained and baseline else None, 2)}
+                       "sustained MB/s": _fmt(sustained / MB if sustained is not None else None)
+                       + ("" if has_knee or sustained is None else " (one level)"),
+                       "burst/baseline": _fmt(burst / MB / baseline if burst is not None and baseline else None, 2),
+                       "sustained/baseline": _fmt(sustained / MB / baseline if sustained is not None and baseline else None, 2)}
                 rows.append(row)
                 out[f"{r.target} {key} {source}"] = {k: v for k, v in row.items() if k not in ("target", "row", "source")}
     rows.append({"target": "published", "row": "-", "source": spec["study"][:40], "burst MB/s": pub["values"]["burst"],
