@@ -150,6 +150,12 @@ class QueuedEntry:
         return {"entry": self.message_id, "reason": self.reason, "sent_at": self.sent_at, "body": self.body[:2000]}
 
 
+#: How long retry/drop hide the messages they read: long enough for a thousand entries' calls, so no
+#: receipt goes stale mid-run (a stale one's DeleteMessage can succeed and delete nothing); every
+#: message not handled is shown again at once.
+HANDLE_HIDE_S = 300
+
+
 class SqsQuarantine:
     """A deployed stack's spool and quarantine queues, for a person (`replmon spool --stack-name`):
     counts, the quarantined messages with their reasons, retry (back to the spool) and drop."""
@@ -163,13 +169,13 @@ class SqsQuarantine:
                                                                                         "ApproximateNumberOfMessagesNotVisible"])
         return sum(int(v) for v in a.get("Attributes", {}).values())
 
-    def _read(self, limit: int = 1000) -> list[tuple[QueuedEntry, str]]:
-        """Every quarantined message with a receipt handle (each hidden for 30 s while it is handled)."""
+    def _read(self, limit: int = 1000, visibility: int = 30) -> list[tuple[QueuedEntry, str]]:
+        """Every quarantined message with a receipt handle (each hidden for ``visibility`` s while it is handled)."""
         out: list[tuple[QueuedEntry, str]] = []
         while len(out) < limit:
             # long polling (>= 1 s) asks every SQS server: a short poll samples some and can answer empty
             # while messages wait (ReceiveMessage, "short and long polling")
-            r = self.client.receive_message(QueueUrl=self.quarantine_url, MaxNumberOfMessages=10, WaitTimeSeconds=1, VisibilityTimeout=30,
+            r = self.client.receive_message(QueueUrl=self.quarantine_url, MaxNumberOfMessages=10, WaitTimeSeconds=1, VisibilityTimeout=visibility,
                                             MessageAttributeNames=["All"], AttributeNames=["SentTimestamp"])
             messages = r.get("Messages", [])
             if not messages:
@@ -204,13 +210,15 @@ class SqsQuarantine:
         """Retry (send back to the spool, once) or drop the entries with these ids (None: every one),
         every copy of each: (the entries handled, the entries whose SQS call failed with what
         failed). One entry's failure is named and the others are still handled; a failed entry
-        stays in the quarantine queue, visible again at once (when SQS takes that), so the same
-        command can be run again for it."""
+        stays in the quarantine queue, visible again at once (or when its hide ends, if SQS refuses
+        that too)."""
+        from botocore.exceptions import ClientError
+
         from replmon.adapters.explain import explain
 
         done: list[QueuedEntry] = []
         failed: list[tuple[QueuedEntry, str]] = []
-        for name, copies in self._copies(self._read()).items():
+        for name, copies in self._copies(self._read(visibility=HANDLE_HIDE_S)).items():
             entry = copies[0][0]
             if ids is not None and name not in ids:
                 self._show(copies)
@@ -218,23 +226,26 @@ class SqsQuarantine:
             try:
                 if retry:
                     self.client.send_message(QueueUrl=self.spool_url, MessageBody=entry.body)
-            except Exception as exc:  # not sent: it stays in quarantine, untouched
-                failed.append((entry, f"not sent back to the spool queue: {explain(exc)}"))
+            except Exception as exc:  # it stays in quarantine, untouched
+                # SQS answered no; a timeout or a lost answer may come after SQS took the message
+                sent = "not sent" if isinstance(exc, ClientError) else "maybe not sent"
+                failed.append((entry, f"{sent} back to the spool queue: {explain(exc)}; run the command again for it"))
                 self._show(copies)
                 continue
             try:
                 for _, receipt in copies:
                     self.client.delete_message(QueueUrl=self.quarantine_url, ReceiptHandle=receipt)
             except Exception as exc:
-                failed.append((entry, ("sent back to the spool queue, but " if retry else "") +
-                               f"NOT removed from the quarantine queue: {explain(exc)}"))
+                failed.append((entry, (f"sent back to the spool queue, but NOT removed from the quarantine queue: {explain(exc)}; "
+                                       f"drop it (replmon spool drop {entry.message_id} --stack-name ...), a retry would send it twice")
+                               if retry else f"NOT removed from the quarantine queue: {explain(exc)}; run the command again for it"))
                 self._show(copies)
                 continue
             done.append(entry)
         return done, failed
 
     def _show(self, copies: list[tuple[QueuedEntry, str]]) -> None:
-        """Visible again at once; a refusal only leaves them hidden for the rest of their 30 s."""
+        """Visible again at once; a refusal only leaves them hidden until their hide ends."""
         for _, receipt in copies:
             with contextlib.suppress(Exception):  # a copy already deleted, or SQS refusing: nothing lost
                 self.client.change_message_visibility(QueueUrl=self.quarantine_url, ReceiptHandle=receipt, VisibilityTimeout=0)

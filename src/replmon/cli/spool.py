@@ -128,10 +128,13 @@ def _handle_queued(stack: str, region: str | None, profile: str | None, wanted: 
     for d in done:
         err.print(f"{d.message_id}: " + ("back in the spool queue; the next run replays it" if retry else f"deleted ({d.reason})"),
                   highlight=False, soft_wrap=True)
-    for d, why in failed:  # each named; the others were still handled
-        err.print(f"{d.message_id}: {why}; run the command again for it", highlight=False, soft_wrap=True)
+    for d, why in failed:  # each named with what to do; the others were still handled
+        err.print(f"{d.message_id}: {why}", highlight=False, soft_wrap=True)
     if missing:
-        fail(f"ENTRY {missing[0]!r} is not in the quarantine queue of {stack}; `replmon spool list --stack-name {stack}` names what is")
+        lost = f"ENTRY {missing[0]!r} is not in the quarantine queue of {stack}; `replmon spool list --stack-name {stack}` names what is"
+        if not failed:
+            fail(lost)
+        err.print(f"error: {lost}", highlight=False, soft_wrap=True)  # the SQS failures decide the code: 3
     return INFRASTRUCTURE if failed else OK
 
 

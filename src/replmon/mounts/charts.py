@@ -93,7 +93,7 @@ def chart(preset: str, results: list[TargetResult], path: Path, bw_logs: dict[st
                 labels, values = [], []
                 for key, item in r.rows.items():
                     for what in ("burst_bytes", "sustained_bytes"):
-                        if item.get(what):
+                        if item.get(what) is not None:  # 0 is a level (a bar of nothing), not a missing one
                             labels.append(f"{key} {what.split('_')[0]}")
                             values.append(float(item[what]) / MB)
                 labels += ["published burst", "published sustained"]

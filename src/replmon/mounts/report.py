@@ -219,10 +219,10 @@ def _express(spec: dict[str, Any], results: list[TargetResult], report: StudyRep
             k = next((k for k in e.rows if k.startswith(f"dd-{t}/")), None)
             ks = next((k for k in s.rows if k.startswith(f"dd-{t}/")), None)
             a, b = (e.bw(k) if k else None), (s.bw(ks) if ks else None)
-            ratios[t] = {"express": e.target, "standard": s.target, "ratio": (a / b) if a and b else None,
+            ratios[t] = {"express": e.target, "standard": s.target, "ratio": (a / b) if a is not None and b else None,
                          "published": spec["published"]["values"].get(f"express/standard {t}")}
         report.tables.append(Table(f"Express One Zone / Standard: {e.target} / {s.target}",
-                                   [{"test": t, "ratio": _fmt(v["ratio"], 2) if v["ratio"] else "-", "published": v["published"]}
+                                   [{"test": t, "ratio": _fmt(v["ratio"], 2), "published": v["published"]}
                                     for t, v in ratios.items()]))
     report.comparisons["express_standard"] = ratios or None
     caches = {}
