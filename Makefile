@@ -95,7 +95,7 @@ test: venv node_modules/.installed lab-deps  ## THE TESTS: lint once, then every
 test-knee: venv node_modules/.installed lab-deps  ## the lab's throttled mount alone: the knee where its credits ran out (4-5 min; in `make test` too, beside the other lab tests)
 	$(BIN)/pytest -m knee $(ARGS)
 
-test-fast: venv node_modules/.installed  ## no lab servers, no builds, no deployed-stack scenarios, no network (fio from apt once): under a minute on 2 cores (README)
+test-fast: venv node_modules/.installed  ## no lab servers, no builds, no deployed-stack scenarios, no network (fio from apt once): at most 3 minutes on 2 cores (README)
 	bash scripts/lab-deps.sh apt >/dev/null
 	$(BIN)/pytest -m "not lab and not build and not deployed" -n 2 --dist loadgroup $(ARGS)
 
