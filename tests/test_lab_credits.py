@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from replmon.core.clock import ManualClock
 from replmon.lab.credits import CHUNK, BurstCredits, CreditBucket, CreditProxy
 
 MIB = 2**20
@@ -103,21 +104,12 @@ def test_the_meter_counts_what_passed_per_second_and_direction_at_the_rate() -> 
         proxy.meter.read([MetricQuery("x", "AWS/EFS", "DataWriteIOBytes", (), 1, "Sum")], 0, 1)
 
 
-class Clock:
-    """The bucket's clock, moved by hand: the credit arithmetic, exact."""
-
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def spend(bucket: BurstCredits, clock: Clock, rate: float, seconds: float, step: float = 0.25) -> None:
-    """A client that reserves ``rate`` bytes a second for ``seconds``, in steps of ``step`` s."""
+def spend(bucket: BurstCredits, clock: ManualClock, rate: float, seconds: float, step: float = 0.25) -> None:
+    """A client that reserves ``rate`` bytes a second for ``seconds``, in steps of ``step`` s (the
+    bucket's clock moved by hand: the credit arithmetic, exact)."""
     for _ in range(round(seconds / step)):
         bucket.reserve(int(rate * step))
-        clock.t += step
+        clock.advance(step)
 
 
 def test_credits_last_burst_s_at_the_full_rate_and_longer_for_a_stalled_client() -> None:
@@ -134,17 +126,17 @@ def test_credits_last_burst_s_at_the_full_rate_and_longer_for_a_stalled_client()
     one that stalls 6 s after 4 s of burst keeps what it did not spend (plus 6 s x 3 earned) and
     runs out at 4 + 6 + (170 - 4 x 17 + 18) / 17 = 17.06 s; the rate is the baseline from then on.
     The client reserves a step's bytes at the step's start, so each fall comes at a step's start."""
-    full = BurstCredits(20, 3, 10, clock=(clock := Clock()))
+    full = BurstCredits(20, 3, 10, clock=(clock := ManualClock(0.0)).now)
     full.arm()
     spend(full, clock, 20, 9.75)
     assert full.exhausted_at is None and full.rate == 20
     spend(full, clock, 20, 0.5)
     assert full.exhausted_at == 9.75 and full.rate == 3  # the step that spends the last credit starts at 9.75 s
 
-    stalled = BurstCredits(20, 3, 10, clock=(c := Clock()))
+    stalled = BurstCredits(20, 3, 10, clock=(c := ManualClock(0.0)).now)
     stalled.arm()
     spend(stalled, c, 20, 4)
-    c.t += 6  # the client stalls
+    c.advance(6)  # the client stalls
     spend(stalled, c, 20, 7)
     assert stalled.exhausted_at is None, "a stall in the burst spent credits it did not use"
     spend(stalled, c, 20, 0.5)
@@ -154,10 +146,10 @@ def test_credits_last_burst_s_at_the_full_rate_and_longer_for_a_stalled_client()
 def test_credits_count_from_arm_a_slow_client_never_runs_out_and_a_full_balance_earns_nothing() -> None:
     """Mounting and laying out (before ``arm``) spend nothing; a client under the baseline earns
     as much as it spends; an idle full balance stays full (a stall at the start buys no more)."""
-    b = BurstCredits(20, 3, 10, clock=(clock := Clock()))
+    b = BurstCredits(20, 3, 10, clock=(clock := ManualClock(0.0)).now)
     spend(b, clock, 20, 60)  # laying out
     assert b.exhausted_at is None and b.balance == b.capacity == 170
-    clock.t += 100  # idle, full
+    clock.advance(100)  # idle, full
     b.arm()
     spend(b, clock, 3, 120, step=1.0)  # 3 bytes each second: what a second earns, it spends
     assert b.exhausted_at is None and b.balance == 167  # full, less the step just reserved

@@ -295,6 +295,34 @@ def test_one_entry_sqs_refuses_is_named_and_the_others_are_still_handled(monkeyp
             assert sorted(m["Body"] for m in sqs.receive_message(QueueUrl=spool_url, MaxNumberOfMessages=10)["Messages"]) == ["[1]", "[2]"]
 
 
+def test_retry_and_drop_hide_what_they_read_within_sqs_limits_and_show_the_rest_at_once() -> None:
+    """ChangeMessageVisibility/ReceiveMessage take a VisibilityTimeout of 0 to 43,200 s, and 0 makes the
+    message receivable again at once (SQS API reference, ChangeMessageVisibility:
+    https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_ChangeMessageVisibility.html).
+    `spool drop ID` reads every quarantined message hidden for HANDLE_HIDE_S, deletes the one named,
+    and gives the other back with 0: it is listed again at once."""
+    import boto3
+    from moto import mock_aws
+
+    from replmon.adapters.spool import HANDLE_HIDE_S, SqsQuarantine
+
+    assert 0 < HANDLE_HIDE_S <= 43_200
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        spool_url = sqs.create_queue(QueueName="spool")["QueueUrl"]
+        quarantine_url = sqs.create_queue(QueueName="spool-quarantine")["QueueUrl"]
+        for body in ("[1]", "[2]"):
+            sqs.send_message(QueueUrl=quarantine_url, MessageBody=body)
+        hides: list[int] = []
+        sqs.meta.events.register("provide-client-params.sqs.ReceiveMessage", lambda params, **_: hides.append(params["VisibilityTimeout"]))
+        q = SqsQuarantine(sqs, spool_url, quarantine_url)
+        first, other = (e.message_id for e in q.entries())
+        hides.clear()
+        done, failed = q.handle({first}, retry=False)
+        assert [d.message_id for d in done] == [first] and failed == [] and set(hides) == {HANDLE_HIDE_S}
+        assert [e.message_id for e in q.entries()] == [other]
+
+
 def test_a_route_folder_that_cannot_be_listed_is_named_and_the_others_replayed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import errno
 
