@@ -30,6 +30,8 @@ from tests.netfaults import BlackHole, LosingProxy
 
 pytestmark = pytest.mark.lab
 REPLMON = [sys.executable, "-m", "replmon.cli"]
+#: The store-outage test keeps DynamoDB Local down until a record is spooled; at most this long.
+OUTAGE_CAP_S = 120
 
 
 @pytest.fixture(scope="module")
@@ -44,31 +46,59 @@ def payload(lab: Lab, route: str, sizes: str, trials: int = 1, timeout: int = 12
                          "poll": {"floor_seconds": 0.1, "use_history": False}})
 
 
+class SpoolsThenWaits:
+    """A spool that, once it holds a record, waits (bounded) for ``restored``: a test's control of
+    when the outage ends relative to the run, not a change to what is spooled."""
+
+    def __init__(self, inner: Any, restored: threading.Event) -> None:
+        self.inner, self.restored = inner, restored
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def spool(self, record: Any) -> None:
+        self.inner.spool(record)
+        self.restored.wait(OUTAGE_CAP_S + 30)
+
+
 def test_a_store_outage_mid_run_loses_nothing_doubles_nothing_leaves_nothing(lab: Lab) -> None:
-    """DynamoDB Local is killed after the first record and comes back 8-20 s later: records written
-    meanwhile go to the spool and this run's Housekeeping replays them."""
+    """DynamoDB Local is killed after the first record and comes back once a later record has met
+    the outage (8 s at least): records written meanwhile go to the spool and this run's
+    Housekeeping replays them."""
     store, ddb = lab.store(), lab.servers["dynamodb"]
     route = "outage"
+    met: dict[str, float] = {}
+    restored = threading.Event()
+    fdeps = lab.function_deps()
+    # The RecordResult that spools returns only once the store is back, so this run's EndProbe and
+    # Housekeeping meet a live store whatever the machine's load (EndProbe's jittered retries can
+    # otherwise give up before DynamoDB Local has restarted). The code path is unchanged.
+    fdeps["RecordResult"].spool = SpoolsThenWaits(fdeps["RecordResult"].spool, restored)
 
     def outage() -> None:
         deadline = time.time() + 60
         while time.time() < deadline and not store.query(route, time.time() - 600, time.time() + 60):
             time.sleep(0.05)
         ddb.stop()
-        # down for at least 8 s, and on a loaded machine until a record has met the outage (at most
-        # 20 s: EndProbe's lease retries span 30 s), so the replay below always has work
+        # Down until a record has been spooled, never on a timer alone: the first three probes often
+        # end together, and each one's EndProbe retries the down store (4 attempts, up to ~30 s with
+        # backoff) while holding its Map slot, so probes 4-6 start only when those retries give up
+        # (caught: LeaseKeptToRunEnd). A 20 s outage could end before any record met it (CI, stop 39).
         down = time.time()
-        while time.time() - down < 8 or (lab.spool().pending() == 0 and time.time() - down < 20):
+        while time.time() - down < 8 or (lab.spool().pending() == 0 and time.time() - down < OUTAGE_CAP_S):
             time.sleep(0.2)
+        met["down_s"], met["spooled"] = time.time() - down, lab.spool().pending()
         lab.restart("dynamodb")
+        restored.set()
 
     fault = threading.Thread(target=outage, daemon=True)
     fault.start()
-    # three probes at a time: one probe's EndProbe retries the down store (its lease, with backoff) and holds
-    # its own Map iteration, while the others' records meet the outage and are spooled
-    res = run_request(payload(lab, route, "64MiB", trials=6, concurrency=3), lab.deps(), function_deps=lab.function_deps())
-    fault.join(90)
+    # three probes at a time, six in all: at most three records are stored before the store stops, so
+    # a later probe's record always meets the outage
+    res = run_request(payload(lab, route, "64MiB", trials=6, concurrency=3), lab.deps(), function_deps=fdeps)
+    fault.join(OUTAGE_CAP_S + 30)
     assert not fault.is_alive() and ddb.running
+    assert met["spooled"] >= 1, met  # the outage ended because a record met it, not at the cap
     report = res.execution.output["housekeeping"]["report"]["spool"]
     assert report["replayed"] >= 1, report  # some records waited in the spool
     assert lab.spool().pending() == 0
