@@ -81,8 +81,9 @@ def test_a_store_outage_mid_run_loses_nothing_doubles_nothing_leaves_nothing(lab
             time.sleep(0.05)
         ddb.stop()
         # Down until a record has been spooled, never on a timer alone: the first three probes often
-        # end together, and each one's EndProbe retries the down store (4 attempts, up to ~30 s with
-        # backoff) while holding its Map slot, so probes 4-6 start only when those retries give up
+        # end together, and each one's EndProbe retries the down store (4 retries after the first
+        # attempt, full-jitter waits of at most 2+4+8+16 s) while holding its Map slot, so probes 4-6
+        # start only when those retries give up
         # (caught: LeaseKeptToRunEnd). A 20 s outage could end before any record met it (CI, stop 39).
         down = time.time()
         while time.time() - down < 8 or (lab.spool().pending() == 0 and time.time() - down < OUTAGE_CAP_S):
