@@ -377,7 +377,8 @@ def test_heartbeats_are_kept_beside_probe_records_for_seven_days() -> None:
 
 def test_unjudged_records_are_stored_not_counted_and_events_count_per_kind() -> None:
     error = record(0, T0, ProbeStatus.ERROR, None)
-    assert len(rollup.record_ops(error, T0)) == 1 and rollup.record_max_ops(error) == []
+    assert [type(op).__name__ for op in rollup.record_ops(error, T0)] == ["TransactPut", "TransactDelete"]  # stored, its marker gone
+    assert rollup.record_max_ops(error) == []
     adds = rollup.event_add("r", {("OperationFailedReplication", T0 + 1): 3, ("OperationFailedReplication", T0 + 299): 1,
                                   ("OperationNotTracked", T0 + 3600 * 2): 1})
     assert [(a.sk, dict(a.add)) for a in adds] == [("h#2026-11-23T10", {"eF_00": 4}), ("h#2026-11-23T12", {"eN_00": 1})]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import time
 from typing import Any
 
 import boto3
@@ -248,3 +250,64 @@ def test_spooled_records_are_private_files_replayed_once(tmp_path: Any, ddb: Any
     hours = [i for k, i in items.items() if k[1].startswith("h#")]
     assert spool.pending() == 0 and len(records) == 1 and [h["pj"]["N"] for h in hours] == ["1"]  # stored and counted once
     assert counted == ["SpoolReplayed"]  # replay counts itself; the probe's own metrics went out when it was spooled
+
+
+@pytest.mark.parametrize("table", ["dynamodb", "memory"])
+def test_the_transaction_that_stores_a_record_deletes_its_in_flight_marker(ddb: Any, table: str) -> None:
+    """A stored record and its probe's in-flight marker never both exist: the marker's Delete is in
+    the record's TransactWriteItems (a DeleteItem after it could fail alone - the store dying in
+    between - and the marker would age the RPO's oldest unfinished probe until its TTL). A marker
+    left by a duplicate's first write is cleared by the step; heartbeats and probes that never PUT
+    have no marker and send no Delete."""
+    from replmon.adapters.memtable import MemoryLatencyTable
+    from replmon.core.keys import heartbeat_run_id
+    from replmon.core.ports import TransactDelete
+    from replmon.signals.inflight import in_flight_probes, mark_in_flight
+    from replmon.signals.rollup import record_ops, store_record
+
+    store: Any = DynamoLatencyStore(TABLE, ddb) if table == "dynamodb" else MemoryLatencyTable()
+    sent: list[str] = []
+    if table == "dynamodb":
+        ddb.meta.events.register("before-call.dynamodb.*", lambda model, **_: sent.append(model.name))
+    at = 1_790_000_000.0
+    record = rec(at, probe=f"{run_at(at)}-primary-1MiB-t1")
+    mark_in_flight(store, "primary", record.sort_key, record.put_end or 0.0, at + 7200)
+    assert len(in_flight_probes(store, "primary", at + 10)) == 1
+    sent.clear()
+    assert store_record(store, record, at + 10, threshold_seconds=900) is True
+    assert sent == (["TransactWriteItems"] if table == "dynamodb" else [])  # one call
+    assert in_flight_probes(store, "primary", at + 10) == []  # gone with the record's write
+    assert store.get_record("primary", record.sort_key) is not None
+    # A second write of the same record is a duplicate: cancelled whole, nothing counted twice.
+    assert store_record(store, record, at + 20, threshold_seconds=900) is False
+    # A probe whose UploadProbe marked it and then failed records without a PUT end: its marker goes too.
+    unput = dataclasses.replace(rec(at, probe=f"{run_at(at)}-primary-1MiB-t2", status=ProbeStatus.ERROR), put_end=None, latency_lo=None,
+                                latency_hi=None)
+    mark_in_flight(store, "primary", unput.sort_key, at, at + 7200)
+    assert store_record(store, unput, at + 30, threshold_seconds=900) is True
+    assert in_flight_probes(store, "primary", at + 30) == []
+    # A record with no marker (mark_in_flight failed) stores all the same: the Delete is unconditional.
+    unmarked = rec(at, probe=f"{run_at(at)}-primary-1MiB-t3")
+    assert store_record(store, unmarked, at + 40, threshold_seconds=900) is True
+    # The marker's delete is the last action: CancellationReasons' index 1 stays the hour item.
+    ops = record_ops(record, at)
+    assert ops[-1] == TransactDelete("primary#inflight", record.sort_key) and not any(isinstance(op, TransactDelete) for op in ops[:-1])
+    # A heartbeat has no marker and its role no DeleteItem: no Delete in its transaction.
+    beat = dataclasses.replace(rec(at, probe="hb"), run_id=heartbeat_run_id(at))
+    assert not [op for op in record_ops(beat, at) if isinstance(op, TransactDelete)]
+
+
+def test_a_duplicate_record_step_clears_a_marker_its_first_write_left(ddb: Any) -> None:
+    """A retried RecordResult whose record is already there (its transaction cancelled whole) still
+    leaves no marker: the step deletes it (a first write from before markers went with the record)."""
+    from replmon.signals.inflight import in_flight_probes, mark_in_flight
+
+    store = DynamoLatencyStore(TABLE, ddb)
+    deps = Deps(stores=lambda e: None, store=store, metrics=Capture())  # type: ignore[arg-type,return-value]
+    state = completed_state()
+    assert record_step(json.loads(json.dumps(state)), deps)["recorded"] == "stored"
+    key = store.query("primary", 0, 10_000)[0].sort_key
+    mark_in_flight(store, "primary", key, 101.0, time.time() + 7200)  # as if the first write had left it
+    assert in_flight_probes(store, "primary", time.time()) != []
+    assert record_step(state, deps)["recorded"] == "duplicate"
+    assert in_flight_probes(store, "primary", time.time()) == []

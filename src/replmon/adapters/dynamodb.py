@@ -16,7 +16,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from replmon.core.errors import StoreUnavailable
 from replmon.core.keys import iso_ms
 from replmon.core.partitions import PERIOD, live_partition, roll_partition
-from replmon.core.ports import MAX_TRANSACT_ACTIONS, RaiseTo, TransactAdd, TransactItem, TransactOutcome, TransactPut
+from replmon.core.ports import MAX_TRANSACT_ACTIONS, RaiseTo, TransactAdd, TransactDelete, TransactItem, TransactOutcome, TransactPut
 from replmon.core.record import PARTITION_KEY, SORT_KEY, ProbeRecord
 
 #: The attribute that tells which put_once call wrote an item (see put_once).
@@ -235,6 +235,8 @@ class DynamoLatencyStore:
         if isinstance(w, TransactPut):
             return {"Put": {"TableName": self.table, "Item": self._item(dict(w.item)),
                             "ConditionExpression": "attribute_not_exists(#pk)", "ExpressionAttributeNames": {"#pk": PARTITION_KEY}}}
+        if isinstance(w, TransactDelete):
+            return {"Delete": {"TableName": self.table, "Key": self._key(w.pk, w.sk)}}
         names: dict[str, str] = {}
         values: dict[str, Any] = {}
         adds, sets = [], []

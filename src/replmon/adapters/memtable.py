@@ -19,7 +19,7 @@ from typing import Any
 
 from replmon.core.keys import iso_ms
 from replmon.core.partitions import PERIOD, live_partition, roll_partition
-from replmon.core.ports import MAX_TRANSACT_ACTIONS, RaiseTo, TransactAdd, TransactItem, TransactOutcome, TransactPut
+from replmon.core.ports import MAX_TRANSACT_ACTIONS, RaiseTo, TransactAdd, TransactDelete, TransactItem, TransactOutcome, TransactPut
 from replmon.core.record import PARTITION_KEY, SORT_KEY, ProbeRecord
 
 
@@ -145,6 +145,8 @@ def apply_transaction(items: dict[tuple[str, str], dict[str, Any]], writes: Sequ
     for key, w in zip(keys, writes, strict=True):
         if isinstance(w, TransactPut):
             items[key] = copy.deepcopy({k: v for k, v in w.item.items() if v is not None})
+        elif isinstance(w, TransactDelete):
+            items.pop(key, None)
         else:
             item = items.setdefault(key, {PARTITION_KEY: w.pk, SORT_KEY: w.sk})
             for name, n in w.add.items():

@@ -24,7 +24,7 @@ The fleet's (docs/design/fleet.md):
 | ``#inventory/checkpoint`` | ``checkpoint`` | where an unfinished inventory resumes | Inventory |
 | ``<route>#live`` | ``lease`` | the route's run lease (+ ``ls_<class>``: each class's last start) | BeginRouteRun, EndRouteRun |
 | ``<route>#live`` | ``hb`` | heartbeat state: pending heartbeats, stall state, expectation | Heartbeat (+ collector's ``expect``) |
-| ``<route>#live`` | ``inflight#<record key>`` | a probe in flight | UploadProbe / RecordResult |
+| ``<route>#live`` | ``inflight#<record key>`` | a probe in flight (planned: today in ``<route>#inflight``) | UploadProbe / the record's transaction |
 | ``<route>#roll`` | ``h#<YYYY-MM-DDTHH>`` | the hour's rollup counters (signals/rollup.py) | RecordResult, Heartbeat, IngestEvents |
 | ``<route>#roll`` | ``period`` | the period cache (sorts after every ``h#...``) | CollectSignals |
 | ``<route>#hb`` | record key | a heartbeat's record (kept 7 days) | Heartbeat |
@@ -34,7 +34,7 @@ The fleet's (docs/design/fleet.md):
 | ``<route>#events/<n>`` | ``<event time>#<event id>`` | a kept failure / missed-threshold event, n = crc32(event id) % 8 | IngestEvents |
 | ``#unmapped/<YYYY-MM-DD>`` | ``<event time>#<event id>`` | an S3 replication event no registry route owns, with the reason | IngestEvents |
 
-The whole ``<route>#live`` partition is one Query for the collector (lease + hb + in-flight markers);
+The whole ``<route>#live`` partition is one Query for the collector (lease + hb; the in-flight markers once moved);
 ``<route>#roll`` between ``h#<H-6h>`` and ``period`` is the other (7 hour items + the cache).
 
 >>> signal_partition("primary", EVENTS)
@@ -66,7 +66,7 @@ IN_FLIGHT = "inflight"
 #: Attribute of an arrivals item holding one destination's replica creation time.
 ARRIVAL_ATTR = "replica@"
 
-LIVE = "live"  # lease, heartbeat state, in-flight markers: what changes every minute
+LIVE = "live"  # lease, heartbeat state (and, planned, the in-flight markers): what changes every minute
 ROLL = "roll"  # hourly rollups and the period cache
 HEARTBEATS = "hb"  # heartbeat records (same shape as probe records)
 HEARTBEAT_CLAIMS = "hbclaim"  # periods claimed (kept out of #live: the collector reads that whole partition)

@@ -478,7 +478,16 @@ class TransactAdd:
     set_once: Mapping[str, Any] = field(default_factory=dict)
 
 
-TransactItem = TransactPut | TransactAdd
+@dataclass(frozen=True)
+class TransactDelete:
+    """``Delete`` the item (unconditionally: one that is not there is no error): a probe's in-flight
+    marker, removed in the transaction that stores its record, so a stored record never leaves one."""
+
+    pk: str
+    sk: str
+
+
+TransactItem = TransactPut | TransactAdd | TransactDelete
 #: TransactWriteItems' limit: "groups up to 100 write actions in a single all-or-nothing operation".
 MAX_TRANSACT_ACTIONS = 100
 

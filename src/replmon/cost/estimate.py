@@ -211,7 +211,7 @@ def estimate(request: ProbeRequest, runs_per_month: float, cross_region: bool, r
         invocations["upload"] = invocations.get("upload", 0) + 1
         gb_seconds += 1.0 * (upload_s + a["other_step_seconds"]) + 0.25 * (polling.lambda_seconds + polling.invocations * a["other_step_seconds"])
         gb_seconds += 3 * 0.25 * a["other_step_seconds"]  # RecordResult, Cleanup, EndProbe (the route's lease: fleet/lease.py)
-        # the record and its hour item's counters in one transaction (2 units per KB each); marker put + delete
+        # the record, its hour item's counters and the marker's delete in one transaction (2 units per KB each); the marker's put
         write_units += 2 * (math.ceil(a["record_bytes"] / 1024) + math.ceil(a["hour_item_bytes"] / 1024)) + a["in_flight_marker_write_units"]
         if probe.poll_settings.use_history:  # the history Query: up to 50 records, eventually consistent
             read_units += math.ceil(50 * a["record_bytes"] / 4096) / 2

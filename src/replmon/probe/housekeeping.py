@@ -31,7 +31,8 @@ REFUSED_CODES = frozenset({"ValidationException", "SerializationException", "Ite
 #: ProvisionedThroughputExceeded mean "not now" (TransactionCanceledException).
 REFUSED_REASONS = frozenset({"ValidationError", "ItemCollectionSizeLimitExceeded"})
 #: The record's own put is the transaction's first action (signals/rollup.py ``record_ops``); the
-#: others update items many records share (the hour item, the period cache).
+#: others update items many records share (the hour item, the period cache), then the probe's own
+#: in-flight marker's delete, last.
 RECORD_ACTION = 0
 
 
@@ -83,7 +84,7 @@ def replay_spool(deps: ProbeDeps, limit: int = REPLAY_LIMIT) -> dict[str, Any]:
             continue
         out["replayed" if wrote else "duplicates"] += 1
         deps.spool.ack(handle)
-        after_record(record, deps)  # as RecordResult would have: replica events, the in-flight marker
+        after_record(record, deps, clear_marker=not wrote)  # as RecordResult would have: replica events (the marker went with the record)
     out["quarantined"] = list(getattr(deps.spool, "quarantined", []))[seen:]
     if out.get("kept"):
         log.error("spooled records kept: the store refused an item their transaction also updates", extra={"kept": out["kept"]})

@@ -129,18 +129,22 @@ def record_step(event: Mapping[str, Any], deps: ProbeDeps, interrupted: str | No
     if wrote:
         deps.metrics.publish(record)
     if state.recorded in ("stored", "duplicate"):
-        after_record(record, deps)
+        after_record(record, deps, clear_marker=state.recorded == "duplicate")
     return state.dump()
 
 
-def after_record(record: ProbeRecord, deps: ProbeDeps) -> None:
-    """Narrow the interval with replica events that came first; the probe is no longer in flight.
-    Both are refinements: a failure is logged, the record stands."""
+def after_record(record: ProbeRecord, deps: ProbeDeps, clear_marker: bool = False) -> None:
+    """Narrow the interval with replica events that came first. The record's transaction removed
+    the probe's in-flight marker (signals/rollup.py record_ops); a duplicate's was cancelled, so
+    ``clear_marker`` deletes it here (the first write's transaction will have, but a write from
+    before markers were removed that way may not). Both are refinements: a failure is logged, the
+    record stands."""
     try:
         note = apply_arrivals(deps.store, deps.metrics, record, deps.event_skew, deps.slo, deps.clock.now())
         if note:
             log.info("replica events applied", extra={"probe_id": record.probe_id, "result": note})
-        clear_in_flight(deps.store, record.route, record.sort_key)
+        if clear_marker:
+            clear_in_flight(deps.store, record.route, record.sort_key)
     except Exception as exc:
         log.warning("replica events not applied", extra={"error": f"{type(exc).__name__}: {exc}", "probe_id": record.probe_id})
 

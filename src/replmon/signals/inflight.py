@@ -1,6 +1,7 @@
-"""Probes in flight: UploadProbe marks each probe once its PUT has ended, RecordResult clears the
-mark; the RPO counts the oldest unfinished probe's age (slo.py). A marker outlives a lost record
-only until its TTL (the probe's timeout plus an hour)."""
+"""Probes in flight: UploadProbe marks each probe once its PUT has ended; the transaction that
+stores its record (RecordResult's, or the spool's replay: signals/rollup.py record_ops) deletes the
+mark, so a stored record never leaves one. The RPO counts the oldest unfinished probe's age
+(slo.py). A marker outlives a lost record only until its TTL (the probe's timeout plus an hour)."""
 
 from __future__ import annotations
 

@@ -31,9 +31,11 @@ One record's operations (signals/event_ingest.py batches events; signals/slo_rol
 >>> r = ProbeRecord(route="dr-orders", probe_id="20261123T101500Z-a1b2c3-dr-orders-1MiB-t1", run_id="20261123T101500Z-a1b2c3",
 ...                 planned_at=1795428900.0, size_bytes=2**20, size_class="1MiB", trial=1, status=ProbeStatus.COMPLETED,
 ...                 put_end=1795428901.0, latency_lo=3.0, latency_hi=4.0)
->>> put, add = record_ops(r, now=1795428910.0)
+>>> put, add, marker = record_ops(r, now=1795428910.0)
 >>> (put.item["route"], add.pk, add.sk, dict(add.add))
 ('dr-orders', 'dr-orders#roll', 'h#2026-11-23T10', {'j': 1, 'g': 1, 'pj': 1, 'pg': 1, 'j_15': 1, 'g_15': 1, 'pj_15': 1, 'pg_15': 1, 'h_1MiB_13': 1})
+>>> (marker.pk, marker.sk == r.sort_key)
+('dr-orders#inflight', True)
 >>> [(m.attribute, m.value) for m in record_max_ops(r)]
 [('x_1MiB_15', 4.0)]
 """
@@ -48,8 +50,8 @@ from typing import Any
 
 from replmon.core.defaults import DEFAULTS
 from replmon.core.keys import is_heartbeat
-from replmon.core.partitions import PERIOD, heartbeat_partition, hour_sort_key, roll_partition
-from replmon.core.ports import LatencyTable, RaiseTo, TransactAdd, TransactItem, TransactPut
+from replmon.core.partitions import IN_FLIGHT, PERIOD, heartbeat_partition, hour_sort_key, roll_partition, signal_partition
+from replmon.core.ports import LatencyTable, RaiseTo, TransactAdd, TransactDelete, TransactItem, TransactPut
 from replmon.core.record import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE, ProbeRecord, ProbeStatus
 from replmon.signals.slo import is_good
 from replmon.signals.windows import HOUR_SECONDS, floor_hour, record_time, sub_slot
@@ -175,7 +177,11 @@ def record_ops(record: ProbeRecord, now: float, *, period_days: int = DEFAULTS.s
                threshold_seconds: float | None = None) -> list[TransactItem]:
     """The transaction that stores ``record`` once and counts it once: the record's conditional put
     (always first: a cancelled transaction whose reason is index 0 is a duplicate), then the hour
-    item's counters, then - for a late write - the period cache's ``gen``. Heartbeat records
+    item's counters, then - for a late write - the period cache's ``gen``, then (always last) the
+    delete of the probe's in-flight marker: a stored record and a marker left behind, which would
+    age the RPO's oldest unfinished probe until its TTL, cannot both be (signals/inflight.py). Every
+    probe's record deletes it, even one without a PUT end (UploadProbe can fail after marking; an
+    absent item's delete is no error). Heartbeat records
     (core/keys.py ``is_heartbeat``) go to ``<route>#hb`` and are kept 7 days. ``threshold_seconds``
     (default the record's target) decides good; only judged records are counted."""
     item = record.to_item()
@@ -184,8 +190,9 @@ def record_ops(record: ProbeRecord, now: float, *, period_days: int = DEFAULTS.s
         item[PARTITION_KEY] = heartbeat_partition(record.route)
         item[TTL_ATTRIBUTE] = int(record.planned_at + HEARTBEAT_RETENTION_DAYS * 86400)
     ops: list[TransactItem] = [TransactPut(item)]
+    marker = [] if heartbeat else [TransactDelete(signal_partition(record.route, IN_FLIGHT), record.sort_key)]
     if not record.status.judged:
-        return ops
+        return ops + marker
     when = record_time(record)
     hour = floor_hour(when)
     threshold = record.target_seconds if threshold_seconds is None else threshold_seconds
@@ -210,7 +217,7 @@ def record_ops(record: ProbeRecord, now: float, *, period_days: int = DEFAULTS.s
     ops.append(TransactAdd(roll_partition(record.route), hour_sort_key(hour), {k: v for k, v in add.items() if v}, once))
     if not heartbeat and hour < floor_hour(now) - LATE_AFTER_HOURS * HOUR_SECONDS:  # the period cache folds probes only
         ops.append(TransactAdd(roll_partition(record.route), PERIOD, late_period_add(hour, 1, good)))
-    return ops
+    return ops + marker
 
 
 def heartbeat_attr(t: float) -> str:
