@@ -88,8 +88,8 @@ def test_a_store_outage_mid_run_loses_nothing_doubles_nothing_leaves_nothing(lab
         # Down until a record has been spooled, never on a timer alone: the first three probes often
         # end together, and each one's EndProbe retries the down store (4 retries after the first
         # attempt, full-jitter waits of at most 2+4+8+16 s) while holding its Map slot, so probes 4-6
-        # start only when those retries give up
-        # (caught: LeaseKeptToRunEnd). A 20 s outage could end before any record met it (CI, stop 39).
+        # start only when those retries give up (caught: LeaseKeptToRunEnd). A 20 s outage could end
+        # before any record met it (CI, stop 39).
         down = time.time()
         while time.time() - down < 8 or (lab.spool().pending() == before and time.time() - down < OUTAGE_CAP_S):
             time.sleep(0.2)
@@ -119,7 +119,9 @@ def test_a_store_outage_mid_run_loses_nothing_doubles_nothing_leaves_nothing(lab
     outcomes = res.account.outcomes
     assert len(outcomes) == 6 and {o.recorded for o in outcomes.values()} <= {"stored", "spooled", "duplicate"}, res.account.to_json()
     assert res.account.lost == [] and res.account.count("spooled") == report["replayed"] + report["duplicates"], res.account.to_json()
-    assert in_flight_probes(store, route, time.time()) == []  # the replay cleared the markers, as RecordResult does
+    # no in-flight marker left: each record's transaction deleted its own, the first record's too (the
+    # store was killed right after it; a DeleteItem after the write would have failed and left it)
+    assert in_flight_probes(store, route, time.time()) == []
     assert lab.leftovers() == {"source": [], "destination": []}
 
 
