@@ -109,9 +109,11 @@ def legacy_event_counts(items: Iterable[Mapping[str, Any]], now: float, window: 
 
 def failure_events(store: LatencyTable, route: str, now: float, window: float) -> int:
     """``OperationFailedReplication`` events in ``[now - window, now]`` exactly (the RPO is unbounded
-    while there is one): the kept failure items (8 shard Queries, empty while the route replicates;
-    they hold only failures and missed thresholds, never the bulk of a backlog) and the layout
-    before counters."""
+    while there is one): the kept failure items (8 shard Queries, empty while the route replicates)
+    and the layout before counters. The shards keep missed thresholds too, so in a backlog of late
+    replications this reads most of the backlog's events (docs/BENCH-INGEST.md's collector read);
+    counting whole slots from the counters and reading items only for the slot at the window's
+    start would bound it."""
     pks = [events_shard_partition(route, n) for n in range(EVENT_SHARDS)] + [signal_partition(route, EVENTS)]
     return sum(1 for pk in pks for i in store.items(pk, now - window, now) if i.get("kind") == "OperationFailedReplication")
 
