@@ -4,8 +4,10 @@ and `replmon spool list|retry|drop` shows and handles what waits. NaN is refused
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -246,6 +248,22 @@ def test_spool_list_retry_drop_on_a_deployed_stacks_queues(monkeypatch: pytest.M
         assert gone.returncode == 2 and "is not in the quarantine queue" in gone.stderr
 
 
+@contextlib.contextmanager
+def two_quarantined() -> Iterator[tuple[Any, str, str]]:
+    """Under moto: a spool queue and its quarantine queue holding two records, ``[1]`` and ``[2]``:
+    (the SQS client, the spool's URL, the quarantine's URL)."""
+    import boto3
+    from moto import mock_aws
+
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        spool_url = sqs.create_queue(QueueName="spool")["QueueUrl"]
+        quarantine_url = sqs.create_queue(QueueName="spool-quarantine")["QueueUrl"]
+        for body in ("[1]", "[2]"):
+            sqs.send_message(QueueUrl=quarantine_url, MessageBody=body)
+        yield sqs, spool_url, quarantine_url
+
+
 @pytest.mark.parametrize(("verb", "refused", "says", "then"), [
     ("drop", "DeleteMessage", "NOT removed from the quarantine queue", "drop"),
     ("retry", "SendMessage", "not sent back to the spool queue", "retry"),
@@ -259,17 +277,9 @@ def test_one_entry_sqs_refuses_is_named_and_the_others_are_still_handled(monkeyp
     the record is already back in the spool queue; a second retry would send it twice)."""
     import os
 
-    import boto3
-    from moto import mock_aws
-
     from replmon.adapters.spool import SqsQuarantine
 
-    with mock_aws():
-        sqs = boto3.client("sqs", region_name="us-east-1")
-        spool_url = sqs.create_queue(QueueName="spool")["QueueUrl"]
-        quarantine_url = sqs.create_queue(QueueName="spool-quarantine")["QueueUrl"]
-        for body in ("[1]", "[2]"):
-            sqs.send_message(QueueUrl=quarantine_url, MessageBody=body)
+    with two_quarantined() as (sqs, spool_url, quarantine_url):
         calls: list[str] = []
 
         def refuse_first(params: Any, **_: Any) -> None:
@@ -301,18 +311,10 @@ def test_retry_and_drop_hide_what_they_read_within_sqs_limits_and_show_the_rest_
     https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_ChangeMessageVisibility.html).
     `spool drop ID` reads every quarantined message hidden for HANDLE_HIDE_S, deletes the one named,
     and gives the other back with 0: it is listed again at once."""
-    import boto3
-    from moto import mock_aws
-
     from replmon.adapters.spool import HANDLE_HIDE_S, SqsQuarantine
 
     assert 0 < HANDLE_HIDE_S <= 43_200
-    with mock_aws():
-        sqs = boto3.client("sqs", region_name="us-east-1")
-        spool_url = sqs.create_queue(QueueName="spool")["QueueUrl"]
-        quarantine_url = sqs.create_queue(QueueName="spool-quarantine")["QueueUrl"]
-        for body in ("[1]", "[2]"):
-            sqs.send_message(QueueUrl=quarantine_url, MessageBody=body)
+    with two_quarantined() as (sqs, spool_url, quarantine_url):
         hides: list[int] = []
         sqs.meta.events.register("provide-client-params.sqs.ReceiveMessage", lambda params, **_: hides.append(params["VisibilityTimeout"]))
         q = SqsQuarantine(sqs, spool_url, quarantine_url)
