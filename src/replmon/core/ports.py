@@ -480,8 +480,11 @@ class TransactAdd:
 
 @dataclass(frozen=True)
 class TransactDelete:
-    """``Delete`` the item (unconditionally: one that is not there is no error): a probe's in-flight
-    marker, removed in the transaction that stores its record, so a stored record never leaves one."""
+    """``Delete`` the item, unconditionally: "Unless you specify conditions, the DeleteItem is an
+    idempotent operation" with no error for an item that is not there (DynamoDB API reference,
+    DeleteItem; a transaction's Delete "initiates a DeleteItem operation", TransactWriteItems;
+    tests/test_store.py stores a record that has no marker). A probe's in-flight marker, removed in
+    the transaction that stores its record, so a stored record never leaves one."""
 
     pk: str
     sk: str
